@@ -1,0 +1,44 @@
+//! The arm64 kernel virtual-address layout for a 48-bit VA, 4 KiB granule
+//! kernel, as arch/arm64/include/asm/memory.h and pgtable.h define it.
+//!
+//! Only the pieces the page allocator needs are here so far: the linear map
+//! base and the vmemmap window, whose addresses appear in list links and in
+//! `page=` fields of the kmem tracepoints.
+
+/// `VA_BITS` (and `VA_BITS_MIN`): 48.
+pub const VA_BITS: u32 = 48;
+/// `PAGE_OFFSET`: start of the linear map, `-(1 << VA_BITS)`.
+pub const PAGE_OFFSET: u64 = (1u64 << VA_BITS).wrapping_neg();
+/// `PAGE_END`: end of the linear map, `-(1 << (VA_BITS - 1))`.
+pub const PAGE_END: u64 = (1u64 << (VA_BITS - 1)).wrapping_neg();
+/// `VMEMMAP_END`: `-SZ_1G`.
+pub const VMEMMAP_END: u64 = (1u64 << 30).wrapping_neg();
+/// `VMEMMAP_SIZE`: one 64-byte struct page per 4 KiB of the linear map.
+pub const VMEMMAP_SIZE: u64 = ((PAGE_END - PAGE_OFFSET) >> crate::addr::PAGE_SHIFT)
+    * crate::page::STRUCT_PAGE_SIZE;
+/// `VMEMMAP_START`.
+pub const VMEMMAP_START: u64 = VMEMMAP_END - VMEMMAP_SIZE;
+/// `ARM64_MEMSTART_ALIGN` with 4 KiB pages: `PUD_SIZE` (1 GiB), which is
+/// larger than a memory section (`SECTION_SIZE_BITS` = 27).
+pub const ARM64_MEMSTART_ALIGN: u64 = 1 << 30;
+/// Physical base of RAM on the emulated machine: 1 GiB, as on QEMU's `virt`
+/// board, so that PFNs do not start at zero and PFN/index mix-ups show.
+pub const PHYS_OFFSET: u64 = 0x4000_0000;
+/// Where mmlab places the heads of lists that the kernel keeps in static
+/// data (free areas in `struct zone`, per-cpu lists): a window in the kernel
+/// image region (`KIMAGE_VADDR` = `MODULES_END`), so a list link in a struct
+/// page always holds a kernel virtual address, as in the kernel.
+pub const KERNEL_DATA_LISTS: u64 = PAGE_END + (2 << 30) + (128 << 20);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_the_arm64_48bit_layout() {
+        assert_eq!(PAGE_OFFSET, 0xffff_0000_0000_0000);
+        assert_eq!(PAGE_END, 0xffff_8000_0000_0000);
+        assert_eq!(VMEMMAP_START, 0xffff_fdff_c000_0000);
+        assert_eq!(VMEMMAP_END, 0xffff_ffff_c000_0000);
+    }
+}

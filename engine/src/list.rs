@@ -1,0 +1,243 @@
+//! Intrusive doubly linked lists through struct page, as `struct list_head`.
+//!
+//! The kernel threads free pages onto lists through the `lru` field of their
+//! struct page: the links are pointers to other pages' `lru` fields or to a
+//! list head inside `struct zone` or `struct per_cpu_pages`. mmlab keeps that
+//! shape. The links are stored in the struct pages in emulated RAM and hold
+//! kernel virtual addresses: `vmemmap + pfn * 64 + 8` for a page, and for a
+//! head an address in the kernel-data window ([`KERNEL_DATA_LISTS`]). The
+//! heads themselves live in the host structure that owns them ([`ListArray`],
+//! one per zone free-area set or pcp), each with its own base address, so a
+//! link is decoded by range: inside the vmemmap window it names a page,
+//! otherwise a head of the array being edited.
+//!
+//! Deleting an entry writes the kernel's poison values (`LIST_POISON1/2` with
+//! the 64-bit `POISON_POINTER_DELTA`) into its links, so a stale use shows up
+//! as an obviously bad address in a dump.
+//!
+//! Faithful in shape (same insertions, same order, same memory touched per
+//! operation); simplified in that heads live in host memory.
+//!
+//! [`KERNEL_DATA_LISTS`]: crate::layout::KERNEL_DATA_LISTS
+
+use crate::addr::Pfn;
+use crate::layout::{VMEMMAP_END, VMEMMAP_START};
+use crate::page::{LRU_OFFSET, Memmap, STRUCT_PAGE_SIZE};
+
+/// `LIST_POISON1` (0x100 + `POISON_POINTER_DELTA`).
+pub const LIST_POISON1: u64 = 0xdead_0000_0000_0100;
+/// `LIST_POISON2` (0x122 + `POISON_POINTER_DELTA`).
+pub const LIST_POISON2: u64 = 0xdead_0000_0000_0122;
+
+/// Size of a `struct list_head`.
+const HEAD_SIZE: u64 = 16;
+
+/// A `struct list_head` held outside emulated RAM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Head {
+    next: u64,
+    prev: u64,
+}
+
+/// What a link points at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    Page(Pfn),
+    Head(usize),
+}
+
+/// A fixed array of list heads whose entries are struct pages.
+#[derive(Debug, Clone)]
+pub struct ListArray {
+    base_va: u64,
+    vmemmap_pfn0: u64,
+    heads: Box<[Head]>,
+    lens: Box<[u32]>,
+}
+
+impl ListArray {
+    /// `n` empty lists whose heads sit at `base_va`, `base_va + 16`, ...
+    /// (`INIT_LIST_HEAD` on each). `mem` fixes how page links are encoded.
+    pub fn new(mem: &Memmap, base_va: u64, n: usize) -> ListArray {
+        assert!(!(VMEMMAP_START..VMEMMAP_END).contains(&base_va));
+        let heads = (0..n)
+            .map(|i| {
+                let va = base_va + i as u64 * HEAD_SIZE;
+                Head { next: va, prev: va }
+            })
+            .collect();
+        ListArray {
+            base_va,
+            vmemmap_pfn0: mem.vmemmap_pfn0(),
+            heads,
+            lens: vec![0; n].into_boxed_slice(),
+        }
+    }
+
+    /// Number of lists.
+    pub fn len(&self) -> usize {
+        self.heads.len()
+    }
+    /// True if there are no lists at all.
+    pub fn is_empty(&self) -> bool {
+        self.heads.is_empty()
+    }
+
+    #[inline]
+    fn head_va(&self, i: usize) -> u64 {
+        self.base_va + i as u64 * HEAD_SIZE
+    }
+    #[inline]
+    fn page_link(&self, pfn: Pfn) -> u64 {
+        VMEMMAP_START + (pfn.0 - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE + LRU_OFFSET
+    }
+    #[inline]
+    fn decode(&self, va: u64) -> Link {
+        if va.wrapping_sub(VMEMMAP_START) < VMEMMAP_END - VMEMMAP_START {
+            Link::Page(Pfn((va - VMEMMAP_START - LRU_OFFSET) / STRUCT_PAGE_SIZE + self.vmemmap_pfn0))
+        } else {
+            let i = va.wrapping_sub(self.base_va) / HEAD_SIZE;
+            assert!(
+                (i as usize) < self.heads.len() && va.wrapping_sub(self.base_va) % HEAD_SIZE == 0,
+                "corrupt list link {va:#x}"
+            );
+            Link::Head(i as usize)
+        }
+    }
+    #[inline]
+    fn set_next(&mut self, mem: &Memmap, at: Link, v: u64) {
+        match at {
+            Link::Page(p) => mem.page(p).set_lru_next(v),
+            Link::Head(i) => self.heads[i].next = v,
+        }
+    }
+    #[inline]
+    fn set_prev(&mut self, mem: &Memmap, at: Link, v: u64) {
+        match at {
+            Link::Page(p) => mem.page(p).set_lru_prev(v),
+            Link::Head(i) => self.heads[i].prev = v,
+        }
+    }
+
+    /// `__list_add(new, prev, next)`.
+    #[inline]
+    fn insert_between(&mut self, mem: &Memmap, pfn: Pfn, prev: u64, next: u64) {
+        let new = self.page_link(pfn);
+        self.set_prev(mem, self.decode(next), new);
+        let p = mem.page(pfn);
+        p.set_lru_next(next);
+        p.set_lru_prev(prev);
+        self.set_next(mem, self.decode(prev), new);
+    }
+
+    /// `list_add(&page->lru, &heads[i])`: insert at the head.
+    #[inline]
+    pub fn add(&mut self, mem: &Memmap, i: usize, pfn: Pfn) {
+        let (prev, next) = (self.head_va(i), self.heads[i].next);
+        self.insert_between(mem, pfn, prev, next);
+        self.lens[i] += 1;
+    }
+
+    /// `list_add_tail(&page->lru, &heads[i])`: insert at the tail.
+    #[inline]
+    pub fn add_tail(&mut self, mem: &Memmap, i: usize, pfn: Pfn) {
+        let (prev, next) = (self.heads[i].prev, self.head_va(i));
+        self.insert_between(mem, pfn, prev, next);
+        self.lens[i] += 1;
+    }
+
+    /// `list_del(&page->lru)` for a page on list `i`.
+    #[inline]
+    pub fn del(&mut self, mem: &Memmap, i: usize, pfn: Pfn) {
+        let p = mem.page(pfn);
+        let (next, prev) = (p.lru_next(), p.lru_prev());
+        self.set_prev(mem, self.decode(next), prev);
+        self.set_next(mem, self.decode(prev), next);
+        p.set_lru_next(LIST_POISON1);
+        p.set_lru_prev(LIST_POISON2);
+        self.lens[i] -= 1;
+    }
+
+    /// `list_move_tail()` from list `from` to list `to`.
+    #[inline]
+    pub fn move_tail(&mut self, mem: &Memmap, from: usize, to: usize, pfn: Pfn) {
+        self.del(mem, from, pfn);
+        self.add_tail(mem, to, pfn);
+    }
+
+    /// `list_first_entry_or_null()`.
+    #[inline]
+    pub fn first(&self, i: usize) -> Option<Pfn> {
+        match self.decode(self.heads[i].next) {
+            Link::Page(p) => Some(p),
+            Link::Head(_) => None,
+        }
+    }
+
+    /// `list_last_entry()` or None if empty.
+    #[inline]
+    pub fn last(&self, i: usize) -> Option<Pfn> {
+        match self.decode(self.heads[i].prev) {
+            Link::Page(p) => Some(p),
+            Link::Head(_) => None,
+        }
+    }
+
+    /// `list_empty()`.
+    #[inline]
+    pub fn list_is_empty(&self, i: usize) -> bool {
+        self.heads[i].next == self.head_va(i)
+    }
+
+    /// Entries on list `i` (kept as a count beside the list: instrumented).
+    #[inline]
+    pub fn count(&self, i: usize) -> u32 {
+        self.lens[i]
+    }
+
+    /// The entry after `pfn` on list `i`, or None at the end.
+    pub fn next_of(&self, mem: &Memmap, pfn: Pfn) -> Option<Pfn> {
+        match self.decode(mem.page(pfn).lru_next()) {
+            Link::Page(p) => Some(p),
+            Link::Head(_) => None,
+        }
+    }
+
+    /// Walk list `i` from head to tail, checking every back link; returns the
+    /// entries or a description of the first broken link.
+    pub fn walk(&self, mem: &Memmap, i: usize) -> Result<Vec<Pfn>, String> {
+        let mut out = Vec::new();
+        let mut prev = self.head_va(i);
+        let mut cur = self.heads[i].next;
+        loop {
+            match self.decode(cur) {
+                Link::Head(h) if h == i => {
+                    if self.heads[i].prev != prev {
+                        return Err(format!("list {i}: head.prev {:#x} != last {prev:#x}", self.heads[i].prev));
+                    }
+                    break;
+                }
+                Link::Head(h) => return Err(format!("list {i}: reaches head {h}")),
+                Link::Page(p) => {
+                    if !mem.pfn_valid(p) {
+                        return Err(format!("list {i}: link to invalid pfn {p}"));
+                    }
+                    let pg = mem.page(p);
+                    if pg.lru_prev() != prev {
+                        return Err(format!("list {i}: pfn {p} prev {:#x} != {prev:#x}", pg.lru_prev()));
+                    }
+                    out.push(p);
+                    if out.len() > self.lens[i] as usize {
+                        return Err(format!("list {i}: longer than its count {}", self.lens[i]));
+                    }
+                    prev = cur;
+                    cur = pg.lru_next();
+                }
+            }
+        }
+        if out.len() != self.lens[i] as usize {
+            return Err(format!("list {i}: {} entries, count says {}", out.len(), self.lens[i]));
+        }
+        Ok(out)
+    }
+}

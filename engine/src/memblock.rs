@@ -1,0 +1,225 @@
+//! memblock: the boot-time allocator that hands out memory before the buddy
+//! allocator exists (mm/memblock.c).
+//!
+//! It keeps two sorted region lists, `memory` (RAM) and `reserved` (taken at
+//! boot: the memmap, the pageblock bitmap, early page tables). Allocations
+//! search top-down from the end of RAM, as memblock does by default. When the
+//! page allocator comes up, [`Memblock::for_each_free_block`] walks what is
+//! not reserved in the largest naturally aligned blocks, which
+//! `memblock_free_all()` / `__free_pages_memory()` hand to `__free_pages_core()`.
+
+use crate::addr::{PAGE_SIZE, PhysAddr, Pfn};
+use crate::mm::MAX_PAGE_ORDER;
+
+/// A physical range with the name of its owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub base: PhysAddr,
+    pub size: u64,
+    pub name: &'static str,
+}
+
+impl Region {
+    /// One past the last byte.
+    pub fn end(&self) -> u64 {
+        self.base.0 + self.size
+    }
+}
+
+/// memblock failures.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MemblockError {
+    /// No free range of `size` bytes aligned to `align`.
+    NoSpace { size: u64, align: u64, name: &'static str },
+    /// A reservation outside RAM or overlapping an existing one.
+    BadReserve { base: PhysAddr, size: u64 },
+}
+
+impl std::fmt::Display for MemblockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MemblockError::NoSpace { size, align, name } => write!(
+                f,
+                "memblock: cannot allocate {size:#x} bytes aligned to {align:#x} for {name}"
+            ),
+            MemblockError::BadReserve { base, size } => {
+                write!(f, "memblock: bad reservation {base}+{size:#x}")
+            }
+        }
+    }
+}
+impl std::error::Error for MemblockError {}
+
+/// The boot allocator's state.
+#[derive(Clone, Debug, Default)]
+pub struct Memblock {
+    memory: Vec<Region>,
+    reserved: Vec<Region>,
+}
+
+impl Memblock {
+    /// `memblock_add()`: register RAM.
+    pub fn add(&mut self, base: PhysAddr, size: u64) {
+        self.memory.push(Region { base, size, name: "System RAM" });
+        self.memory.sort_by_key(|r| r.base);
+    }
+
+    /// RAM regions.
+    pub fn memory(&self) -> &[Region] {
+        &self.memory
+    }
+    /// Reserved regions, sorted by address.
+    pub fn reserved(&self) -> &[Region] {
+        &self.reserved
+    }
+
+    fn in_memory(&self, base: u64, end: u64) -> bool {
+        self.memory.iter().any(|r| base >= r.base.0 && end <= r.end())
+    }
+
+    /// `memblock_reserve()`.
+    pub fn reserve(&mut self, base: PhysAddr, size: u64, name: &'static str) -> Result<(), MemblockError> {
+        let end = base.0.checked_add(size).ok_or(MemblockError::BadReserve { base, size })?;
+        if size == 0
+            || !self.in_memory(base.0, end)
+            || self.reserved.iter().any(|r| base.0 < r.end() && r.base.0 < end)
+        {
+            return Err(MemblockError::BadReserve { base, size });
+        }
+        self.reserved.push(Region { base, size, name });
+        self.reserved.sort_by_key(|r| r.base);
+        Ok(())
+    }
+
+    /// Free (unreserved) ranges of RAM, in address order.
+    pub fn free_ranges(&self) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        for m in &self.memory {
+            let mut cur = m.base.0;
+            for r in &self.reserved {
+                if r.end() <= cur || r.base.0 >= m.end() {
+                    continue;
+                }
+                if r.base.0 > cur {
+                    out.push((cur, r.base.0));
+                }
+                cur = cur.max(r.end());
+            }
+            if cur < m.end() {
+                out.push((cur, m.end()));
+            }
+        }
+        out
+    }
+
+    /// `memblock_phys_alloc()`: `size` bytes aligned to `align`, searched
+    /// top-down, and reserved under `name`.
+    pub fn alloc(&mut self, size: u64, align: u64, name: &'static str) -> Result<PhysAddr, MemblockError> {
+        let err = MemblockError::NoSpace { size, align, name };
+        if size == 0 || !align.is_power_of_two() {
+            return Err(err);
+        }
+        for (start, end) in self.free_ranges().into_iter().rev() {
+            if end - start < size {
+                continue;
+            }
+            let base = (end - size) & !(align - 1);
+            if base >= start {
+                self.reserve(PhysAddr(base), size, name)?;
+                return Ok(PhysAddr(base));
+            }
+        }
+        Err(err)
+    }
+
+    /// Pages covered by reservations (each page counted once).
+    pub fn reserved_pages(&self) -> u64 {
+        let mut pages = 0;
+        let mut last_end = 0;
+        for r in &self.reserved {
+            let s = (r.base.0 / PAGE_SIZE).max(last_end);
+            let e = r.end().div_ceil(PAGE_SIZE);
+            if e > s {
+                pages += e - s;
+                last_end = e;
+            }
+        }
+        pages
+    }
+
+    /// `memblock_free_all()` walk: call `f(pfn, order)` for every free range
+    /// split into the largest naturally aligned blocks of at most
+    /// `MAX_PAGE_ORDER`, as `__free_pages_memory()` does. Partial pages at
+    /// the edges of a range are not freed.
+    pub fn for_each_free_block(&self, mut f: impl FnMut(Pfn, u32)) {
+        for (s, e) in self.free_ranges() {
+            free_pages_memory(s.div_ceil(PAGE_SIZE), e / PAGE_SIZE, &mut f);
+        }
+    }
+}
+
+/// Mirrors mm/memblock.c `__free_pages_memory()`: cover `[start, end)` (PFNs)
+/// with the largest aligned power-of-two blocks.
+pub fn free_pages_memory(mut start: u64, end: u64, f: &mut impl FnMut(Pfn, u32)) {
+    while start < end {
+        let mut order = if start == 0 { MAX_PAGE_ORDER } else { start.trailing_zeros().min(MAX_PAGE_ORDER) };
+        while start + (1 << order) > end {
+            order -= 1;
+        }
+        f(Pfn(start), order);
+        start += 1 << order;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_is_top_down_and_aligned() {
+        let mut m = Memblock::default();
+        m.add(PhysAddr(0x4000_0000), 64 << 20);
+        let a = m.alloc(0x1800, 0x1000, "a").unwrap();
+        assert_eq!(a, PhysAddr(0x4000_0000 + (64 << 20) - 0x2000));
+        let b = m.alloc(2 << 20, 2 << 20, "b").unwrap();
+        assert_eq!(b, PhysAddr(0x4000_0000 + (60 << 20)));
+        assert_eq!(m.reserved_pages(), 2 + 512);
+        assert_eq!(
+            m.free_ranges(),
+            vec![
+                (0x4000_0000, 0x4000_0000 + (60 << 20)),
+                (0x4000_0000 + (62 << 20), 0x4000_0000 + (64 << 20) - 0x2000),
+                // the tail of the page that `a` only partly uses
+                (0x4000_0000 + (64 << 20) - 0x800, 0x4000_0000 + (64 << 20)),
+            ]
+        );
+        assert!(m.alloc(1 << 30, 4096, "huge").is_err());
+        assert!(m.reserve(PhysAddr(0x4000_0000 + (60 << 20)), 4096, "overlap").is_err());
+    }
+
+    #[test]
+    fn free_blocks_are_largest_aligned() {
+        let mut got = vec![];
+        free_pages_memory(0x40003, 0x40c05, &mut |p, o| got.push((p.0, o)));
+        assert_eq!(
+            got,
+            vec![
+                (0x40003, 0),
+                (0x40004, 2),
+                (0x40008, 3),
+                (0x40010, 4),
+                (0x40020, 5),
+                (0x40040, 6),
+                (0x40080, 7),
+                (0x40100, 8),
+                (0x40200, 9),
+                (0x40400, 10),
+                (0x40800, 10),
+                (0x40c00, 2),
+                (0x40c04, 0),
+            ]
+        );
+        let total: u64 = got.iter().map(|(_, o)| 1u64 << o).sum();
+        assert_eq!(total, 0x40c05 - 0x40003);
+    }
+}

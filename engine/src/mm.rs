@@ -1,0 +1,110 @@
+//! Types shared by every layer of the page allocator: orders, migratetypes,
+//! zones and nodes, with the kernel's names and numbers (include/linux/mmzone.h).
+
+use std::fmt;
+
+/// `MAX_PAGE_ORDER`: the largest buddy block is 2^10 pages (4 MiB).
+pub const MAX_PAGE_ORDER: u32 = 10;
+/// `NR_PAGE_ORDERS`: entries of `zone->free_area[]`.
+pub const NR_PAGE_ORDERS: usize = MAX_PAGE_ORDER as usize + 1;
+/// `PAGE_ALLOC_COSTLY_ORDER`.
+pub const PAGE_ALLOC_COSTLY_ORDER: u32 = 3;
+/// `HPAGE_PMD_ORDER` with 4 KiB pages (2 MiB).
+pub const HPAGE_PMD_ORDER: u32 = 9;
+/// `pageblock_order`: min(HPAGE_PMD_ORDER, MAX_PAGE_ORDER).
+pub const PAGEBLOCK_ORDER: u32 = 9;
+/// `pageblock_nr_pages`.
+pub const PAGEBLOCK_NR_PAGES: u64 = 1 << PAGEBLOCK_ORDER;
+
+/// `enum migratetype` (without CMA and ISOLATE, which mmlab does not model).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum Migratetype {
+    Unmovable = 0,
+    Movable = 1,
+    Reclaimable = 2,
+    HighAtomic = 3,
+}
+
+/// `MIGRATE_PCPTYPES`: the types that have pcp lists.
+pub const MIGRATE_PCPTYPES: usize = 3;
+/// `MIGRATE_TYPES` as modelled.
+pub const MIGRATE_TYPES: usize = 4;
+
+impl Migratetype {
+    /// All types in index order.
+    pub const ALL: [Migratetype; MIGRATE_TYPES] = [
+        Migratetype::Unmovable,
+        Migratetype::Movable,
+        Migratetype::Reclaimable,
+        Migratetype::HighAtomic,
+    ];
+    /// The numeric value the kernel prints in tracepoints.
+    #[inline]
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+    /// Inverse of [`Migratetype::index`]; values out of range map to Movable,
+    /// as pageblock flags with unknown bits would be treated.
+    #[inline]
+    pub const fn from_index(i: usize) -> Migratetype {
+        match i {
+            0 => Migratetype::Unmovable,
+            2 => Migratetype::Reclaimable,
+            3 => Migratetype::HighAtomic,
+            _ => Migratetype::Movable,
+        }
+    }
+    /// `migratetype_names[]`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Migratetype::Unmovable => "Unmovable",
+            Migratetype::Movable => "Movable",
+            Migratetype::Reclaimable => "Reclaimable",
+            Migratetype::HighAtomic => "HighAtomic",
+        }
+    }
+    /// `is_migrate_highatomic()`.
+    #[inline]
+    pub const fn is_highatomic(self) -> bool {
+        matches!(self, Migratetype::HighAtomic)
+    }
+    /// `migratetype_is_mergeable()`: below `MIGRATE_PCPTYPES`.
+    #[inline]
+    pub const fn is_mergeable(self) -> bool {
+        (self as usize) < MIGRATE_PCPTYPES
+    }
+}
+
+impl fmt::Display for Migratetype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `enum zone_type`. Only Normal is populated on the emulated machine; the
+/// others keep their numbers so that page flags and reports line up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ZoneType {
+    Dma = 0,
+    Dma32 = 1,
+    Normal = 2,
+    Movable = 3,
+}
+
+impl ZoneType {
+    /// The name /proc files print.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ZoneType::Dma => "DMA",
+            ZoneType::Dma32 => "DMA32",
+            ZoneType::Normal => "Normal",
+            ZoneType::Movable => "Movable",
+        }
+    }
+}
+
+/// A NUMA node id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct NodeId(pub u32);

@@ -1,0 +1,395 @@
+//! `struct page`: the 64-byte record the kernel keeps for every page frame.
+//!
+//! The records form the memmap, an array in emulated RAM indexed by PFN, and
+//! mmlab lays them out field for field as a 64-bit kernel does:
+//!
+//! | offset | kernel field                         | here                         |
+//! |-------:|--------------------------------------|------------------------------|
+//! |      0 | `flags` (PG_* bits, node, zone)      | [`StructPage::flags`]        |
+//! |      8 | `lru.next` / `buddy_list` / `pcp_list` | list link (a kernel VA)    |
+//! |     16 | `lru.prev`                           | list link (a kernel VA)      |
+//! |     24 | `mapping`                            | unused so far                |
+//! |     32 | `index`                              | unused so far                |
+//! |     40 | `private` (buddy order)              | [`StructPage::private`]      |
+//! |     48 | `_mapcount` / `page_type`            | [`StructPage::page_type`]    |
+//! |     52 | `_refcount`                          | [`StructPage::refcount`]     |
+//! |     56 | `memcg_data`                         | page_ext state (instrumented)|
+//!
+//! Every field is an atomic accessed with relaxed ordering: the kernel reads
+//! and writes struct pages with plain accesses under the zone or pcp lock, and
+//! the locks give the ordering. Relaxed atomics compile to the same loads and
+//! stores while keeping shared access sound in Rust.
+//!
+//! **Instrumented:** the last word (where a kernel with memcg keeps
+//! `memcg_data`; mmlab has no memcg) holds a [`PageExt`] state such as the
+//! kernel's `page_owner` keeps in `page_ext`: which of the allocator's states
+//! the frame is in and at which order. The allocator checks it to turn a
+//! double free, a free of a tail page or a free with the wrong order into an
+//! error, and the invariant checker cross-checks it against the kernel fields.
+//!
+//! The states of a frame, as the allocator moves it:
+//!
+//! | state       | set by                          | kernel fields                                  |
+//! |-------------|---------------------------------|------------------------------------------------|
+//! | `Reserved`  | memblock reservation at boot    | PG_reserved, refcount 1                        |
+//! | `Buddy(o)`  | `__free_one_page`, `expand`     | page_type = PGTY_buddy, private = o, ref 0     |
+//! | `Pcp(o)`    | free to / refill of a pcp list  | page_type none, ref 0, on a pcp list           |
+//! | `Alloc(o)`  | `prep_new_page`                 | ref 1                                          |
+//! | `Tail`      | any page that is not a head     | whatever the head's block left                 |
+//!
+//! All access to struct pages goes through [`Memmap::page`]; a later layer
+//! routes it through the vmemmap mapping without touching callers.
+
+use crate::addr::Pfn;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+/// Page flag bits (`enum pageflags`, include/linux/page-flags.h, Linux 6.12).
+pub mod pg {
+    pub const PG_LOCKED: u32 = 0;
+    pub const PG_REFERENCED: u32 = 2;
+    pub const PG_UPTODATE: u32 = 3;
+    pub const PG_DIRTY: u32 = 4;
+    pub const PG_LRU: u32 = 5;
+    pub const PG_HEAD: u32 = 6;
+    pub const PG_ACTIVE: u32 = 8;
+    pub const PG_RESERVED: u32 = 13;
+    pub const PG_PRIVATE: u32 = 14;
+}
+
+/// `enum pagetype` values, kept in the top byte of `page_type`.
+pub const PGTY_BUDDY: u32 = 0xf0;
+/// `page_type` of a page without a type (reads as `_mapcount == -1`).
+pub const PAGE_TYPE_NONE: u32 = u32::MAX;
+
+/// Width and position of the zone and node numbers in `flags`, as
+/// `ZONES_PGSHIFT`/`NODES_PGSHIFT` place them at the top of the word.
+pub const ZONES_WIDTH: u32 = 2;
+pub const ZONES_PGSHIFT: u32 = 64 - ZONES_WIDTH;
+pub const NODES_WIDTH: u32 = 6;
+pub const NODES_PGSHIFT: u32 = ZONES_PGSHIFT - NODES_WIDTH;
+
+/// The allocator state of a frame (instrumented; see the module table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageExt {
+    Tail,
+    Reserved,
+    Buddy(u8),
+    Pcp(u8),
+    Alloc(u8),
+}
+
+impl PageExt {
+    const fn encode(self) -> u64 {
+        match self {
+            PageExt::Tail => 0,
+            PageExt::Reserved => 1,
+            PageExt::Buddy(o) => 2 | (o as u64) << 8,
+            PageExt::Pcp(o) => 3 | (o as u64) << 8,
+            PageExt::Alloc(o) => 4 | (o as u64) << 8,
+        }
+    }
+    const fn decode(v: u64) -> PageExt {
+        let o = (v >> 8) as u8;
+        match v & 0xff {
+            1 => PageExt::Reserved,
+            2 => PageExt::Buddy(o),
+            3 => PageExt::Pcp(o),
+            4 => PageExt::Alloc(o),
+            _ => PageExt::Tail,
+        }
+    }
+}
+
+/// One `struct page`. See the module documentation for the layout.
+#[repr(C)]
+#[derive(Debug)]
+pub struct StructPage {
+    flags: AtomicU64,
+    lru_next: AtomicU64,
+    lru_prev: AtomicU64,
+    mapping: AtomicU64,
+    index: AtomicU64,
+    private: AtomicU64,
+    page_type: AtomicU32,
+    refcount: AtomicI32,
+    ext: AtomicU64,
+}
+
+const _: () = assert!(size_of::<StructPage>() == 64);
+/// `sizeof(struct page)`.
+pub const STRUCT_PAGE_SIZE: u64 = 64;
+/// Offset of `lru` inside struct page: list links point here.
+pub const LRU_OFFSET: u64 = 8;
+
+// SAFETY: StructPage is repr(C), made only of atomics (valid for any bit
+// pattern, sound to mutate through &), 64 bytes with alignment 8.
+unsafe impl crate::arena::ArenaPod for StructPage {}
+
+impl StructPage {
+    #[inline]
+    pub fn flags(&self) -> u64 {
+        self.flags.load(Relaxed)
+    }
+    #[inline]
+    pub fn set_flags(&self, v: u64) {
+        self.flags.store(v, Relaxed)
+    }
+    /// `test_bit(PG_x, &page->flags)`.
+    #[inline]
+    pub fn test_flag(&self, bit: u32) -> bool {
+        self.flags() & (1 << bit) != 0
+    }
+    /// `__SetPageX`: non-atomic set (the page is owned by the caller).
+    #[inline]
+    pub fn set_flag(&self, bit: u32) {
+        self.set_flags(self.flags() | 1 << bit)
+    }
+    /// `__ClearPageX`.
+    #[inline]
+    pub fn clear_flag(&self, bit: u32) {
+        self.set_flags(self.flags() & !(1 << bit))
+    }
+    /// `page_zonenum()`.
+    #[inline]
+    pub fn zonenum(&self) -> u32 {
+        (self.flags() >> ZONES_PGSHIFT) as u32
+    }
+    /// `page_to_nid()`.
+    #[inline]
+    pub fn nid(&self) -> u32 {
+        ((self.flags() >> NODES_PGSHIFT) & ((1 << NODES_WIDTH) - 1)) as u32
+    }
+    #[inline]
+    pub fn lru_next(&self) -> u64 {
+        self.lru_next.load(Relaxed)
+    }
+    #[inline]
+    pub fn lru_prev(&self) -> u64 {
+        self.lru_prev.load(Relaxed)
+    }
+    #[inline]
+    pub fn set_lru_next(&self, v: u64) {
+        self.lru_next.store(v, Relaxed)
+    }
+    #[inline]
+    pub fn set_lru_prev(&self, v: u64) {
+        self.lru_prev.store(v, Relaxed)
+    }
+    #[inline]
+    pub fn mapping(&self) -> u64 {
+        self.mapping.load(Relaxed)
+    }
+    #[inline]
+    pub fn set_mapping(&self, v: u64) {
+        self.mapping.store(v, Relaxed)
+    }
+    #[inline]
+    pub fn index(&self) -> u64 {
+        self.index.load(Relaxed)
+    }
+    #[inline]
+    pub fn set_index(&self, v: u64) {
+        self.index.store(v, Relaxed)
+    }
+    /// `page_private()`; the buddy order of a free block's head.
+    #[inline]
+    pub fn private(&self) -> u64 {
+        self.private.load(Relaxed)
+    }
+    /// `set_page_private()`.
+    #[inline]
+    pub fn set_private(&self, v: u64) {
+        self.private.store(v, Relaxed)
+    }
+    #[inline]
+    pub fn page_type(&self) -> u32 {
+        self.page_type.load(Relaxed)
+    }
+    #[inline]
+    pub fn set_page_type(&self, v: u32) {
+        self.page_type.store(v, Relaxed)
+    }
+    /// `PageBuddy()`.
+    #[inline]
+    pub fn is_buddy(&self) -> bool {
+        self.page_type() >> 24 == PGTY_BUDDY
+    }
+    /// `__SetPageBuddy()`.
+    #[inline]
+    pub fn set_buddy(&self) {
+        self.set_page_type(PGTY_BUDDY << 24)
+    }
+    /// `__ClearPageBuddy()`.
+    #[inline]
+    pub fn clear_buddy(&self) {
+        self.set_page_type(PAGE_TYPE_NONE)
+    }
+    /// `page_count()`.
+    #[inline]
+    pub fn refcount(&self) -> i32 {
+        self.refcount.load(Relaxed)
+    }
+    /// `set_page_count()`.
+    #[inline]
+    pub fn set_refcount(&self, v: i32) {
+        self.refcount.store(v, Relaxed)
+    }
+    /// `page_ref_inc()`.
+    #[inline]
+    pub fn ref_inc(&self) -> i32 {
+        self.refcount.fetch_add(1, Relaxed) + 1
+    }
+    /// `put_page_testzero()`: drop a reference, true if it was the last.
+    #[inline]
+    pub fn put_testzero(&self) -> bool {
+        self.refcount.fetch_sub(1, Relaxed) == 1
+    }
+    /// The instrumented allocator state.
+    #[inline]
+    pub fn ext(&self) -> PageExt {
+        PageExt::decode(self.ext.load(Relaxed))
+    }
+    #[inline]
+    pub fn set_ext(&self, s: PageExt) {
+        self.ext.store(s.encode(), Relaxed)
+    }
+    /// The raw 64 bytes, as a memory dump shows them.
+    pub fn raw(&self) -> [u64; 8] {
+        [
+            self.flags(),
+            self.lru_next(),
+            self.lru_prev(),
+            self.mapping(),
+            self.index(),
+            self.private(),
+            (self.refcount() as u32 as u64) << 32 | self.page_type() as u64,
+            self.ext.load(Relaxed),
+        ]
+    }
+}
+
+/// The memmap: the struct pages of every frame of RAM, and the one accessor
+/// through which all of mmlab reaches them.
+#[derive(Debug)]
+pub struct Memmap {
+    base: NonNull<StructPage>,
+    start_pfn: u64,
+    nr_pages: u64,
+    vmemmap_pfn0: u64,
+}
+
+// SAFETY: Memmap is a view of `[StructPage]` in the arena, which the owning
+// Machine keeps mapped for Memmap's whole life; StructPage is Sync (atomics),
+// so the view may be shared and sent between threads like `&[StructPage]`.
+unsafe impl Send for Memmap {}
+// SAFETY: see Send.
+unsafe impl Sync for Memmap {}
+
+impl Memmap {
+    /// Build the accessor over `pages`, which describe frames from `start_pfn`.
+    ///
+    /// # Safety
+    ///
+    /// `pages` must stay valid (mapped, not moved) for the whole life of the
+    /// returned Memmap. The Machine guarantees this by owning both the arena
+    /// and the Memmap and dropping the Memmap first.
+    pub unsafe fn new(pages: &[StructPage], start_pfn: Pfn) -> Memmap {
+        Memmap {
+            base: NonNull::from(pages).cast(),
+            start_pfn: start_pfn.0,
+            nr_pages: pages.len() as u64,
+            vmemmap_pfn0: (start_pfn.0 << crate::addr::PAGE_SHIFT)
+                / crate::layout::ARM64_MEMSTART_ALIGN
+                * crate::layout::ARM64_MEMSTART_ALIGN
+                >> crate::addr::PAGE_SHIFT,
+        }
+    }
+
+    /// The frame that `vmemmap[0]` describes: `memstart_addr >> PAGE_SHIFT`.
+    #[inline]
+    pub fn vmemmap_pfn0(&self) -> u64 {
+        self.vmemmap_pfn0
+    }
+
+    /// Virtual address of `pfn`'s struct page in the vmemmap window
+    /// (`pfn_to_page()` as a kernel pointer; what `page=%p` prints).
+    #[inline]
+    pub fn page_va(&self, pfn: Pfn) -> u64 {
+        crate::layout::VMEMMAP_START + (pfn.0 - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE
+    }
+
+    /// `pfn_to_page()`: the struct page of `pfn`.
+    ///
+    /// Panics on a PFN outside RAM: every caller validates user-supplied
+    /// frame numbers with [`Memmap::pfn_valid`] first.
+    #[inline]
+    pub fn page(&self, pfn: Pfn) -> &StructPage {
+        let idx = pfn.0.wrapping_sub(self.start_pfn);
+        assert!(idx < self.nr_pages, "pfn {pfn} outside the memmap");
+        // SAFETY: idx < nr_pages, so the pointer is inside the slice given to
+        // `new`, which stays valid for the life of self (constructor contract).
+        unsafe { self.base.add(idx as usize).as_ref() }
+    }
+
+    /// `pfn_valid()`.
+    #[inline]
+    pub fn pfn_valid(&self, pfn: Pfn) -> bool {
+        pfn.0.wrapping_sub(self.start_pfn) < self.nr_pages
+    }
+    /// First frame of RAM.
+    pub fn start_pfn(&self) -> Pfn {
+        Pfn(self.start_pfn)
+    }
+    /// One past the last frame of RAM.
+    pub fn end_pfn(&self) -> Pfn {
+        Pfn(self.start_pfn + self.nr_pages)
+    }
+    /// Number of frames.
+    pub fn nr_pages(&self) -> u64 {
+        self.nr_pages
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ext_round_trip() {
+        for s in [
+            PageExt::Tail,
+            PageExt::Reserved,
+            PageExt::Buddy(10),
+            PageExt::Pcp(3),
+            PageExt::Alloc(9),
+        ] {
+            assert_eq!(PageExt::decode(s.encode()), s);
+        }
+    }
+
+    #[test]
+    fn field_offsets_match_the_kernel() {
+        let p: StructPage = StructPage {
+            flags: AtomicU64::new(0),
+            lru_next: AtomicU64::new(0),
+            lru_prev: AtomicU64::new(0),
+            mapping: AtomicU64::new(0),
+            index: AtomicU64::new(0),
+            private: AtomicU64::new(0),
+            page_type: AtomicU32::new(0),
+            refcount: AtomicI32::new(0),
+            ext: AtomicU64::new(0),
+        };
+        let base = &p as *const _ as usize;
+        assert_eq!(&p.lru_next as *const _ as usize - base, LRU_OFFSET as usize);
+        assert_eq!(&p.private as *const _ as usize - base, 40);
+        assert_eq!(&p.page_type as *const _ as usize - base, 48);
+        assert_eq!(&p.refcount as *const _ as usize - base, 52);
+        p.set_buddy();
+        assert!(p.is_buddy());
+        p.clear_buddy();
+        assert!(!p.is_buddy());
+        assert_eq!(p.page_type() as i32, -1, "no type reads as _mapcount -1");
+    }
+}

@@ -1,0 +1,179 @@
+//! Event counters in the style of /proc/vmstat.
+//!
+//! The kernel counts events per CPU (`count_vm_events`) and sums the CPUs when
+//! /proc/vmstat is read. mmlab does the same: every emulated CPU owns a
+//! [`VmEvents`] array that only its own thread writes (a relaxed load and a
+//! store, no read-modify-write: there is a single writer), and readers add
+//! the CPUs up. Counters whose names exist in the kernel's /proc/vmstat keep
+//! them; the rest are mmlab's instrumentation of the allocator's inner steps
+//! (refills, drains, merges, the zone lock), named after the kernel function
+//! they count.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+macro_rules! vm_events {
+    ($($(#[$m:meta])* $id:ident = $name:literal,)*) => {
+        /// One counter of [`VmEvents`].
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(usize)]
+        pub enum VmEvent { $($(#[$m])* $id,)* }
+        impl VmEvent {
+            /// Every counter, in report order.
+            pub const ALL: &'static [VmEvent] = &[$(VmEvent::$id,)*];
+            /// The name printed in vmstat-style reports.
+            pub const fn name(self) -> &'static str {
+                match self { $(VmEvent::$id => $name,)* }
+            }
+        }
+    };
+}
+
+vm_events! {
+    /// Pages allocated from zone Normal (`PGALLOC`).
+    PgallocNormal = "pgalloc_normal",
+    /// Pages freed (`PGFREE`).
+    Pgfree = "pgfree",
+    /// Allocations that returned NULL (`warn_alloc` or silent).
+    PgallocFail = "pgalloc_fail",
+    /// Entries to `__alloc_pages_slowpath`.
+    AllocSlowpath = "alloc_slowpath",
+    /// `rmqueue_bulk` calls that refilled a pcp list.
+    PcpRefill = "pcp_refill",
+    /// Pages moved from the buddy lists to a pcp list by refills.
+    PcpRefillPages = "pcp_refill_pages",
+    /// `free_pcppages_bulk` calls.
+    PcpDrain = "pcp_drain",
+    /// Pages moved from pcp lists back to the buddy lists.
+    PcpDrainPages = "pcp_drain_pages",
+    /// Frees that took the free_high path in `free_frozen_page_commit`.
+    PcpFreeHigh = "pcp_free_high",
+    /// `pcp_spin_trylock` failures (allocation or free went to the buddy).
+    PcpTrylockFail = "pcp_trylock_fail",
+    /// `decay_pcp_high` runs that drained pages.
+    PcpDecayDrain = "pcp_decay_drain",
+    /// `drain_all_pages` calls.
+    DrainAllPages = "drain_all_pages",
+    /// `zone->lock` acquisitions.
+    ZoneLockAcquire = "zone_lock_acquire",
+    /// `zone->lock` acquisitions that found the lock held.
+    ZoneLockContended = "zone_lock_contended",
+    /// Time `zone->lock` was held, in ns (only with `lock_stat`).
+    ZoneLockHoldNs = "zone_lock_hold_ns",
+    /// Buddy blocks taken by `__rmqueue_smallest`.
+    BuddyAlloc = "buddy_alloc",
+    /// Halves put back by `expand` (one per split step).
+    BuddySplit = "buddy_split",
+    /// Merge steps in `__free_one_page`.
+    BuddyMerge = "buddy_merge",
+    /// Blocks placed at the tail by `buddy_merge_likely`.
+    BuddyFreeTail = "buddy_free_tail",
+    /// `__rmqueue_claim` successes (fallback that took over a pageblock).
+    ExtfragClaim = "extfrag_claim",
+    /// `__rmqueue_steal` successes (fallback without taking the pageblock).
+    ExtfragSteal = "extfrag_steal",
+    /// Pageblocks reserved as MIGRATE_HIGHATOMIC.
+    HighatomicReserve = "highatomic_reserve",
+    /// Pages zeroed for `__GFP_ZERO`.
+    PgZero = "pgzero",
+}
+
+/// Number of counters.
+pub const NR_VM_EVENTS: usize = VmEvent::ALL.len();
+
+/// One CPU's counters.
+#[derive(Debug)]
+pub struct VmEvents {
+    v: [AtomicU64; NR_VM_EVENTS],
+}
+
+impl Default for VmEvents {
+    fn default() -> Self {
+        VmEvents { v: std::array::from_fn(|_| AtomicU64::new(0)) }
+    }
+}
+
+impl VmEvents {
+    /// `count_vm_events()`. Only the owning CPU's thread calls this.
+    #[inline]
+    pub fn add(&self, e: VmEvent, n: u64) {
+        let c = &self.v[e as usize];
+        c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+    /// Current value.
+    #[inline]
+    pub fn get(&self, e: VmEvent) -> u64 {
+        self.v[e as usize].load(Relaxed)
+    }
+    /// Copy of all counters.
+    pub fn snapshot(&self) -> VmCounts {
+        VmCounts { v: std::array::from_fn(|i| self.v[i].load(Relaxed)) }
+    }
+}
+
+/// A plain copy of counters (one CPU's or a sum).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VmCounts {
+    v: [u64; NR_VM_EVENTS],
+}
+
+impl Default for VmCounts {
+    fn default() -> Self {
+        VmCounts { v: [0; NR_VM_EVENTS] }
+    }
+}
+
+impl VmCounts {
+    /// Value of one counter.
+    pub fn get(&self, e: VmEvent) -> u64 {
+        self.v[e as usize]
+    }
+    /// Counters as (name, value), in report order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        VmEvent::ALL.iter().map(|e| (e.name(), self.get(*e)))
+    }
+    /// `self - earlier`, for the counts of a run.
+    pub fn delta(&self, earlier: &VmCounts) -> VmCounts {
+        VmCounts { v: std::array::from_fn(|i| self.v[i].wrapping_sub(earlier.v[i])) }
+    }
+}
+
+impl std::ops::AddAssign for VmCounts {
+    fn add_assign(&mut self, o: VmCounts) {
+        for (a, b) in self.v.iter_mut().zip(o.v) {
+            *a += b;
+        }
+    }
+}
+
+impl std::fmt::Display for VmCounts {
+    /// One `name value` line per counter, as /proc/vmstat prints.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (n, v) in self.iter() {
+            writeln!(f, "{n} {v}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_snapshot_delta() {
+        let e = VmEvents::default();
+        e.add(VmEvent::Pgfree, 3);
+        e.add(VmEvent::Pgfree, 4);
+        let a = e.snapshot();
+        e.add(VmEvent::BuddyMerge, 1);
+        let b = e.snapshot();
+        assert_eq!(a.get(VmEvent::Pgfree), 7);
+        let d = b.delta(&a);
+        assert_eq!(d.get(VmEvent::BuddyMerge), 1);
+        assert_eq!(d.get(VmEvent::Pgfree), 0);
+        let mut s = a;
+        s += b;
+        assert_eq!(s.get(VmEvent::Pgfree), 14);
+        assert!(b.to_string().contains("pgfree 7\n"));
+    }
+}
