@@ -34,13 +34,14 @@
 //! | `Reserved`  | memblock reservation at boot    | PG_reserved, refcount 1                        |
 //! | `Buddy(o)`  | `__free_one_page`, `expand`     | page_type = PGTY_buddy, private = o, ref 0     |
 //! | `Pcp(o)`    | free to / refill of a pcp list  | page_type none, ref 0, on a pcp list           |
-//! | `Alloc(o)`  | `prep_new_page`                 | ref 1                                          |
+//! | `Alloc(o,t)`| `prep_new_page`                 | ref 1                                          |
 //! | `Tail`      | any page that is not a head     | whatever the head's block left                 |
 //!
 //! All access to struct pages goes through [`Memmap::page`]; a later layer
 //! routes it through the vmemmap mapping without touching callers.
 
 use crate::addr::Pfn;
+use crate::mm::Migratetype;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::Relaxed};
 
@@ -76,7 +77,9 @@ pub enum PageExt {
     Reserved,
     Buddy(u8),
     Pcp(u8),
-    Alloc(u8),
+    /// Allocated at this order, with the migratetype of its gfp (page_owner
+    /// records the gfp; fallbacks use it as PageLRU/__PageMovable).
+    Alloc(u8, Migratetype),
 }
 
 impl PageExt {
@@ -86,7 +89,7 @@ impl PageExt {
             PageExt::Reserved => 1,
             PageExt::Buddy(o) => 2 | (o as u64) << 8,
             PageExt::Pcp(o) => 3 | (o as u64) << 8,
-            PageExt::Alloc(o) => 4 | (o as u64) << 8,
+            PageExt::Alloc(o, mt) => 4 | (o as u64) << 8 | (mt as u64) << 16,
         }
     }
     const fn decode(v: u64) -> PageExt {
@@ -95,7 +98,7 @@ impl PageExt {
             1 => PageExt::Reserved,
             2 => PageExt::Buddy(o),
             3 => PageExt::Pcp(o),
-            4 => PageExt::Alloc(o),
+            4 => PageExt::Alloc(o, Migratetype::from_index((v >> 16) as usize & 0xff)),
             _ => PageExt::Tail,
         }
     }
@@ -362,7 +365,7 @@ mod tests {
             PageExt::Reserved,
             PageExt::Buddy(10),
             PageExt::Pcp(3),
-            PageExt::Alloc(9),
+            PageExt::Alloc(9, Migratetype::Reclaimable),
         ] {
             assert_eq!(PageExt::decode(s.encode()), s);
         }

@@ -1,0 +1,79 @@
+//! Invariants of the free lists (the buddy half of `check_invariants`).
+
+use crate::zone::{Zone, fl};
+use mmlab_engine::Pfn;
+use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, PAGEBLOCK_ORDER};
+use mmlab_engine::page::PageExt;
+
+impl Zone<'_> {
+    /// Walk every free list and check, for each block: it is PageBuddy with
+    /// `private` = its order and ext state `Buddy(order)`, aligned to its
+    /// order, inside the zone, on the list of its pageblock's type; its
+    /// buddy is not a free block it should have merged with. Also check
+    /// `nr_free` per order and `NR_FREE_PAGES` against the lists.
+    /// Returns every free block as (pfn, order).
+    pub fn check_free_lists(&self) -> Result<Vec<(Pfn, u32)>, String> {
+        let z = self.lock.lock_unaccounted();
+        let mem = self.m.memmap();
+        let mut blocks = Vec::new();
+        let mut pages: i64 = 0;
+        let mut highatomic: i64 = 0;
+        for order in 0..=MAX_PAGE_ORDER {
+            let mut n = 0;
+            for mt in Migratetype::ALL {
+                let list = z.lists.walk(mem, fl(order, mt))?;
+                for &pfn in &list {
+                    let p = mem.page(pfn);
+                    let what = format!("free block {pfn} order {order} on {mt} list");
+                    if !self.spans(pfn) || !self.spans(pfn.add((1 << order) - 1)) {
+                        return Err(format!("{what}: outside the zone"));
+                    }
+                    if !pfn.is_aligned_order(order) {
+                        return Err(format!("{what}: not aligned to its order"));
+                    }
+                    if !p.is_buddy() || p.private() != order as u64 {
+                        return Err(format!("{what}: PageBuddy={} private={}", p.is_buddy(), p.private()));
+                    }
+                    if p.ext() != PageExt::Buddy(order as u8) {
+                        return Err(format!("{what}: state {:?}", p.ext()));
+                    }
+                    let span = 1u64 << order.saturating_sub(PAGEBLOCK_ORDER);
+                    for i in 0..span {
+                        let bmt = self.pageblock_migratetype(pfn.add(i << PAGEBLOCK_ORDER));
+                        if bmt != mt {
+                            return Err(format!("{what}: pageblock type is {bmt}"));
+                        }
+                    }
+                    if order < MAX_PAGE_ORDER {
+                        let b = Pfn(pfn.0 ^ (1 << order));
+                        if self.spans(b) {
+                            let bp = mem.page(b);
+                            let bmt = self.pageblock_migratetype(b);
+                            let mergeable = order < PAGEBLOCK_ORDER || bmt == mt || (bmt.is_mergeable() && mt.is_mergeable());
+                            if bp.is_buddy() && bp.private() == order as u64 && mergeable {
+                                return Err(format!("{what}: buddy {b} is free at the same order but not merged"));
+                            }
+                        }
+                    }
+                    blocks.push((pfn, order));
+                    pages += 1 << order;
+                    if mt.is_highatomic() {
+                        highatomic += 1 << order;
+                    }
+                }
+                n += list.len() as u64;
+            }
+            if n != z.nr_free[order as usize] {
+                return Err(format!("order {order}: nr_free {} but {n} blocks on the lists", z.nr_free[order as usize]));
+            }
+        }
+        if pages != self.nr_free_pages() {
+            return Err(format!("NR_FREE_PAGES {} but {pages} pages on the lists", self.nr_free_pages()));
+        }
+        if highatomic != self.nr_free_highatomic() {
+            return Err(format!("nr_free_highatomic {} but {highatomic} on the lists", self.nr_free_highatomic()));
+        }
+        let _ = (NR_PAGE_ORDERS, MIGRATE_TYPES);
+        Ok(blocks)
+    }
+}

@@ -1,0 +1,180 @@
+//! Watermarks: `min_free_kbytes`, `__setup_per_zone_wmarks`, `__zone_watermark_ok`.
+//!
+//! Worked example (4 GiB machine, 1,044,472 managed pages after the memmap):
+//! lowmem_kbytes = 4,177,888; int_sqrt(4,177,888 × 16) = 8,175 = min_free_kbytes;
+//! min = 8,175 >> 2 = 2,043 pages; delta = max(2,043 >> 2, 1,044,472 × 10 / 10,000)
+//! = 1,044; low = 3,087; high = 4,131 (see the tests for exact cases).
+
+use crate::zone::{AllocFlags, Zone};
+use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// `WMARK_MIN`.
+pub const WMARK_MIN: usize = 0;
+/// `WMARK_LOW`.
+pub const WMARK_LOW: usize = 1;
+/// `WMARK_HIGH`.
+pub const WMARK_HIGH: usize = 2;
+/// `WMARK_PROMO`.
+pub const WMARK_PROMO: usize = 3;
+/// `watermark_scale_factor` default (0.1 % of the zone).
+pub const WATERMARK_SCALE_FACTOR: u64 = 10;
+/// `watermark_boost_factor` default.
+pub const WATERMARK_BOOST_FACTOR: u64 = 15000;
+
+/// `mult_frac(x, n, d)` without overflow of the intermediate.
+pub const fn mult_frac(x: u64, n: u64, d: u64) -> u64 {
+    (x / d) * n + (x % d) * n / d
+}
+
+/// `int_sqrt()`: floor of the square root.
+pub fn int_sqrt(x: u64) -> u64 {
+    if x < 2 {
+        return x;
+    }
+    let mut r = (x as f64).sqrt() as u64;
+    while r * r > x {
+        r -= 1;
+    }
+    while (r + 1) * (r + 1) <= x {
+        r += 1;
+    }
+    r
+}
+
+/// `calculate_min_free_kbytes()`: sqrt(lowmem_kbytes × 16) clamped to
+/// [128, 262144], from the managed pages of the lowmem zones.
+pub fn calculate_min_free_kbytes(lowmem_pages: u64) -> u64 {
+    let lowmem_kbytes = lowmem_pages * (mmlab_engine::PAGE_SIZE >> 10);
+    int_sqrt(lowmem_kbytes * 16).clamp(128, 262_144)
+}
+
+impl Zone<'_> {
+    /// `__setup_per_zone_wmarks()` for the only zone (which is all lowmem).
+    pub fn setup_per_zone_wmarks(&self, min_free_kbytes: u64) {
+        let _z = self.lock.lock_unaccounted();
+        let managed = self.managed_pages();
+        let pages_min = min_free_kbytes >> (mmlab_engine::PAGE_SHIFT - 10);
+        let lowmem_pages = managed;
+        let tmp = if lowmem_pages == 0 { 0 } else { pages_min * managed / lowmem_pages };
+        let min = tmp;
+        let delta = (tmp >> 2).max(mult_frac(managed, WATERMARK_SCALE_FACTOR, 10000));
+        self.watermark_boost.store(0, Relaxed);
+        self.watermark[WMARK_MIN].store(min, Relaxed);
+        self.watermark[WMARK_LOW].store(min + delta, Relaxed);
+        self.watermark[WMARK_HIGH].store(min + 2 * delta, Relaxed);
+        self.watermark[WMARK_PROMO].store(min + 3 * delta, Relaxed);
+        self.min_free_kbytes.store(min_free_kbytes, Relaxed);
+    }
+
+    /// `_watermark[i]` without the boost.
+    pub fn watermark_raw(&self, i: usize) -> u64 {
+        self.watermark[i].load(Relaxed)
+    }
+    /// `wmark_pages()`: the watermark plus the boost.
+    #[inline]
+    pub fn wmark_pages(&self, i: usize) -> u64 {
+        self.watermark[i].load(Relaxed) + self.watermark_boost.load(Relaxed)
+    }
+    /// `min_wmark_pages()`.
+    pub fn min_wmark_pages(&self) -> u64 {
+        self.wmark_pages(WMARK_MIN)
+    }
+    /// `low_wmark_pages()`.
+    pub fn low_wmark_pages(&self) -> u64 {
+        self.wmark_pages(WMARK_LOW)
+    }
+    /// `high_wmark_pages()`.
+    pub fn high_wmark_pages(&self) -> u64 {
+        self.wmark_pages(WMARK_HIGH)
+    }
+    /// `promo_wmark_pages()`.
+    pub fn promo_wmark_pages(&self) -> u64 {
+        self.wmark_pages(WMARK_PROMO)
+    }
+    /// `zone->watermark_boost`.
+    pub fn watermark_boost(&self) -> u64 {
+        self.watermark_boost.load(Relaxed)
+    }
+    /// The `min_free_kbytes` in force.
+    pub fn min_free_kbytes(&self) -> u64 {
+        self.min_free_kbytes.load(Relaxed)
+    }
+
+    /// `__zone_watermark_unusable_free()`.
+    fn watermark_unusable_free(&self, order: u32, alloc_flags: AllocFlags) -> i64 {
+        let mut unusable = (1i64 << order) - 1;
+        if !alloc_flags.has(AllocFlags::RESERVES) {
+            unusable += self.nr_free_highatomic();
+        }
+        unusable
+    }
+
+    /// `__zone_watermark_ok()` with `lowmem_reserve` = 0 (one zone).
+    pub fn zone_watermark_ok_free(&self, order: u32, mark: u64, alloc_flags: AllocFlags, free_pages: i64) -> bool {
+        let mut min = mark as i64;
+        let free = free_pages - self.watermark_unusable_free(order, alloc_flags);
+        if alloc_flags.0 & AllocFlags::RESERVES.0 != 0 {
+            if alloc_flags.has(AllocFlags::MIN_RESERVE) {
+                min -= min / 2;
+                if alloc_flags.has(AllocFlags::NON_BLOCK) {
+                    min -= min / 4;
+                }
+            }
+            if alloc_flags.has(AllocFlags::OOM) {
+                min -= min / 2;
+            }
+        }
+        if free <= min {
+            return false;
+        }
+        if order == 0 {
+            return true;
+        }
+        // Order > 0 also needs a block of at least that order on a usable
+        // list. The kernel reads free_area without the lock here; mmlab takes
+        // it (unaccounted), which gives the same answer without the race.
+        let z = self.lock.lock_unaccounted();
+        let highatomic_ok = alloc_flags.0 & (AllocFlags::OOM.0 | AllocFlags::HIGHATOMIC.0) != 0;
+        (order..=MAX_PAGE_ORDER).any(|o| {
+            Migratetype::ALL[..MIGRATE_PCPTYPES]
+                .iter()
+                .any(|&mt| !z.lists.list_is_empty(crate::zone::fl(o, mt)))
+                || (highatomic_ok && !z.lists.list_is_empty(crate::zone::fl(o, Migratetype::HighAtomic)))
+        })
+    }
+
+    /// `zone_watermark_ok()`.
+    pub fn zone_watermark_ok(&self, order: u32, mark: u64, alloc_flags: AllocFlags) -> bool {
+        self.zone_watermark_ok_free(order, mark, alloc_flags, self.nr_free_pages())
+    }
+
+    /// `zone_watermark_fast()`: the order-0 shortcut, then the full check.
+    #[inline]
+    pub fn zone_watermark_fast(&self, order: u32, mark: u64, alloc_flags: AllocFlags) -> bool {
+        let free = self.nr_free_pages();
+        if order == 0 {
+            let fast_free = free - if alloc_flags.has(AllocFlags::RESERVES) { 0 } else { self.nr_free_highatomic() };
+            if fast_free > mark as i64 {
+                return true;
+            }
+        }
+        self.zone_watermark_ok_free(order, mark, alloc_flags, free)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_free_kbytes_of_the_reference_example() {
+        // 6,000,000 managed pages: int_sqrt(384,000,000) = 19,595.
+        assert_eq!(calculate_min_free_kbytes(6_000_000), 19_595);
+        assert_eq!(int_sqrt(383_964_025), 19_595);
+        assert_eq!(int_sqrt(383_964_024), 19_594);
+        assert_eq!(calculate_min_free_kbytes(10), 128);
+        assert_eq!(calculate_min_free_kbytes(1 << 40), 262_144);
+        assert_eq!(mult_frac(6_000_000, 10, 10_000), 6_000);
+    }
+}

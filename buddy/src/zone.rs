@@ -1,0 +1,360 @@
+//! `struct zone` and the primitive free-list operations under its lock.
+
+use mmlab_engine::layout::KERNEL_DATA_LISTS;
+use mmlab_engine::list::ListArray;
+use mmlab_engine::mm::{MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, PAGEBLOCK_ORDER, ZoneType};
+use mmlab_engine::page::PageExt;
+use mmlab_engine::sync::{StatGuard, StatMutex};
+use mmlab_engine::vmstat::VmEvent;
+use mmlab_engine::{Cpu, Machine, Pfn};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+
+/// `ALLOC_*` flags (mm/internal.h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct AllocFlags(pub u32);
+
+impl AllocFlags {
+    pub const WMARK_MIN: AllocFlags = AllocFlags(0);
+    pub const WMARK_LOW: AllocFlags = AllocFlags(1);
+    pub const WMARK_HIGH: AllocFlags = AllocFlags(2);
+    pub const NO_WATERMARKS: AllocFlags = AllocFlags(0x04);
+    pub const WMARK_MASK: u32 = 0x03;
+    pub const OOM: AllocFlags = AllocFlags(0x08);
+    pub const NON_BLOCK: AllocFlags = AllocFlags(0x10);
+    pub const MIN_RESERVE: AllocFlags = AllocFlags(0x20);
+    pub const CPUSET: AllocFlags = AllocFlags(0x40);
+    pub const CMA: AllocFlags = AllocFlags(0x80);
+    pub const NOFRAGMENT: AllocFlags = AllocFlags(0x100);
+    pub const HIGHATOMIC: AllocFlags = AllocFlags(0x200);
+    pub const TRYLOCK: AllocFlags = AllocFlags(0x400);
+    pub const KSWAPD: AllocFlags = AllocFlags(0x800);
+    /// `ALLOC_RESERVES`.
+    pub const RESERVES: AllocFlags = AllocFlags(0x04 | 0x08 | 0x10 | 0x20 | 0x200);
+
+    #[inline]
+    pub const fn has(self, f: AllocFlags) -> bool {
+        self.0 & f.0 != 0
+    }
+    /// The watermark index (`alloc_flags & ALLOC_WMARK_MASK`).
+    #[inline]
+    pub const fn wmark(self) -> usize {
+        (self.0 & Self::WMARK_MASK) as usize
+    }
+}
+
+impl std::ops::BitOr for AllocFlags {
+    type Output = AllocFlags;
+    fn bitor(self, o: AllocFlags) -> AllocFlags {
+        AllocFlags(self.0 | o.0)
+    }
+}
+impl std::ops::BitOrAssign for AllocFlags {
+    fn bitor_assign(&mut self, o: AllocFlags) {
+        self.0 |= o.0
+    }
+}
+
+/// `fpi_t` flags for freeing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Fpi(pub u32);
+impl Fpi {
+    pub const NONE: Fpi = Fpi(0);
+    pub const SKIP_REPORT_NOTIFY: Fpi = Fpi(1 << 0);
+    pub const TO_TAIL: Fpi = Fpi(1 << 1);
+    pub const TRYLOCK: Fpi = Fpi(1 << 2);
+    #[inline]
+    pub const fn has(self, f: Fpi) -> bool {
+        self.0 & f.0 != 0
+    }
+}
+
+/// `zone->flags` bits (`enum zone_flags`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum ZoneFlag {
+    BoostedWatermark = 0,
+    ReclaimActive = 1,
+    BelowHigh = 2,
+}
+
+/// State protected by `zone->lock`: the free areas.
+#[derive(Debug)]
+pub struct ZoneInner {
+    /// `free_area[order].free_list[mt]` as list `order * MIGRATE_TYPES + mt`.
+    pub(crate) lists: ListArray,
+    /// `free_area[order].nr_free`: blocks of that order over all types.
+    pub(crate) nr_free: [u64; NR_PAGE_ORDERS],
+    /// `zone->nr_reserved_highatomic`.
+    pub(crate) nr_reserved_highatomic: u64,
+}
+
+#[inline]
+pub(crate) const fn fl(order: u32, mt: Migratetype) -> usize {
+    order as usize * MIGRATE_TYPES + mt as usize
+}
+
+/// `struct zone` (one per machine so far: Normal on node 0).
+#[derive(Debug)]
+pub struct Zone<'m> {
+    pub(crate) m: &'m Machine,
+    pub(crate) name: ZoneType,
+    pub(crate) node: u32,
+    pub(crate) zone_start_pfn: u64,
+    pub(crate) spanned_pages: u64,
+    pub(crate) present_pages: u64,
+    pub(crate) managed_pages: AtomicU64,
+    /// `_watermark[NR_WMARK]`.
+    pub(crate) watermark: [AtomicU64; 4],
+    pub(crate) watermark_boost: AtomicU64,
+    pub(crate) flags: AtomicU64,
+    /// `vm_stat[NR_FREE_PAGES]` (buddy pages only; pcp pages do not count).
+    pub(crate) nr_free_pages: AtomicI64,
+    /// `nr_free_highatomic`.
+    pub(crate) nr_free_highatomic: AtomicI64,
+    /// `min_free_kbytes` the watermarks were computed from.
+    pub(crate) min_free_kbytes: AtomicU64,
+    pub(crate) lock: StatMutex<ZoneInner>,
+}
+
+impl<'m> Zone<'m> {
+    /// An empty zone spanning all of the machine's RAM (`zone_init_free_lists`).
+    pub fn new(m: &'m Machine) -> Zone<'m> {
+        let mem = m.memmap();
+        let inner = ZoneInner {
+            lists: ListArray::new(mem, KERNEL_DATA_LISTS, NR_PAGE_ORDERS * MIGRATE_TYPES),
+            nr_free: [0; NR_PAGE_ORDERS],
+            nr_reserved_highatomic: 0,
+        };
+        Zone {
+            m,
+            name: ZoneType::Normal,
+            node: 0,
+            zone_start_pfn: mem.start_pfn().0,
+            spanned_pages: mem.nr_pages(),
+            present_pages: mem.nr_pages(),
+            managed_pages: AtomicU64::new(0),
+            watermark: Default::default(),
+            watermark_boost: AtomicU64::new(0),
+            flags: AtomicU64::new(0),
+            nr_free_pages: AtomicI64::new(0),
+            nr_free_highatomic: AtomicI64::new(0),
+            min_free_kbytes: AtomicU64::new(0),
+            lock: StatMutex::new(
+                inner,
+                VmEvent::ZoneLockAcquire,
+                VmEvent::ZoneLockContended,
+                VmEvent::ZoneLockHoldNs,
+            ),
+        }
+    }
+
+    /// The machine.
+    #[inline]
+    pub fn machine(&self) -> &'m Machine {
+        self.m
+    }
+    /// Zone type (its name in /proc files).
+    pub fn zone_type(&self) -> ZoneType {
+        self.name
+    }
+    /// Node id.
+    pub fn node(&self) -> u32 {
+        self.node
+    }
+    /// `zone->zone_start_pfn`.
+    pub fn zone_start_pfn(&self) -> Pfn {
+        Pfn(self.zone_start_pfn)
+    }
+    /// `zone_end_pfn()`.
+    pub fn zone_end_pfn(&self) -> Pfn {
+        Pfn(self.zone_start_pfn + self.spanned_pages)
+    }
+    /// `zone->spanned_pages`.
+    pub fn spanned_pages(&self) -> u64 {
+        self.spanned_pages
+    }
+    /// `zone->present_pages`.
+    pub fn present_pages(&self) -> u64 {
+        self.present_pages
+    }
+    /// `zone_managed_pages()`.
+    #[inline]
+    pub fn managed_pages(&self) -> u64 {
+        self.managed_pages.load(Relaxed)
+    }
+    /// `zone_page_state(zone, NR_FREE_PAGES)`.
+    #[inline]
+    pub fn nr_free_pages(&self) -> i64 {
+        self.nr_free_pages.load(Relaxed)
+    }
+    /// Free pages in HIGHATOMIC pageblocks.
+    pub fn nr_free_highatomic(&self) -> i64 {
+        self.nr_free_highatomic.load(Relaxed)
+    }
+    /// `zone_spans_pfn()`.
+    #[inline]
+    pub fn spans(&self, pfn: Pfn) -> bool {
+        pfn.0.wrapping_sub(self.zone_start_pfn) < self.spanned_pages
+    }
+    /// `test_bit(flag, &zone->flags)`.
+    #[inline]
+    pub fn test_flag(&self, f: ZoneFlag) -> bool {
+        self.flags.load(Relaxed) & (1 << f as u32) != 0
+    }
+    /// `set_bit()`.
+    #[inline]
+    pub fn set_flag(&self, f: ZoneFlag) {
+        self.flags.fetch_or(1 << f as u32, Relaxed);
+    }
+    /// `clear_bit()`.
+    #[inline]
+    pub fn clear_flag(&self, f: ZoneFlag) {
+        self.flags.fetch_and(!(1 << f as u32), Relaxed);
+    }
+
+    /// `get_pfnblock_migratetype()`.
+    #[inline]
+    pub fn pageblock_migratetype(&self, pfn: Pfn) -> Migratetype {
+        let i = ((pfn.0 - self.zone_start_pfn) >> PAGEBLOCK_ORDER) as usize;
+        Migratetype::from_index(self.m.pageblock_flags()[i].load(Relaxed) as usize)
+    }
+    /// `set_pageblock_migratetype()` (under the zone lock).
+    #[inline]
+    pub(crate) fn set_pageblock_migratetype(&self, pfn: Pfn, mt: Migratetype) {
+        let i = ((pfn.0 - self.zone_start_pfn) >> PAGEBLOCK_ORDER) as usize;
+        self.m.pageblock_flags()[i].store(mt as u8, Relaxed);
+    }
+    /// Number of pageblocks of each type (the pagetypeinfo block counts).
+    pub fn pageblock_counts(&self) -> [u64; MIGRATE_TYPES] {
+        let mut c = [0; MIGRATE_TYPES];
+        let n = self.spanned_pages.div_ceil(1 << PAGEBLOCK_ORDER) as usize;
+        for b in &self.m.pageblock_flags()[..n] {
+            c[Migratetype::from_index(b.load(Relaxed) as usize) as usize] += 1;
+        }
+        c
+    }
+
+    /// `spin_lock_irqsave(&zone->lock)` on behalf of `cpu`.
+    #[inline]
+    pub fn lock<'a>(&'a self, cpu: &'a Cpu<'m>) -> LockedZone<'a, 'm> {
+        LockedZone { zone: self, inner: self.lock.lock(cpu), cpu }
+    }
+
+    /// Free-area counts per order, taken under the lock (/proc/buddyinfo).
+    pub fn nr_free_per_order(&self) -> [u64; NR_PAGE_ORDERS] {
+        self.lock.lock_unaccounted().nr_free
+    }
+    /// Blocks on each (order, type) list (/proc/pagetypeinfo).
+    pub fn nr_free_per_type(&self) -> [[u64; NR_PAGE_ORDERS]; MIGRATE_TYPES] {
+        let z = self.lock.lock_unaccounted();
+        std::array::from_fn(|mt| {
+            std::array::from_fn(|o| z.lists.count(fl(o as u32, Migratetype::from_index(mt))) as u64)
+        })
+    }
+    /// `zone->nr_reserved_highatomic`.
+    pub fn nr_reserved_highatomic(&self) -> u64 {
+        self.lock.lock_unaccounted().nr_reserved_highatomic
+    }
+}
+
+/// The zone with its lock held by `cpu`; the buddy operations are methods.
+#[derive(Debug)]
+pub struct LockedZone<'a, 'm> {
+    pub(crate) zone: &'a Zone<'m>,
+    pub(crate) inner: StatGuard<'a, ZoneInner>,
+    pub(crate) cpu: &'a Cpu<'m>,
+}
+
+impl<'a, 'm> LockedZone<'a, 'm> {
+    /// The zone.
+    #[inline]
+    pub fn zone(&self) -> &'a Zone<'m> {
+        self.zone
+    }
+    /// The CPU holding the lock.
+    #[inline]
+    pub fn cpu(&self) -> &'a Cpu<'m> {
+        self.cpu
+    }
+
+    /// `account_freepages()`.
+    #[inline]
+    pub(crate) fn account_freepages(&self, nr: i64, mt: Migratetype) {
+        let z = self.zone;
+        z.nr_free_pages.store(z.nr_free_pages.load(Relaxed) + nr, Relaxed);
+        if mt.is_highatomic() {
+            z.nr_free_highatomic.store(z.nr_free_highatomic.load(Relaxed) + nr, Relaxed);
+        }
+    }
+
+    /// `__add_to_free_list()` + `set_buddy_order()`.
+    #[inline]
+    pub(crate) fn add_to_free_list(&mut self, pfn: Pfn, order: u32, mt: Migratetype, tail: bool) {
+        let mem = self.zone.m.memmap();
+        let p = mem.page(pfn);
+        p.set_private(order as u64);
+        p.set_buddy();
+        p.set_ext(PageExt::Buddy(order as u8));
+        let i = fl(order, mt);
+        if tail {
+            self.inner.lists.add_tail(mem, i, pfn);
+        } else {
+            self.inner.lists.add(mem, i, pfn);
+        }
+        self.inner.nr_free[order as usize] += 1;
+    }
+
+    /// `__del_page_from_free_list()`: unlink, clear PageBuddy and the order.
+    #[inline]
+    pub(crate) fn del_from_free_list_raw(&mut self, pfn: Pfn, order: u32, mt: Migratetype) {
+        let mem = self.zone.m.memmap();
+        self.inner.lists.del(mem, fl(order, mt), pfn);
+        let p = mem.page(pfn);
+        p.clear_buddy();
+        p.set_private(0);
+        p.set_ext(PageExt::Tail);
+        self.inner.nr_free[order as usize] -= 1;
+    }
+
+    /// `del_page_from_free_list()`.
+    #[inline]
+    pub(crate) fn del_page_from_free_list(&mut self, pfn: Pfn, order: u32, mt: Migratetype) {
+        self.del_from_free_list_raw(pfn, order, mt);
+        self.account_freepages(-(1 << order), mt);
+    }
+
+    /// `move_to_free_list()`: to the tail of another type's list.
+    pub(crate) fn move_to_free_list(&mut self, pfn: Pfn, order: u32, old: Migratetype, new: Migratetype) {
+        let mem = self.zone.m.memmap();
+        self.inner.lists.move_tail(mem, fl(order, old), fl(order, new), pfn);
+        self.account_freepages(-(1 << order), old);
+        self.account_freepages(1 << order, new);
+    }
+
+    /// `get_page_from_free_area()`: the head entry of a list.
+    #[inline]
+    pub(crate) fn first_free(&self, order: u32, mt: Migratetype) -> Option<Pfn> {
+        self.inner.lists.first(fl(order, mt))
+    }
+
+    /// `free_area_empty()`.
+    #[inline]
+    pub(crate) fn free_area_empty(&self, order: u32, mt: Migratetype) -> bool {
+        self.inner.lists.list_is_empty(fl(order, mt))
+    }
+
+    /// `PageBuddy(page) && buddy_order(page) == order` for a frame in the zone.
+    #[inline]
+    pub(crate) fn is_free_block(&self, pfn: Pfn, order: u32) -> bool {
+        if !self.zone.spans(pfn) {
+            return false;
+        }
+        let p = self.zone.m.page(pfn);
+        p.is_buddy() && p.private() == order as u64
+    }
+
+    /// `zone->nr_reserved_highatomic`.
+    pub fn nr_reserved_highatomic(&self) -> u64 {
+        self.inner.nr_reserved_highatomic
+    }
+}
