@@ -46,7 +46,7 @@ mod watermark;
 mod zone;
 
 pub use contig::ContigError;
-pub use rmqueue::RmqueueMode;
+pub use rmqueue::{RmqueueMode, fallbacks, pcp_allowed_order};
 pub use watermark::{WMARK_HIGH, WMARK_LOW, WMARK_MIN, WMARK_PROMO, calculate_min_free_kbytes};
 pub use zone::{AllocFlags, Fpi, LockedZone, Zone, ZoneFlag, ZoneInner};
 

@@ -1,2 +1,247 @@
-//! placeholder
+//! Per-cpu page lists and the page allocator's front door
+//! (mm/page_alloc.c; Linux 7.2 by default, 6.12 selectable: see [`KernelRules`]).
+//!
+//! # The algorithm
+//!
+//! Every CPU keeps a small cache of free pages per zone (`struct
+//! per_cpu_pages`): 14 lists, one per (order 0..=3, pcp migratetype) plus
+//! two for THP-order blocks. Allocation of a cacheable order takes the head
+//! of the right list under a per-CPU trylock, so the common case touches no
+//! shared lock. An empty list is refilled from the buddy lists in one
+//! zone-lock hold (`rmqueue_bulk`); the refill size (`nr_pcp_alloc`) starts at
+//! `batch` and doubles with every consecutive order-0 refill (`alloc_factor`,
+//! up to `batch << CONFIG_PCP_BATCH_SCALE_MAX`), and each refill may grow
+//! `pcp->high` by the amount taken.
+//!
+//! Freeing puts the block at the head of its list. When the cache reaches
+//! `high` (`nr_pcp_high`), a drain (`free_pcppages_bulk`) returns the oldest
+//! pages, round-robin over the lists from their tails, to the buddy lists,
+//! where they merge. How much is drained grows with the run of consecutive
+//! frees (`free_count`, `nr_pcp_free`); a long run of high-order frees drains
+//! aggressively (`free_high`). `high` floats between `high_min` (from the
+//! low watermark split over the node's CPUs) and `high_max` (from
+//! `managed / 8`), shrinks under memory pressure (`ZONE_BELOW_HIGH`) and
+//! decays by an eighth per vmstat tick (`decay_pcp_high`).
+//!
+//! Orders the pcp does not cache (4..=8 and 10) always go to the buddy
+//! allocator under the zone lock.
+//!
+//! The front door (`alloc_pages`, `free_pages`, `alloc_pages_bulk`) follows
+//! `__alloc_pages` → `get_page_from_freelist` → `rmqueue`, with the
+//! watermark checks, and a slow path that is simplified: no reclaim,
+//! compaction or OOM killer exist, so it retries at the min watermark, then
+//! (for callers that may block) releases highatomic reserves and drains all
+//! pcp lists once, as the kernel does when direct reclaim makes no progress.
 #![forbid(unsafe_code)]
+
+mod alloc;
+mod check;
+mod pcplist;
+mod rules;
+mod sizing;
+
+pub use alloc::{AllocError, FreeError};
+pub use pcplist::{
+    NR_PCP_LISTS, PCPF_FREE_HIGH_BATCH, PCPF_PREV_FREE_HIGH_ORDER, PagesetInfo, PerCpuPages, order_to_pindex,
+    pindex_to_order,
+};
+pub use rules::KernelRules;
+pub use sizing::{MIN_PERCPU_PAGELIST_HIGH_FRACTION, PCP_BATCH_SCALE_MAX, zone_batchsize, zone_highsize};
+
+use crossbeam::utils::CachePadded;
+use mmlab_buddy::{Zone, calculate_min_free_kbytes};
+use mmlab_engine::layout::KERNEL_DATA_LISTS;
+use mmlab_engine::sync::Mutex;
+use mmlab_engine::{Cpu, Machine, PAGE_SHIFT};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+
+/// Allocator settings that are boot parameters or sysctls in the kernel.
+#[derive(Clone, Debug, Default)]
+pub struct AllocatorConfig {
+    /// Which kernel's version-dependent pcp rules to follow.
+    pub rules: KernelRules,
+    /// `vm.percpu_pagelist_high_fraction` (0, or at least 8).
+    pub percpu_pagelist_high_fraction: u32,
+    /// `vm.min_free_kbytes` override (None: computed as the kernel does).
+    pub min_free_kbytes: Option<u64>,
+    /// Last-level cache bytes per CPU, for `PCPF_FREE_HIGH_BATCH`
+    /// (`zone_pcp_update_cacheinfo`); 0 = no cache information.
+    pub llc_bytes_per_cpu: u64,
+    /// Check every invariant after every operation (slow; tests).
+    pub debug_checks: bool,
+}
+
+/// Errors changing a setting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SysctlError {
+    /// `percpu_pagelist_high_fraction` must be 0 or ≥ 8.
+    HighFraction(u32),
+}
+
+impl std::fmt::Display for SysctlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SysctlError::HighFraction(v) => write!(
+                f,
+                "percpu_pagelist_high_fraction must be 0 or at least {MIN_PERCPU_PAGELIST_HIGH_FRACTION}, got {v}"
+            ),
+        }
+    }
+}
+impl std::error::Error for SysctlError {}
+
+/// The page allocator of one machine: its zone and every CPU's pcp.
+#[derive(Debug)]
+pub struct PageAllocator<'m> {
+    pub(crate) m: &'m Machine,
+    pub(crate) zone: Zone<'m>,
+    pub(crate) pcp: Box<[CachePadded<Mutex<PerCpuPages>>]>,
+    pub(crate) rules: KernelRules,
+    high_fraction: AtomicU32,
+    llc_bytes_per_cpu: u64,
+    debug_checks: AtomicBool,
+}
+
+impl<'m> PageAllocator<'m> {
+    /// Bring the page allocator up on a booted machine: free memblock's
+    /// unreserved memory into the buddy lists (`memblock_free_all`), compute
+    /// `min_free_kbytes` and the watermarks (`init_per_zone_wmark_min`), and
+    /// size every CPU's pageset (`setup_per_cpu_pageset`).
+    pub fn boot(m: &'m Machine, cfg: AllocatorConfig) -> Result<PageAllocator<'m>, SysctlError> {
+        if cfg.percpu_pagelist_high_fraction != 0
+            && cfg.percpu_pagelist_high_fraction < MIN_PERCPU_PAGELIST_HIGH_FRACTION
+        {
+            return Err(SysctlError::HighFraction(cfg.percpu_pagelist_high_fraction));
+        }
+        let zone = Zone::new(m);
+        let pcp = (0..m.nr_cpus())
+            .map(|c| {
+                // Each CPU's list heads get their own kernel address (percpu data).
+                let base = KERNEL_DATA_LISTS + (1 << 20) + (c as u64) * 4096;
+                CachePadded::new(Mutex::new(PerCpuPages::new(m.memmap(), base)))
+            })
+            .collect();
+        let pa = PageAllocator {
+            m,
+            zone,
+            pcp,
+            rules: cfg.rules,
+            high_fraction: AtomicU32::new(cfg.percpu_pagelist_high_fraction),
+            llc_bytes_per_cpu: cfg.llc_bytes_per_cpu,
+            debug_checks: AtomicBool::new(false),
+        };
+        {
+            // Boot work runs on the boot CPU.
+            let cpu0 = m.cpu(0).expect("boot CPU 0 is free during boot");
+            m.memblock().for_each_free_block(|pfn, order| pa.zone.free_pages_core(&cpu0, pfn, order));
+        }
+        let min_free = cfg
+            .min_free_kbytes
+            .unwrap_or_else(|| calculate_min_free_kbytes(pa.zone.managed_pages()));
+        pa.zone.setup_per_zone_wmarks(min_free);
+        pa.zone_pcp_update(0);
+        pa.debug_checks.store(cfg.debug_checks, Relaxed);
+        Ok(pa)
+    }
+
+    /// The machine.
+    #[inline]
+    pub fn machine(&self) -> &'m Machine {
+        self.m
+    }
+    /// The zone.
+    #[inline]
+    pub fn zone(&self) -> &Zone<'m> {
+        &self.zone
+    }
+    /// The rules in force.
+    pub fn rules(&self) -> KernelRules {
+        self.rules
+    }
+
+    /// `zone_set_pageset_high_and_batch()` + `pageset_update()` +
+    /// `zone_pcp_update_cacheinfo()`: recompute batch, high_min and high_max
+    /// for every CPU (`pcp->high` itself is left to be clamped lazily).
+    pub fn zone_pcp_update(&self, cpu_online: u32) {
+        let z = &self.zone;
+        let managed = z.managed_pages();
+        let batch = zone_batchsize(managed);
+        let ncpus = self.m.nr_cpus() as u32;
+        let fraction = self.high_fraction.load(Relaxed);
+        let low = z.low_wmark_pages();
+        let (high_min, high_max) = if fraction != 0 {
+            let h = zone_highsize(managed, low, batch, ncpus, cpu_online, ncpus, fraction);
+            (h, h)
+        } else {
+            (
+                zone_highsize(managed, low, batch, ncpus, cpu_online, ncpus, 0),
+                zone_highsize(managed, low, batch, ncpus, cpu_online, ncpus, MIN_PERCPU_PAGELIST_HIGH_FRACTION),
+            )
+        };
+        let free_high_batch = (self.llc_bytes_per_cpu >> PAGE_SHIFT) > 3 * batch as u64;
+        for p in self.pcp.iter() {
+            let mut p = p.lock();
+            p.batch = batch;
+            p.high_min = high_min;
+            p.high_max = high_max;
+            if free_high_batch {
+                p.flags |= PCPF_FREE_HIGH_BATCH;
+            } else {
+                p.flags &= !PCPF_FREE_HIGH_BATCH;
+            }
+        }
+    }
+
+    /// Write `vm.percpu_pagelist_high_fraction`
+    /// (`percpu_pagelist_high_fraction_sysctl_handler`).
+    pub fn set_percpu_pagelist_high_fraction(&self, v: u32) -> Result<(), SysctlError> {
+        if v != 0 && v < MIN_PERCPU_PAGELIST_HIGH_FRACTION {
+            return Err(SysctlError::HighFraction(v));
+        }
+        self.high_fraction.store(v, Relaxed);
+        self.zone_pcp_update(0);
+        Ok(())
+    }
+    /// `vm.percpu_pagelist_high_fraction`.
+    pub fn percpu_pagelist_high_fraction(&self) -> u32 {
+        self.high_fraction.load(Relaxed)
+    }
+
+    /// Write `vm.min_free_kbytes`: new watermarks, then new pagesets
+    /// (`min_free_kbytes_sysctl_handler` → `setup_per_zone_wmarks`).
+    pub fn set_min_free_kbytes(&self, kbytes: u64) {
+        self.zone.setup_per_zone_wmarks(kbytes);
+        self.zone_pcp_update(0);
+    }
+
+    /// One CPU's pageset, as /proc/zoneinfo prints it.
+    pub fn pageset(&self, cpu: usize) -> Option<PagesetInfo> {
+        self.pcp.get(cpu).map(|p| p.lock().info())
+    }
+    /// Pages on every CPU's pcp lists.
+    pub fn pcp_pages(&self) -> i64 {
+        self.pcp.iter().map(|p| p.lock().count as i64).sum()
+    }
+
+    /// Turn the after-every-operation invariant check on or off.
+    pub fn set_debug_checks(&self, on: bool) {
+        self.debug_checks.store(on, Relaxed);
+    }
+
+    /// Run the invariant check if the debug switch is on; a failure is a bug
+    /// in mmlab, so it panics with the report.
+    #[inline]
+    pub(crate) fn after_op(&self) {
+        if self.debug_checks.load(Relaxed) {
+            if let Err(e) = self.check_invariants() {
+                panic!("mmlab invariant violated: {e}");
+            }
+        }
+    }
+
+    /// Convenience for callers holding no CPU: take CPU `id` for `f`.
+    pub fn on_cpu<R>(&self, id: usize, f: impl FnOnce(&Cpu<'m>) -> R) -> Result<R, mmlab_engine::machine::CpuError> {
+        let cpu = self.m.cpu(id)?;
+        Ok(f(&cpu))
+    }
+}

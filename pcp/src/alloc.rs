@@ -1,0 +1,422 @@
+//! The front door: `__alloc_pages`, `get_page_from_freelist`, `rmqueue`,
+//! the (simplified) slow path, `alloc_pages_bulk`, `__free_pages`,
+//! `free_frozen_pages`, contiguous ranges and `split_page`.
+
+use crate::PageAllocator;
+use mmlab_buddy::{AllocFlags, ContigError, Fpi, ZoneFlag};
+use mmlab_engine::mm::{
+    MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER,
+};
+use mmlab_engine::page::PageExt;
+use mmlab_engine::vmstat::VmEvent;
+use mmlab_engine::{Cpu, Gfp, PAGE_SHIFT, Pfn, trace};
+
+/// Why an allocation returned no page (the kernel returns NULL for all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocError {
+    /// `order > MAX_PAGE_ORDER`.
+    OrderTooLarge { order: u32 },
+    /// No zone passed its watermark or no block was found, after the slow path.
+    NoMemory { order: u32, gfp: Gfp },
+}
+
+impl std::fmt::Display for AllocError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AllocError::OrderTooLarge { order } => {
+                write!(f, "order {order} is above MAX_PAGE_ORDER ({MAX_PAGE_ORDER})")
+            }
+            AllocError::NoMemory { order, gfp } => {
+                write!(f, "page allocation failure: order:{order}, mode:{:#x}({gfp})", gfp.0)
+            }
+        }
+    }
+}
+impl std::error::Error for AllocError {}
+
+/// Why a free was refused; nothing was changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FreeError {
+    /// `order > MAX_PAGE_ORDER`.
+    OrderTooLarge { order: u32 },
+    /// The frame is not RAM of this machine.
+    InvalidPfn { pfn: Pfn },
+    /// The block is free already (in the buddy lists or on a pcp list).
+    DoubleFree { pfn: Pfn },
+    /// The frame is not the first page of an allocation.
+    NotAllocated { pfn: Pfn },
+    /// Freed with another order than it was allocated with.
+    WrongOrder { pfn: Pfn, allocated: u32, freed: u32 },
+    /// The frame is reserved (memblock) and was never the allocator's.
+    Reserved { pfn: Pfn },
+}
+
+impl std::fmt::Display for FreeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FreeError::OrderTooLarge { order } => write!(f, "free at order {order} above MAX_PAGE_ORDER"),
+            FreeError::InvalidPfn { pfn } => write!(f, "pfn {pfn} is not RAM"),
+            FreeError::DoubleFree { pfn } => write!(f, "double free of pfn {pfn}"),
+            FreeError::NotAllocated { pfn } => write!(f, "pfn {pfn} was not handed out by the allocator"),
+            FreeError::WrongOrder { pfn, allocated, freed } => {
+                write!(f, "pfn {pfn} allocated at order {allocated}, freed at order {freed}")
+            }
+            FreeError::Reserved { pfn } => write!(f, "pfn {pfn} is reserved"),
+        }
+    }
+}
+impl std::error::Error for FreeError {}
+
+/// `gfp_migratetype()` as a type.
+#[inline]
+fn gfp_mt(gfp: Gfp) -> Migratetype {
+    Migratetype::from_index(gfp.gfp_migratetype() as usize)
+}
+
+impl<'m> PageAllocator<'m> {
+    /// `alloc_pages(gfp, order)`: the first frame of 2^order, or None.
+    #[inline]
+    pub fn alloc_pages(&self, cpu: &Cpu<'m>, gfp: Gfp, order: u32) -> Option<Pfn> {
+        self.try_alloc_pages(cpu, gfp, order).ok()
+    }
+
+    /// `__alloc_pages()` with the reason for a NULL.
+    pub fn try_alloc_pages(&self, cpu: &Cpu<'m>, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
+        if order > MAX_PAGE_ORDER {
+            if !gfp.contains(Gfp::__GFP_NOWARN) {
+                tracing::warn!(target: "mmlab::page_alloc", order, "WARNING: order above MAX_PAGE_ORDER");
+            }
+            return Err(AllocError::OrderTooLarge { order });
+        }
+        let mt = gfp_mt(gfp);
+        // prepare_alloc_pages + alloc_flags_nofragment: low watermark, and
+        // ALLOC_KSWAPD mirrors __GFP_KSWAPD_RECLAIM.
+        let mut alloc_flags = AllocFlags::WMARK_LOW;
+        if gfp.contains(Gfp::__GFP_KSWAPD_RECLAIM) {
+            alloc_flags |= AllocFlags::KSWAPD;
+        }
+        let page = match self.get_page_from_freelist(cpu, gfp, order, alloc_flags, mt) {
+            Some(p) => Some(p),
+            None => self.alloc_pages_slowpath(cpu, gfp, order, mt),
+        };
+        let m = self.m;
+        trace::mm_page_alloc(
+            cpu.id(),
+            m.trace_clock(),
+            page.map_or(0, |p| m.memmap().page_va(p)),
+            page.map(|p| p.0),
+            order,
+            gfp,
+            mt as i32,
+        );
+        self.after_op();
+        page.ok_or(AllocError::NoMemory { order, gfp })
+    }
+
+    /// `get_page_from_freelist()` for the only zone.
+    #[inline]
+    fn get_page_from_freelist(
+        &self,
+        cpu: &Cpu<'m>,
+        gfp: Gfp,
+        order: u32,
+        alloc_flags: AllocFlags,
+        mt: Migratetype,
+    ) -> Option<Pfn> {
+        let z = &self.zone;
+        let mut ok = false;
+        if !z.test_flag(ZoneFlag::BelowHigh) {
+            if z.zone_watermark_fast(order, z.high_wmark_pages(), alloc_flags) {
+                ok = true;
+            } else {
+                z.set_flag(ZoneFlag::BelowHigh);
+            }
+        }
+        if !ok
+            && !alloc_flags.has(AllocFlags::NO_WATERMARKS)
+            && !z.zone_watermark_fast(order, z.wmark_pages(alloc_flags.wmark()), alloc_flags)
+        {
+            return None;
+        }
+        let pfn = self.rmqueue(cpu, order, alloc_flags, mt)?;
+        self.prep_new_page(cpu, pfn, order, gfp, mt);
+        if alloc_flags.has(AllocFlags::HIGHATOMIC) && order > 0 {
+            self.zone.lock(cpu).reserve_highatomic_pageblock(pfn, order);
+        }
+        Some(pfn)
+    }
+
+    /// `rmqueue()`: the pcp for cacheable orders, else (or on failure) the buddy.
+    #[inline]
+    fn rmqueue(&self, cpu: &Cpu<'m>, order: u32, alloc_flags: AllocFlags, mt: Migratetype) -> Option<Pfn> {
+        let mut page = None;
+        if mmlab_buddy_pcp_allowed(order) {
+            page = self.rmqueue_pcplist(cpu, order, mt, alloc_flags);
+        }
+        if page.is_none() {
+            let mut z = self.zone.lock(cpu);
+            page = z.rmqueue_buddy(order, mt, alloc_flags);
+            drop(z);
+            if page.is_some() {
+                cpu.count(VmEvent::PgallocNormal, 1 << order);
+            }
+        }
+        if alloc_flags.has(AllocFlags::KSWAPD) && self.zone.test_flag(ZoneFlag::BoostedWatermark) {
+            // wakeup_kswapd(): no kswapd here; the boost simply lapses.
+            self.zone.clear_flag(ZoneFlag::BoostedWatermark);
+        }
+        page
+    }
+
+    /// `prep_new_page()`: refcount 1, the allocation recorded, zeroed for
+    /// `__GFP_ZERO`.
+    #[inline]
+    fn prep_new_page(&self, cpu: &Cpu<'m>, pfn: Pfn, order: u32, gfp: Gfp, mt: Migratetype) {
+        let p = self.m.page(pfn);
+        p.set_refcount(1);
+        p.set_ext(PageExt::Alloc(order as u8, mt));
+        if gfp.contains(Gfp::__GFP_ZERO) {
+            self.m.arena().zero(pfn.phys(), 1 << (order + PAGE_SHIFT));
+            cpu.count(VmEvent::PgZero, 1 << order);
+        }
+    }
+
+    /// `__alloc_pages_slowpath()`, simplified (see the crate documentation).
+    fn alloc_pages_slowpath(&self, cpu: &Cpu<'m>, gfp: Gfp, order: u32, mt: Migratetype) -> Option<Pfn> {
+        cpu.count(VmEvent::AllocSlowpath, 1);
+        // gfp_to_alloc_flags()
+        let mut flags = AllocFlags::WMARK_MIN | AllocFlags::CPUSET;
+        if gfp.contains(Gfp::__GFP_HIGH) {
+            flags |= AllocFlags::MIN_RESERVE;
+        }
+        if gfp.contains(Gfp::__GFP_KSWAPD_RECLAIM) {
+            flags |= AllocFlags::KSWAPD;
+        }
+        let can_direct_reclaim = gfp.contains(Gfp::__GFP_DIRECT_RECLAIM);
+        if !can_direct_reclaim && !gfp.contains(Gfp::__GFP_NOMEMALLOC) {
+            flags |= AllocFlags::NON_BLOCK;
+            if order > 0 {
+                flags |= AllocFlags::HIGHATOMIC;
+            }
+        }
+        if let Some(p) = self.get_page_from_freelist(cpu, gfp, order, flags, mt) {
+            return Some(p);
+        }
+        let costly = order > PAGE_ALLOC_COSTLY_ORDER;
+        if can_direct_reclaim && !(costly && gfp.contains(Gfp::__GFP_NORETRY)) {
+            // __alloc_pages_direct_reclaim() with nothing to reclaim: give up
+            // a highatomic reserve, drain every pcp, retry once.
+            self.zone.lock(cpu).unreserve_highatomic_pageblock(mt, false);
+            self.drain_all_pages(cpu);
+            if let Some(p) = self.get_page_from_freelist(cpu, gfp, order, flags, mt) {
+                return Some(p);
+            }
+        }
+        if gfp.contains(Gfp::__GFP_NOFAIL) {
+            // The kernel would loop (and OOM-kill); mmlab tries the reserves
+            // once and reports failure rather than hang.
+            let f = flags | AllocFlags::MIN_RESERVE | AllocFlags::NON_BLOCK;
+            self.zone.lock(cpu).unreserve_highatomic_pageblock(mt, true);
+            if let Some(p) = self.get_page_from_freelist(cpu, gfp, order, f, mt) {
+                return Some(p);
+            }
+        }
+        cpu.count(VmEvent::PgallocFail, 1);
+        if !gfp.contains(Gfp::__GFP_NOWARN) {
+            tracing::warn!(target: "mmlab::page_alloc", "page allocation failure: order:{order}, mode:{:#x}({gfp})", gfp.0);
+        }
+        None
+    }
+
+    /// `alloc_pages_bulk()`: fill the `None` slots of `array` with order-0
+    /// pages; returns the number of populated slots (pre-filled included).
+    pub fn alloc_pages_bulk(&self, cpu: &Cpu<'m>, gfp: Gfp, array: &mut [Option<Pfn>]) -> usize {
+        let nr = array.len();
+        let mut nr_populated = 0;
+        while nr_populated < nr && array[nr_populated].is_some() {
+            nr_populated += 1;
+        }
+        if nr_populated == nr {
+            return nr_populated;
+        }
+        let missing = array[nr_populated..].iter().filter(|s| s.is_none()).count() as u64;
+        let mt = gfp_mt(gfp);
+        let mut alloc_flags = AllocFlags::WMARK_LOW;
+        if gfp.contains(Gfp::__GFP_KSWAPD_RECLAIM) {
+            alloc_flags |= AllocFlags::KSWAPD;
+        }
+        let z = &self.zone;
+        let single = missing == 1
+            || !z.zone_watermark_fast(0, z.wmark_pages(alloc_flags.wmark()) + missing, alloc_flags);
+        if !single {
+            if let Some(mut pcp) = self.pcp[cpu.id()].try_lock() {
+                let mut nr_account = 0u64;
+                while nr_populated < nr {
+                    if array[nr_populated].is_some() {
+                        nr_populated += 1;
+                        continue;
+                    }
+                    let Some(pfn) = self.rmqueue_pcplist_locked(cpu, &mut pcp, 0, mt, alloc_flags) else {
+                        break;
+                    };
+                    nr_account += 1;
+                    self.prep_new_page(cpu, pfn, 0, gfp, mt);
+                    array[nr_populated] = Some(pfn);
+                    nr_populated += 1;
+                }
+                drop(pcp);
+                if nr_account > 0 {
+                    cpu.count(VmEvent::PgallocNormal, nr_account);
+                    self.after_op();
+                    return nr_populated;
+                }
+            } else {
+                cpu.count(VmEvent::PcpTrylockFail, 1);
+            }
+        }
+        // failed_irq / failed: one page the normal way.
+        if let Some(pfn) = self.alloc_pages(cpu, gfp, 0) {
+            array[nr_populated] = Some(pfn);
+            nr_populated += 1;
+        }
+        nr_populated
+    }
+
+    /// `__free_pages(page, order)`: drop the reference; on the last one,
+    /// free the block. A bad free is refused with nothing changed.
+    pub fn free_pages(&self, cpu: &Cpu<'m>, pfn: Pfn, order: u32) -> Result<(), FreeError> {
+        if order > MAX_PAGE_ORDER {
+            return Err(FreeError::OrderTooLarge { order });
+        }
+        if !self.m.memmap().pfn_valid(pfn) {
+            return Err(FreeError::InvalidPfn { pfn });
+        }
+        let p = self.m.page(pfn);
+        let mt = match p.ext() {
+            PageExt::Alloc(o, mt) if o as u32 == order => mt,
+            PageExt::Alloc(o, _) => {
+                return Err(FreeError::WrongOrder { pfn, allocated: o as u32, freed: order });
+            }
+            PageExt::Buddy(_) | PageExt::Pcp(_) => return Err(FreeError::DoubleFree { pfn }),
+            PageExt::Reserved => return Err(FreeError::Reserved { pfn }),
+            PageExt::Tail => return Err(FreeError::NotAllocated { pfn }),
+        };
+        if !p.put_testzero() {
+            // Still referenced: like __free_pages() for a non-compound block,
+            // free the upper halves and leave the first page to its holder.
+            let mut o = order;
+            while o > 0 {
+                o -= 1;
+                let half = pfn.add(1 << o);
+                self.m.page(half).set_refcount(0);
+                self.free_frozen_pages(cpu, half, o, mt);
+            }
+            p.set_ext(PageExt::Alloc(0, mt));
+            self.after_op();
+            return Ok(());
+        }
+        self.free_frozen_pages(cpu, pfn, order, mt);
+        self.after_op();
+        Ok(())
+    }
+
+    /// `get_page()`: take another reference on an allocated page.
+    pub fn get_page(&self, pfn: Pfn) -> Result<i32, FreeError> {
+        if !self.m.memmap().pfn_valid(pfn) {
+            return Err(FreeError::InvalidPfn { pfn });
+        }
+        match self.m.page(pfn).ext() {
+            PageExt::Alloc(..) => Ok(self.m.page(pfn).ref_inc()),
+            _ => Err(FreeError::NotAllocated { pfn }),
+        }
+    }
+
+    /// `free_frozen_pages()` (6.12: `free_unref_page()`): to the pcp for
+    /// cacheable orders, else to the buddy under the zone lock.
+    #[inline]
+    fn free_frozen_pages(&self, cpu: &Cpu<'m>, pfn: Pfn, order: u32, _alloc_mt: Migratetype) {
+        let m = self.m;
+        // free_pages_prepare()
+        trace::mm_page_free(cpu.id(), m.trace_clock(), m.memmap().page_va(pfn), pfn.0, order);
+        let p = m.page(pfn);
+        p.set_ext(PageExt::Tail);
+        if !mmlab_buddy_pcp_allowed(order) {
+            self.zone.free_one_page(cpu, pfn, order, Fpi::NONE);
+            return;
+        }
+        let mut mt = self.zone.pageblock_migratetype(pfn);
+        if mt as usize >= MIGRATE_PCPTYPES {
+            mt = Migratetype::Movable;
+        }
+        match self.pcp[cpu.id()].try_lock() {
+            Some(pcp) => self.free_frozen_page_commit(cpu, pcp, pfn, mt, order),
+            None => {
+                cpu.count(VmEvent::PcpTrylockFail, 1);
+                self.zone.free_one_page(cpu, pfn, order, Fpi::NONE);
+            }
+        }
+    }
+
+    /// `split_page()`: turn an allocated order-n block into 2^n order-0
+    /// pages, each with its own reference, to be freed one by one.
+    pub fn split_page(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
+        if !self.m.memmap().pfn_valid(pfn) {
+            return Err(FreeError::InvalidPfn { pfn });
+        }
+        let mt = match self.m.page(pfn).ext() {
+            PageExt::Alloc(o, mt) if o as u32 == order => mt,
+            PageExt::Alloc(o, _) => return Err(FreeError::WrongOrder { pfn, allocated: o as u32, freed: order }),
+            _ => return Err(FreeError::NotAllocated { pfn }),
+        };
+        for i in 0..1u64 << order {
+            let p = self.m.page(pfn.add(i));
+            p.set_refcount(1);
+            p.set_ext(PageExt::Alloc(0, mt));
+        }
+        Ok(())
+    }
+
+    /// `alloc_contig_pages()`: drain the pcps, then find and take `nr` free
+    /// contiguous frames; each becomes an allocated order-0 page.
+    pub fn alloc_contig_pages(&self, cpu: &Cpu<'m>, nr: u64, gfp: Gfp) -> Result<Pfn, ContigError> {
+        self.drain_all_pages(cpu);
+        let r = self.zone.alloc_contig_pages(cpu, nr, gfp_mt(gfp));
+        self.after_op();
+        r
+    }
+
+    /// `alloc_contig_range()`: exactly `[start, start + nr)`.
+    pub fn alloc_contig_range(&self, cpu: &Cpu<'m>, start: Pfn, nr: u64, gfp: Gfp) -> Result<(), ContigError> {
+        self.drain_all_pages(cpu);
+        let r = self.zone.alloc_contig_range(cpu, start, nr, gfp_mt(gfp));
+        self.after_op();
+        r
+    }
+
+    /// `free_contig_range()`: free `nr` order-0 pages from `start`. Checks
+    /// every page first, so a bad range changes nothing.
+    pub fn free_contig_range(&self, cpu: &Cpu<'m>, start: Pfn, nr: u64) -> Result<(), FreeError> {
+        for i in 0..nr {
+            let pfn = start.add(i);
+            if !self.m.memmap().pfn_valid(pfn) {
+                return Err(FreeError::InvalidPfn { pfn });
+            }
+            match self.m.page(pfn).ext() {
+                PageExt::Alloc(0, _) if self.m.page(pfn).refcount() == 1 => {}
+                PageExt::Alloc(o, _) => return Err(FreeError::WrongOrder { pfn, allocated: o as u32, freed: 0 }),
+                PageExt::Buddy(_) | PageExt::Pcp(_) => return Err(FreeError::DoubleFree { pfn }),
+                PageExt::Reserved => return Err(FreeError::Reserved { pfn }),
+                PageExt::Tail => return Err(FreeError::NotAllocated { pfn }),
+            }
+        }
+        for i in 0..nr {
+            self.free_pages(cpu, start.add(i), 0)?;
+        }
+        Ok(())
+    }
+}
+
+#[inline]
+fn mmlab_buddy_pcp_allowed(order: u32) -> bool {
+    mmlab_buddy::pcp_allowed_order(order)
+}

@@ -1,0 +1,97 @@
+//! `check_invariants()`: every frame in exactly one state, and every list and
+//! counter agreeing with the frames.
+
+use crate::PageAllocator;
+use crate::pcplist::{NR_PCP_LISTS, pindex_to_order};
+use bitvec::prelude::*;
+use mmlab_engine::Pfn;
+use mmlab_engine::page::PageExt;
+
+impl PageAllocator<'_> {
+    /// Check the whole allocator: the free lists (see
+    /// `Zone::check_free_lists`), every pcp list (entries are pcp-state heads
+    /// of their list's order, aligned, refcount 0, counts agree), and every
+    /// frame of RAM: it is in exactly one free block or pcp block, or is the
+    /// head or a tail of one allocation, or is reserved. Nothing is lost.
+    /// O(frames): for tests and the debug switch.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let m = self.m;
+        let mem = m.memmap();
+        let start = mem.start_pfn().0;
+        let n = mem.nr_pages() as usize;
+        let mut seen = bitvec![0; n];
+        let mut mark = |pfn: Pfn, order: u32, what: &str| -> Result<(), String> {
+            let i = (pfn.0 - start) as usize;
+            let len = 1usize << order;
+            if i + len > n {
+                return Err(format!("{what} {pfn} order {order} runs past the end of RAM"));
+            }
+            if seen[i..i + len].any() {
+                return Err(format!("{what} {pfn} order {order} overlaps another free or allocated block"));
+            }
+            seen[i..i + len].fill(true);
+            Ok(())
+        };
+        for (pfn, order) in self.zone.check_free_lists()? {
+            mark(pfn, order, "free block")?;
+        }
+        for (cpu, pcp) in self.pcp.iter().enumerate() {
+            let pcp = pcp.lock();
+            let mut pages = 0i64;
+            for pindex in 0..NR_PCP_LISTS {
+                let order = pindex_to_order(pindex);
+                for pfn in pcp.lists.walk(mem, pindex)? {
+                    let p = mem.page(pfn);
+                    if p.ext() != PageExt::Pcp(order as u8) || p.is_buddy() || p.refcount() != 0 {
+                        return Err(format!(
+                            "cpu {cpu} pcp list {pindex}: pfn {pfn} state {:?} buddy {} ref {}",
+                            p.ext(),
+                            p.is_buddy(),
+                            p.refcount()
+                        ));
+                    }
+                    if !pfn.is_aligned_order(order) {
+                        return Err(format!("cpu {cpu} pcp list {pindex}: pfn {pfn} not aligned to order {order}"));
+                    }
+                    mark(pfn, order, "pcp block")?;
+                    pages += 1 << order;
+                }
+            }
+            if pages != pcp.count as i64 {
+                return Err(format!("cpu {cpu}: pcp count {} but {pages} pages on its lists", pcp.count));
+            }
+        }
+        // Every other frame: reserved, or covered by an allocation.
+        let mut i = 0usize;
+        while i < n {
+            if seen[i] {
+                i += 1;
+                continue;
+            }
+            let pfn = Pfn(start + i as u64);
+            let p = mem.page(pfn);
+            match p.ext() {
+                PageExt::Reserved => i += 1,
+                PageExt::Alloc(o, _) => {
+                    if p.refcount() < 1 {
+                        return Err(format!("allocated pfn {pfn} has refcount {}", p.refcount()));
+                    }
+                    mark(pfn, o as u32, "allocated block")?;
+                    for t in 1..1u64 << o {
+                        let tp = mem.page(pfn.add(t));
+                        if tp.ext() != PageExt::Tail {
+                            return Err(format!("tail {} of allocation {pfn} is {:?}", pfn.add(t), tp.ext()));
+                        }
+                    }
+                    i += 1 << o;
+                }
+                s => {
+                    return Err(format!(
+                        "pfn {pfn} is lost: state {s:?}, not on any free list, pcp list or allocation"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,421 @@
+//! `struct per_cpu_pages` and the pcp algorithms: refill (`nr_pcp_alloc`,
+//! `rmqueue_bulk`), free (`free_frozen_page_commit`, `nr_pcp_high`,
+//! `nr_pcp_free`), drain (`free_pcppages_bulk`, `drain_pages_zone`) and
+//! `decay_pcp_high`.
+
+use crate::PageAllocator;
+use crate::sizing::PCP_BATCH_SCALE_MAX as S;
+use mmlab_buddy::{AllocFlags, RmqueueMode, ZoneFlag};
+use mmlab_engine::list::ListArray;
+use mmlab_engine::mm::{HPAGE_PMD_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER};
+use mmlab_engine::page::PageExt;
+use mmlab_engine::sync::MutexGuard;
+use mmlab_engine::vmstat::VmEvent;
+use mmlab_engine::{Cpu, Memmap, Pfn, trace};
+
+/// `NR_LOWORDER_PCP_LISTS`: orders 0..=3 times the three pcp types.
+pub const NR_LOWORDER_PCP_LISTS: usize = MIGRATE_PCPTYPES * (PAGE_ALLOC_COSTLY_ORDER as usize + 1);
+/// `NR_PCP_LISTS`: plus two THP lists (movable and not).
+pub const NR_PCP_LISTS: usize = NR_LOWORDER_PCP_LISTS + 2;
+/// `PCPF_PREV_FREE_HIGH_ORDER`.
+pub const PCPF_PREV_FREE_HIGH_ORDER: u8 = 1 << 0;
+/// `PCPF_FREE_HIGH_BATCH`.
+pub const PCPF_FREE_HIGH_BATCH: u8 = 1 << 1;
+
+/// The kernel's `clamp()`: `min(max(v, lo), hi)`, which (unlike
+/// `Ord::clamp`) returns `hi` when `lo > hi`.
+#[inline]
+pub(crate) fn kclamp(v: i32, lo: i32, hi: i32) -> i32 {
+    v.max(lo).min(hi)
+}
+
+/// `order_to_pindex()`.
+#[inline]
+pub const fn order_to_pindex(mt: Migratetype, order: u32) -> usize {
+    if order > PAGE_ALLOC_COSTLY_ORDER {
+        NR_LOWORDER_PCP_LISTS + (mt as usize == Migratetype::Movable as usize) as usize
+    } else {
+        MIGRATE_PCPTYPES * order as usize + mt as usize
+    }
+}
+
+/// `pindex_to_order()`.
+#[inline]
+pub const fn pindex_to_order(pindex: usize) -> u32 {
+    if pindex >= NR_LOWORDER_PCP_LISTS { HPAGE_PMD_ORDER } else { (pindex / MIGRATE_PCPTYPES) as u32 }
+}
+
+/// `struct per_cpu_pages`: one CPU's cache of free pages for the zone.
+#[derive(Debug)]
+pub struct PerCpuPages {
+    /// Pages (not blocks) on all lists.
+    pub(crate) count: i32,
+    /// Current drain threshold; auto-tuned within [high_min, high_max].
+    pub(crate) high: i32,
+    pub(crate) high_min: i32,
+    pub(crate) high_max: i32,
+    pub(crate) batch: i32,
+    pub(crate) flags: u8,
+    pub(crate) alloc_factor: u8,
+    pub(crate) free_count: i32,
+    pub(crate) lists: ListArray,
+}
+
+/// A snapshot of one CPU's pageset, as /proc/zoneinfo prints it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PagesetInfo {
+    pub count: i32,
+    pub high: i32,
+    pub batch: i32,
+    pub high_min: i32,
+    pub high_max: i32,
+    pub free_count: i32,
+    pub alloc_factor: u8,
+}
+
+impl PerCpuPages {
+    /// The boot pageset (`pageset_init`): high 0, batch 1.
+    pub(crate) fn new(mem: &Memmap, base_va: u64) -> PerCpuPages {
+        PerCpuPages {
+            count: 0,
+            high: 0,
+            high_min: 0,
+            high_max: 0,
+            batch: 1,
+            flags: 0,
+            alloc_factor: 0,
+            free_count: 0,
+            lists: ListArray::new(mem, base_va, NR_PCP_LISTS),
+        }
+    }
+
+    pub(crate) fn info(&self) -> PagesetInfo {
+        PagesetInfo {
+            count: self.count,
+            high: self.high,
+            batch: self.batch,
+            high_min: self.high_min,
+            high_max: self.high_max,
+            free_count: self.free_count,
+            alloc_factor: self.alloc_factor,
+        }
+    }
+
+    /// The clamp both `nr_pcp_alloc` and `nr_pcp_high` start with.
+    #[inline]
+    fn clamp_high(&mut self) -> i32 {
+        self.high = kclamp(self.high, self.high_min, self.high_max);
+        self.high
+    }
+}
+
+impl<'m> PageAllocator<'m> {
+    /// `nr_pcp_alloc()`: how many blocks of `order` one refill takes.
+    pub(crate) fn nr_pcp_alloc(&self, pcp: &mut PerCpuPages, order: u32) -> i32 {
+        let base_batch = pcp.batch;
+        let mut high = pcp.clamp_high();
+        if high < base_batch {
+            return 1;
+        }
+        let mut batch = if order != 0 { base_batch } else { base_batch << pcp.alloc_factor };
+        if pcp.high_min != pcp.high_max && !self.zone.test_flag(ZoneFlag::BelowHigh) {
+            high = (high + batch).min(pcp.high_max);
+            pcp.high = high;
+        }
+        if order == 0 {
+            let max_nr_alloc = (high - pcp.count - base_batch).max(base_batch);
+            if batch <= max_nr_alloc && (pcp.alloc_factor as u32) < S {
+                pcp.alloc_factor += 1;
+            }
+            batch = batch.min(max_nr_alloc);
+        }
+        if batch > 1 {
+            batch = (batch >> order).max(2);
+        }
+        batch
+    }
+
+    /// `rmqueue_bulk()`: `count` blocks from the buddy lists to the tail of
+    /// pcp list `pindex`, under one zone-lock hold. Returns blocks taken.
+    pub(crate) fn rmqueue_bulk(
+        &self,
+        cpu: &Cpu<'m>,
+        pcp: &mut PerCpuPages,
+        order: u32,
+        count: i32,
+        pindex: usize,
+        mt: Migratetype,
+        alloc_flags: AllocFlags,
+    ) -> i32 {
+        let mem = self.m.memmap();
+        let mut z = self.zone.lock(cpu);
+        let mut mode = RmqueueMode::Normal;
+        let mut i = 0;
+        while i < count {
+            let Some(pfn) = z.rmqueue(order, mt, alloc_flags, &mut mode) else { break };
+            mem.page(pfn).set_ext(PageExt::Pcp(order as u8));
+            pcp.lists.add_tail(mem, pindex, pfn);
+            i += 1;
+        }
+        drop(z);
+        cpu.count(VmEvent::PcpRefill, 1);
+        cpu.count(VmEvent::PcpRefillPages, (i as u64) << order);
+        i
+    }
+
+    /// `__rmqueue_pcplist()`: the head of the list, refilling it first if empty.
+    #[inline]
+    pub(crate) fn rmqueue_pcplist_locked(
+        &self,
+        cpu: &Cpu<'m>,
+        pcp: &mut PerCpuPages,
+        order: u32,
+        mt: Migratetype,
+        alloc_flags: AllocFlags,
+    ) -> Option<Pfn> {
+        let pindex = order_to_pindex(mt, order);
+        if pcp.lists.list_is_empty(pindex) {
+            if alloc_flags.has(AllocFlags::HIGHATOMIC) {
+                return None;
+            }
+            let n = self.nr_pcp_alloc(pcp, order);
+            let got = self.rmqueue_bulk(cpu, pcp, order, n, pindex, mt, alloc_flags);
+            pcp.count += got << order;
+        }
+        let pfn = pcp.lists.first(pindex)?;
+        pcp.lists.del(self.m.memmap(), pindex, pfn);
+        pcp.count -= 1 << order;
+        Some(pfn)
+    }
+
+    /// `rmqueue_pcplist()`: trylock this CPU's pcp and take a block.
+    #[inline]
+    pub(crate) fn rmqueue_pcplist(&self, cpu: &Cpu<'m>, order: u32, mt: Migratetype, alloc_flags: AllocFlags) -> Option<Pfn> {
+        let Some(mut pcp) = self.pcp[cpu.id()].try_lock() else {
+            cpu.count(VmEvent::PcpTrylockFail, 1);
+            return None;
+        };
+        pcp.free_count >>= 1;
+        let page = self.rmqueue_pcplist_locked(cpu, &mut pcp, order, mt, alloc_flags);
+        drop(pcp);
+        if page.is_some() {
+            cpu.count(VmEvent::PgallocNormal, 1 << order);
+        }
+        page
+    }
+
+    /// `nr_pcp_high()`: the count at which this free drains, adjusting
+    /// `pcp->high` on the way.
+    fn nr_pcp_high(&self, pcp: &mut PerCpuPages, batch: i32, free_high: bool) -> i32 {
+        let (high_min, high_max) = (pcp.high_min, pcp.high_max);
+        let mut high = pcp.clamp_high();
+        if high == 0 {
+            return 0;
+        }
+        if free_high {
+            pcp.high = (high - (batch << S)).max(high_min);
+            return 0;
+        }
+        if self.zone.test_flag(ZoneFlag::ReclaimActive) {
+            let fc = pcp.free_count.max(batch);
+            pcp.high = (high - fc).max(high_min);
+            return (batch << 2).min(pcp.high);
+        }
+        if high_min == high_max {
+            return high;
+        }
+        if self.zone.test_flag(ZoneFlag::BelowHigh) {
+            let fc = pcp.free_count.max(batch);
+            pcp.high = (high - fc).max(high_min);
+            high = pcp.count.max(high_min);
+        } else if pcp.count >= high {
+            let need_high = pcp.free_count + batch;
+            if pcp.high < need_high {
+                pcp.high = kclamp(need_high, high_min, high_max);
+            }
+        }
+        high
+    }
+
+    /// `nr_pcp_free()`: how many pages a drain on free releases.
+    fn nr_pcp_free(pcp: &PerCpuPages, batch: i32, high: i32, free_high: bool) -> i32 {
+        if free_high {
+            return pcp.count.min(batch << S);
+        }
+        if high < batch {
+            return 1;
+        }
+        kclamp(pcp.free_count, batch, high - batch)
+    }
+
+    /// `free_frozen_page_commit()` (6.12: `free_unref_page_commit()`): put a
+    /// block on this CPU's list and drain if the list is over high.
+    pub(crate) fn free_frozen_page_commit(
+        &self,
+        cpu: &Cpu<'m>,
+        mut pcp: MutexGuard<'_, PerCpuPages>,
+        pfn: Pfn,
+        mt: Migratetype,
+        order: u32,
+    ) {
+        let mem = self.m.memmap();
+        pcp.alloc_factor >>= 1;
+        cpu.count(VmEvent::Pgfree, 1 << order);
+        let pindex = order_to_pindex(mt, order);
+        mem.page(pfn).set_ext(PageExt::Pcp(order as u8));
+        pcp.lists.add(mem, pindex, pfn);
+        pcp.count += 1 << order;
+        let batch = pcp.batch;
+        let mut free_high = false;
+        if order != 0 && order <= PAGE_ALLOC_COSTLY_ORDER {
+            free_high = pcp.free_count >= self.rules.free_high_threshold(batch, pcp.high_min)
+                && pcp.flags & PCPF_PREV_FREE_HIGH_ORDER != 0
+                && (pcp.flags & PCPF_FREE_HIGH_BATCH == 0 || pcp.count >= batch);
+            pcp.flags |= PCPF_PREV_FREE_HIGH_ORDER;
+        } else if pcp.flags & PCPF_PREV_FREE_HIGH_ORDER != 0 {
+            pcp.flags &= !PCPF_PREV_FREE_HIGH_ORDER;
+        }
+        if pcp.free_count < batch << S {
+            pcp.free_count += 1 << order;
+        }
+        let high = self.nr_pcp_high(&mut pcp, batch, free_high);
+        if pcp.count < high {
+            return;
+        }
+        if free_high {
+            cpu.count(VmEvent::PcpFreeHigh, 1);
+        }
+        let mut to_free = Self::nr_pcp_free(&pcp, batch, high, free_high);
+        match self.rules.free_drain_chunk(batch) {
+            None => self.free_pcppages_bulk(cpu, &mut pcp, to_free, pindex),
+            Some(chunk) => loop {
+                let n = to_free.min(chunk);
+                self.free_pcppages_bulk(cpu, &mut pcp, n, pindex);
+                to_free -= n;
+                if to_free <= 0 || pcp.count == 0 {
+                    break;
+                }
+                // Drop and re-take the pcp lock between chunks; stop if
+                // someone else (a remote drain) holds it now.
+                drop(pcp);
+                match self.pcp[cpu.id()].try_lock() {
+                    Some(g) => pcp = g,
+                    None => {
+                        cpu.count(VmEvent::PcpTrylockFail, 1);
+                        return;
+                    }
+                }
+            },
+        }
+        drop(pcp);
+        if self.zone.test_flag(ZoneFlag::BelowHigh)
+            && self.zone.zone_watermark_ok(0, self.zone.high_wmark_pages(), AllocFlags::default())
+        {
+            self.zone.clear_flag(ZoneFlag::BelowHigh);
+        }
+    }
+
+    /// `free_pcppages_bulk()`: give `count` pages back to the buddy lists,
+    /// round-robin over the lists from `pindex`, oldest (tail) first, under
+    /// one zone-lock hold.
+    pub(crate) fn free_pcppages_bulk(&self, cpu: &Cpu<'m>, pcp: &mut PerCpuPages, count: i32, pindex: usize) {
+        let mut count = count.min(pcp.count);
+        if count <= 0 {
+            return;
+        }
+        let m = self.m;
+        let mem = m.memmap();
+        let mut z = self.zone.lock(cpu);
+        let mut pindex = pindex.wrapping_add(NR_PCP_LISTS - 1) % NR_PCP_LISTS;
+        let mut drained = 0u64;
+        while count > 0 {
+            loop {
+                pindex = (pindex + 1) % NR_PCP_LISTS;
+                if !pcp.lists.list_is_empty(pindex) {
+                    break;
+                }
+            }
+            let order = pindex_to_order(pindex);
+            let nr = 1i32 << order;
+            while let Some(pfn) = pcp.lists.last(pindex) {
+                let mt = self.zone.pageblock_migratetype(pfn);
+                pcp.lists.del(mem, pindex, pfn);
+                count -= nr;
+                pcp.count -= nr;
+                drained += nr as u64;
+                z.free_one_page_locked(pfn, order, mt, mmlab_buddy::Fpi::NONE);
+                trace::mm_page_pcpu_drain(cpu.id(), m.trace_clock(), mem.page_va(pfn), pfn.0, order, mt as i32);
+                if count <= 0 {
+                    break;
+                }
+            }
+        }
+        drop(z);
+        cpu.count(VmEvent::PcpDrain, 1);
+        cpu.count(VmEvent::PcpDrainPages, drained);
+    }
+
+    /// `drain_pages_zone()`: empty CPU `target`'s pcp lists, in rounds of at
+    /// most `batch << CONFIG_PCP_BATCH_SCALE_MAX` pages, on behalf of `cpu`.
+    pub(crate) fn drain_pages_zone(&self, cpu: &Cpu<'m>, target: usize) {
+        loop {
+            let mut pcp = self.pcp[target].lock();
+            let count = pcp.count;
+            if count > 0 {
+                let to_drain = count.min(pcp.batch << S);
+                self.free_pcppages_bulk(cpu, &mut pcp, to_drain, 0);
+            }
+            let left = pcp.count;
+            drop(pcp);
+            if count == 0 || left == 0 {
+                break;
+            }
+        }
+    }
+
+    /// `drain_local_pages()`: empty this CPU's pcp lists.
+    pub fn drain_local_pages(&self, cpu: &Cpu<'m>) {
+        self.drain_pages_zone(cpu, cpu.id());
+        self.after_op();
+    }
+
+    /// `drain_all_pages()`: empty every CPU's pcp lists. The kernel queues
+    /// the work on each CPU; mmlab runs it on the calling CPU, taking each
+    /// pcp's lock (simplified).
+    pub fn drain_all_pages(&self, cpu: &Cpu<'m>) {
+        cpu.count(VmEvent::DrainAllPages, 1);
+        for target in 0..self.pcp.len() {
+            if self.pcp[target].lock().count > 0 {
+                self.drain_pages_zone(cpu, target);
+            }
+        }
+        self.after_op();
+    }
+
+    /// `decay_pcp_high()`, run from the vmstat tick (`refresh_cpu_vm_stats`,
+    /// once a second per CPU): lower `high` by an eighth (never below
+    /// `high_min`) and drain what is above it, in chunks of `batch`.
+    /// Returns true if there is more to do on the next tick.
+    pub fn decay_pcp_high(&self, cpu: &Cpu<'m>) -> bool {
+        let mut todo = false;
+        let mut pcp = self.pcp[cpu.id()].lock();
+        let (high_min, batch) = (pcp.high_min, pcp.batch);
+        if pcp.high > high_min {
+            pcp.high = (pcp.count - (batch << S)).max(pcp.high - (pcp.high >> 3)).max(high_min);
+            todo |= pcp.high > high_min;
+        }
+        let mut to_drain = pcp.count - pcp.high;
+        if to_drain > 0 {
+            cpu.count(VmEvent::PcpDecayDrain, 1);
+            todo = true;
+        }
+        while to_drain > 0 {
+            let n = to_drain.min(batch.max(1));
+            self.free_pcppages_bulk(cpu, &mut pcp, n, 0);
+            to_drain -= n;
+        }
+        drop(pcp);
+        self.after_op();
+        todo
+    }
+}
