@@ -1,25 +1,560 @@
-//! (stub until the gfp module lands)
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+//! Allocation-context flags (`gfp_t`), with the kernel's bit values and names.
+//!
+//! A [`Gfp`] carries what a caller of the page allocator allows it to do:
+//! which zones it may use, which migratetype the pages belong to, whether it
+//! may sleep and reclaim, whether the pages must be zeroed, and how hard it
+//! should try before failing. mmlab uses the same bit values as Linux 6.12
+//! (`include/linux/gfp_types.h`) so that a flags word copied from a real
+//! trace means the same thing here, and it prints and parses them the way
+//! the kernel's tracepoints do (`show_gfp_flags` in
+//! `include/trace/events/mmflags.h`).
+//!
+//! ## Which kernel configuration the bits assume
+//!
+//! The low 24 bits are fixed in every configuration. The bits after
+//! `__GFP_ZEROTAGS` depend on the kernel config; mmlab models a kernel built
+//! without `CONFIG_KASAN_HW_TAGS` and without `CONFIG_LOCKDEP`, so
+//! `__GFP_SKIP_ZERO`, `__GFP_SKIP_KASAN` and `__GFP_NOLOCKDEP` are zero (as the
+//! header defines them in that case), and with `CONFIG_SLAB_OBJ_EXT` (selected
+//! by `CONFIG_MEMCG`, which distribution and defconfig kernels enable), so
+//! `__GFP_NO_OBJ_EXT` takes bit 24. The running x86_64 6.18 host kernel's
+//! `events/kmem/mm_page_alloc/format` shows the same values.
+//!
+//! ## Printing
+//!
+//! [`Gfp`]'s `Display` follows the kernel's flag printer: an empty mask prints
+//! `none`; otherwise the 6.12 name table is walked in order, every entry whose
+//! bits are all present is printed and its bits removed, and whatever is left
+//! at the end is printed as one hex number. Because the composite masks come
+//! first, `GFP_KERNEL | __GFP_ZERO` prints as `GFP_KERNEL|__GFP_ZERO`. The
+//! table order changed in later kernels (6.18 lists single bits in bit order);
+//! mmlab keeps the 6.12 order.
+#![allow(non_upper_case_globals)]
+
+use std::fmt;
+use std::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign, Not};
+use std::str::FromStr;
+
+/// A set of allocation flags: the kernel's `gfp_t`.
+///
+/// Combine with `|`, test with [`Gfp::contains`] or `&`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Gfp(pub u32);
-#[allow(non_upper_case_globals)]
-impl Gfp {
-    pub const __GFP_MOVABLE: Gfp = Gfp(1 << 3);
-    pub const __GFP_RECLAIMABLE: Gfp = Gfp(1 << 4);
-    pub const __GFP_HIGH: Gfp = Gfp(1 << 5);
-    pub const __GFP_IO: Gfp = Gfp(1 << 6);
-    pub const __GFP_FS: Gfp = Gfp(1 << 7);
-    pub const __GFP_ZERO: Gfp = Gfp(1 << 8);
-    pub const __GFP_DIRECT_RECLAIM: Gfp = Gfp(1 << 10);
-    pub const __GFP_KSWAPD_RECLAIM: Gfp = Gfp(1 << 11);
-    pub const __GFP_NOWARN: Gfp = Gfp(1 << 13);
-    pub const __GFP_NOFAIL: Gfp = Gfp(1 << 15);
-    pub const __GFP_NORETRY: Gfp = Gfp(1 << 16);
-    pub const __GFP_COMP: Gfp = Gfp(1 << 18);
-    pub const GFP_KERNEL: Gfp = Gfp((1 << 10) | (1 << 11) | (1 << 6) | (1 << 7));
-    pub const GFP_ATOMIC: Gfp = Gfp((1 << 5) | (1 << 11));
-    pub const GFP_NOWAIT: Gfp = Gfp(1 << 11);
-    pub const GFP_HIGHUSER_MOVABLE: Gfp = Gfp((1 << 10) | (1 << 11) | (1 << 6) | (1 << 7) | (1 << 20) | (1 << 1) | (1 << 3));
-    pub const fn contains(self, o: Gfp) -> bool { self.0 & o.0 == o.0 }
-    pub const fn gfp_migratetype(self) -> u8 { ((self.0 >> 3) & 3) as u8 }
+
+/// Bit positions, in the order of the kernel's `___GFP_*_BIT` enum.
+mod bit {
+    pub const DMA: u32 = 0;
+    pub const HIGHMEM: u32 = 1;
+    pub const DMA32: u32 = 2;
+    pub const MOVABLE: u32 = 3;
+    pub const RECLAIMABLE: u32 = 4;
+    pub const HIGH: u32 = 5;
+    pub const IO: u32 = 6;
+    pub const FS: u32 = 7;
+    pub const ZERO: u32 = 8;
+    /// Formerly `__GFP_ATOMIC`; unused since 6.4 but still holds its slot.
+    pub const UNUSED: u32 = 9;
+    pub const DIRECT_RECLAIM: u32 = 10;
+    pub const KSWAPD_RECLAIM: u32 = 11;
+    pub const WRITE: u32 = 12;
+    pub const NOWARN: u32 = 13;
+    pub const RETRY_MAYFAIL: u32 = 14;
+    pub const NOFAIL: u32 = 15;
+    pub const NORETRY: u32 = 16;
+    pub const MEMALLOC: u32 = 17;
+    pub const COMP: u32 = 18;
+    pub const NOMEMALLOC: u32 = 19;
+    pub const HARDWALL: u32 = 20;
+    pub const THISNODE: u32 = 21;
+    pub const ACCOUNT: u32 = 22;
+    pub const ZEROTAGS: u32 = 23;
+    // No CONFIG_KASAN_HW_TAGS, no CONFIG_LOCKDEP: the next bit is NO_OBJ_EXT.
+    pub const NO_OBJ_EXT: u32 = 24;
+    pub const LAST: u32 = 25;
 }
-impl std::ops::BitOr for Gfp { type Output = Gfp; fn bitor(self, o: Gfp) -> Gfp { Gfp(self.0 | o.0) } }
+
+// The unused slot still separates ZERO from DIRECT_RECLAIM.
+const _: () = assert!(bit::ZERO + 1 == bit::UNUSED && bit::UNUSED + 1 == bit::DIRECT_RECLAIM);
+
+const fn b(n: u32) -> Gfp {
+    Gfp(1 << n)
+}
+
+impl Gfp {
+    /// The empty set (`0`).
+    pub const NONE: Gfp = Gfp(0);
+
+    // Zone modifiers.
+    pub const __GFP_DMA: Gfp = b(bit::DMA);
+    pub const __GFP_HIGHMEM: Gfp = b(bit::HIGHMEM);
+    pub const __GFP_DMA32: Gfp = b(bit::DMA32);
+    pub const __GFP_MOVABLE: Gfp = b(bit::MOVABLE);
+    /// Zone modifier bits together (`GFP_ZONEMASK`).
+    pub const GFP_ZONEMASK: Gfp = Gfp(Self::__GFP_DMA.0
+        | Self::__GFP_HIGHMEM.0
+        | Self::__GFP_DMA32.0
+        | Self::__GFP_MOVABLE.0);
+
+    // Page mobility and placement.
+    pub const __GFP_RECLAIMABLE: Gfp = b(bit::RECLAIMABLE);
+    pub const __GFP_WRITE: Gfp = b(bit::WRITE);
+    pub const __GFP_HARDWALL: Gfp = b(bit::HARDWALL);
+    pub const __GFP_THISNODE: Gfp = b(bit::THISNODE);
+    pub const __GFP_ACCOUNT: Gfp = b(bit::ACCOUNT);
+    pub const __GFP_NO_OBJ_EXT: Gfp = b(bit::NO_OBJ_EXT);
+
+    // Watermark modifiers.
+    pub const __GFP_HIGH: Gfp = b(bit::HIGH);
+    pub const __GFP_MEMALLOC: Gfp = b(bit::MEMALLOC);
+    pub const __GFP_NOMEMALLOC: Gfp = b(bit::NOMEMALLOC);
+
+    // Reclaim modifiers.
+    pub const __GFP_IO: Gfp = b(bit::IO);
+    pub const __GFP_FS: Gfp = b(bit::FS);
+    pub const __GFP_DIRECT_RECLAIM: Gfp = b(bit::DIRECT_RECLAIM);
+    pub const __GFP_KSWAPD_RECLAIM: Gfp = b(bit::KSWAPD_RECLAIM);
+    pub const __GFP_RECLAIM: Gfp = Gfp(Self::__GFP_DIRECT_RECLAIM.0 | Self::__GFP_KSWAPD_RECLAIM.0);
+    pub const __GFP_RETRY_MAYFAIL: Gfp = b(bit::RETRY_MAYFAIL);
+    pub const __GFP_NOFAIL: Gfp = b(bit::NOFAIL);
+    pub const __GFP_NORETRY: Gfp = b(bit::NORETRY);
+
+    // Action modifiers.
+    pub const __GFP_NOWARN: Gfp = b(bit::NOWARN);
+    pub const __GFP_COMP: Gfp = b(bit::COMP);
+    pub const __GFP_ZERO: Gfp = b(bit::ZERO);
+    pub const __GFP_ZEROTAGS: Gfp = b(bit::ZEROTAGS);
+    /// Zero without `CONFIG_KASAN_HW_TAGS`.
+    pub const __GFP_SKIP_ZERO: Gfp = Gfp(0);
+    /// Zero without `CONFIG_KASAN_HW_TAGS`.
+    pub const __GFP_SKIP_KASAN: Gfp = Gfp(0);
+    /// Zero without `CONFIG_LOCKDEP`.
+    pub const __GFP_NOLOCKDEP: Gfp = Gfp(0);
+
+    /// Number of defined bits (`__GFP_BITS_SHIFT`).
+    pub const __GFP_BITS_SHIFT: u32 = bit::LAST;
+    /// Every defined bit (`__GFP_BITS_MASK`).
+    pub const __GFP_BITS_MASK: Gfp = Gfp((1 << bit::LAST) - 1);
+
+    // Composites, as gfp_types.h builds them.
+    pub const GFP_ATOMIC: Gfp = Gfp(Self::__GFP_HIGH.0 | Self::__GFP_KSWAPD_RECLAIM.0);
+    pub const GFP_KERNEL: Gfp = Gfp(Self::__GFP_RECLAIM.0 | Self::__GFP_IO.0 | Self::__GFP_FS.0);
+    pub const GFP_KERNEL_ACCOUNT: Gfp = Gfp(Self::GFP_KERNEL.0 | Self::__GFP_ACCOUNT.0);
+    pub const GFP_NOWAIT: Gfp = Gfp(Self::__GFP_KSWAPD_RECLAIM.0 | Self::__GFP_NOWARN.0);
+    pub const GFP_NOIO: Gfp = Self::__GFP_RECLAIM;
+    pub const GFP_NOFS: Gfp = Gfp(Self::__GFP_RECLAIM.0 | Self::__GFP_IO.0);
+    pub const GFP_USER: Gfp =
+        Gfp(Self::__GFP_RECLAIM.0 | Self::__GFP_IO.0 | Self::__GFP_FS.0 | Self::__GFP_HARDWALL.0);
+    pub const GFP_DMA: Gfp = Self::__GFP_DMA;
+    pub const GFP_DMA32: Gfp = Self::__GFP_DMA32;
+    pub const GFP_HIGHUSER: Gfp = Gfp(Self::GFP_USER.0 | Self::__GFP_HIGHMEM.0);
+    pub const GFP_HIGHUSER_MOVABLE: Gfp =
+        Gfp(Self::GFP_HIGHUSER.0 | Self::__GFP_MOVABLE.0 | Self::__GFP_SKIP_KASAN.0);
+    pub const GFP_TRANSHUGE_LIGHT: Gfp = Gfp((Self::GFP_HIGHUSER_MOVABLE.0
+        | Self::__GFP_COMP.0
+        | Self::__GFP_NOMEMALLOC.0
+        | Self::__GFP_NOWARN.0)
+        & !Self::__GFP_RECLAIM.0);
+    pub const GFP_TRANSHUGE: Gfp = Gfp(Self::GFP_TRANSHUGE_LIGHT.0 | Self::__GFP_DIRECT_RECLAIM.0);
+
+    /// The raw bits.
+    #[inline]
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// True when no flag is set.
+    #[inline]
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// True when every bit of `other` is set in `self`.
+    #[inline]
+    pub const fn contains(self, other: Gfp) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// True when any bit of `other` is set in `self`.
+    #[inline]
+    pub const fn intersects(self, other: Gfp) -> bool {
+        self.0 & other.0 != 0
+    }
+
+    /// The migratetype the flags ask for: 0 unmovable, 1 movable,
+    /// 2 reclaimable. The value is the two mobility bits shifted down, so
+    /// setting both (which the kernel warns about) gives 3, the high-atomic
+    /// type, just as in the kernel.
+    ///
+    /// Mirrors include/linux/gfp.h gfp_migratetype() with mobility grouping
+    /// enabled (`page_group_by_mobility_disabled` false).
+    #[inline]
+    pub const fn gfp_migratetype(self) -> u8 {
+        ((self.0 & (Self::__GFP_MOVABLE.0 | Self::__GFP_RECLAIMABLE.0)) >> bit::MOVABLE) as u8
+    }
+
+    /// Whether the caller may sleep in direct reclaim.
+    ///
+    /// Mirrors include/linux/gfp.h gfpflags_allow_blocking().
+    #[inline]
+    pub const fn gfpflags_allow_blocking(self) -> bool {
+        self.contains(Self::__GFP_DIRECT_RECLAIM)
+    }
+}
+
+/// The name table used for printing, in the order of 6.12's
+/// `__def_gfpflag_names` (composites first, so they win).
+const PRINT_NAMES: &[(Gfp, &str)] = &[
+    (Gfp::GFP_TRANSHUGE, "GFP_TRANSHUGE"),
+    (Gfp::GFP_TRANSHUGE_LIGHT, "GFP_TRANSHUGE_LIGHT"),
+    (Gfp::GFP_HIGHUSER_MOVABLE, "GFP_HIGHUSER_MOVABLE"),
+    (Gfp::GFP_HIGHUSER, "GFP_HIGHUSER"),
+    (Gfp::GFP_USER, "GFP_USER"),
+    (Gfp::GFP_KERNEL_ACCOUNT, "GFP_KERNEL_ACCOUNT"),
+    (Gfp::GFP_KERNEL, "GFP_KERNEL"),
+    (Gfp::GFP_NOFS, "GFP_NOFS"),
+    (Gfp::GFP_ATOMIC, "GFP_ATOMIC"),
+    (Gfp::GFP_NOIO, "GFP_NOIO"),
+    (Gfp::GFP_NOWAIT, "GFP_NOWAIT"),
+    (Gfp::GFP_DMA, "GFP_DMA"),
+    (Gfp::__GFP_HIGHMEM, "__GFP_HIGHMEM"),
+    (Gfp::GFP_DMA32, "GFP_DMA32"),
+    (Gfp::__GFP_HIGH, "__GFP_HIGH"),
+    (Gfp::__GFP_IO, "__GFP_IO"),
+    (Gfp::__GFP_FS, "__GFP_FS"),
+    (Gfp::__GFP_NOWARN, "__GFP_NOWARN"),
+    (Gfp::__GFP_RETRY_MAYFAIL, "__GFP_RETRY_MAYFAIL"),
+    (Gfp::__GFP_NOFAIL, "__GFP_NOFAIL"),
+    (Gfp::__GFP_NORETRY, "__GFP_NORETRY"),
+    (Gfp::__GFP_COMP, "__GFP_COMP"),
+    (Gfp::__GFP_ZERO, "__GFP_ZERO"),
+    (Gfp::__GFP_NOMEMALLOC, "__GFP_NOMEMALLOC"),
+    (Gfp::__GFP_MEMALLOC, "__GFP_MEMALLOC"),
+    (Gfp::__GFP_HARDWALL, "__GFP_HARDWALL"),
+    (Gfp::__GFP_THISNODE, "__GFP_THISNODE"),
+    (Gfp::__GFP_RECLAIMABLE, "__GFP_RECLAIMABLE"),
+    (Gfp::__GFP_MOVABLE, "__GFP_MOVABLE"),
+    (Gfp::__GFP_ACCOUNT, "__GFP_ACCOUNT"),
+    (Gfp::__GFP_WRITE, "__GFP_WRITE"),
+    (Gfp::__GFP_RECLAIM, "__GFP_RECLAIM"),
+    (Gfp::__GFP_DIRECT_RECLAIM, "__GFP_DIRECT_RECLAIM"),
+    (Gfp::__GFP_KSWAPD_RECLAIM, "__GFP_KSWAPD_RECLAIM"),
+    (Gfp::__GFP_ZEROTAGS, "__GFP_ZEROTAGS"),
+];
+
+/// Names accepted by [`FromStr`] that the printer never produces (the
+/// single-bit spellings of `GFP_DMA`/`GFP_DMA32`, and bits the 6.12 printer
+/// leaves as hex).
+const EXTRA_PARSE_NAMES: &[(Gfp, &str)] = &[
+    (Gfp::__GFP_DMA, "__GFP_DMA"),
+    (Gfp::__GFP_DMA32, "__GFP_DMA32"),
+    (Gfp::__GFP_NO_OBJ_EXT, "__GFP_NO_OBJ_EXT"),
+];
+
+impl fmt::Display for Gfp {
+    /// Prints like the kernel's `show_gfp_flags()`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 == 0 {
+            return f.write_str("none");
+        }
+        let mut left = self.0;
+        let mut first = true;
+        for &(mask, name) in PRINT_NAMES {
+            if left == 0 {
+                break;
+            }
+            if left & mask.0 != mask.0 {
+                continue;
+            }
+            left &= !mask.0;
+            if !first {
+                f.write_str("|")?;
+            }
+            first = false;
+            f.write_str(name)?;
+        }
+        if left != 0 {
+            if !first {
+                f.write_str("|")?;
+            }
+            write!(f, "{left:#x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Gfp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Gfp({:#x}: {})", self.0, self)
+    }
+}
+
+/// Error from parsing a [`Gfp`]: a `|`-separated part that is neither a known
+/// flag name, `none`, nor a hex number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseGfpError {
+    /// The part that was not understood.
+    pub name: String,
+}
+
+impl fmt::Display for ParseGfpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.name.is_empty() {
+            f.write_str("empty gfp flag name")
+        } else {
+            write!(f, "unknown gfp flag name `{}`", self.name)
+        }
+    }
+}
+
+impl std::error::Error for ParseGfpError {}
+
+impl FromStr for Gfp {
+    type Err = ParseGfpError;
+
+    /// Parses the `|`-joined form that `Display` prints, e.g.
+    /// `GFP_KERNEL|__GFP_ZERO`. Also accepts `none`, hex leftovers such as
+    /// `0x1000000`, `__GFP_DMA`/`__GFP_DMA32`/`__GFP_NO_OBJ_EXT`, and spaces
+    /// around the separators.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut out = Gfp(0);
+        for part in s.split('|') {
+            let part = part.trim();
+            if part == "none" {
+                continue;
+            }
+            if let Some(hex) = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X"))
+                && let Ok(v) = u32::from_str_radix(hex, 16)
+            {
+                out.0 |= v;
+                continue;
+            }
+            let found = PRINT_NAMES
+                .iter()
+                .chain(EXTRA_PARSE_NAMES)
+                .find(|(_, name)| *name == part);
+            match found {
+                Some(&(mask, _)) => out.0 |= mask.0,
+                None => {
+                    return Err(ParseGfpError {
+                        name: part.to_owned(),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl BitOr for Gfp {
+    type Output = Gfp;
+    #[inline]
+    fn bitor(self, rhs: Gfp) -> Gfp {
+        Gfp(self.0 | rhs.0)
+    }
+}
+
+impl BitOrAssign for Gfp {
+    #[inline]
+    fn bitor_assign(&mut self, rhs: Gfp) {
+        self.0 |= rhs.0;
+    }
+}
+
+impl BitAnd for Gfp {
+    type Output = Gfp;
+    #[inline]
+    fn bitand(self, rhs: Gfp) -> Gfp {
+        Gfp(self.0 & rhs.0)
+    }
+}
+
+impl BitAndAssign for Gfp {
+    #[inline]
+    fn bitand_assign(&mut self, rhs: Gfp) {
+        self.0 &= rhs.0;
+    }
+}
+
+impl Not for Gfp {
+    type Output = Gfp;
+    #[inline]
+    fn not(self) -> Gfp {
+        Gfp(!self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bit_values_match_gfp_types_h() {
+        assert_eq!(Gfp::__GFP_DMA.0, 0x1);
+        assert_eq!(Gfp::__GFP_HIGHMEM.0, 0x2);
+        assert_eq!(Gfp::__GFP_DMA32.0, 0x4);
+        assert_eq!(Gfp::__GFP_MOVABLE.0, 0x8);
+        assert_eq!(Gfp::__GFP_RECLAIMABLE.0, 0x10);
+        assert_eq!(Gfp::__GFP_HIGH.0, 0x20);
+        assert_eq!(Gfp::__GFP_IO.0, 0x40);
+        assert_eq!(Gfp::__GFP_FS.0, 0x80);
+        assert_eq!(Gfp::__GFP_ZERO.0, 0x100);
+        assert_eq!(Gfp::__GFP_DIRECT_RECLAIM.0, 0x400);
+        assert_eq!(Gfp::__GFP_KSWAPD_RECLAIM.0, 0x800);
+        assert_eq!(Gfp::__GFP_WRITE.0, 0x1000);
+        assert_eq!(Gfp::__GFP_NOWARN.0, 0x2000);
+        assert_eq!(Gfp::__GFP_RETRY_MAYFAIL.0, 0x4000);
+        assert_eq!(Gfp::__GFP_NOFAIL.0, 0x8000);
+        assert_eq!(Gfp::__GFP_NORETRY.0, 0x10000);
+        assert_eq!(Gfp::__GFP_MEMALLOC.0, 0x20000);
+        assert_eq!(Gfp::__GFP_COMP.0, 0x40000);
+        assert_eq!(Gfp::__GFP_NOMEMALLOC.0, 0x80000);
+        assert_eq!(Gfp::__GFP_HARDWALL.0, 0x100000);
+        assert_eq!(Gfp::__GFP_THISNODE.0, 0x200000);
+        assert_eq!(Gfp::__GFP_ACCOUNT.0, 0x400000);
+        assert_eq!(Gfp::__GFP_ZEROTAGS.0, 0x800000);
+        assert_eq!(Gfp::__GFP_NO_OBJ_EXT.0, 0x1000000);
+        assert_eq!(Gfp::__GFP_BITS_MASK.0, 0x1ffffff);
+    }
+
+    #[test]
+    fn composite_values() {
+        assert_eq!(Gfp::GFP_ATOMIC.0, 0x820);
+        assert_eq!(Gfp::GFP_KERNEL.0, 0xcc0);
+        assert_eq!(Gfp::GFP_KERNEL_ACCOUNT.0, 0x400cc0);
+        assert_eq!(Gfp::GFP_NOWAIT.0, 0x2800);
+        assert_eq!(Gfp::GFP_NOIO.0, 0xc00);
+        assert_eq!(Gfp::GFP_NOFS.0, 0xc40);
+        assert_eq!(Gfp::GFP_USER.0, 0x100cc0);
+        assert_eq!(Gfp::GFP_DMA.0, 0x1);
+        assert_eq!(Gfp::GFP_DMA32.0, 0x4);
+        assert_eq!(Gfp::GFP_HIGHUSER.0, 0x100cc2);
+        assert_eq!(Gfp::GFP_HIGHUSER_MOVABLE.0, 0x100cca);
+        assert_eq!(Gfp::GFP_TRANSHUGE_LIGHT.0, 0x1c20ca);
+        assert_eq!(Gfp::GFP_TRANSHUGE.0, 0x1c24ca);
+    }
+
+    #[test]
+    fn migratetype_and_blocking() {
+        assert_eq!(Gfp::GFP_KERNEL.gfp_migratetype(), 0);
+        assert_eq!(Gfp::GFP_HIGHUSER_MOVABLE.gfp_migratetype(), 1);
+        assert_eq!(
+            (Gfp::GFP_KERNEL | Gfp::__GFP_RECLAIMABLE).gfp_migratetype(),
+            2
+        );
+        assert_eq!(
+            (Gfp::__GFP_MOVABLE | Gfp::__GFP_RECLAIMABLE).gfp_migratetype(),
+            3
+        );
+        assert!(Gfp::GFP_KERNEL.gfpflags_allow_blocking());
+        assert!(Gfp::GFP_TRANSHUGE.gfpflags_allow_blocking());
+        assert!(!Gfp::GFP_ATOMIC.gfpflags_allow_blocking());
+        assert!(!Gfp::GFP_NOWAIT.gfpflags_allow_blocking());
+        assert!(!Gfp::GFP_TRANSHUGE_LIGHT.gfpflags_allow_blocking());
+    }
+
+    #[test]
+    fn ops() {
+        let g = Gfp::GFP_KERNEL | Gfp::__GFP_ZERO;
+        assert!(g.contains(Gfp::__GFP_ZERO));
+        assert!(g.contains(Gfp::GFP_KERNEL));
+        assert!(!g.contains(Gfp::GFP_USER));
+        assert_eq!(g & !Gfp::__GFP_ZERO, Gfp::GFP_KERNEL);
+        assert_eq!(g & Gfp::__GFP_RECLAIM, Gfp::__GFP_RECLAIM);
+        let mut h = Gfp::NONE;
+        h |= Gfp::__GFP_IO;
+        h &= Gfp::__GFP_IO | Gfp::__GFP_FS;
+        assert_eq!(h, Gfp::__GFP_IO);
+        assert_eq!(Gfp::default(), Gfp::NONE);
+    }
+
+    fn show(g: Gfp) -> String {
+        g.to_string()
+    }
+
+    #[test]
+    fn display_like_show_gfp_flags() {
+        assert_eq!(show(Gfp(0)), "none");
+        assert_eq!(show(Gfp::GFP_KERNEL), "GFP_KERNEL");
+        assert_eq!(
+            show(Gfp::GFP_KERNEL | Gfp::__GFP_ZERO),
+            "GFP_KERNEL|__GFP_ZERO"
+        );
+        assert_eq!(
+            show(Gfp::GFP_HIGHUSER_MOVABLE | Gfp::__GFP_ZERO),
+            "GFP_HIGHUSER_MOVABLE|__GFP_ZERO"
+        );
+        assert_eq!(show(Gfp::GFP_TRANSHUGE), "GFP_TRANSHUGE");
+        assert_eq!(show(Gfp::GFP_TRANSHUGE_LIGHT), "GFP_TRANSHUGE_LIGHT");
+        assert_eq!(show(Gfp::GFP_KERNEL_ACCOUNT), "GFP_KERNEL_ACCOUNT");
+        assert_eq!(show(Gfp::GFP_USER), "GFP_USER");
+        assert_eq!(show(Gfp::GFP_HIGHUSER), "GFP_HIGHUSER");
+        assert_eq!(show(Gfp::GFP_ATOMIC), "GFP_ATOMIC");
+        assert_eq!(
+            show(Gfp::GFP_ATOMIC | Gfp::__GFP_NOWARN),
+            "GFP_ATOMIC|__GFP_NOWARN"
+        );
+        assert_eq!(show(Gfp::GFP_NOWAIT), "GFP_NOWAIT");
+        assert_eq!(show(Gfp::GFP_NOIO), "GFP_NOIO");
+        assert_eq!(show(Gfp::GFP_NOFS), "GFP_NOFS");
+        assert_eq!(show(Gfp::GFP_DMA32), "GFP_DMA32");
+        assert_eq!(show(Gfp::__GFP_DMA), "GFP_DMA");
+        // Composite beats the single bits it contains; leftovers follow in table order.
+        assert_eq!(
+            show(Gfp::GFP_KERNEL | Gfp::__GFP_COMP | Gfp::__GFP_NOWARN | Gfp::__GFP_NORETRY),
+            "GFP_KERNEL|__GFP_NOWARN|__GFP_NORETRY|__GFP_COMP"
+        );
+        // KSWAPD alone after GFP_NOWAIT/NOIO are ruled out.
+        assert_eq!(show(Gfp::__GFP_KSWAPD_RECLAIM), "__GFP_KSWAPD_RECLAIM");
+        assert_eq!(show(Gfp::__GFP_DIRECT_RECLAIM), "__GFP_DIRECT_RECLAIM");
+        // GFP_USER minus FS: GFP_NOFS then HARDWALL.
+        assert_eq!(
+            show(Gfp::GFP_NOFS | Gfp::__GFP_HARDWALL),
+            "GFP_NOFS|__GFP_HARDWALL"
+        );
+        assert_eq!(
+            show(Gfp::__GFP_MOVABLE | Gfp::__GFP_WRITE | Gfp::__GFP_ZEROTAGS),
+            "__GFP_MOVABLE|__GFP_WRITE|__GFP_ZEROTAGS"
+        );
+        // Bits outside the 6.12 table print as one hex leftover.
+        assert_eq!(show(Gfp::__GFP_NO_OBJ_EXT), "0x1000000");
+        assert_eq!(show(Gfp::GFP_KERNEL | Gfp(0x200)), "GFP_KERNEL|0x200");
+        assert_eq!(show(Gfp(0x8000_0200)), "0x80000200");
+    }
+
+    #[test]
+    fn parse_round_trips() {
+        for g in [
+            Gfp(0),
+            Gfp::GFP_KERNEL,
+            Gfp::GFP_KERNEL | Gfp::__GFP_ZERO,
+            Gfp::GFP_HIGHUSER_MOVABLE | Gfp::__GFP_ZERO,
+            Gfp::GFP_TRANSHUGE | Gfp::__GFP_THISNODE,
+            Gfp::GFP_KERNEL | Gfp(0x200) | Gfp::__GFP_NO_OBJ_EXT,
+            Gfp(0xffff_ffff),
+        ] {
+            assert_eq!(show(g).parse::<Gfp>(), Ok(g), "{}", show(g));
+        }
+        assert_eq!("GFP_KERNEL | __GFP_ZERO".parse(), Ok(Gfp(0xdc0)));
+        assert_eq!("__GFP_DMA32".parse(), Ok(Gfp::GFP_DMA32));
+        assert_eq!("none".parse(), Ok(Gfp(0)));
+    }
+
+    #[test]
+    fn parse_errors() {
+        let e = "GFP_KERNEL|__GFP_BOGUS".parse::<Gfp>().unwrap_err();
+        assert_eq!(
+            e,
+            ParseGfpError {
+                name: "__GFP_BOGUS".into()
+            }
+        );
+        assert_eq!(e.to_string(), "unknown gfp flag name `__GFP_BOGUS`");
+        assert_eq!(
+            "".parse::<Gfp>().unwrap_err().to_string(),
+            "empty gfp flag name"
+        );
+        assert!("GFP_KERNEL||__GFP_ZERO".parse::<Gfp>().is_err());
+        assert!("0xzz".parse::<Gfp>().is_err());
+        assert!("gfp_kernel".parse::<Gfp>().is_err());
+    }
+}
