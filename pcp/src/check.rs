@@ -20,7 +20,7 @@ impl PageAllocator<'_> {
         let start = mem.start_pfn().0;
         let n = mem.nr_pages() as usize;
         let mut seen = bitvec![0; n];
-        let mut mark = |pfn: Pfn, order: u32, what: &str| -> Result<(), String> {
+        let mark = |seen: &mut BitVec, pfn: Pfn, order: u32, what: &str| -> Result<(), String> {
             let i = (pfn.0 - start) as usize;
             let len = 1usize << order;
             if i + len > n {
@@ -33,7 +33,7 @@ impl PageAllocator<'_> {
             Ok(())
         };
         for (pfn, order) in self.zone.check_free_lists()? {
-            mark(pfn, order, "free block")?;
+            mark(&mut seen, pfn, order, "free block")?;
         }
         for (cpu, pcp) in self.pcp.iter().enumerate() {
             let pcp = pcp.lock();
@@ -53,7 +53,7 @@ impl PageAllocator<'_> {
                     if !pfn.is_aligned_order(order) {
                         return Err(format!("cpu {cpu} pcp list {pindex}: pfn {pfn} not aligned to order {order}"));
                     }
-                    mark(pfn, order, "pcp block")?;
+                    mark(&mut seen, pfn, order, "pcp block")?;
                     pages += 1 << order;
                 }
             }
@@ -76,7 +76,7 @@ impl PageAllocator<'_> {
                     if p.refcount() < 1 {
                         return Err(format!("allocated pfn {pfn} has refcount {}", p.refcount()));
                     }
-                    mark(pfn, o as u32, "allocated block")?;
+                    mark(&mut seen, pfn, o as u32, "allocated block")?;
                     for t in 1..1u64 << o {
                         let tp = mem.page(pfn.add(t));
                         if tp.ext() != PageExt::Tail {

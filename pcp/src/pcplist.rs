@@ -11,7 +11,8 @@ use mmlab_engine::mm::{HPAGE_PMD_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLO
 use mmlab_engine::page::PageExt;
 use mmlab_engine::sync::MutexGuard;
 use mmlab_engine::vmstat::VmEvent;
-use mmlab_engine::{Cpu, Memmap, Pfn, trace};
+use mmlab_engine::page::Memmap;
+use mmlab_engine::{Cpu, Pfn, trace};
 
 /// `NR_LOWORDER_PCP_LISTS`: orders 0..=3 times the three pcp types.
 pub const NR_LOWORDER_PCP_LISTS: usize = MIGRATE_PCPTYPES * (PAGE_ALLOC_COSTLY_ORDER as usize + 1);
@@ -250,10 +251,10 @@ impl<'m> PageAllocator<'m> {
 
     /// `free_frozen_page_commit()` (6.12: `free_unref_page_commit()`): put a
     /// block on this CPU's list and drain if the list is over high.
-    pub(crate) fn free_frozen_page_commit(
-        &self,
+    pub(crate) fn free_frozen_page_commit<'a>(
+        &'a self,
         cpu: &Cpu<'m>,
-        mut pcp: MutexGuard<'_, PerCpuPages>,
+        mut pcp: MutexGuard<'a, PerCpuPages>,
         pfn: Pfn,
         mt: Migratetype,
         order: u32,
