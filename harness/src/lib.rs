@@ -1,0 +1,5 @@
+//! The `mmlab` command's library: workloads and the /proc-style reports, so
+//! that integration tests can drive exactly what the command does.
+#![forbid(unsafe_code)]
+
+pub mod workload;
