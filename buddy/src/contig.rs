@@ -51,7 +51,7 @@ impl LockedZone<'_, '_> {
     /// an allocated order-0 page of type `mt` with refcount 1. On error
     /// nothing has changed.
     pub fn take_contig_range(&mut self, start: Pfn, nr: u64, mt: Migratetype) -> Result<(), ContigError> {
-        let end = start.0.checked_add(nr).unwrap_or(u64::MAX);
+        let end = start.0.saturating_add(nr);
         if nr == 0 || !self.zone.spans(start) || !self.zone.spans(Pfn(end - 1)) {
             return Err(ContigError::OutOfRange { start, nr_pages: nr });
         }

@@ -301,34 +301,30 @@ impl LockedZone<'_, '_> {
     /// `__rmqueue()`: the wanted type, then claim, then steal (no CMA here).
     #[inline]
     pub fn rmqueue(&mut self, order: u32, mt: Migratetype, alloc_flags: AllocFlags, mode: &mut RmqueueMode) -> Option<Pfn> {
-        if *mode == RmqueueMode::Normal {
-            if let Some(p) = self.rmqueue_smallest(order, mt) {
+        if *mode == RmqueueMode::Normal
+            && let Some(p) = self.rmqueue_smallest(order, mt) {
                 return Some(p);
             }
-        }
-        if matches!(*mode, RmqueueMode::Normal | RmqueueMode::Claim) {
-            if let Some(p) = self.rmqueue_claim(order, mt, alloc_flags) {
+        if matches!(*mode, RmqueueMode::Normal | RmqueueMode::Claim)
+            && let Some(p) = self.rmqueue_claim(order, mt, alloc_flags) {
                 *mode = RmqueueMode::Normal;
                 return Some(p);
             }
-        }
-        if !alloc_flags.has(AllocFlags::NOFRAGMENT) {
-            if let Some(p) = self.rmqueue_steal(order, mt) {
+        if !alloc_flags.has(AllocFlags::NOFRAGMENT)
+            && let Some(p) = self.rmqueue_steal(order, mt) {
                 *mode = RmqueueMode::Steal;
                 return Some(p);
             }
-        }
         None
     }
 
     /// The locked part of `rmqueue_buddy()`: highatomic first for
     /// `ALLOC_HIGHATOMIC`, last for `ALLOC_OOM | ALLOC_NON_BLOCK`.
     pub fn rmqueue_buddy(&mut self, order: u32, mt: Migratetype, alloc_flags: AllocFlags) -> Option<Pfn> {
-        if alloc_flags.has(AllocFlags::HIGHATOMIC) {
-            if let Some(p) = self.rmqueue_smallest(order, Migratetype::HighAtomic) {
+        if alloc_flags.has(AllocFlags::HIGHATOMIC)
+            && let Some(p) = self.rmqueue_smallest(order, Migratetype::HighAtomic) {
                 return Some(p);
             }
-        }
         let mut mode = RmqueueMode::Normal;
         if let Some(p) = self.rmqueue(order, mt, alloc_flags, &mut mode) {
             return Some(p);

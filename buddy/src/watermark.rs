@@ -56,7 +56,7 @@ impl Zone<'_> {
         let managed = self.managed_pages();
         let pages_min = min_free_kbytes >> (mmlab_engine::PAGE_SHIFT - 10);
         let lowmem_pages = managed;
-        let tmp = if lowmem_pages == 0 { 0 } else { pages_min * managed / lowmem_pages };
+        let tmp = (pages_min * managed).checked_div(lowmem_pages).unwrap_or(0);
         let min = tmp;
         let delta = (tmp >> 2).max(mult_frac(managed, WATERMARK_SCALE_FACTOR, 10000));
         self.watermark_boost.store(0, Relaxed);

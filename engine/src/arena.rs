@@ -60,7 +60,7 @@ pub struct Arena {
 impl Arena {
     /// Map `size` bytes of emulated RAM that appears at physical address `base`.
     pub fn new(base: PhysAddr, size: u64) -> Result<Arena, ArenaError> {
-        if size == 0 || size % PAGE_SIZE != 0 || base.0 % PAGE_SIZE != 0 {
+        if size == 0 || !size.is_multiple_of(PAGE_SIZE) || !base.0.is_multiple_of(PAGE_SIZE) {
             return Err(ArenaError::BadGeometry { base, size });
         }
         let len = usize::try_from(size).map_err(|_| ArenaError::BadGeometry { base, size })?;
@@ -99,7 +99,7 @@ impl Arena {
             panic!("arena slice {pa}+{count}x{} outside RAM", size_of::<T>());
         };
         let _ = bytes;
-        assert!(pa.0 % align_of::<T>() as u64 == 0, "misaligned arena slice at {pa}");
+        assert!(pa.0.is_multiple_of(align_of::<T>() as u64), "misaligned arena slice at {pa}");
         let off = (pa.0 - self.base.0) as usize;
         // SAFETY: the range [off, off + count * size_of::<T>()) was checked to lie
         // inside the mapping, which lives as long as `self`; the mapping is

@@ -12,7 +12,7 @@
 //! single-writer, so they are updated with plain relaxed stores.
 //! `nr_threads = N` means N threads, each holding one handle.
 
-use crate::barrier::BarrierStats;
+use crate::barrier::{self, BarrierStats, DmbOption, DsbOption};
 use crate::machine::Machine;
 use crate::vmstat::{VmEvent, VmEvents};
 use std::cell::Cell;
@@ -74,6 +74,21 @@ impl<'m> Cpu<'m> {
     #[inline]
     pub fn count(&self, e: VmEvent, n: u64) {
         self.data.events.add(e, n)
+    }
+    /// `dmb(opt)` on this CPU, executed by the machine's barrier backend.
+    #[inline]
+    pub fn dmb<O: DmbOption>(&self, o: O) {
+        barrier::dmb(&self.machine.config().barrier_backend, &self.data.barriers, o)
+    }
+    /// `dsb(opt)` on this CPU.
+    #[inline]
+    pub fn dsb<O: DsbOption>(&self, o: O) {
+        barrier::dsb(&self.machine.config().barrier_backend, &self.data.barriers, o)
+    }
+    /// `isb()` on this CPU.
+    #[inline]
+    pub fn isb(&self) {
+        barrier::isb(&self.machine.config().barrier_backend, &self.data.barriers)
     }
 }
 

@@ -98,7 +98,7 @@ impl ListArray {
         } else {
             let i = va.wrapping_sub(self.base_va) / HEAD_SIZE;
             assert!(
-                (i as usize) < self.heads.len() && va.wrapping_sub(self.base_va) % HEAD_SIZE == 0,
+                (i as usize) < self.heads.len() && va.wrapping_sub(self.base_va).is_multiple_of(HEAD_SIZE),
                 "corrupt list link {va:#x}"
             );
             Link::Head(i as usize)

@@ -136,7 +136,7 @@ impl Machine {
     /// Build and boot a machine (see the module documentation).
     pub fn boot(config: MachineConfig) -> Result<Machine, BootError> {
         let mem = config.mem_bytes;
-        if !(16 << 20..=MAX_MEM).contains(&mem) || mem % (2 << 20) != 0 {
+        if !(16 << 20..=MAX_MEM).contains(&mem) || !mem.is_multiple_of(2 << 20) {
             return Err(BootError::Config(format!(
                 "mem must be a multiple of 2M between 16M and 1T, got {mem:#x}"
             )));
@@ -315,6 +315,23 @@ mod tests {
         assert_eq!(m.cpu(2).unwrap_err(), CpuError::NoSuchCpu { cpu: 2, nr_cpus: 2 });
         drop(c0);
         assert!(m.cpu(0).is_ok());
+    }
+
+    #[test]
+    fn barriers_are_counted_per_cpu() {
+        use crate::barrier::{BarrierBackend, BarrierKind, ish, ishst};
+        let cfg = MachineConfig { barrier_backend: BarrierBackend::Count, ..MachineConfig::with("16M", 2).unwrap() };
+        let m = Machine::boot(cfg).unwrap();
+        let (c0, c1) = (m.cpu(0).unwrap(), m.cpu(1).unwrap());
+        c0.dsb(ishst);
+        c0.isb();
+        c1.dsb(ishst);
+        c1.dmb(ish);
+        let all = m.barrier_counts();
+        assert_eq!(all.get(BarrierKind::Dsb, "ishst"), Some(2));
+        assert_eq!(all.get(BarrierKind::Isb, "sy"), Some(1));
+        assert_eq!(all.get(BarrierKind::Dmb, "ish"), Some(1));
+        assert_eq!(c0.data().barriers.snapshot().total(), 2);
     }
 
     #[test]

@@ -2,4 +2,5 @@
 //! that integration tests can drive exactly what the command does.
 #![forbid(unsafe_code)]
 
+pub mod procfs;
 pub mod workload;

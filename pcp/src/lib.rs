@@ -76,6 +76,8 @@ pub struct AllocatorConfig {
 pub enum SysctlError {
     /// `percpu_pagelist_high_fraction` must be 0 or ≥ 8.
     HighFraction(u32),
+    /// Bringing the allocator up runs on CPU 0, whose handle is taken.
+    BootCpuBusy,
 }
 
 impl std::fmt::Display for SysctlError {
@@ -85,6 +87,7 @@ impl std::fmt::Display for SysctlError {
                 f,
                 "percpu_pagelist_high_fraction must be 0 or at least {MIN_PERCPU_PAGELIST_HIGH_FRACTION}, got {v}"
             ),
+            SysctlError::BootCpuBusy => write!(f, "CPU 0 is held by another handle during allocator boot"),
         }
     }
 }
@@ -132,7 +135,7 @@ impl<'m> PageAllocator<'m> {
         };
         {
             // Boot work runs on the boot CPU.
-            let cpu0 = m.cpu(0).expect("boot CPU 0 is free during boot");
+            let cpu0 = m.cpu(0).map_err(|_| SysctlError::BootCpuBusy)?;
             m.memblock().for_each_free_block(|pfn, order| pa.zone.free_pages_core(&cpu0, pfn, order));
         }
         let min_free = cfg
@@ -232,10 +235,10 @@ impl<'m> PageAllocator<'m> {
     /// in mmlab, so it panics with the report.
     #[inline]
     pub(crate) fn after_op(&self) {
-        if self.debug_checks.load(Relaxed) {
-            if let Err(e) = self.check_invariants() {
-                panic!("mmlab invariant violated: {e}");
-            }
+        if self.debug_checks.load(Relaxed)
+            && let Err(e) = self.check_invariants()
+        {
+            panic!("mmlab invariant violated: {e}");
         }
     }
 

@@ -137,18 +137,19 @@ impl<'m> PageAllocator<'m> {
     }
 
     /// `rmqueue_bulk()`: `count` blocks from the buddy lists to the tail of
-    /// pcp list `pindex`, under one zone-lock hold. Returns blocks taken.
+    /// the pcp list for (`mt`, `order`), under one zone-lock hold. Returns
+    /// blocks taken.
     pub(crate) fn rmqueue_bulk(
         &self,
         cpu: &Cpu<'m>,
         pcp: &mut PerCpuPages,
         order: u32,
         count: i32,
-        pindex: usize,
         mt: Migratetype,
         alloc_flags: AllocFlags,
     ) -> i32 {
         let mem = self.m.memmap();
+        let pindex = order_to_pindex(mt, order);
         let mut z = self.zone.lock(cpu);
         let mut mode = RmqueueMode::Normal;
         let mut i = 0;
@@ -180,7 +181,7 @@ impl<'m> PageAllocator<'m> {
                 return None;
             }
             let n = self.nr_pcp_alloc(pcp, order);
-            let got = self.rmqueue_bulk(cpu, pcp, order, n, pindex, mt, alloc_flags);
+            let got = self.rmqueue_bulk(cpu, pcp, order, n, mt, alloc_flags);
             pcp.count += got << order;
         }
         let pfn = pcp.lists.first(pindex)?;

@@ -1,0 +1,138 @@
+//! `--set key=value` settings of the `mmlab` command.
+//!
+//! Every key is a boot parameter or sysctl of the machine or of the page
+//! allocator. Values are checked here, before anything boots, with the
+//! ranges the kernel enforces.
+
+use mmlab_engine::MachineConfig;
+use mmlab_engine::barrier::BarrierBackend;
+use mmlab_pcp::{AllocatorConfig, KernelRules, MIN_PERCPU_PAGELIST_HIGH_FRACTION, SysctlError};
+
+/// The keys `--set` accepts, with the values each takes.
+pub const KEYS: &[(&str, &str)] = &[
+    ("percpu_pagelist_high_fraction", "0 or at least 8"),
+    ("min_free_kbytes", "0..=2147483647"),
+    ("pcp.rules", "7.2|6.12"),
+    ("lock_stat", "0|1"),
+    ("barrier", "native|count|model"),
+];
+
+fn valid_keys() -> String {
+    KEYS.iter()
+        .map(|(k, v)| format!("{k} ({v})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn bad_value(key: &str, value: &str, why: impl std::fmt::Display) -> String {
+    format!("bad value {value:?} for {key}: {why}")
+}
+
+/// Apply one `key=value` to the configs.
+pub fn apply_set(kv: &str, mc: &mut MachineConfig, ac: &mut AllocatorConfig) -> Result<(), String> {
+    let Some((key, value)) = kv.split_once('=') else {
+        return Err(format!(
+            "--set expects key=value, got {kv:?}; valid keys: {}",
+            valid_keys()
+        ));
+    };
+    let (key, value) = (key.trim(), value.trim());
+    match key {
+        "percpu_pagelist_high_fraction" => {
+            let v: u32 = value.parse().map_err(|e| bad_value(key, value, e))?;
+            if v != 0 && v < MIN_PERCPU_PAGELIST_HIGH_FRACTION {
+                return Err(SysctlError::HighFraction(v).to_string());
+            }
+            ac.percpu_pagelist_high_fraction = v;
+        }
+        "min_free_kbytes" => {
+            // An int sysctl with a minimum of 0 (`proc_dointvec_minmax`).
+            let v: u64 = value.parse().map_err(|e| bad_value(key, value, e))?;
+            if v > i32::MAX as u64 {
+                return Err(bad_value(key, value, format!("at most {}", i32::MAX)));
+            }
+            ac.min_free_kbytes = Some(v);
+        }
+        "pcp.rules" => {
+            ac.rules = value
+                .parse::<KernelRules>()
+                .map_err(|e| bad_value(key, value, e))?;
+        }
+        "lock_stat" => {
+            mc.lock_stat = match value {
+                "0" => false,
+                "1" => true,
+                _ => return Err(bad_value(key, value, "expected 0 or 1")),
+            };
+        }
+        "barrier" => {
+            mc.barrier_backend = value.parse::<BarrierBackend>().map_err(|_| {
+                bad_value(
+                    key,
+                    value,
+                    "not a barrier backend this build provides (native|count|model)",
+                )
+            })?;
+        }
+        _ => {
+            return Err(format!(
+                "unknown setting {key:?}; valid keys: {}",
+                valid_keys()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(kv: &str) -> Result<(MachineConfig, AllocatorConfig), String> {
+        let mut mc = MachineConfig::default();
+        let mut ac = AllocatorConfig::default();
+        apply_set(kv, &mut mc, &mut ac).map(|()| (mc, ac))
+    }
+
+    #[test]
+    fn keys_and_values() {
+        assert_eq!(
+            set("percpu_pagelist_high_fraction=8")
+                .unwrap()
+                .1
+                .percpu_pagelist_high_fraction,
+            8
+        );
+        assert_eq!(
+            set("percpu_pagelist_high_fraction=0")
+                .unwrap()
+                .1
+                .percpu_pagelist_high_fraction,
+            0
+        );
+        assert!(
+            set("percpu_pagelist_high_fraction=3")
+                .unwrap_err()
+                .contains("at least 8")
+        );
+        assert_eq!(
+            set("min_free_kbytes=4096").unwrap().1.min_free_kbytes,
+            Some(4096)
+        );
+        assert!(set("min_free_kbytes=-1").is_err());
+        assert_eq!(
+            set("pcp.rules=6.12").unwrap().1.rules,
+            KernelRules::Linux6_12
+        );
+        assert!(set("pcp.rules=5.4").is_err());
+        assert!(set("lock_stat=1").unwrap().0.lock_stat);
+        assert!(set("lock_stat=yes").is_err());
+        assert!(set("barrier=count").is_ok());
+        assert!(set("barrier=fast").is_err());
+        let e = set("foo=1").unwrap_err();
+        assert!(
+            e.contains("unknown setting \"foo\"") && e.contains("percpu_pagelist_high_fraction")
+        );
+        assert!(set("lock_stat").unwrap_err().contains("key=value"));
+    }
+}
