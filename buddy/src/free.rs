@@ -3,6 +3,7 @@
 
 use crate::zone::{Fpi, LockedZone, Zone};
 use mmlab_engine::mm::{MAX_PAGE_ORDER, Migratetype, PAGEBLOCK_ORDER};
+use mmlab_engine::page::PageExt;
 use mmlab_engine::vmstat::VmEvent;
 use mmlab_engine::{Cpu, Pfn};
 
@@ -25,6 +26,9 @@ impl LockedZone<'_, '_> {
     #[inline]
     pub fn free_one_page_locked(&mut self, pfn: Pfn, mut order: u32, mt: Migratetype, fpi: Fpi) {
         debug_assert!(pfn.is_aligned_order(order), "unaligned free of {pfn} at order {order}");
+        // Whatever the frame was (allocated, on a pcp list), it is now a
+        // plain page inside a free block until it becomes a block's head.
+        self.zone.m.page(pfn).set_ext(PageExt::Tail);
         self.account_freepages(1 << order, mt);
         let mut pfn = pfn;
         let mut buddy_pfn = 0;

@@ -1,9 +1,10 @@
 //! Watermarks: `min_free_kbytes`, `__setup_per_zone_wmarks`, `__zone_watermark_ok`.
 //!
-//! Worked example (4 GiB machine, 1,044,472 managed pages after the memmap):
-//! lowmem_kbytes = 4,177,888; int_sqrt(4,177,888 × 16) = 8,175 = min_free_kbytes;
-//! min = 8,175 >> 2 = 2,043 pages; delta = max(2,043 >> 2, 1,044,472 × 10 / 10,000)
-//! = 1,044; low = 3,087; high = 4,131 (see the tests for exact cases).
+//! Worked example (4 GiB machine: 1,048,576 frames less 16,385 for the 64 MiB
+//! memmap and the pageblock bitmap = 1,032,191 managed pages):
+//! lowmem_kbytes = 4,128,764; int_sqrt(4,128,764 × 16) = 8,127 = min_free_kbytes;
+//! min = 8,127 >> 2 = 2,031 pages; delta = max(2,031 >> 2, 1,032,191 × 10 / 10,000)
+//! = 1,032; low = 3,063; high = 4,095 (tests/tests/pcp_sizing.rs checks these).
 
 use crate::zone::{AllocFlags, Zone};
 use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype};
@@ -65,6 +66,14 @@ impl Zone<'_> {
         self.watermark[WMARK_HIGH].store(min + 2 * delta, Relaxed);
         self.watermark[WMARK_PROMO].store(min + 3 * delta, Relaxed);
         self.min_free_kbytes.store(min_free_kbytes, Relaxed);
+    }
+
+    /// `wakeup_kswapd()` for a boosted watermark. mmlab has no kswapd and
+    /// nothing to reclaim; what `balance_pgdat()` leaves behind in that case
+    /// is a zone without its boost, so the boost is dropped at once
+    /// (simplified: no reclaim, no delay).
+    pub fn wakeup_kswapd(&self) {
+        self.watermark_boost.store(0, Relaxed);
     }
 
     /// `_watermark[i]` without the boost.

@@ -41,9 +41,12 @@ pub enum FreeError {
     OrderTooLarge { order: u32 },
     /// The frame is not RAM of this machine.
     InvalidPfn { pfn: Pfn },
-    /// The block is free already (in the buddy lists or on a pcp list).
+    /// The frame heads a free block (in the buddy lists or on a pcp list):
+    /// it was freed already.
     DoubleFree { pfn: Pfn },
-    /// The frame is not the first page of an allocation.
+    /// The frame is not the first page of a live allocation: never handed
+    /// out, a tail page of one, or freed already and since merged into a
+    /// larger free block (then it no longer heads a block of its own).
     NotAllocated { pfn: Pfn },
     /// Freed with another order than it was allocated with.
     WrongOrder { pfn: Pfn, allocated: u32, freed: u32 },
@@ -162,8 +165,8 @@ impl<'m> PageAllocator<'m> {
             }
         }
         if alloc_flags.has(AllocFlags::KSWAPD) && self.zone.test_flag(ZoneFlag::BoostedWatermark) {
-            // wakeup_kswapd(): no kswapd here; the boost simply lapses.
             self.zone.clear_flag(ZoneFlag::BoostedWatermark);
+            self.zone.wakeup_kswapd();
         }
         page
     }
@@ -338,8 +341,6 @@ impl<'m> PageAllocator<'m> {
         let m = self.m;
         // free_pages_prepare()
         trace::mm_page_free(cpu.id(), m.trace_clock(), m.memmap().page_va(pfn), pfn.0, order);
-        let p = m.page(pfn);
-        p.set_ext(PageExt::Tail);
         if !mmlab_buddy_pcp_allowed(order) {
             self.zone.free_one_page(cpu, pfn, order, Fpi::NONE);
             return;

@@ -1,0 +1,407 @@
+//! Bad input gets a typed error (or None) and changes nothing: no counter,
+//! list or pcp moves, and `check_invariants` stays clean.
+//!
+//! 64 MiB machine, 2 CPUs: RAM is PFN 0x40000..0x44000; the memmap is
+//! reserved at 0x43e00..0x43f00 and the usemap at 0x43fff (see
+//! buddy_split_merge.rs); managed = 16,127; batch 3; min watermark 253.
+
+use mmlab_engine::page::PageExt;
+use mmlab_engine::vmstat::{VmCounts, VmEvent};
+use mmlab_engine::{Gfp, Machine, MachineConfig, Migratetype, Pfn};
+use mmlab_pcp::{AllocError, AllocatorConfig, FreeError, PageAllocator, PagesetInfo};
+
+fn boot() -> Machine {
+    Machine::boot(MachineConfig::with("64M", 2).unwrap()).unwrap()
+}
+
+fn pa(m: &Machine) -> PageAllocator<'_> {
+    PageAllocator::boot(m, AllocatorConfig::default()).unwrap()
+}
+
+/// Everything a bad call must leave alone.
+#[derive(Debug, PartialEq, Eq)]
+struct Snapshot {
+    buddyinfo: [u64; 11],
+    per_type: [[u64; 11]; 4],
+    nr_free: i64,
+    pcp: Vec<PagesetInfo>,
+    events: VmCounts,
+}
+
+fn snap(m: &Machine, pa: &PageAllocator<'_>) -> Snapshot {
+    Snapshot {
+        buddyinfo: pa.zone().nr_free_per_order(),
+        per_type: pa.zone().nr_free_per_type(),
+        nr_free: pa.zone().nr_free_pages(),
+        pcp: (0..m.nr_cpus()).map(|c| pa.pageset(c).unwrap()).collect(),
+        events: m.vm_events(),
+    }
+}
+
+/// Run a bad call, check its error and that nothing changed.
+#[track_caller]
+fn refused(
+    m: &Machine,
+    pa: &PageAllocator<'_>,
+    got: impl FnOnce() -> Result<(), FreeError>,
+    want: FreeError,
+) {
+    pa.check_invariants().unwrap();
+    let before = snap(m, pa);
+    assert_eq!(got(), Err(want));
+    assert_eq!(snap(m, pa), before, "state changed by a refused {want:?}");
+    pa.check_invariants().unwrap();
+}
+
+#[test]
+fn double_free_on_pcp_list_and_in_buddy() {
+    let m = boot();
+    let pa = pa(&m);
+    let cpu = m.cpu(0).unwrap();
+    // The first order-0 movable refill (3 pages: 0x43ffe, then 0x43ffc and
+    // 0x43ffd from splitting the order-1 block) hands out the head, 0x43ffe.
+    // (GFP_KERNEL is unmovable: with every pageblock MOVABLE it would claim
+    // the largest block, 0x40000, instead.)
+    let p = pa.alloc_pages(&cpu, Gfp::GFP_HIGHUSER_MOVABLE, 0).unwrap();
+    assert_eq!(p, Pfn(0x43ffe));
+    pa.free_pages(&cpu, p, 0).unwrap();
+    assert_eq!(m.page(p).ext(), PageExt::Pcp(0));
+    // On the pcp list.
+    refused(
+        &m,
+        &pa,
+        || pa.free_pages(&cpu, p, 0),
+        FreeError::DoubleFree { pfn: p },
+    );
+    // Drained: 0x43ffe's buddy 0x43fff is the usemap (reserved), so it stays
+    // an order-0 buddy head.
+    pa.drain_local_pages(&cpu);
+    assert_eq!(m.page(p).ext(), PageExt::Buddy(0));
+    refused(
+        &m,
+        &pa,
+        || pa.free_pages(&cpu, p, 0),
+        FreeError::DoubleFree { pfn: p },
+    );
+    // From the other CPU too.
+    let cpu1 = m.cpu(1).unwrap();
+    refused(
+        &m,
+        &pa,
+        || pa.free_pages(&cpu1, p, 0),
+        FreeError::DoubleFree { pfn: p },
+    );
+    // An order-1 double free of the head of a free order-10 block: DoubleFree
+    // is checked before the order.
+    refused(
+        &m,
+        &pa,
+        || pa.free_pages(&cpu, Pfn(0x40000), 1),
+        FreeError::DoubleFree { pfn: Pfn(0x40000) },
+    );
+}
+
+#[test]
+fn never_allocated_page() {
+    let m = boot();
+    let pa = pa(&m);
+    let cpu = m.cpu(0).unwrap();
+    // 0x40001 lies inside the free order-10 block at 0x40000 and was never
+    // handed out.
+    refused(
+        &m,
+        &pa,
+        || pa.free_pages(&cpu, Pfn(0x40001), 0),
+        FreeError::NotAllocated { pfn: Pfn(0x40001) },
+    );
+    refused(
+        &m,
+        &pa,
+        || pa.free_pages(&cpu, Pfn(0x40123), 3),
+        FreeError::NotAllocated { pfn: Pfn(0x40123) },
+    );
+    // get_page on it is refused as well.
+    assert_eq!(
+        pa.get_page(Pfn(0x40001)),
+        Err(FreeError::NotAllocated { pfn: Pfn(0x40001) })
+    );
+}
+
+#[test]
+fn tail_pages_and_wrong_order() {
+    let m = boot();
+    let pa = pa(&m);
+    let cpu = m.cpu(0).unwrap();
+    // Order 2 through the pcp: the movable refill takes 3 order-2 blocks;
+    // the first is 0x43ff8 (the boot order-2 block).
+    let p = pa.alloc_pages(&cpu, Gfp::GFP_HIGHUSER_MOVABLE, 2).unwrap();
+    assert_eq!(p, Pfn(0x43ff8));
+    assert_eq!(m.page(p).ext(), PageExt::Alloc(2, Migratetype::Movable));
+    for t in 1..4 {
+        let tail = p.add(t);
+        assert_eq!(m.page(tail).ext(), PageExt::Tail);
+        refused(
+            &m,
+            &pa,
+            || pa.free_pages(&cpu, tail, 0),
+            FreeError::NotAllocated { pfn: tail },
+        );
+        refused(
+            &m,
+            &pa,
+            || pa.free_pages(&cpu, tail, 2),
+            FreeError::NotAllocated { pfn: tail },
+        );
+    }
+    for o in [0, 1, 3, 10] {
+        refused(
+            &m,
+            &pa,
+            || pa.free_pages(&cpu, p, o),
+            FreeError::WrongOrder {
+                pfn: p,
+                allocated: 2,
+                freed: o,
+            },
+        );
+    }
+    // Still allocated and freeable at the right order.
+    assert_eq!(m.page(p).refcount(), 1);
+    pa.free_pages(&cpu, p, 2).unwrap();
+    pa.check_invariants().unwrap();
+}
+
+#[test]
+fn order_too_large() {
+    let m = boot();
+    let pa = pa(&m);
+    let cpu = m.cpu(0).unwrap();
+    let before = snap(&m, &pa);
+    assert_eq!(
+        pa.try_alloc_pages(&cpu, Gfp::GFP_KERNEL | Gfp::__GFP_NOWARN, 11),
+        Err(AllocError::OrderTooLarge { order: 11 })
+    );
+    assert_eq!(
+        pa.alloc_pages(&cpu, Gfp::GFP_KERNEL | Gfp::__GFP_NOWARN, 11),
+        None
+    );
+    assert_eq!(
+        pa.alloc_pages(&cpu, Gfp::GFP_KERNEL | Gfp::__GFP_NOWARN, 64),
+        None
+    );
+    assert_eq!(snap(&m, &pa), before);
+    refused(
+        &m,
+        &pa,
+        || pa.free_pages(&cpu, Pfn(0x40000), 11),
+        FreeError::OrderTooLarge { order: 11 },
+    );
+    refused(
+        &m,
+        &pa,
+        || pa.free_pages(&cpu, Pfn(0x40000), u32::MAX),
+        FreeError::OrderTooLarge { order: u32::MAX },
+    );
+    // Order 10 (MAX_PAGE_ORDER) itself is fine: the buddy path, the head of
+    // the order-10 list (0x40000).
+    let p = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 10).unwrap();
+    assert_eq!(p, Pfn(0x40000));
+    pa.free_pages(&cpu, p, 10).unwrap();
+    assert_eq!(pa.zone().nr_free_per_order(), before.buddyinfo);
+}
+
+#[test]
+fn invalid_and_reserved_pfns() {
+    let m = boot();
+    let pa = pa(&m);
+    let cpu = m.cpu(0).unwrap();
+    for pfn in [Pfn(0), Pfn(0x3ffff), Pfn(0x44000), Pfn(u64::MAX)] {
+        refused(
+            &m,
+            &pa,
+            || pa.free_pages(&cpu, pfn, 0),
+            FreeError::InvalidPfn { pfn },
+        );
+        assert_eq!(pa.get_page(pfn), Err(FreeError::InvalidPfn { pfn }));
+    }
+    let reserved: Vec<_> = m.memblock().reserved().to_vec();
+    assert_eq!(
+        reserved.iter().map(|r| r.name).collect::<Vec<_>>(),
+        ["memmap", "usemap"]
+    );
+    let memmap = reserved[0].base.pfn();
+    assert_eq!(memmap, Pfn(0x43e00));
+    let usemap = reserved[1].base.pfn();
+    assert_eq!(usemap, Pfn(0x43fff));
+    for pfn in [memmap, memmap.add(255), usemap] {
+        refused(
+            &m,
+            &pa,
+            || pa.free_pages(&cpu, pfn, 0),
+            FreeError::Reserved { pfn },
+        );
+    }
+    refused(
+        &m,
+        &pa,
+        || pa.free_pages(&cpu, memmap, 8),
+        FreeError::Reserved { pfn: memmap },
+    );
+    refused(
+        &m,
+        &pa,
+        || pa.free_contig_range(&cpu, memmap, 4),
+        FreeError::Reserved { pfn: memmap },
+    );
+}
+
+#[test]
+fn split_order2_frees_each_page() {
+    // split_page gives every page its own reference; freeing them one by
+    // one (and a double free of one of them) behaves as for order-0 pages.
+    let m = boot();
+    let pa = pa(&m);
+    let cpu = m.cpu(0).unwrap();
+    let p = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 2).unwrap();
+    pa.split_page(p, 2).unwrap();
+    for t in 0..4 {
+        assert_eq!(
+            m.page(p.add(t)).ext(),
+            PageExt::Alloc(0, Migratetype::Unmovable)
+        );
+    }
+    refused(
+        &m,
+        &pa,
+        || pa.free_pages(&cpu, p, 2),
+        FreeError::WrongOrder {
+            pfn: p,
+            allocated: 0,
+            freed: 2,
+        },
+    );
+    for t in 0..4 {
+        pa.free_pages(&cpu, p.add(t), 0).unwrap();
+    }
+    refused(
+        &m,
+        &pa,
+        || pa.free_pages(&cpu, p.add(2), 0),
+        FreeError::DoubleFree { pfn: p.add(2) },
+    );
+}
+
+/// Allocate order-0 GFP_KERNEL pages until None; returns the pages.
+fn exhaust(m: &Machine, pa: &PageAllocator<'_>, cpu: &mmlab_engine::Cpu<'_>) -> Vec<Pfn> {
+    let managed = pa.zone().managed_pages();
+    let mut pages = Vec::new();
+    while let Some(p) = pa.alloc_pages(cpu, Gfp::GFP_KERNEL | Gfp::__GFP_NOWARN, 0) {
+        pages.push(p);
+        assert!(pages.len() as u64 <= managed, "allocated more than managed");
+    }
+    assert_eq!(m.vm_events().get(VmEvent::PgallocFail), 1);
+    pages
+}
+
+#[test]
+fn exhausting_memory() {
+    let m = boot();
+    let pa = pa(&m);
+    let cpus = m.all_cpus().unwrap();
+    let boot_buddyinfo = pa.zone().nr_free_per_order();
+    let managed = pa.zone().managed_pages();
+    let pages = exhaust(&m, &pa, &cpus[0]);
+    // The failed attempt went through the slow path, which drained every pcp
+    // (direct-reclaim stand-in): nothing is left parked.
+    assert_eq!(pa.pcp_pages(), 0);
+    let free = pa.zone().nr_free_pages();
+    // Failure means the min watermark check (with any boost) failed.
+    assert!(free <= pa.zone().min_wmark_pages() as i64, "free {free}");
+    assert_eq!(
+        pages.len() as u64 + free as u64,
+        managed,
+        "every page is allocated or free"
+    );
+    pa.check_invariants().unwrap();
+    // Failing again changes nothing but the failure counters.
+    let gfp = Gfp::GFP_KERNEL | Gfp::__GFP_NOWARN;
+    let before = snap(&m, &pa);
+    assert_eq!(
+        pa.try_alloc_pages(&cpus[1], gfp, 0),
+        Err(AllocError::NoMemory { order: 0, gfp })
+    );
+    assert_eq!(pa.alloc_pages(&cpus[1], gfp, 3), None);
+    let after = snap(&m, &pa);
+    assert_eq!(
+        (after.buddyinfo, after.per_type, after.nr_free),
+        (before.buddyinfo, before.per_type, before.nr_free)
+    );
+    assert_eq!(after.events.get(VmEvent::PgallocFail), 3);
+    assert_eq!(
+        after.events.get(VmEvent::PgallocNormal),
+        before.events.get(VmEvent::PgallocNormal)
+    );
+    pa.check_invariants().unwrap();
+
+    // Free everything: nothing was lost.
+    for (i, p) in pages.iter().enumerate() {
+        pa.free_pages(&cpus[i % 2], *p, 0).unwrap();
+    }
+    pa.drain_all_pages(&cpus[0]);
+    assert_eq!(pa.zone().nr_free_pages() as u64, managed);
+    assert_eq!(pa.zone().nr_free_per_order(), boot_buddyinfo);
+    pa.check_invariants().unwrap();
+}
+
+#[test]
+
+fn exhaustion_stops_at_the_min_watermark() {
+    // Without reclaim, order-0 GFP_KERNEL allocations succeed while
+    // NR_FREE_PAGES > min (253) at the slow path's ALLOC_WMARK_MIN check.
+    // Once the movable pageblocks are used up, unmovable requests claim
+    // partial pageblocks, which boosts the watermarks by 512
+    // (boost_watermark); the kernel wakes kswapd, whose balance_pgdat
+    // removes the boost again; mmlab says "the boost simply lapses" but keeps
+    // zone->watermark_boost forever, so allocation stops at min + 512.
+    let m = boot();
+    let pa = pa(&m);
+    let cpu = m.cpu(0).unwrap();
+    let min = pa.zone().min_wmark_pages() as i64;
+    assert_eq!(min, 253);
+    exhaust(&m, &pa, &cpu);
+    let free = pa.zone().nr_free_pages();
+    assert_eq!(
+        pa.zone().watermark_boost(),
+        0,
+        "boost outlived the allocation that set it"
+    );
+    // A refill takes at most batch << 5 = 96 pages past a passing check.
+    assert!(free <= min && free > min - 96, "free {free} min {min}");
+}
+
+#[test]
+fn bulk_edge_cases() {
+    let m = boot();
+    let pa = pa(&m);
+    let cpu = m.cpu(0).unwrap();
+    // Nothing to fill: returns the number already populated, touches nothing.
+    let before = snap(&m, &pa);
+    let mut full = [Some(Pfn(0x40000)); 4];
+    assert_eq!(pa.alloc_pages_bulk(&cpu, Gfp::GFP_KERNEL, &mut full), 4);
+    let mut empty: [Option<Pfn>; 0] = [];
+    assert_eq!(pa.alloc_pages_bulk(&cpu, Gfp::GFP_KERNEL, &mut empty), 0);
+    assert_eq!(snap(&m, &pa), before);
+    // A partly filled array: only the None slots are filled.
+    let mut arr = [None, None, None, None, None];
+    assert_eq!(pa.alloc_pages_bulk(&cpu, Gfp::GFP_KERNEL, &mut arr), 5);
+    let got: Vec<Pfn> = arr.iter().map(|p| p.unwrap()).collect();
+    for &p in &got {
+        assert_eq!(m.page(p).ext(), PageExt::Alloc(0, Migratetype::Unmovable));
+        assert_eq!(m.page(p).refcount(), 1);
+    }
+    pa.check_invariants().unwrap();
+    for p in got {
+        pa.free_pages(&cpu, p, 0).unwrap();
+    }
+    pa.check_invariants().unwrap();
+}

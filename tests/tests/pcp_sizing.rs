@@ -1,0 +1,282 @@
+//! pcp batch / high_min / high_max and the zone watermarks, recomputed here
+//! from managed pages with the kernel's formulas (reference sections 2.3,
+//! 2.4 and 4), for several machine sizes and CPU counts.
+//!
+//! Managed pages by hand (`Machine::boot`): RAM of N frames loses the memmap
+//! (N x 64 B = N / 64 frames, 2 MiB aligned at the top of RAM) and one frame
+//! for the usemap (N / 512 pageblocks, one byte each, at most 8 KiB):
+//! - 64M:  16,384 - 256 - 1 = 16,127
+//! - 1G:   262,144 - 4,096 - 1 = 258,047
+//! - 4G:   1,048,576 - 16,384 - 1 = 1,032,191
+//! - 16G:  4,194,304 - 65,536 - 2 = 4,128,766 (usemap 8,192 B spans two frames:
+//!   it sits just below the memmap, 8 KiB aligned down from a 2 MiB boundary)
+
+use mmlab_buddy::calculate_min_free_kbytes;
+use mmlab_engine::{Gfp, Machine, MachineConfig};
+use mmlab_pcp::{AllocatorConfig, PageAllocator, SysctlError, zone_batchsize, zone_highsize};
+
+fn int_sqrt(x: u64) -> u64 {
+    // Plain bisection: independent of the allocator's int_sqrt.
+    let (mut lo, mut hi) = (0u64, 1u64 << 32);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if mid * mid <= x { lo = mid } else { hi = mid }
+    }
+    lo
+}
+
+fn rounddown_pow2(x: u64) -> u64 {
+    let mut p = 1;
+    while p * 2 <= x {
+        p *= 2;
+    }
+    p
+}
+
+/// The kernel's mult_frac(x, n, d).
+fn mult_frac(x: u64, n: u64, d: u64) -> u64 {
+    (x / d) * n + (x % d) * n / d
+}
+
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+struct Expected {
+    min_free_kbytes: u64,
+    min: u64,
+    low: u64,
+    high: u64,
+    batch: i32,
+    high_min: i32,
+    high_max: i32,
+}
+
+fn expected(managed: u64, ncpus: u64) -> Expected {
+    // calculate_min_free_kbytes: clamp(int_sqrt(lowmem_kbytes * 16), 128, 262144)
+    let mfk = int_sqrt(managed * 4 * 16).clamp(128, 262_144);
+    // __setup_per_zone_wmarks: pages_min = mfk >> (PAGE_SHIFT - 10)
+    let min = mfk >> 2;
+    let delta = (min >> 2).max(mult_frac(managed, 10, 10_000));
+    let low = min + delta;
+    let high = low + delta;
+    // zone_batchsize
+    let b = (managed >> 12).min(64);
+    let batch = if b <= 1 {
+        1
+    } else {
+        rounddown_pow2(b + b / 2) - 1
+    };
+    // zone_highsize with fraction 0 (low) and 8 (managed / 8)
+    let high_min = (low / ncpus).max(4 * batch);
+    let high_max = (managed / 8 / ncpus).max(4 * batch);
+    Expected {
+        min_free_kbytes: mfk,
+        min,
+        low,
+        high,
+        batch: batch as i32,
+        high_min: high_min as i32,
+        high_max: high_max as i32,
+    }
+}
+
+fn observed(pa: &PageAllocator<'_>, ncpus: usize) -> Expected {
+    let z = pa.zone();
+    let ps = pa.pageset(0).unwrap();
+    // Every CPU gets the same values (pageset_update).
+    for c in 1..ncpus {
+        let o = pa.pageset(c).unwrap();
+        assert_eq!(
+            (o.batch, o.high_min, o.high_max),
+            (ps.batch, ps.high_min, ps.high_max),
+            "cpu {c}"
+        );
+    }
+    assert!(pa.pageset(ncpus).is_none());
+    Expected {
+        min_free_kbytes: z.min_free_kbytes(),
+        min: z.min_wmark_pages(),
+        low: z.low_wmark_pages(),
+        high: z.high_wmark_pages(),
+        batch: ps.batch,
+        high_min: ps.high_min,
+        high_max: ps.high_max,
+    }
+}
+
+fn check(mem: &str, ncpus: usize, managed_by_hand: u64) -> Expected {
+    let m = Machine::boot(MachineConfig::with(mem, ncpus).unwrap()).unwrap();
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let managed = pa.zone().managed_pages();
+    assert_eq!(managed, managed_by_hand, "{mem}: managed pages");
+    let want = expected(managed, ncpus as u64);
+    let got = observed(&pa, ncpus);
+    assert_eq!(got, want, "{mem} with {ncpus} CPUs");
+    // The pure functions agree too.
+    assert_eq!(calculate_min_free_kbytes(managed), want.min_free_kbytes);
+    assert_eq!(zone_batchsize(managed), want.batch);
+    // pcp->high is 0 until the CPU first uses its pcp (lazy clamp).
+    for c in 0..ncpus {
+        let ps = pa.pageset(c).unwrap();
+        assert_eq!(
+            (ps.high, ps.count),
+            (0, 0),
+            "{mem}/{ncpus} cpu {c}: boot pageset"
+        );
+    }
+    // percpu_pagelist_high_fraction = 8: tuning off, both bounds are
+    // max(managed / 8 / ncpus, 4 * batch).
+    pa.set_percpu_pagelist_high_fraction(8).unwrap();
+    let f8 = observed(&pa, ncpus);
+    assert_eq!(f8.high_min, want.high_max);
+    assert_eq!(f8.high_max, want.high_max);
+    assert_eq!(f8.batch, want.batch);
+    // Back to 0 restores the auto-tuned bounds.
+    pa.set_percpu_pagelist_high_fraction(0).unwrap();
+    assert_eq!(observed(&pa, ncpus), want);
+    want
+}
+
+#[test]
+fn sizing_64m() {
+    for ncpus in [1, 2, 4] {
+        let e = check("64M", ncpus, 16_127);
+        // b = 16,127 >> 12 = 3 -> rounddown_pow2(3 + 1) - 1 = 3; 4 * batch = 12.
+        assert_eq!(e.batch, 3);
+    }
+}
+
+#[test]
+fn sizing_1g() {
+    for ncpus in [1, 2, 4] {
+        let e = check("1G", ncpus, 258_047);
+        // b = min(258,047 >> 12 = 62, 64) = 62 -> 93 -> 64 -> 63.
+        assert_eq!(e.batch, 63);
+    }
+}
+
+#[test]
+fn sizing_4g() {
+    for ncpus in [1, 2, 4] {
+        check("4G", ncpus, 1_032_191);
+    }
+}
+
+#[test]
+fn sizing_16g() {
+    for ncpus in [1, 4] {
+        check("16G", ncpus, 4_128_766);
+    }
+}
+
+#[test]
+fn sizing_4g_2cpus_literal() {
+    let m = Machine::boot(MachineConfig::with("4G", 2).unwrap()).unwrap();
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let z = pa.zone();
+    // managed = 1,048,576 - 16,384 (memmap) - 1 (usemap) = 1,032,191.
+    assert_eq!(z.managed_pages(), 1_032_191);
+    // lowmem_kbytes = 4,128,764; x 16 = 66,060,224; int_sqrt = 8,127
+    // (8,127^2 = 66,048,129 <= 66,060,224 < 8,128^2 = 66,064,384).
+    assert_eq!(z.min_free_kbytes(), 8_127);
+    // min = 8,127 >> 2 = 2,031.
+    assert_eq!(z.min_wmark_pages(), 2_031);
+    // delta = max(2,031 >> 2 = 507, mult_frac(1,032,191, 10, 10,000) =
+    // 103 * 10 + 2,191 * 10 / 10,000 = 1,030 + 2 = 1,032) = 1,032.
+    // low = 2,031 + 1,032 = 3,063; high = 4,095.
+    assert_eq!(z.low_wmark_pages(), 3_063);
+    assert_eq!(z.high_wmark_pages(), 4_095);
+    let ps = pa.pageset(0).unwrap();
+    // batch: min(1,032,191 >> 12 = 251, 64) = 64 -> 96 -> 64 -> 63.
+    assert_eq!(ps.batch, 63);
+    // high_min = max(3,063 / 2 = 1,531, 252) = 1,531.
+    assert_eq!(ps.high_min, 1_531);
+    // high_max = max(1,032,191 / 8 = 129,023; / 2 = 64,511, 252) = 64,511.
+    assert_eq!(ps.high_max, 64_511);
+    assert_eq!(ps.high, 0);
+
+    // First use of the pcp: nr_pcp_alloc clamps high to high_min (1,531)
+    // and raises it by the refill size batch << 0 = 63 -> 1,594 (the
+    // reference's "5,449, 5,512 after one order-0 refill").
+    let cpu = m.cpu(0).unwrap();
+    let p = pa.alloc_pages(&cpu, Gfp::GFP_HIGHUSER_MOVABLE, 0).unwrap();
+    let ps = pa.pageset(0).unwrap();
+    assert_eq!(ps.high, 1_594);
+    assert_eq!(ps.count, 62);
+    assert_eq!(
+        pa.pageset(1).unwrap().high,
+        0,
+        "the other CPU's pcp is untouched"
+    );
+    pa.free_pages(&cpu, p, 0).unwrap();
+
+    // Fraction 8: high_min = high_max = max(129,023 / 2, 252) = 64,511.
+    pa.set_percpu_pagelist_high_fraction(8).unwrap();
+    let ps = pa.pageset(0).unwrap();
+    assert_eq!((ps.high_min, ps.high_max, ps.batch), (64_511, 64_511, 63));
+    // Fraction 16: managed / 16 = 64,511; / 2 = 32,255.
+    pa.set_percpu_pagelist_high_fraction(16).unwrap();
+    let ps = pa.pageset(1).unwrap();
+    assert_eq!((ps.high_min, ps.high_max), (32_255, 32_255));
+
+    // 3 is below MIN_PERCPU_PAGELIST_HIGH_FRACTION (8): refused, unchanged.
+    assert_eq!(
+        pa.set_percpu_pagelist_high_fraction(3),
+        Err(SysctlError::HighFraction(3))
+    );
+    assert_eq!(pa.percpu_pagelist_high_fraction(), 16);
+    let ps = pa.pageset(1).unwrap();
+    assert_eq!((ps.high_min, ps.high_max), (32_255, 32_255));
+    assert_eq!(
+        pa.set_percpu_pagelist_high_fraction(7),
+        Err(SysctlError::HighFraction(7))
+    );
+    pa.set_percpu_pagelist_high_fraction(0).unwrap();
+    let ps = pa.pageset(1).unwrap();
+    assert_eq!((ps.high_min, ps.high_max), (1_531, 64_511));
+}
+
+#[test]
+fn fraction_at_boot() {
+    let m = Machine::boot(MachineConfig::with("1G", 2).unwrap()).unwrap();
+    // Rejected at boot as well.
+    let cfg = AllocatorConfig {
+        percpu_pagelist_high_fraction: 3,
+        ..Default::default()
+    };
+    assert_eq!(
+        PageAllocator::boot(&m, cfg).unwrap_err(),
+        SysctlError::HighFraction(3)
+    );
+    // 1G, fraction 8, 2 CPUs: 258,047 / 8 = 32,255; / 2 = 16,127 (> 4 * 63).
+    let cfg = AllocatorConfig {
+        percpu_pagelist_high_fraction: 8,
+        ..Default::default()
+    };
+    let pa = PageAllocator::boot(&m, cfg).unwrap();
+    let ps = pa.pageset(0).unwrap();
+    assert_eq!((ps.batch, ps.high_min, ps.high_max), (63, 16_127, 16_127));
+}
+
+#[test]
+fn reference_worked_example() {
+    // 6,000,000 managed pages, 2 CPUs (reference section 2.4).
+    // batch: min(6,000,000 >> 12 = 1,464, 64) = 64 -> 96 -> 64 -> 63.
+    assert_eq!(zone_batchsize(6_000_000), 63);
+    // min_free_kbytes = int_sqrt(24,000,000 x 16 = 384,000,000) = 19,595.
+    assert_eq!(calculate_min_free_kbytes(6_000_000), 19_595);
+    // min 4,898; delta max(1,224, 6,000) = 6,000; low 10,898.
+    let e = expected(6_000_000, 2);
+    assert_eq!((e.min, e.low, e.high), (4_898, 10_898, 16_898));
+    // high_min = max(10,898 / 2, 252) = 5,449; high_max = max(750,000 / 2, 252) = 375,000.
+    assert_eq!(zone_highsize(6_000_000, 10_898, 63, 2, 0, 2, 0), 5_449);
+    assert_eq!(zone_highsize(6_000_000, 10_898, 63, 2, 0, 2, 8), 375_000);
+    assert_eq!((e.high_min, e.high_max), (5_449, 375_000));
+    // The 4 * batch floor.
+    assert_eq!(zone_highsize(16_127, 316, 3, 64, 0, 64, 0), 12);
+    // Tiny zones: batch 1.
+    assert_eq!(zone_batchsize(8_191), 1); // b = 1
+    assert_eq!(zone_batchsize(8_192), 1); // b = 2 -> 3 -> 2 -> 1
+    assert_eq!(zone_batchsize(12_288), 3); // b = 3 -> 4 -> 4 -> 3
+    // The clamp of min_free_kbytes.
+    assert_eq!(calculate_min_free_kbytes(1), 128);
+    assert_eq!(calculate_min_free_kbytes(1 << 32), 262_144);
+}
