@@ -69,7 +69,13 @@ impl LockedZone<'_, '_> {
 
     /// `split_large_buddy()`: free a block larger than a pageblock one
     /// pageblock at a time, each with its own type (they may merge again).
+    #[inline]
     pub fn split_large_buddy(&mut self, pfn: Pfn, order: u32, fpi: Fpi) {
+        if order <= PAGEBLOCK_ORDER {
+            let mt = self.zone.pageblock_migratetype(pfn);
+            self.free_one_page_locked(pfn, order, mt, fpi);
+            return;
+        }
         let end = pfn.0 + (1 << order);
         let step = order.min(PAGEBLOCK_ORDER);
         let mut p = pfn.0;

@@ -86,22 +86,27 @@ impl Zone<'_> {
         self.watermark[i].load(Relaxed) + self.watermark_boost.load(Relaxed)
     }
     /// `min_wmark_pages()`.
+    #[inline]
     pub fn min_wmark_pages(&self) -> u64 {
         self.wmark_pages(WMARK_MIN)
     }
     /// `low_wmark_pages()`.
+    #[inline]
     pub fn low_wmark_pages(&self) -> u64 {
         self.wmark_pages(WMARK_LOW)
     }
     /// `high_wmark_pages()`.
+    #[inline]
     pub fn high_wmark_pages(&self) -> u64 {
         self.wmark_pages(WMARK_HIGH)
     }
     /// `promo_wmark_pages()`.
+    #[inline]
     pub fn promo_wmark_pages(&self) -> u64 {
         self.wmark_pages(WMARK_PROMO)
     }
     /// `zone->watermark_boost`.
+    #[inline]
     pub fn watermark_boost(&self) -> u64 {
         self.watermark_boost.load(Relaxed)
     }
@@ -111,6 +116,7 @@ impl Zone<'_> {
     }
 
     /// `__zone_watermark_unusable_free()`.
+    #[inline]
     fn watermark_unusable_free(&self, order: u32, alloc_flags: AllocFlags) -> i64 {
         let mut unusable = (1i64 << order) - 1;
         if !alloc_flags.has(AllocFlags::RESERVES) {
@@ -120,6 +126,7 @@ impl Zone<'_> {
     }
 
     /// `__zone_watermark_ok()` with `lowmem_reserve` = 0 (one zone).
+    #[inline]
     pub fn zone_watermark_ok_free(&self, order: u32, mark: u64, alloc_flags: AllocFlags, free_pages: i64) -> bool {
         let mut min = mark as i64;
         let free = free_pages - self.watermark_unusable_free(order, alloc_flags);
@@ -154,6 +161,7 @@ impl Zone<'_> {
     }
 
     /// `zone_watermark_ok()`.
+    #[inline]
     pub fn zone_watermark_ok(&self, order: u32, mark: u64, alloc_flags: AllocFlags) -> bool {
         self.zone_watermark_ok_free(order, mark, alloc_flags, self.nr_free_pages())
     }

@@ -7,7 +7,7 @@ use mmlab_engine::page::PageExt;
 use mmlab_engine::sync::{StatGuard, StatMutex};
 use mmlab_engine::vmstat::VmEvent;
 use mmlab_engine::{Cpu, Machine, Pfn};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
 
 /// `ALLOC_*` flags (mm/internal.h).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -114,6 +114,8 @@ pub struct Zone<'m> {
     /// `min_free_kbytes` the watermarks were computed from.
     pub(crate) min_free_kbytes: AtomicU64,
     pub(crate) lock: StatMutex<ZoneInner>,
+    /// The pageblock bitmap (`zone->pageblock_flags` / the section usemap).
+    pub(crate) pageblock_flags: &'m [AtomicU8],
 }
 
 impl<'m> Zone<'m> {
@@ -145,6 +147,7 @@ impl<'m> Zone<'m> {
                 VmEvent::ZoneLockContended,
                 VmEvent::ZoneLockHoldNs,
             ),
+            pageblock_flags: m.pageblock_flags(),
         }
     }
 
@@ -188,6 +191,7 @@ impl<'m> Zone<'m> {
         self.nr_free_pages.load(Relaxed)
     }
     /// Free pages in HIGHATOMIC pageblocks.
+    #[inline]
     pub fn nr_free_highatomic(&self) -> i64 {
         self.nr_free_highatomic.load(Relaxed)
     }
@@ -216,19 +220,19 @@ impl<'m> Zone<'m> {
     #[inline]
     pub fn pageblock_migratetype(&self, pfn: Pfn) -> Migratetype {
         let i = ((pfn.0 - self.zone_start_pfn) >> PAGEBLOCK_ORDER) as usize;
-        Migratetype::from_index(self.m.pageblock_flags()[i].load(Relaxed) as usize)
+        Migratetype::from_index(self.pageblock_flags[i].load(Relaxed) as usize)
     }
     /// `set_pageblock_migratetype()` (under the zone lock).
     #[inline]
     pub(crate) fn set_pageblock_migratetype(&self, pfn: Pfn, mt: Migratetype) {
         let i = ((pfn.0 - self.zone_start_pfn) >> PAGEBLOCK_ORDER) as usize;
-        self.m.pageblock_flags()[i].store(mt as u8, Relaxed);
+        self.pageblock_flags[i].store(mt as u8, Relaxed);
     }
     /// Number of pageblocks of each type (the pagetypeinfo block counts).
     pub fn pageblock_counts(&self) -> [u64; MIGRATE_TYPES] {
         let mut c = [0; MIGRATE_TYPES];
         let n = self.spanned_pages.div_ceil(1 << PAGEBLOCK_ORDER) as usize;
-        for b in &self.m.pageblock_flags()[..n] {
+        for b in &self.pageblock_flags[..n] {
             c[Migratetype::from_index(b.load(Relaxed) as usize) as usize] += 1;
         }
         c

@@ -91,17 +91,15 @@ impl ListArray {
     fn page_link(&self, pfn: Pfn) -> u64 {
         VMEMMAP_START + (pfn.0 - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE + LRU_OFFSET
     }
-    #[inline]
+    #[inline(always)]
     fn decode(&self, va: u64) -> Link {
         if va.wrapping_sub(VMEMMAP_START) < VMEMMAP_END - VMEMMAP_START {
             Link::Page(Pfn((va - VMEMMAP_START - LRU_OFFSET) / STRUCT_PAGE_SIZE + self.vmemmap_pfn0))
         } else {
-            let i = va.wrapping_sub(self.base_va) / HEAD_SIZE;
-            assert!(
-                (i as usize) < self.heads.len() && va.wrapping_sub(self.base_va).is_multiple_of(HEAD_SIZE),
-                "corrupt list link {va:#x}"
-            );
-            Link::Head(i as usize)
+            let off = va.wrapping_sub(self.base_va);
+            debug_assert!(off.is_multiple_of(HEAD_SIZE), "corrupt list link {va:#x}");
+            // An out-of-range head index panics on use (bounds-checked).
+            Link::Head((off / HEAD_SIZE) as usize)
         }
     }
     #[inline]
@@ -120,7 +118,7 @@ impl ListArray {
     }
 
     /// `__list_add(new, prev, next)`.
-    #[inline]
+    #[inline(always)]
     fn insert_between(&mut self, mem: &Memmap, pfn: Pfn, prev: u64, next: u64) {
         let new = self.page_link(pfn);
         self.set_prev(mem, self.decode(next), new);
@@ -147,7 +145,7 @@ impl ListArray {
     }
 
     /// `list_del(&page->lru)` for a page on list `i`.
-    #[inline]
+    #[inline(always)]
     pub fn del(&mut self, mem: &Memmap, i: usize, pfn: Pfn) {
         let p = mem.page(pfn);
         let (next, prev) = (p.lru_next(), p.lru_prev());

@@ -232,6 +232,8 @@ impl Machine {
     /// the migratetype in the low bits (`NR_PAGEBLOCK_BITS` simplified).
     #[inline]
     pub fn pageblock_flags(&self) -> &[AtomicU8] {
+        // Callers on hot paths (the zone) keep the slice rather than
+        // calling this for every lookup.
         self.arena.slice::<AtomicU8>(self.pageblock_flags, self.nr_pageblocks)
     }
     /// Number of CPUs.

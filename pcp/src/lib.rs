@@ -51,7 +51,7 @@ pub use sizing::{MIN_PERCPU_PAGELIST_HIGH_FRACTION, PCP_BATCH_SCALE_MAX, zone_ba
 use crossbeam::utils::CachePadded;
 use mmlab_buddy::{Zone, calculate_min_free_kbytes};
 use mmlab_engine::layout::KERNEL_DATA_LISTS;
-use mmlab_engine::sync::Mutex;
+use mmlab_engine::sync::SpinLock;
 use mmlab_engine::{Cpu, Machine, PAGE_SHIFT};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 
@@ -98,7 +98,7 @@ impl std::error::Error for SysctlError {}
 pub struct PageAllocator<'m> {
     pub(crate) m: &'m Machine,
     pub(crate) zone: Zone<'m>,
-    pub(crate) pcp: Box<[CachePadded<Mutex<PerCpuPages>>]>,
+    pub(crate) pcp: Box<[CachePadded<SpinLock<PerCpuPages>>]>,
     pub(crate) rules: KernelRules,
     high_fraction: AtomicU32,
     llc_bytes_per_cpu: u64,
@@ -121,7 +121,7 @@ impl<'m> PageAllocator<'m> {
             .map(|c| {
                 // Each CPU's list heads get their own kernel address (percpu data).
                 let base = KERNEL_DATA_LISTS + (1 << 20) + (c as u64) * 4096;
-                CachePadded::new(Mutex::new(PerCpuPages::new(m.memmap(), base)))
+                CachePadded::new(SpinLock::new(PerCpuPages::new(m.memmap(), base)))
             })
             .collect();
         let pa = PageAllocator {

@@ -9,7 +9,7 @@ use mmlab_buddy::{AllocFlags, RmqueueMode, ZoneFlag};
 use mmlab_engine::list::ListArray;
 use mmlab_engine::mm::{HPAGE_PMD_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER};
 use mmlab_engine::page::PageExt;
-use mmlab_engine::sync::MutexGuard;
+use mmlab_engine::sync::SpinGuard;
 use mmlab_engine::vmstat::VmEvent;
 use mmlab_engine::page::Memmap;
 use mmlab_engine::{Cpu, Pfn, trace};
@@ -255,7 +255,7 @@ impl<'m> PageAllocator<'m> {
     pub(crate) fn free_frozen_page_commit<'a>(
         &'a self,
         cpu: &Cpu<'m>,
-        mut pcp: MutexGuard<'a, PerCpuPages>,
+        mut pcp: SpinGuard<'a, PerCpuPages>,
         pfn: Pfn,
         mt: Migratetype,
         order: u32,

@@ -72,7 +72,7 @@ mod tests {
         assert_eq!(zone_highsize(6_000_000, 10_898, 63, 2, 0, 2, 8), 375_000);
         // Floor of 4 * batch.
         assert_eq!(zone_highsize(16_384, 300, 3, 2, 0, 2, 0), 150);
-        assert_eq!(zone_highsize(16_384, 30, 3, 2, 0, 2, 0), 12);
+        assert_eq!(zone_highsize(16_384, 20, 3, 2, 0, 2, 0), 12); // 20 / 2 = 10 < 4 * 3
         // A CPU coming online counts in the split.
         assert_eq!(zone_highsize(6_000_000, 10_898, 63, 2, 1, 2, 0), 3_632);
     }
