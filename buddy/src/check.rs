@@ -49,7 +49,8 @@ impl Zone<'_> {
                         if self.spans(b) {
                             let bp = mem.page(b);
                             let bmt = self.pageblock_migratetype(b);
-                            let mergeable = order < PAGEBLOCK_ORDER || bmt == mt || (bmt.is_mergeable() && mt.is_mergeable());
+                            let mergeable =
+                                order < PAGEBLOCK_ORDER || bmt == mt || (bmt.is_mergeable() && mt.is_mergeable());
                             if bp.is_buddy() && bp.private() == order as u64 && mergeable {
                                 return Err(format!("{what}: buddy {b} is free at the same order but not merged"));
                             }
@@ -64,7 +65,10 @@ impl Zone<'_> {
                 n += list.len() as u64;
             }
             if n != z.nr_free[order as usize] {
-                return Err(format!("order {order}: nr_free {} but {n} blocks on the lists", z.nr_free[order as usize]));
+                return Err(format!(
+                    "order {order}: nr_free {} but {n} blocks on the lists",
+                    z.nr_free[order as usize]
+                ));
             }
         }
         if pages != self.nr_free_pages() {

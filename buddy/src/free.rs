@@ -104,8 +104,7 @@ impl<'m> Zone<'m> {
         for i in 0..1u64 << order {
             self.m.page(pfn.add(i)).set_refcount(0);
         }
-        self.managed_pages
-            .fetch_add(1 << order, std::sync::atomic::Ordering::Relaxed);
+        self.managed_pages.fetch_add(1 << order, std::sync::atomic::Ordering::Relaxed);
         self.free_one_page(cpu, pfn, order, Fpi::TO_TAIL);
     }
 }

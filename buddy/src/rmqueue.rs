@@ -4,8 +4,8 @@
 
 use crate::zone::{AllocFlags, LockedZone};
 use mmlab_engine::mm::{
-    HPAGE_PMD_ORDER, MIGRATE_PCPTYPES, MAX_PAGE_ORDER, Migratetype, PAGE_ALLOC_COSTLY_ORDER,
-    PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER,
+    HPAGE_PMD_ORDER, MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER, PAGEBLOCK_NR_PAGES,
+    PAGEBLOCK_ORDER,
 };
 use mmlab_engine::page::PageExt;
 use mmlab_engine::vmstat::VmEvent;
@@ -204,8 +204,7 @@ impl LockedZone<'_, '_> {
         }
         let max_boost = max_boost.max(PAGEBLOCK_NR_PAGES);
         let b = z.watermark_boost.load(std::sync::atomic::Ordering::Relaxed);
-        z.watermark_boost
-            .store((b + PAGEBLOCK_NR_PAGES).min(max_boost), std::sync::atomic::Ordering::Relaxed);
+        z.watermark_boost.store((b + PAGEBLOCK_NR_PAGES).min(max_boost), std::sync::atomic::Ordering::Relaxed);
         true
     }
 
@@ -262,11 +261,8 @@ impl LockedZone<'_, '_> {
 
     /// `__rmqueue_claim()`: largest fallback block first, claimed for `start`.
     fn rmqueue_claim(&mut self, order: u32, start: Migratetype, alloc_flags: AllocFlags) -> Option<Pfn> {
-        let min_order = if order < PAGEBLOCK_ORDER && alloc_flags.has(AllocFlags::NOFRAGMENT) {
-            PAGEBLOCK_ORDER
-        } else {
-            order
-        };
+        let min_order =
+            if order < PAGEBLOCK_ORDER && alloc_flags.has(AllocFlags::NOFRAGMENT) { PAGEBLOCK_ORDER } else { order };
         for cur in (min_order..=MAX_PAGE_ORDER).rev() {
             let f = match self.find_suitable_fallback(cur, start, true) {
                 Fallback::NoBlock => continue,
@@ -300,21 +296,30 @@ impl LockedZone<'_, '_> {
 
     /// `__rmqueue()`: the wanted type, then claim, then steal (no CMA here).
     #[inline]
-    pub fn rmqueue(&mut self, order: u32, mt: Migratetype, alloc_flags: AllocFlags, mode: &mut RmqueueMode) -> Option<Pfn> {
+    pub fn rmqueue(
+        &mut self,
+        order: u32,
+        mt: Migratetype,
+        alloc_flags: AllocFlags,
+        mode: &mut RmqueueMode,
+    ) -> Option<Pfn> {
         if *mode == RmqueueMode::Normal
-            && let Some(p) = self.rmqueue_smallest(order, mt) {
-                return Some(p);
-            }
+            && let Some(p) = self.rmqueue_smallest(order, mt)
+        {
+            return Some(p);
+        }
         if matches!(*mode, RmqueueMode::Normal | RmqueueMode::Claim)
-            && let Some(p) = self.rmqueue_claim(order, mt, alloc_flags) {
-                *mode = RmqueueMode::Normal;
-                return Some(p);
-            }
+            && let Some(p) = self.rmqueue_claim(order, mt, alloc_flags)
+        {
+            *mode = RmqueueMode::Normal;
+            return Some(p);
+        }
         if !alloc_flags.has(AllocFlags::NOFRAGMENT)
-            && let Some(p) = self.rmqueue_steal(order, mt) {
-                *mode = RmqueueMode::Steal;
-                return Some(p);
-            }
+            && let Some(p) = self.rmqueue_steal(order, mt)
+        {
+            *mode = RmqueueMode::Steal;
+            return Some(p);
+        }
         None
     }
 
@@ -322,9 +327,10 @@ impl LockedZone<'_, '_> {
     /// `ALLOC_HIGHATOMIC`, last for `ALLOC_OOM | ALLOC_NON_BLOCK`.
     pub fn rmqueue_buddy(&mut self, order: u32, mt: Migratetype, alloc_flags: AllocFlags) -> Option<Pfn> {
         if alloc_flags.has(AllocFlags::HIGHATOMIC)
-            && let Some(p) = self.rmqueue_smallest(order, Migratetype::HighAtomic) {
-                return Some(p);
-            }
+            && let Some(p) = self.rmqueue_smallest(order, Migratetype::HighAtomic)
+        {
+            return Some(p);
+        }
         let mut mode = RmqueueMode::Normal;
         if let Some(p) = self.rmqueue(order, mt, alloc_flags, &mut mode) {
             return Some(p);

@@ -153,9 +153,7 @@ impl Zone<'_> {
         let z = self.lock.lock_unaccounted();
         let highatomic_ok = alloc_flags.0 & (AllocFlags::OOM.0 | AllocFlags::HIGHATOMIC.0) != 0;
         (order..=MAX_PAGE_ORDER).any(|o| {
-            Migratetype::ALL[..MIGRATE_PCPTYPES]
-                .iter()
-                .any(|&mt| !z.lists.list_is_empty(crate::zone::fl(o, mt)))
+            Migratetype::ALL[..MIGRATE_PCPTYPES].iter().any(|&mt| !z.lists.list_is_empty(crate::zone::fl(o, mt)))
                 || (highatomic_ok && !z.lists.list_is_empty(crate::zone::fl(o, Migratetype::HighAtomic)))
         })
     }

@@ -141,12 +141,7 @@ impl<'m> Zone<'m> {
             nr_free_pages: AtomicI64::new(0),
             nr_free_highatomic: AtomicI64::new(0),
             min_free_kbytes: AtomicU64::new(0),
-            lock: StatMutex::new(
-                inner,
-                VmEvent::ZoneLockAcquire,
-                VmEvent::ZoneLockContended,
-                VmEvent::ZoneLockHoldNs,
-            ),
+            lock: StatMutex::new(inner, VmEvent::ZoneLockAcquire, VmEvent::ZoneLockContended, VmEvent::ZoneLockHoldNs),
             pageblock_flags: m.pageblock_flags(),
         }
     }

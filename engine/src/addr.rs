@@ -103,11 +103,9 @@ pub fn memparse(s: &str) -> Result<u64, String> {
         Some(b'T') => (&s[..s.len() - 1], 40),
         _ => (s, 0),
     };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("invalid size {s:?}: expected a number with an optional K/M/G/T suffix"))?;
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("size {s:?} overflows 64 bits"))
+    let n: u64 =
+        num.parse().map_err(|_| format!("invalid size {s:?}: expected a number with an optional K/M/G/T suffix"))?;
+    n.checked_mul(1 << shift).ok_or_else(|| format!("size {s:?} overflows 64 bits"))
 }
 
 #[cfg(test)]

@@ -64,11 +64,7 @@ impl Arena {
             return Err(ArenaError::BadGeometry { base, size });
         }
         let len = usize::try_from(size).map_err(|_| ArenaError::BadGeometry { base, size })?;
-        let map = MmapOptions::new()
-            .len(len)
-            .no_reserve_swap()
-            .map_anon()
-            .map_err(ArenaError::Map)?;
+        let map = MmapOptions::new().len(len).no_reserve_swap().map_anon().map_err(ArenaError::Map)?;
         Ok(Arena { map, base, size })
     }
 

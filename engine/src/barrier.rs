@@ -110,9 +110,8 @@ use core::sync::atomic::Ordering::Relaxed;
 pub const NR_OPTIONS: usize = 12;
 
 /// The option names, indexed by [`BarrierOption::INDEX`].
-pub const OPTION_NAMES: [&str; NR_OPTIONS] = [
-    "sy", "st", "ld", "ish", "ishst", "ishld", "nsh", "nshst", "nshld", "osh", "oshst", "oshld",
-];
+pub const OPTION_NAMES: [&str; NR_OPTIONS] =
+    ["sy", "st", "ld", "ish", "ishst", "ishld", "nsh", "nshst", "nshld", "osh", "oshst", "oshld"];
 
 /// Entry names for `dmb` counts, indexed like [`OPTION_NAMES`].
 const DMB_ENTRY_NAMES: [&str; NR_OPTIONS] = [
@@ -329,11 +328,7 @@ impl ParseBarrierBackendError {
 
 impl fmt::Display for ParseBarrierBackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown barrier backend `{}` (expected native, count or model)",
-            self.name
-        )
+        write!(f, "unknown barrier backend `{}` (expected native, count or model)", self.name)
     }
 }
 
@@ -445,9 +440,7 @@ impl BarrierCounts {
         let counts = *self;
         let dmb = DMB_ENTRY_NAMES.into_iter().zip(counts.dmb);
         let dsb = DSB_ENTRY_NAMES.into_iter().zip(counts.dsb);
-        dmb.chain(dsb)
-            .chain(core::iter::once(("isb", counts.isb)))
-            .filter(|&(_, n)| n != 0)
+        dmb.chain(dsb).chain(core::iter::once(("isb", counts.isb))).filter(|&(_, n)| n != 0)
     }
 }
 
@@ -827,11 +820,7 @@ mod tests {
 
     #[test]
     fn every_option_counts_once_on_every_backend() {
-        for backend in [
-            BarrierBackend::Native,
-            BarrierBackend::Count,
-            BarrierBackend::Model(ModelCosts::default()),
-        ] {
+        for backend in [BarrierBackend::Native, BarrierBackend::Count, BarrierBackend::Model(ModelCosts::default())] {
             let stats = BarrierStats::new();
             all_barriers(&backend, &stats);
             let c = stats.snapshot();
@@ -937,10 +926,7 @@ mod tests {
                 });
             }
         });
-        let total = stats
-            .iter()
-            .map(BarrierStats::snapshot)
-            .fold(BarrierCounts::default(), |a, b| a + b);
+        let total = stats.iter().map(BarrierStats::snapshot).fold(BarrierCounts::default(), |a, b| a + b);
         assert_eq!(total.dsb[IshSt::INDEX], CPUS as u64 * N);
         assert_eq!(total.isb, CPUS as u64 * N);
         assert_eq!(total.total(), 2 * CPUS as u64 * N);
@@ -955,24 +941,11 @@ mod tests {
             modelled_ns: 0,
         };
         let names: Vec<_> = c.iter().collect();
-        assert_eq!(
-            names,
-            [("dmb(ld)", 1), ("dsb(ishst)", 123), ("isb", 5)].to_vec()
-        );
-        assert_eq!(
-            c.to_string(),
-            "dmb(ld)     1\ndsb(ishst)  123\nisb         5\n"
-        );
+        assert_eq!(names, [("dmb(ld)", 1), ("dsb(ishst)", 123), ("isb", 5)].to_vec());
+        assert_eq!(c.to_string(), "dmb(ld)     1\ndsb(ishst)  123\nisb         5\n");
 
-        let with_time = BarrierCounts {
-            modelled_ns: 42,
-            ..c
-        };
-        assert!(
-            with_time
-                .to_string()
-                .ends_with("isb         5\nmodelled_ns  42\n")
-        );
+        let with_time = BarrierCounts { modelled_ns: 42, ..c };
+        assert!(with_time.to_string().ends_with("isb         5\nmodelled_ns  42\n"));
         assert_eq!(BarrierCounts::default().to_string(), "");
         assert_eq!(BarrierCounts::default().iter().count(), 0);
 
@@ -984,15 +957,8 @@ mod tests {
     fn backend_parse_and_display() {
         assert_eq!("native".parse(), Ok(BarrierBackend::Native));
         assert_eq!("count".parse(), Ok(BarrierBackend::Count));
-        assert_eq!(
-            "model".parse(),
-            Ok(BarrierBackend::Model(ModelCosts::default()))
-        );
-        for b in [
-            BarrierBackend::Native,
-            BarrierBackend::Count,
-            BarrierBackend::Model(ModelCosts::default()),
-        ] {
+        assert_eq!("model".parse(), Ok(BarrierBackend::Model(ModelCosts::default())));
+        for b in [BarrierBackend::Native, BarrierBackend::Count, BarrierBackend::Model(ModelCosts::default())] {
             assert_eq!(b.to_string().parse::<BarrierBackend>(), Ok(b));
         }
 

@@ -31,9 +31,7 @@ pub struct CpuData {
 
 impl CpuData {
     pub(crate) fn try_claim(&self) -> bool {
-        self.claimed
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+        self.claimed.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 }
 

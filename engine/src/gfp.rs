@@ -90,10 +90,8 @@ impl Gfp {
     pub const __GFP_DMA32: Gfp = b(bit::DMA32);
     pub const __GFP_MOVABLE: Gfp = b(bit::MOVABLE);
     /// Zone modifier bits together (`GFP_ZONEMASK`).
-    pub const GFP_ZONEMASK: Gfp = Gfp(Self::__GFP_DMA.0
-        | Self::__GFP_HIGHMEM.0
-        | Self::__GFP_DMA32.0
-        | Self::__GFP_MOVABLE.0);
+    pub const GFP_ZONEMASK: Gfp =
+        Gfp(Self::__GFP_DMA.0 | Self::__GFP_HIGHMEM.0 | Self::__GFP_DMA32.0 | Self::__GFP_MOVABLE.0);
 
     // Page mobility and placement.
     pub const __GFP_RECLAIMABLE: Gfp = b(bit::RECLAIMABLE);
@@ -142,18 +140,14 @@ impl Gfp {
     pub const GFP_NOWAIT: Gfp = Gfp(Self::__GFP_KSWAPD_RECLAIM.0 | Self::__GFP_NOWARN.0);
     pub const GFP_NOIO: Gfp = Self::__GFP_RECLAIM;
     pub const GFP_NOFS: Gfp = Gfp(Self::__GFP_RECLAIM.0 | Self::__GFP_IO.0);
-    pub const GFP_USER: Gfp =
-        Gfp(Self::__GFP_RECLAIM.0 | Self::__GFP_IO.0 | Self::__GFP_FS.0 | Self::__GFP_HARDWALL.0);
+    pub const GFP_USER: Gfp = Gfp(Self::__GFP_RECLAIM.0 | Self::__GFP_IO.0 | Self::__GFP_FS.0 | Self::__GFP_HARDWALL.0);
     pub const GFP_DMA: Gfp = Self::__GFP_DMA;
     pub const GFP_DMA32: Gfp = Self::__GFP_DMA32;
     pub const GFP_HIGHUSER: Gfp = Gfp(Self::GFP_USER.0 | Self::__GFP_HIGHMEM.0);
-    pub const GFP_HIGHUSER_MOVABLE: Gfp =
-        Gfp(Self::GFP_HIGHUSER.0 | Self::__GFP_MOVABLE.0 | Self::__GFP_SKIP_KASAN.0);
-    pub const GFP_TRANSHUGE_LIGHT: Gfp = Gfp((Self::GFP_HIGHUSER_MOVABLE.0
-        | Self::__GFP_COMP.0
-        | Self::__GFP_NOMEMALLOC.0
-        | Self::__GFP_NOWARN.0)
-        & !Self::__GFP_RECLAIM.0);
+    pub const GFP_HIGHUSER_MOVABLE: Gfp = Gfp(Self::GFP_HIGHUSER.0 | Self::__GFP_MOVABLE.0 | Self::__GFP_SKIP_KASAN.0);
+    pub const GFP_TRANSHUGE_LIGHT: Gfp =
+        Gfp((Self::GFP_HIGHUSER_MOVABLE.0 | Self::__GFP_COMP.0 | Self::__GFP_NOMEMALLOC.0 | Self::__GFP_NOWARN.0)
+            & !Self::__GFP_RECLAIM.0);
     pub const GFP_TRANSHUGE: Gfp = Gfp(Self::GFP_TRANSHUGE_LIGHT.0 | Self::__GFP_DIRECT_RECLAIM.0);
 
     /// The raw bits.
@@ -244,11 +238,8 @@ const PRINT_NAMES: &[(Gfp, &str)] = &[
 /// Names accepted by [`FromStr`] that the printer never produces (the
 /// single-bit spellings of `GFP_DMA`/`GFP_DMA32`, and bits the 6.12 printer
 /// leaves as hex).
-const EXTRA_PARSE_NAMES: &[(Gfp, &str)] = &[
-    (Gfp::__GFP_DMA, "__GFP_DMA"),
-    (Gfp::__GFP_DMA32, "__GFP_DMA32"),
-    (Gfp::__GFP_NO_OBJ_EXT, "__GFP_NO_OBJ_EXT"),
-];
+const EXTRA_PARSE_NAMES: &[(Gfp, &str)] =
+    &[(Gfp::__GFP_DMA, "__GFP_DMA"), (Gfp::__GFP_DMA32, "__GFP_DMA32"), (Gfp::__GFP_NO_OBJ_EXT, "__GFP_NO_OBJ_EXT")];
 
 impl fmt::Display for Gfp {
     /// Prints like the kernel's `show_gfp_flags()`.
@@ -328,16 +319,11 @@ impl FromStr for Gfp {
                 out.0 |= v;
                 continue;
             }
-            let found = PRINT_NAMES
-                .iter()
-                .chain(EXTRA_PARSE_NAMES)
-                .find(|(_, name)| *name == part);
+            let found = PRINT_NAMES.iter().chain(EXTRA_PARSE_NAMES).find(|(_, name)| *name == part);
             match found {
                 Some(&(mask, _)) => out.0 |= mask.0,
                 None => {
-                    return Err(ParseGfpError {
-                        name: part.to_owned(),
-                    });
+                    return Err(ParseGfpError { name: part.to_owned() });
                 }
             }
         }
@@ -437,14 +423,8 @@ mod tests {
     fn migratetype_and_blocking() {
         assert_eq!(Gfp::GFP_KERNEL.gfp_migratetype(), 0);
         assert_eq!(Gfp::GFP_HIGHUSER_MOVABLE.gfp_migratetype(), 1);
-        assert_eq!(
-            (Gfp::GFP_KERNEL | Gfp::__GFP_RECLAIMABLE).gfp_migratetype(),
-            2
-        );
-        assert_eq!(
-            (Gfp::__GFP_MOVABLE | Gfp::__GFP_RECLAIMABLE).gfp_migratetype(),
-            3
-        );
+        assert_eq!((Gfp::GFP_KERNEL | Gfp::__GFP_RECLAIMABLE).gfp_migratetype(), 2);
+        assert_eq!((Gfp::__GFP_MOVABLE | Gfp::__GFP_RECLAIMABLE).gfp_migratetype(), 3);
         assert!(Gfp::GFP_KERNEL.gfpflags_allow_blocking());
         assert!(Gfp::GFP_TRANSHUGE.gfpflags_allow_blocking());
         assert!(!Gfp::GFP_ATOMIC.gfpflags_allow_blocking());
@@ -475,24 +455,15 @@ mod tests {
     fn display_like_show_gfp_flags() {
         assert_eq!(show(Gfp(0)), "none");
         assert_eq!(show(Gfp::GFP_KERNEL), "GFP_KERNEL");
-        assert_eq!(
-            show(Gfp::GFP_KERNEL | Gfp::__GFP_ZERO),
-            "GFP_KERNEL|__GFP_ZERO"
-        );
-        assert_eq!(
-            show(Gfp::GFP_HIGHUSER_MOVABLE | Gfp::__GFP_ZERO),
-            "GFP_HIGHUSER_MOVABLE|__GFP_ZERO"
-        );
+        assert_eq!(show(Gfp::GFP_KERNEL | Gfp::__GFP_ZERO), "GFP_KERNEL|__GFP_ZERO");
+        assert_eq!(show(Gfp::GFP_HIGHUSER_MOVABLE | Gfp::__GFP_ZERO), "GFP_HIGHUSER_MOVABLE|__GFP_ZERO");
         assert_eq!(show(Gfp::GFP_TRANSHUGE), "GFP_TRANSHUGE");
         assert_eq!(show(Gfp::GFP_TRANSHUGE_LIGHT), "GFP_TRANSHUGE_LIGHT");
         assert_eq!(show(Gfp::GFP_KERNEL_ACCOUNT), "GFP_KERNEL_ACCOUNT");
         assert_eq!(show(Gfp::GFP_USER), "GFP_USER");
         assert_eq!(show(Gfp::GFP_HIGHUSER), "GFP_HIGHUSER");
         assert_eq!(show(Gfp::GFP_ATOMIC), "GFP_ATOMIC");
-        assert_eq!(
-            show(Gfp::GFP_ATOMIC | Gfp::__GFP_NOWARN),
-            "GFP_ATOMIC|__GFP_NOWARN"
-        );
+        assert_eq!(show(Gfp::GFP_ATOMIC | Gfp::__GFP_NOWARN), "GFP_ATOMIC|__GFP_NOWARN");
         assert_eq!(show(Gfp::GFP_NOWAIT), "GFP_NOWAIT");
         assert_eq!(show(Gfp::GFP_NOIO), "GFP_NOIO");
         assert_eq!(show(Gfp::GFP_NOFS), "GFP_NOFS");
@@ -507,10 +478,7 @@ mod tests {
         assert_eq!(show(Gfp::__GFP_KSWAPD_RECLAIM), "__GFP_KSWAPD_RECLAIM");
         assert_eq!(show(Gfp::__GFP_DIRECT_RECLAIM), "__GFP_DIRECT_RECLAIM");
         // GFP_USER minus FS: GFP_NOFS then HARDWALL.
-        assert_eq!(
-            show(Gfp::GFP_NOFS | Gfp::__GFP_HARDWALL),
-            "GFP_NOFS|__GFP_HARDWALL"
-        );
+        assert_eq!(show(Gfp::GFP_NOFS | Gfp::__GFP_HARDWALL), "GFP_NOFS|__GFP_HARDWALL");
         assert_eq!(
             show(Gfp::__GFP_MOVABLE | Gfp::__GFP_WRITE | Gfp::__GFP_ZEROTAGS),
             "__GFP_MOVABLE|__GFP_WRITE|__GFP_ZEROTAGS"
@@ -542,17 +510,9 @@ mod tests {
     #[test]
     fn parse_errors() {
         let e = "GFP_KERNEL|__GFP_BOGUS".parse::<Gfp>().unwrap_err();
-        assert_eq!(
-            e,
-            ParseGfpError {
-                name: "__GFP_BOGUS".into()
-            }
-        );
+        assert_eq!(e, ParseGfpError { name: "__GFP_BOGUS".into() });
         assert_eq!(e.to_string(), "unknown gfp flag name `__GFP_BOGUS`");
-        assert_eq!(
-            "".parse::<Gfp>().unwrap_err().to_string(),
-            "empty gfp flag name"
-        );
+        assert_eq!("".parse::<Gfp>().unwrap_err().to_string(), "empty gfp flag name");
         assert!("GFP_KERNEL||__GFP_ZERO".parse::<Gfp>().is_err());
         assert!("0xzz".parse::<Gfp>().is_err());
         assert!("gfp_kernel".parse::<Gfp>().is_err());

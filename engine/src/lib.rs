@@ -34,7 +34,7 @@ pub mod sync;
 pub mod trace;
 pub mod vmstat;
 
-pub use addr::{PAGE_SHIFT, PAGE_SIZE, PhysAddr, Pfn, VirtAddr};
+pub use addr::{PAGE_SHIFT, PAGE_SIZE, Pfn, PhysAddr, VirtAddr};
 pub use cpu::Cpu;
 pub use gfp::Gfp;
 pub use machine::{Machine, MachineConfig};

@@ -66,12 +66,7 @@ impl ListArray {
                 Head { next: va, prev: va }
             })
             .collect();
-        ListArray {
-            base_va,
-            vmemmap_pfn0: mem.vmemmap_pfn0(),
-            heads,
-            lens: vec![0; n].into_boxed_slice(),
-        }
+        ListArray { base_va, vmemmap_pfn0: mem.vmemmap_pfn0(), heads, lens: vec![0; n].into_boxed_slice() }
     }
 
     /// Number of lists.

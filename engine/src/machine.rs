@@ -20,7 +20,7 @@
 //! order of initialisation. Simplified: one node, one zone (Normal), one
 //! contiguous memmap (the vmemmap mapping of it arrives with the page tables).
 
-use crate::addr::{PAGE_SHIFT, PAGE_SIZE, PhysAddr, Pfn, memparse};
+use crate::addr::{PAGE_SHIFT, PAGE_SIZE, Pfn, PhysAddr, memparse};
 use crate::arena::{Arena, ArenaError};
 use crate::barrier::{BarrierBackend, BarrierCounts};
 use crate::cpu::{Cpu, CpuData};
@@ -28,8 +28,7 @@ use crate::layout::PHYS_OFFSET;
 use crate::memblock::{Memblock, MemblockError};
 use crate::mm::{Migratetype, PAGEBLOCK_ORDER, ZoneType};
 use crate::page::{
-    LRU_OFFSET, Memmap, NODES_PGSHIFT, PAGE_TYPE_NONE, PageExt, STRUCT_PAGE_SIZE, StructPage,
-    ZONES_PGSHIFT, pg,
+    LRU_OFFSET, Memmap, NODES_PGSHIFT, PAGE_TYPE_NONE, PageExt, STRUCT_PAGE_SIZE, StructPage, ZONES_PGSHIFT, pg,
 };
 use crate::sync::Mutex;
 use crate::trace::TraceClock;
@@ -58,12 +57,7 @@ pub struct MachineConfig {
 
 impl Default for MachineConfig {
     fn default() -> Self {
-        MachineConfig {
-            mem_bytes: 4 << 30,
-            nr_cpus: 2,
-            barrier_backend: BarrierBackend::default(),
-            lock_stat: false,
-        }
+        MachineConfig { mem_bytes: 4 << 30, nr_cpus: 2, barrier_backend: BarrierBackend::default(), lock_stat: false }
     }
 }
 
@@ -137,15 +131,10 @@ impl Machine {
     pub fn boot(config: MachineConfig) -> Result<Machine, BootError> {
         let mem = config.mem_bytes;
         if !(16 << 20..=MAX_MEM).contains(&mem) || !mem.is_multiple_of(2 << 20) {
-            return Err(BootError::Config(format!(
-                "mem must be a multiple of 2M between 16M and 1T, got {mem:#x}"
-            )));
+            return Err(BootError::Config(format!("mem must be a multiple of 2M between 16M and 1T, got {mem:#x}")));
         }
         if config.nr_cpus == 0 || config.nr_cpus > NR_CPUS {
-            return Err(BootError::Config(format!(
-                "cpus must be between 1 and {NR_CPUS}, got {}",
-                config.nr_cpus
-            )));
+            return Err(BootError::Config(format!("cpus must be between 1 and {NR_CPUS}, got {}", config.nr_cpus)));
         }
         let arena = Arena::new(PhysAddr(PHYS_OFFSET), mem).map_err(BootError::Arena)?;
         let mut mb = Memblock::default();
@@ -243,10 +232,7 @@ impl Machine {
     }
     /// Take the handle of CPU `id`.
     pub fn cpu(&self, id: usize) -> Result<Cpu<'_>, CpuError> {
-        let data = self
-            .cpus
-            .get(id)
-            .ok_or(CpuError::NoSuchCpu { cpu: id, nr_cpus: self.cpus.len() })?;
+        let data = self.cpus.get(id).ok_or(CpuError::NoSuchCpu { cpu: id, nr_cpus: self.cpus.len() })?;
         if !data.try_claim() {
             return Err(CpuError::InUse { cpu: id });
         }

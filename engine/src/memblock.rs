@@ -8,7 +8,7 @@
 //! not reserved in the largest naturally aligned blocks, which
 //! `memblock_free_all()` / `__free_pages_memory()` hand to `__free_pages_core()`.
 
-use crate::addr::{PAGE_SIZE, PhysAddr, Pfn};
+use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
 use crate::mm::MAX_PAGE_ORDER;
 
 /// A physical range with the name of its owner.
@@ -38,10 +38,9 @@ pub enum MemblockError {
 impl std::fmt::Display for MemblockError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            MemblockError::NoSpace { size, align, name } => write!(
-                f,
-                "memblock: cannot allocate {size:#x} bytes aligned to {align:#x} for {name}"
-            ),
+            MemblockError::NoSpace { size, align, name } => {
+                write!(f, "memblock: cannot allocate {size:#x} bytes aligned to {align:#x} for {name}")
+            }
             MemblockError::BadReserve { base, size } => {
                 write!(f, "memblock: bad reservation {base}+{size:#x}")
             }
@@ -80,9 +79,7 @@ impl Memblock {
     /// `memblock_reserve()`.
     pub fn reserve(&mut self, base: PhysAddr, size: u64, name: &'static str) -> Result<(), MemblockError> {
         let end = base.0.checked_add(size).ok_or(MemblockError::BadReserve { base, size })?;
-        if size == 0
-            || !self.in_memory(base.0, end)
-            || self.reserved.iter().any(|r| base.0 < r.end() && r.base.0 < end)
+        if size == 0 || !self.in_memory(base.0, end) || self.reserved.iter().any(|r| base.0 < r.end() && r.base.0 < end)
         {
             return Err(MemblockError::BadReserve { base, size });
         }

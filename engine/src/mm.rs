@@ -33,12 +33,8 @@ pub const MIGRATE_TYPES: usize = 4;
 
 impl Migratetype {
     /// All types in index order.
-    pub const ALL: [Migratetype; MIGRATE_TYPES] = [
-        Migratetype::Unmovable,
-        Migratetype::Movable,
-        Migratetype::Reclaimable,
-        Migratetype::HighAtomic,
-    ];
+    pub const ALL: [Migratetype; MIGRATE_TYPES] =
+        [Migratetype::Unmovable, Migratetype::Movable, Migratetype::Reclaimable, Migratetype::HighAtomic];
     /// The numeric value the kernel prints in tracepoints.
     #[inline]
     pub const fn index(self) -> usize {

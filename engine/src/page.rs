@@ -302,8 +302,7 @@ impl Memmap {
             base: NonNull::from(pages).cast(),
             start_pfn: start_pfn.0,
             nr_pages: pages.len() as u64,
-            vmemmap_pfn0: ((start_pfn.0 << crate::addr::PAGE_SHIFT)
-                & !(crate::layout::ARM64_MEMSTART_ALIGN - 1))
+            vmemmap_pfn0: ((start_pfn.0 << crate::addr::PAGE_SHIFT) & !(crate::layout::ARM64_MEMSTART_ALIGN - 1))
                 >> crate::addr::PAGE_SHIFT,
         }
     }

@@ -92,9 +92,7 @@ pub struct TraceClock {
 impl TraceClock {
     /// A clock at 0 (no event emitted yet).
     pub const fn new() -> Self {
-        TraceClock {
-            now: AtomicU64::new(0),
-        }
+        TraceClock { now: AtomicU64::new(0) }
     }
 
     /// Advances by one tick and returns the new time (the first call returns 1).
@@ -218,14 +216,7 @@ pub fn mm_page_alloc_zone_locked(
 /// mm/page_alloc.c `free_pcppages_bulk()`; `pfn` is the page's own pfn, before
 /// any merging with its buddy.
 #[inline]
-pub fn mm_page_pcpu_drain(
-    cpu: usize,
-    clock: &TraceClock,
-    page: u64,
-    pfn: u64,
-    order: u32,
-    migratetype: i32,
-) {
+pub fn mm_page_pcpu_drain(cpu: usize, clock: &TraceClock, page: u64, pfn: u64, order: u32, migratetype: i32) {
     tracing::event!(
         name: "mm_page_pcpu_drain",
         target: "kmem",
@@ -292,11 +283,7 @@ pub struct ParseTraceFormatError(pub String);
 
 impl std::fmt::Display for ParseTraceFormatError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "unknown trace format `{}` (expected `ftrace` or `json`)",
-            self.0
-        )
+        write!(f, "unknown trace format `{}` (expected `ftrace` or `json`)", self.0)
     }
 }
 
@@ -365,9 +352,7 @@ pub struct KmemLayer {
 
 impl std::fmt::Debug for KmemLayer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KmemLayer")
-            .field("format", &self.format)
-            .finish_non_exhaustive()
+        f.debug_struct("KmemLayer").field("format", &self.format).finish_non_exhaustive()
     }
 }
 
@@ -526,11 +511,7 @@ impl Kind {
         let d = |v: u64| Val::Int(i64::from(v as u32 as i32));
         let u = |v: u64| Val::Int(i64::from(v as u32));
         // NULL page and pfn 0 when the kernel recorded -1UL.
-        let (page, pfn) = if r.pfn == NO_PFN {
-            (0, 0)
-        } else {
-            (r.page, r.pfn)
-        };
+        let (page, pfn) = if r.pfn == NO_PFN { (0, 0) } else { (r.page, r.pfn) };
         match self {
             Kind::Alloc => vec![
                 ("page", Val::Ptr(page)),
@@ -539,16 +520,8 @@ impl Kind {
                 ("migratetype", d(r.migratetype)),
                 ("gfp_flags", Val::Str(Gfp(r.gfp_flags as u32).to_string())),
             ],
-            Kind::Free => vec![
-                ("page", Val::Ptr(r.page)),
-                ("pfn", Val::Hex(r.pfn)),
-                ("order", d(r.order)),
-            ],
-            Kind::FreeBatched => vec![
-                ("page", Val::Ptr(r.page)),
-                ("pfn", Val::Hex(r.pfn)),
-                ("order", Val::Int(0)),
-            ],
+            Kind::Free => vec![("page", Val::Ptr(r.page)), ("pfn", Val::Hex(r.pfn)), ("order", d(r.order))],
+            Kind::FreeBatched => vec![("page", Val::Ptr(r.page)), ("pfn", Val::Hex(r.pfn)), ("order", Val::Int(0))],
             Kind::ZoneLocked => vec![
                 ("page", Val::Ptr(page)),
                 ("pfn", Val::Hex(pfn)),
@@ -572,12 +545,7 @@ impl Kind {
                     ("pageblock_order", Val::Int(i64::from(PAGEBLOCK_ORDER))),
                     ("alloc_migratetype", d(r.alloc_migratetype)),
                     ("fallback_migratetype", d(r.fallback_migratetype)),
-                    (
-                        "fragmenting",
-                        Val::Int(i64::from(
-                            i64::from(fallback_order) < i64::from(PAGEBLOCK_ORDER),
-                        )),
-                    ),
+                    ("fragmenting", Val::Int(i64::from(i64::from(fallback_order) < i64::from(PAGEBLOCK_ORDER)))),
                     ("change_ownership", d(r.change_ownership)),
                 ]
             }
@@ -732,15 +700,7 @@ mod tests {
         let clock = TraceClock::new();
         let (text, json) = both(|| {
             clock.reset();
-            mm_page_alloc(
-                3,
-                &clock,
-                PAGE,
-                None,
-                4,
-                Gfp::GFP_HIGHUSER_MOVABLE | Gfp::__GFP_ZERO,
-                1,
-            );
+            mm_page_alloc(3, &clock, PAGE, None, 4, Gfp::GFP_HIGHUSER_MOVABLE | Gfp::__GFP_ZERO, 1);
         });
         assert_eq!(
             text,
@@ -868,10 +828,7 @@ mod tests {
         let ((), text) = capture(TraceFormat::Ftrace, || {
             mm_page_free(0, &clock, PAGE, PFN, 0);
         });
-        assert!(
-            text.contains(" .....     1.234567: mm_page_free:"),
-            "{text}"
-        );
+        assert!(text.contains(" .....     1.234567: mm_page_free:"), "{text}");
         assert_eq!(clock.now(), 1_234_567);
     }
 
@@ -952,12 +909,7 @@ mod tests {
         let a = run();
         assert_eq!(a, run());
         assert_eq!(a.lines().count(), 8);
-        assert!(
-            a.lines()
-                .last()
-                .unwrap()
-                .contains("     0.000008: mm_page_pcpu_drain: ")
-        );
+        assert!(a.lines().last().unwrap().contains("     0.000008: mm_page_pcpu_drain: "));
     }
 
     #[test]
@@ -972,10 +924,7 @@ mod tests {
         assert_eq!("ftrace".parse(), Ok(TraceFormat::Ftrace));
         assert_eq!("json".parse(), Ok(TraceFormat::Json));
         let e = "xml".parse::<TraceFormat>().unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "unknown trace format `xml` (expected `ftrace` or `json`)"
-        );
+        assert_eq!(e.to_string(), "unknown trace format `xml` (expected `ftrace` or `json`)");
         assert_eq!(TraceFormat::Json.to_string(), "json");
     }
 }

@@ -18,10 +18,7 @@ pub const KEYS: &[(&str, &str)] = &[
 ];
 
 fn valid_keys() -> String {
-    KEYS.iter()
-        .map(|(k, v)| format!("{k} ({v})"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    KEYS.iter().map(|(k, v)| format!("{k} ({v})")).collect::<Vec<_>>().join(", ")
 }
 
 fn bad_value(key: &str, value: &str, why: impl std::fmt::Display) -> String {
@@ -31,10 +28,7 @@ fn bad_value(key: &str, value: &str, why: impl std::fmt::Display) -> String {
 /// Apply one `key=value` to the configs.
 pub fn apply_set(kv: &str, mc: &mut MachineConfig, ac: &mut AllocatorConfig) -> Result<(), String> {
     let Some((key, value)) = kv.split_once('=') else {
-        return Err(format!(
-            "--set expects key=value, got {kv:?}; valid keys: {}",
-            valid_keys()
-        ));
+        return Err(format!("--set expects key=value, got {kv:?}; valid keys: {}", valid_keys()));
     };
     let (key, value) = (key.trim(), value.trim());
     match key {
@@ -54,9 +48,7 @@ pub fn apply_set(kv: &str, mc: &mut MachineConfig, ac: &mut AllocatorConfig) -> 
             ac.min_free_kbytes = Some(v);
         }
         "pcp.rules" => {
-            ac.rules = value
-                .parse::<KernelRules>()
-                .map_err(|e| bad_value(key, value, e))?;
+            ac.rules = value.parse::<KernelRules>().map_err(|e| bad_value(key, value, e))?;
         }
         "lock_stat" => {
             mc.lock_stat = match value {
@@ -66,19 +58,12 @@ pub fn apply_set(kv: &str, mc: &mut MachineConfig, ac: &mut AllocatorConfig) -> 
             };
         }
         "barrier" => {
-            mc.barrier_backend = value.parse::<BarrierBackend>().map_err(|_| {
-                bad_value(
-                    key,
-                    value,
-                    "not a barrier backend this build provides (native|count|model)",
-                )
-            })?;
+            mc.barrier_backend = value
+                .parse::<BarrierBackend>()
+                .map_err(|_| bad_value(key, value, "not a barrier backend this build provides (native|count|model)"))?;
         }
         _ => {
-            return Err(format!(
-                "unknown setting {key:?}; valid keys: {}",
-                valid_keys()
-            ));
+            return Err(format!("unknown setting {key:?}; valid keys: {}", valid_keys()));
         }
     }
     Ok(())
@@ -96,43 +81,19 @@ mod tests {
 
     #[test]
     fn keys_and_values() {
-        assert_eq!(
-            set("percpu_pagelist_high_fraction=8")
-                .unwrap()
-                .1
-                .percpu_pagelist_high_fraction,
-            8
-        );
-        assert_eq!(
-            set("percpu_pagelist_high_fraction=0")
-                .unwrap()
-                .1
-                .percpu_pagelist_high_fraction,
-            0
-        );
-        assert!(
-            set("percpu_pagelist_high_fraction=3")
-                .unwrap_err()
-                .contains("at least 8")
-        );
-        assert_eq!(
-            set("min_free_kbytes=4096").unwrap().1.min_free_kbytes,
-            Some(4096)
-        );
+        assert_eq!(set("percpu_pagelist_high_fraction=8").unwrap().1.percpu_pagelist_high_fraction, 8);
+        assert_eq!(set("percpu_pagelist_high_fraction=0").unwrap().1.percpu_pagelist_high_fraction, 0);
+        assert!(set("percpu_pagelist_high_fraction=3").unwrap_err().contains("at least 8"));
+        assert_eq!(set("min_free_kbytes=4096").unwrap().1.min_free_kbytes, Some(4096));
         assert!(set("min_free_kbytes=-1").is_err());
-        assert_eq!(
-            set("pcp.rules=6.12").unwrap().1.rules,
-            KernelRules::Linux6_12
-        );
+        assert_eq!(set("pcp.rules=6.12").unwrap().1.rules, KernelRules::Linux6_12);
         assert!(set("pcp.rules=5.4").is_err());
         assert!(set("lock_stat=1").unwrap().0.lock_stat);
         assert!(set("lock_stat=yes").is_err());
         assert!(set("barrier=count").is_ok());
         assert!(set("barrier=fast").is_err());
         let e = set("foo=1").unwrap_err();
-        assert!(
-            e.contains("unknown setting \"foo\"") && e.contains("percpu_pagelist_high_fraction")
-        );
+        assert!(e.contains("unknown setting \"foo\"") && e.contains("percpu_pagelist_high_fraction"));
         assert!(set("lock_stat").unwrap_err().contains("key=value"));
     }
 }

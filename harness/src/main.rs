@@ -97,11 +97,7 @@ impl From<FormatArg> for TraceFormat {
 /// Machine and allocator configuration from the global options.
 fn configs(cli: &Cli) -> Result<(MachineConfig, AllocatorConfig), String> {
     let mem_bytes = memparse(&cli.mem).map_err(|e| format!("--mem: {e}"))?;
-    let mut mc = MachineConfig {
-        mem_bytes,
-        nr_cpus: cli.cpus,
-        ..Default::default()
-    };
+    let mut mc = MachineConfig { mem_bytes, nr_cpus: cli.cpus, ..Default::default() };
     let mut ac = AllocatorConfig::default();
     for kv in &cli.set {
         cli::apply_set(kv, &mut mc, &mut ac)?;
@@ -151,20 +147,14 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             write_stdout(&text)
         }
-        Command::Trace {
-            what: TraceWhat::Pages,
-            ops,
-            format,
-        } => {
+        Command::Trace { what: TraceWhat::Pages, ops, format } => {
             let m = boot(mc)?;
             let pa = boot_allocator(&m, ac)?;
             let sink = install_global(format.into(), Box::new(BufWriter::new(io::stdout())))
                 .map_err(|e| format!("cannot install the trace layer: {e}"))?;
             run_workload(&m, &pa, ops, cli.seed)?;
             match sink.flush() {
-                Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
-                    Err(format!("writing output: {e}"))
-                }
+                Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(format!("writing output: {e}")),
                 _ => Ok(()),
             }
         }

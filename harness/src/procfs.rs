@@ -20,9 +20,7 @@
 
 use mmlab_engine::Machine;
 use mmlab_engine::PAGE_SHIFT;
-use mmlab_engine::mm::{
-    MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER,
-};
+use mmlab_engine::mm::{MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER};
 use mmlab_pcp::{KernelRules, PageAllocator};
 use std::fmt::Write as _;
 
@@ -270,11 +268,7 @@ mod tests {
         let s = buddyinfo(&pa);
         assert_eq!(s.lines().count(), 1);
         assert!(s.ends_with(" \n"));
-        let rest = s
-            .strip_prefix("Node 0, zone   Normal ")
-            .unwrap()
-            .strip_suffix('\n')
-            .unwrap();
+        let rest = s.strip_prefix("Node 0, zone   Normal ").unwrap().strip_suffix('\n').unwrap();
         let fields = six_wide_fields(rest);
         assert_eq!(fields.len(), 11);
         let pages: u64 = fields.iter().enumerate().map(|(o, n)| n << o).sum();
@@ -300,23 +294,11 @@ mod tests {
             let rest = lines[4 + i].strip_prefix(&prefix).unwrap();
             assert_eq!(six_wide_fields(rest).len(), 11);
         }
-        assert_eq!(
-            lines[4],
-            format!(
-                "Node    0, zone   Normal, type    Unmovable {}",
-                "     0 ".repeat(11)
-            )
-        );
+        assert_eq!(lines[4], format!("Node    0, zone   Normal, type    Unmovable {}", "     0 ".repeat(11)));
         assert_eq!(lines[8], "");
-        assert_eq!(
-            lines[9],
-            "Number of blocks type     Unmovable      Movable  Reclaimable   HighAtomic "
-        );
+        assert_eq!(lines[9], "Number of blocks type     Unmovable      Movable  Reclaimable   HighAtomic ");
         // 64M = 32 pageblocks, all Movable at boot.
-        assert_eq!(
-            lines[10],
-            "Node 0, zone   Normal            0           32            0            0 "
-        );
+        assert_eq!(lines[10], "Node 0, zone   Normal            0           32            0            0 ");
         assert_eq!(lines.len(), 11);
     }
 
@@ -330,31 +312,16 @@ mod tests {
         assert_eq!(lines[0], "Node 0, zone   Normal");
         assert_eq!(lines[1], format!("  pages free     {}", z.nr_free_pages()));
         assert_eq!(lines[2], "        boost    0");
-        assert_eq!(
-            lines[3],
-            format!("        min      {}", z.min_wmark_pages())
-        );
-        assert_eq!(
-            lines[4],
-            format!("        low      {}", z.low_wmark_pages())
-        );
-        assert_eq!(
-            lines[5],
-            format!("        high     {}", z.high_wmark_pages())
-        );
-        assert_eq!(
-            lines[6],
-            format!("        promo    {}", z.promo_wmark_pages())
-        );
+        assert_eq!(lines[3], format!("        min      {}", z.min_wmark_pages()));
+        assert_eq!(lines[4], format!("        low      {}", z.low_wmark_pages()));
+        assert_eq!(lines[5], format!("        high     {}", z.high_wmark_pages()));
+        assert_eq!(lines[6], format!("        promo    {}", z.promo_wmark_pages()));
         assert_eq!(lines[7], "        spanned  16384");
         assert_eq!(lines[8], "        present  16384");
         assert_eq!(lines[9], format!("        managed  {}", z.managed_pages()));
         assert_eq!(lines[10], "        cma      0");
         assert_eq!(lines[11], "        protection: (0, 0, 0, 0)");
-        assert_eq!(
-            lines[12],
-            format!("      nr_free_pages {}", z.nr_free_pages())
-        );
+        assert_eq!(lines[12], format!("      nr_free_pages {}", z.nr_free_pages()));
         assert_eq!(lines[13], "  pagesets");
         let p = pa.pageset(0).unwrap();
         let threshold = calculate_normal_threshold(z.managed_pages(), 2);
@@ -380,15 +347,10 @@ mod tests {
     #[test]
     fn zoneinfo_6_12_layout() {
         let m = boot("64M", 1);
-        let cfg = AllocatorConfig {
-            rules: KernelRules::Linux6_12,
-            ..Default::default()
-        };
+        let cfg = AllocatorConfig { rules: KernelRules::Linux6_12, ..Default::default() };
         let pa = PageAllocator::boot(&m, cfg).unwrap();
         let s = zoneinfo(&pa);
-        assert!(s.contains(
-            "\n    cpu: 0\n              count: 0\n              high:  0\n              batch: "
-        ));
+        assert!(s.contains("\n    cpu: 0\n              count: 0\n              high:  0\n              batch: "));
         assert!(!s.contains("high_min"));
         assert!(s.ends_with(&format!("  start_pfn:           {}\n", 0x40000)));
     }
@@ -398,10 +360,7 @@ mod tests {
         let m = boot("64M", 1);
         let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
         let s = vmstat(&m, &pa);
-        assert_eq!(
-            s.lines().next().unwrap(),
-            format!("nr_free_pages {}", pa.zone().nr_free_pages())
-        );
+        assert_eq!(s.lines().next().unwrap(), format!("nr_free_pages {}", pa.zone().nr_free_pages()));
         assert!(s.lines().all(|l| l.split(' ').count() == 2));
         assert!(s.contains("\npgfree "));
     }

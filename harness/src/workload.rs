@@ -29,13 +29,7 @@ impl RandomWorkload {
     /// A workload of `ops` operations with `seed`, orders 0..=3, at most
     /// `max_live_pages` pages live.
     pub fn new(ops: u64, seed: u64, max_live_pages: u64) -> Self {
-        RandomWorkload {
-            ops,
-            seed,
-            max_order: 3,
-            max_live_pages,
-            free_at_end: false,
-        }
+        RandomWorkload { ops, seed, max_order: 3, max_live_pages, free_at_end: false }
     }
 }
 
@@ -49,11 +43,7 @@ pub struct WorkloadStats {
     pub live_pages: u64,
 }
 
-const GFPS: [Gfp; 3] = [
-    Gfp::GFP_KERNEL,
-    Gfp::GFP_HIGHUSER_MOVABLE,
-    Gfp(Gfp::GFP_KERNEL.0 | Gfp::__GFP_RECLAIMABLE.0),
-];
+const GFPS: [Gfp; 3] = [Gfp::GFP_KERNEL, Gfp::GFP_HIGHUSER_MOVABLE, Gfp(Gfp::GFP_KERNEL.0 | Gfp::__GFP_RECLAIMABLE.0)];
 
 impl RandomWorkload {
     /// Run on `cpus` (at least one). `after_op` is called after every
@@ -85,8 +75,7 @@ impl RandomWorkload {
             } else {
                 let idx = rng.below(live.len() as u64) as usize;
                 let (p, o) = live.swap_remove(idx);
-                pa.free_pages(cpu, p, o)
-                    .expect("workload frees only what it allocated");
+                pa.free_pages(cpu, p, o).expect("workload frees only what it allocated");
                 live_pages -= 1 << o;
                 st.frees += 1;
             }
@@ -94,8 +83,7 @@ impl RandomWorkload {
         }
         if self.free_at_end {
             for (p, o) in live.drain(..) {
-                pa.free_pages(&cpus[0], p, o)
-                    .expect("workload frees only what it allocated");
+                pa.free_pages(&cpus[0], p, o).expect("workload frees only what it allocated");
                 live_pages -= 1 << o;
                 st.frees += 1;
             }

@@ -78,14 +78,9 @@ fn release(pa: &PageAllocator<'_>, cpu: &mmlab_engine::Cpu<'_>, live: Vec<Pfn>) 
     }
 }
 
-fn measured<'a>(
-    c: &'a mut Criterion,
-    name: &str,
-) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+fn measured<'a>(c: &'a mut Criterion, name: &str) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
     let mut g = c.benchmark_group(name);
-    g.warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(50);
+    g.warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2)).sample_size(50);
     g
 }
 
@@ -122,10 +117,7 @@ fn bench_buddy(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::from_parameter(l), &l, |b, _| {
             b.iter(|| {
                 // rmqueue() → rmqueue_buddy() under one zone-lock hold.
-                let p = zone
-                    .lock(&cpu)
-                    .rmqueue_buddy(0, mt, AllocFlags::WMARK_LOW)
-                    .expect("alloc");
+                let p = zone.lock(&cpu).rmqueue_buddy(0, mt, AllocFlags::WMARK_LOW).expect("alloc");
                 // prep_new_page()
                 let page = m.page(p);
                 page.set_refcount(1);
@@ -171,11 +163,7 @@ fn bench_bsa(c: &mut Criterion) {
         fa.add_frame(start, start + frames);
         let live = {
             let fa = std::cell::RefCell::new(&mut fa);
-            fragment(
-                l,
-                || fa.borrow_mut().alloc(1).expect("live frame"),
-                |f| fa.borrow_mut().dealloc(f, 1),
-            )
+            fragment(l, || fa.borrow_mut().alloc(1).expect("live frame"), |f| fa.borrow_mut().dealloc(f, 1))
         };
         g.bench_with_input(BenchmarkId::from_parameter(l), &l, |b, _| {
             b.iter(|| {
@@ -250,26 +238,14 @@ fn bench_boot(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(
-    benches,
-    bench_pcp,
-    bench_buddy,
-    bench_order4,
-    bench_bsa,
-    bench_boot
-);
+criterion_group!(benches, bench_pcp, bench_buddy, bench_order4, bench_bsa, bench_boot);
 
 /// Profiling driver: `MMLAB_PAIR_DRIVER=pcp|buddy|order4|bsa` (optionally
 /// `MMLAB_PAIR_LIVE`, `MMLAB_PAIR_ITERS`) runs that pair in a plain loop with
 /// the same setup instead of criterion, e.g. under
 /// `valgrind --tool=callgrind --toggle-collect=*pair_loop*`.
 fn driver(kind: &str) {
-    let env = |k: &str, d: usize| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(d)
-    };
+    let env = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let l = env("MMLAB_PAIR_LIVE", 1_000);
     let iters = env("MMLAB_PAIR_ITERS", 1_000_000);
     let t = std::time::Instant::now();
@@ -278,11 +254,7 @@ fn driver(kind: &str) {
         let mut fa = FrameAllocator::<32>::new();
         fa.add_frame(start, start + ((4usize << 30) >> mmlab_engine::PAGE_SHIFT));
         let fa = std::cell::RefCell::new(fa);
-        let _live = fragment(
-            l,
-            || fa.borrow_mut().alloc(1).expect("live frame"),
-            |f| fa.borrow_mut().dealloc(f, 1),
-        );
+        let _live = fragment(l, || fa.borrow_mut().alloc(1).expect("live frame"), |f| fa.borrow_mut().dealloc(f, 1));
         let mut fa = fa.borrow_mut();
         pair_loop(iters, || {
             let f = fa.alloc(1).expect("alloc");
@@ -306,10 +278,7 @@ fn driver(kind: &str) {
                 pa.drain_all_pages(&cpu);
                 let zone = pa.zone();
                 pair_loop(iters, || {
-                    let p = zone
-                        .lock(&cpu)
-                        .rmqueue_buddy(0, mt, AllocFlags::WMARK_LOW)
-                        .expect("alloc");
+                    let p = zone.lock(&cpu).rmqueue_buddy(0, mt, AllocFlags::WMARK_LOW).expect("alloc");
                     let page = m.page(p);
                     page.set_refcount(1);
                     page.set_ext(PageExt::Alloc(0, mt));
@@ -323,10 +292,7 @@ fn driver(kind: &str) {
             _ => panic!("MMLAB_PAIR_DRIVER: pcp, buddy, order4 or bsa"),
         }
     }
-    eprintln!(
-        "{kind} L={l}: {iters} pairs in {:?} (setup included)",
-        t.elapsed()
-    );
+    eprintln!("{kind} L={l}: {iters} pairs in {:?} (setup included)", t.elapsed());
 }
 
 #[inline(never)]

@@ -4,9 +4,7 @@
 
 use crate::PageAllocator;
 use mmlab_buddy::{AllocFlags, ContigError, Fpi, ZoneFlag};
-use mmlab_engine::mm::{
-    MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER,
-};
+use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER};
 use mmlab_engine::page::PageExt;
 use mmlab_engine::vmstat::VmEvent;
 use mmlab_engine::{Cpu, Gfp, PAGE_SHIFT, Pfn, trace};
@@ -249,8 +247,8 @@ impl<'m> PageAllocator<'m> {
             alloc_flags |= AllocFlags::KSWAPD;
         }
         let z = &self.zone;
-        let single = missing == 1
-            || !z.zone_watermark_fast(0, z.wmark_pages(alloc_flags.wmark()) + missing, alloc_flags);
+        let single =
+            missing == 1 || !z.zone_watermark_fast(0, z.wmark_pages(alloc_flags.wmark()) + missing, alloc_flags);
         if !single {
             if let Some(mut pcp) = self.pcp[cpu.id()].try_lock() {
                 let mut nr_account = 0u64;

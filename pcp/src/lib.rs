@@ -138,9 +138,7 @@ impl<'m> PageAllocator<'m> {
             let cpu0 = m.cpu(0).map_err(|_| SysctlError::BootCpuBusy)?;
             m.memblock().for_each_free_block(|pfn, order| pa.zone.free_pages_core(&cpu0, pfn, order));
         }
-        let min_free = cfg
-            .min_free_kbytes
-            .unwrap_or_else(|| calculate_min_free_kbytes(pa.zone.managed_pages()));
+        let min_free = cfg.min_free_kbytes.unwrap_or_else(|| calculate_min_free_kbytes(pa.zone.managed_pages()));
         pa.zone.setup_per_zone_wmarks(min_free);
         pa.zone_pcp_update(0);
         pa.debug_checks.store(cfg.debug_checks, Relaxed);

@@ -8,10 +8,10 @@ use crate::sizing::PCP_BATCH_SCALE_MAX as S;
 use mmlab_buddy::{AllocFlags, RmqueueMode, ZoneFlag};
 use mmlab_engine::list::ListArray;
 use mmlab_engine::mm::{HPAGE_PMD_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER};
+use mmlab_engine::page::Memmap;
 use mmlab_engine::page::PageExt;
 use mmlab_engine::sync::SpinGuard;
 use mmlab_engine::vmstat::VmEvent;
-use mmlab_engine::page::Memmap;
 use mmlab_engine::{Cpu, Pfn, trace};
 
 /// `NR_LOWORDER_PCP_LISTS`: orders 0..=3 times the three pcp types.
@@ -192,7 +192,13 @@ impl<'m> PageAllocator<'m> {
 
     /// `rmqueue_pcplist()`: trylock this CPU's pcp and take a block.
     #[inline]
-    pub(crate) fn rmqueue_pcplist(&self, cpu: &Cpu<'m>, order: u32, mt: Migratetype, alloc_flags: AllocFlags) -> Option<Pfn> {
+    pub(crate) fn rmqueue_pcplist(
+        &self,
+        cpu: &Cpu<'m>,
+        order: u32,
+        mt: Migratetype,
+        alloc_flags: AllocFlags,
+    ) -> Option<Pfn> {
         let Some(mut pcp) = self.pcp[cpu.id()].try_lock() else {
             cpu.count(VmEvent::PcpTrylockFail, 1);
             return None;

@@ -40,12 +40,7 @@ fn snap(m: &Machine, pa: &PageAllocator<'_>) -> Snapshot {
 
 /// Run a bad call, check its error and that nothing changed.
 #[track_caller]
-fn refused(
-    m: &Machine,
-    pa: &PageAllocator<'_>,
-    got: impl FnOnce() -> Result<(), FreeError>,
-    want: FreeError,
-) {
+fn refused(m: &Machine, pa: &PageAllocator<'_>, got: impl FnOnce() -> Result<(), FreeError>, want: FreeError) {
     pa.check_invariants().unwrap();
     let before = snap(m, pa);
     assert_eq!(got(), Err(want));
@@ -67,38 +62,18 @@ fn double_free_on_pcp_list_and_in_buddy() {
     pa.free_pages(&cpu, p, 0).unwrap();
     assert_eq!(m.page(p).ext(), PageExt::Pcp(0));
     // On the pcp list.
-    refused(
-        &m,
-        &pa,
-        || pa.free_pages(&cpu, p, 0),
-        FreeError::DoubleFree { pfn: p },
-    );
+    refused(&m, &pa, || pa.free_pages(&cpu, p, 0), FreeError::DoubleFree { pfn: p });
     // Drained: 0x43ffe's buddy 0x43fff is the usemap (reserved), so it stays
     // an order-0 buddy head.
     pa.drain_local_pages(&cpu);
     assert_eq!(m.page(p).ext(), PageExt::Buddy(0));
-    refused(
-        &m,
-        &pa,
-        || pa.free_pages(&cpu, p, 0),
-        FreeError::DoubleFree { pfn: p },
-    );
+    refused(&m, &pa, || pa.free_pages(&cpu, p, 0), FreeError::DoubleFree { pfn: p });
     // From the other CPU too.
     let cpu1 = m.cpu(1).unwrap();
-    refused(
-        &m,
-        &pa,
-        || pa.free_pages(&cpu1, p, 0),
-        FreeError::DoubleFree { pfn: p },
-    );
+    refused(&m, &pa, || pa.free_pages(&cpu1, p, 0), FreeError::DoubleFree { pfn: p });
     // An order-1 double free of the head of a free order-10 block: DoubleFree
     // is checked before the order.
-    refused(
-        &m,
-        &pa,
-        || pa.free_pages(&cpu, Pfn(0x40000), 1),
-        FreeError::DoubleFree { pfn: Pfn(0x40000) },
-    );
+    refused(&m, &pa, || pa.free_pages(&cpu, Pfn(0x40000), 1), FreeError::DoubleFree { pfn: Pfn(0x40000) });
 }
 
 #[test]
@@ -108,23 +83,10 @@ fn never_allocated_page() {
     let cpu = m.cpu(0).unwrap();
     // 0x40001 lies inside the free order-10 block at 0x40000 and was never
     // handed out.
-    refused(
-        &m,
-        &pa,
-        || pa.free_pages(&cpu, Pfn(0x40001), 0),
-        FreeError::NotAllocated { pfn: Pfn(0x40001) },
-    );
-    refused(
-        &m,
-        &pa,
-        || pa.free_pages(&cpu, Pfn(0x40123), 3),
-        FreeError::NotAllocated { pfn: Pfn(0x40123) },
-    );
+    refused(&m, &pa, || pa.free_pages(&cpu, Pfn(0x40001), 0), FreeError::NotAllocated { pfn: Pfn(0x40001) });
+    refused(&m, &pa, || pa.free_pages(&cpu, Pfn(0x40123), 3), FreeError::NotAllocated { pfn: Pfn(0x40123) });
     // get_page on it is refused as well.
-    assert_eq!(
-        pa.get_page(Pfn(0x40001)),
-        Err(FreeError::NotAllocated { pfn: Pfn(0x40001) })
-    );
+    assert_eq!(pa.get_page(Pfn(0x40001)), Err(FreeError::NotAllocated { pfn: Pfn(0x40001) }));
 }
 
 #[test]
@@ -140,30 +102,11 @@ fn tail_pages_and_wrong_order() {
     for t in 1..4 {
         let tail = p.add(t);
         assert_eq!(m.page(tail).ext(), PageExt::Tail);
-        refused(
-            &m,
-            &pa,
-            || pa.free_pages(&cpu, tail, 0),
-            FreeError::NotAllocated { pfn: tail },
-        );
-        refused(
-            &m,
-            &pa,
-            || pa.free_pages(&cpu, tail, 2),
-            FreeError::NotAllocated { pfn: tail },
-        );
+        refused(&m, &pa, || pa.free_pages(&cpu, tail, 0), FreeError::NotAllocated { pfn: tail });
+        refused(&m, &pa, || pa.free_pages(&cpu, tail, 2), FreeError::NotAllocated { pfn: tail });
     }
     for o in [0, 1, 3, 10] {
-        refused(
-            &m,
-            &pa,
-            || pa.free_pages(&cpu, p, o),
-            FreeError::WrongOrder {
-                pfn: p,
-                allocated: 2,
-                freed: o,
-            },
-        );
+        refused(&m, &pa, || pa.free_pages(&cpu, p, o), FreeError::WrongOrder { pfn: p, allocated: 2, freed: o });
     }
     // Still allocated and freeable at the right order.
     assert_eq!(m.page(p).refcount(), 1);
@@ -181,27 +124,11 @@ fn order_too_large() {
         pa.try_alloc_pages(&cpu, Gfp::GFP_KERNEL | Gfp::__GFP_NOWARN, 11),
         Err(AllocError::OrderTooLarge { order: 11 })
     );
-    assert_eq!(
-        pa.alloc_pages(&cpu, Gfp::GFP_KERNEL | Gfp::__GFP_NOWARN, 11),
-        None
-    );
-    assert_eq!(
-        pa.alloc_pages(&cpu, Gfp::GFP_KERNEL | Gfp::__GFP_NOWARN, 64),
-        None
-    );
+    assert_eq!(pa.alloc_pages(&cpu, Gfp::GFP_KERNEL | Gfp::__GFP_NOWARN, 11), None);
+    assert_eq!(pa.alloc_pages(&cpu, Gfp::GFP_KERNEL | Gfp::__GFP_NOWARN, 64), None);
     assert_eq!(snap(&m, &pa), before);
-    refused(
-        &m,
-        &pa,
-        || pa.free_pages(&cpu, Pfn(0x40000), 11),
-        FreeError::OrderTooLarge { order: 11 },
-    );
-    refused(
-        &m,
-        &pa,
-        || pa.free_pages(&cpu, Pfn(0x40000), u32::MAX),
-        FreeError::OrderTooLarge { order: u32::MAX },
-    );
+    refused(&m, &pa, || pa.free_pages(&cpu, Pfn(0x40000), 11), FreeError::OrderTooLarge { order: 11 });
+    refused(&m, &pa, || pa.free_pages(&cpu, Pfn(0x40000), u32::MAX), FreeError::OrderTooLarge { order: u32::MAX });
     // Order 10 (MAX_PAGE_ORDER) itself is fine: the buddy path, the head of
     // the order-10 list (0x40000).
     let p = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 10).unwrap();
@@ -216,43 +143,20 @@ fn invalid_and_reserved_pfns() {
     let pa = pa(&m);
     let cpu = m.cpu(0).unwrap();
     for pfn in [Pfn(0), Pfn(0x3ffff), Pfn(0x44000), Pfn(u64::MAX)] {
-        refused(
-            &m,
-            &pa,
-            || pa.free_pages(&cpu, pfn, 0),
-            FreeError::InvalidPfn { pfn },
-        );
+        refused(&m, &pa, || pa.free_pages(&cpu, pfn, 0), FreeError::InvalidPfn { pfn });
         assert_eq!(pa.get_page(pfn), Err(FreeError::InvalidPfn { pfn }));
     }
     let reserved: Vec<_> = m.memblock().reserved().to_vec();
-    assert_eq!(
-        reserved.iter().map(|r| r.name).collect::<Vec<_>>(),
-        ["memmap", "usemap"]
-    );
+    assert_eq!(reserved.iter().map(|r| r.name).collect::<Vec<_>>(), ["memmap", "usemap"]);
     let memmap = reserved[0].base.pfn();
     assert_eq!(memmap, Pfn(0x43e00));
     let usemap = reserved[1].base.pfn();
     assert_eq!(usemap, Pfn(0x43fff));
     for pfn in [memmap, memmap.add(255), usemap] {
-        refused(
-            &m,
-            &pa,
-            || pa.free_pages(&cpu, pfn, 0),
-            FreeError::Reserved { pfn },
-        );
+        refused(&m, &pa, || pa.free_pages(&cpu, pfn, 0), FreeError::Reserved { pfn });
     }
-    refused(
-        &m,
-        &pa,
-        || pa.free_pages(&cpu, memmap, 8),
-        FreeError::Reserved { pfn: memmap },
-    );
-    refused(
-        &m,
-        &pa,
-        || pa.free_contig_range(&cpu, memmap, 4),
-        FreeError::Reserved { pfn: memmap },
-    );
+    refused(&m, &pa, || pa.free_pages(&cpu, memmap, 8), FreeError::Reserved { pfn: memmap });
+    refused(&m, &pa, || pa.free_contig_range(&cpu, memmap, 4), FreeError::Reserved { pfn: memmap });
 }
 
 #[test]
@@ -265,30 +169,13 @@ fn split_order2_frees_each_page() {
     let p = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 2).unwrap();
     pa.split_page(p, 2).unwrap();
     for t in 0..4 {
-        assert_eq!(
-            m.page(p.add(t)).ext(),
-            PageExt::Alloc(0, Migratetype::Unmovable)
-        );
+        assert_eq!(m.page(p.add(t)).ext(), PageExt::Alloc(0, Migratetype::Unmovable));
     }
-    refused(
-        &m,
-        &pa,
-        || pa.free_pages(&cpu, p, 2),
-        FreeError::WrongOrder {
-            pfn: p,
-            allocated: 0,
-            freed: 2,
-        },
-    );
+    refused(&m, &pa, || pa.free_pages(&cpu, p, 2), FreeError::WrongOrder { pfn: p, allocated: 0, freed: 2 });
     for t in 0..4 {
         pa.free_pages(&cpu, p.add(t), 0).unwrap();
     }
-    refused(
-        &m,
-        &pa,
-        || pa.free_pages(&cpu, p.add(2), 0),
-        FreeError::DoubleFree { pfn: p.add(2) },
-    );
+    refused(&m, &pa, || pa.free_pages(&cpu, p.add(2), 0), FreeError::DoubleFree { pfn: p.add(2) });
 }
 
 /// Allocate order-0 GFP_KERNEL pages until None; returns the pages.
@@ -317,30 +204,17 @@ fn exhausting_memory() {
     let free = pa.zone().nr_free_pages();
     // Failure means the min watermark check (with any boost) failed.
     assert!(free <= pa.zone().min_wmark_pages() as i64, "free {free}");
-    assert_eq!(
-        pages.len() as u64 + free as u64,
-        managed,
-        "every page is allocated or free"
-    );
+    assert_eq!(pages.len() as u64 + free as u64, managed, "every page is allocated or free");
     pa.check_invariants().unwrap();
     // Failing again changes nothing but the failure counters.
     let gfp = Gfp::GFP_KERNEL | Gfp::__GFP_NOWARN;
     let before = snap(&m, &pa);
-    assert_eq!(
-        pa.try_alloc_pages(&cpus[1], gfp, 0),
-        Err(AllocError::NoMemory { order: 0, gfp })
-    );
+    assert_eq!(pa.try_alloc_pages(&cpus[1], gfp, 0), Err(AllocError::NoMemory { order: 0, gfp }));
     assert_eq!(pa.alloc_pages(&cpus[1], gfp, 3), None);
     let after = snap(&m, &pa);
-    assert_eq!(
-        (after.buddyinfo, after.per_type, after.nr_free),
-        (before.buddyinfo, before.per_type, before.nr_free)
-    );
+    assert_eq!((after.buddyinfo, after.per_type, after.nr_free), (before.buddyinfo, before.per_type, before.nr_free));
     assert_eq!(after.events.get(VmEvent::PgallocFail), 3);
-    assert_eq!(
-        after.events.get(VmEvent::PgallocNormal),
-        before.events.get(VmEvent::PgallocNormal)
-    );
+    assert_eq!(after.events.get(VmEvent::PgallocNormal), before.events.get(VmEvent::PgallocNormal));
     pa.check_invariants().unwrap();
 
     // Free everything: nothing was lost.
@@ -370,11 +244,7 @@ fn exhaustion_stops_at_the_min_watermark() {
     assert_eq!(min, 253);
     exhaust(&m, &pa, &cpu);
     let free = pa.zone().nr_free_pages();
-    assert_eq!(
-        pa.zone().watermark_boost(),
-        0,
-        "boost outlived the allocation that set it"
-    );
+    assert_eq!(pa.zone().watermark_boost(), 0, "boost outlived the allocation that set it");
     // A refill takes at most batch << 5 = 96 pages past a passing check.
     assert!(free <= min && free > min - 96, "free {free} min {min}");
 }

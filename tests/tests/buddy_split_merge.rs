@@ -33,9 +33,7 @@ fn pa(m: &Machine) -> PageAllocator<'_> {
 /// `__rmqueue_smallest` under the zone lock plus what `prep_new_page` records,
 /// so that `check_invariants` sees the block as allocated.
 fn take(z: &mut LockedZone<'_, '_>, order: u32) -> Pfn {
-    let pfn = z
-        .rmqueue_smallest(order, Migratetype::Movable)
-        .expect("a movable block");
+    let pfn = z.rmqueue_smallest(order, Migratetype::Movable).expect("a movable block");
     let p = z.zone().machine().page(pfn);
     p.set_refcount(1);
     p.set_ext(PageExt::Alloc(order as u8, Migratetype::Movable));
@@ -135,10 +133,7 @@ fn order0_from_order10_splits_into_one_half_per_order_and_merges_back() {
     let p = take(&mut z, 0);
     drop(z);
     assert_eq!(p, Pfn(0x40000));
-    assert_eq!(
-        pa.zone().nr_free_per_order(),
-        [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 14]
-    );
+    assert_eq!(pa.zone().nr_free_per_order(), [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 14]);
     assert_eq!(pa.zone().nr_free_pages(), free_before - 1);
     for k in 0..10u32 {
         let half = Pfn(0x40000 + (1 << k));
@@ -146,13 +141,7 @@ fn order0_from_order10_splits_into_one_half_per_order_and_merges_back() {
     }
     // pfn + 512, +256, ..., +1 explicitly, as the kernel's expand() loop does.
     let halves: Vec<u64> = (0..10).rev().map(|k| 0x40000 + (1u64 << k)).collect();
-    assert_eq!(
-        halves,
-        [
-            0x40200, 0x40100, 0x40080, 0x40040, 0x40020, 0x40010, 0x40008, 0x40004, 0x40002,
-            0x40001
-        ]
-    );
+    assert_eq!(halves, [0x40200, 0x40100, 0x40080, 0x40040, 0x40020, 0x40010, 0x40008, 0x40004, 0x40002, 0x40001]);
     assert_eq!(m.page(p).ext(), PageExt::Alloc(0, Migratetype::Movable));
     pa.check_invariants().unwrap();
 
@@ -196,10 +185,7 @@ fn order3_split_keeps_lowest_piece() {
     let p = take(&mut z, 3);
     drop(z);
     assert_eq!(p, Pfn(0x40000));
-    assert_eq!(
-        pa.zone().nr_free_per_order(),
-        [0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 14]
-    );
+    assert_eq!(pa.zone().nr_free_per_order(), [0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 14]);
     for k in 3..10u32 {
         assert!(is_free_block(&m, Pfn(0x40000 + (1 << k)), k));
     }
@@ -207,10 +193,7 @@ fn order3_split_keeps_lowest_piece() {
     let mut z = pa.zone().lock(&cpu);
     give(&mut z, p, 3);
     drop(z);
-    assert_eq!(
-        pa.zone().nr_free_per_order(),
-        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15]
-    );
+    assert_eq!(pa.zone().nr_free_per_order(), [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15]);
 }
 
 #[test]
@@ -228,10 +211,7 @@ fn buddies_merge_only_when_both_are_free() {
     let b = take(&mut z, 0);
     drop(z);
     assert_eq!((a, b), (Pfn(0x40000), Pfn(0x40001)));
-    assert_eq!(
-        pa.zone().nr_free_per_order(),
-        [0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 14]
-    );
+    assert_eq!(pa.zone().nr_free_per_order(), [0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 14]);
     pa.check_invariants().unwrap();
 
     // Free a: its buddy b (a ^ 1) is allocated, so no merge: a sits alone at
@@ -240,10 +220,7 @@ fn buddies_merge_only_when_both_are_free() {
     give(&mut z, a, 0);
     drop(z);
     assert!(is_free_block(&m, a, 0));
-    assert_eq!(
-        pa.zone().nr_free_per_order(),
-        [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 14]
-    );
+    assert_eq!(pa.zone().nr_free_per_order(), [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 14]);
     pa.check_invariants().unwrap();
 
     // Free b: merges with a (order 1 at 0x40000), then with 0x40002 (o1),
@@ -253,10 +230,7 @@ fn buddies_merge_only_when_both_are_free() {
     drop(z);
     assert!(is_free_block(&m, Pfn(0x40000), 10));
     assert!(!m.page(a.add(1)).is_buddy());
-    assert_eq!(
-        pa.zone().nr_free_per_order(),
-        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15]
-    );
+    assert_eq!(pa.zone().nr_free_per_order(), [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15]);
     pa.check_invariants().unwrap();
 }
 
@@ -276,18 +250,13 @@ fn buddy_parked_on_a_pcp_list_blocks_the_merge() {
     // 0x40002 (splits the order-1 half at 0x40002, leaving 0x40003 at
     // order 0). The list head, 0x40000, is returned; 0x40001 and 0x40002
     // stay on CPU 0's pcp list.
-    let p = pa
-        .alloc_pages(&cpus[0], Gfp::GFP_HIGHUSER_MOVABLE, 0)
-        .unwrap();
+    let p = pa.alloc_pages(&cpus[0], Gfp::GFP_HIGHUSER_MOVABLE, 0).unwrap();
     assert_eq!(p, Pfn(0x40000));
     assert_eq!(pa.pageset(0).unwrap().count, 2);
     assert_eq!(m.page(Pfn(0x40001)).ext(), PageExt::Pcp(0));
     assert_eq!(m.page(Pfn(0x40002)).ext(), PageExt::Pcp(0));
     assert!(is_free_block(&m, Pfn(0x40003), 0));
-    assert_eq!(
-        pa.zone().nr_free_per_order(),
-        [1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 14]
-    );
+    assert_eq!(pa.zone().nr_free_per_order(), [1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 14]);
 
     // Free p on CPU 1 (to CPU 1's pcp), then drain CPU 1: p reaches the buddy
     // lists, but its buddy 0x40001 is on CPU 0's pcp list (not PageBuddy),
@@ -297,20 +266,14 @@ fn buddy_parked_on_a_pcp_list_blocks_the_merge() {
     pa.drain_local_pages(&cpus[1]);
     assert_eq!(pa.pageset(1).unwrap().count, 0);
     assert!(is_free_block(&m, p, 0));
-    assert_eq!(
-        pa.zone().nr_free_per_order(),
-        [2, 0, 1, 1, 1, 1, 1, 1, 1, 1, 14]
-    );
+    assert_eq!(pa.zone().nr_free_per_order(), [2, 0, 1, 1, 1, 1, 1, 1, 1, 1, 14]);
     pa.check_invariants().unwrap();
 
     // Drain CPU 0 (tail first: 0x40002 merges with 0x40003 into an order-1
     // block; 0x40001 then merges with 0x40000 and on up to order 10).
     pa.drain_local_pages(&cpus[0]);
     assert_eq!(pa.pageset(0).unwrap().count, 0);
-    assert_eq!(
-        pa.zone().nr_free_per_order(),
-        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15]
-    );
+    assert_eq!(pa.zone().nr_free_per_order(), [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15]);
     assert!(is_free_block(&m, Pfn(0x40000), 10));
     pa.check_invariants().unwrap();
 }
@@ -332,10 +295,7 @@ fn merge_likely_block_goes_to_the_tail() {
     let b = take(&mut z, 0); // 0x40001
     let c = take(&mut z, 0); // 0x40002 (splits the o1 at 0x40002, 0x40003 to o0)
     let d = take(&mut z, 0); // 0x40003
-    assert_eq!(
-        [a, b, c, d],
-        [Pfn(0x40000), Pfn(0x40001), Pfn(0x40002), Pfn(0x40003)]
-    );
+    assert_eq!([a, b, c, d], [Pfn(0x40000), Pfn(0x40001), Pfn(0x40002), Pfn(0x40003)]);
     // A second order-0 block elsewhere to give the order-0 list a head:
     // take 0x40004 (splits o2 at 0x40004 -> keeps 0x40004, 0x40006 at o1,
     // 0x40005 at o0).
@@ -355,9 +315,7 @@ fn merge_likely_block_goes_to_the_tail() {
     drop(z);
     assert!(is_free_block(&m, a, 0));
     assert!(is_free_block(&m, c, 1));
-    let before_tail = m
-        .vm_events()
-        .get(mmlab_engine::vmstat::VmEvent::BuddyFreeTail);
+    let before_tail = m.vm_events().get(mmlab_engine::vmstat::VmEvent::BuddyFreeTail);
     // Free e (0x40004): buddy 0x40005 is free at o0 -> o1 at 0x40004; buddy
     // 0x40006 free at o1 -> o2 at 0x40004; buddy 0x40000 at o2? no -> stop
     // at order 2. h = 0x40004 & 0x40000 = 0x40000; its order-3 buddy is
@@ -366,20 +324,13 @@ fn merge_likely_block_goes_to_the_tail() {
     give(&mut z, e, 0);
     drop(z);
     assert!(is_free_block(&m, e, 2));
-    assert_eq!(
-        m.vm_events()
-            .get(mmlab_engine::vmstat::VmEvent::BuddyFreeTail),
-        before_tail + 1
-    );
+    assert_eq!(m.vm_events().get(mmlab_engine::vmstat::VmEvent::BuddyFreeTail), before_tail + 1);
     // Free b: merges with a (o0) -> o1 at 0x40000, with c (o1 at 0x40002)
     // -> o2, with e (o2 at 0x40004) -> o3, and on up to order 10.
     let mut z = pa.zone().lock(&cpu);
     give(&mut z, b, 0);
     drop(z);
-    assert_eq!(
-        pa.zone().nr_free_per_order(),
-        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15]
-    );
+    assert_eq!(pa.zone().nr_free_per_order(), [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15]);
     pa.check_invariants().unwrap();
 }
 
@@ -397,9 +348,7 @@ fn drained_upper_half_becomes_a_plain_tail() {
         assert_eq!(take(&mut z, order), Pfn(pfn));
     }
     drop(z);
-    let p = pa
-        .alloc_pages(&cpus[0], Gfp::GFP_HIGHUSER_MOVABLE, 0)
-        .unwrap();
+    let p = pa.alloc_pages(&cpus[0], Gfp::GFP_HIGHUSER_MOVABLE, 0).unwrap();
     pa.free_pages(&cpus[1], p, 0).unwrap();
     pa.drain_local_pages(&cpus[1]);
     // Draining CPU 0 frees 0x40001, which merges *into* 0x40000 (its lower
@@ -407,16 +356,10 @@ fn drained_upper_half_becomes_a_plain_tail() {
     // (no PageBuddy, no state); the merged head 0x40000 carries the order.
     pa.drain_local_pages(&cpus[0]);
     assert!(is_free_block(&m, Pfn(0x40000), 10));
-    assert_eq!(
-        m.page(Pfn(0x40001)).ext(),
-        PageExt::Tail,
-        "0x40001 keeps its pcp state after the merge"
-    );
+    assert_eq!(m.page(Pfn(0x40001)).ext(), PageExt::Tail, "0x40001 keeps its pcp state after the merge");
     // The visible failure: the next order-1 allocation splits the merged
     // block and hands out 0x40000..0x40001; its tail must be a plain tail.
-    let q = pa
-        .alloc_pages(&cpus[0], Gfp::GFP_HIGHUSER_MOVABLE, 1)
-        .unwrap();
+    let q = pa.alloc_pages(&cpus[0], Gfp::GFP_HIGHUSER_MOVABLE, 1).unwrap();
     assert_eq!(q, Pfn(0x40000));
     pa.check_invariants().unwrap();
 }

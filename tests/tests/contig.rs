@@ -34,9 +34,7 @@ fn alloc_and_free_32m() {
     let alloc0 = m.vm_events().get(VmEvent::PgallocNormal);
     // 8,192 pages = 32 MiB, a power of two: naturally aligned, the first
     // free candidate is the zone start 0x40000 (0x40000 % 0x2000 == 0).
-    let start = pa
-        .alloc_contig_pages(&cpu, 8_192, Gfp::GFP_HIGHUSER_MOVABLE)
-        .unwrap();
+    let start = pa.alloc_contig_pages(&cpu, 8_192, Gfp::GFP_HIGHUSER_MOVABLE).unwrap();
     assert_eq!(start, Pfn(0x40000));
     assert_eq!(start.0 % 8_192, 0);
     for i in 0..8_192 {
@@ -54,17 +52,12 @@ fn alloc_and_free_32m() {
     pa.check_invariants().unwrap();
 
     // A second one comes right after it.
-    let second = pa
-        .alloc_contig_pages(&cpu, 8_192, Gfp::GFP_HIGHUSER_MOVABLE)
-        .unwrap();
+    let second = pa.alloc_contig_pages(&cpu, 8_192, Gfp::GFP_HIGHUSER_MOVABLE).unwrap();
     assert_eq!(second, Pfn(0x42000));
 
     // A bad range is refused before anything is freed: 0x44000 (one past the
     // second range) is the head of a free order-10 block.
-    assert_eq!(
-        pa.free_contig_range(&cpu, second, 8_193),
-        Err(FreeError::DoubleFree { pfn: Pfn(0x44000) })
-    );
+    assert_eq!(pa.free_contig_range(&cpu, second, 8_193), Err(FreeError::DoubleFree { pfn: Pfn(0x44000) }));
     assert_eq!(m.page(second).refcount(), 1);
     assert_eq!(pa.zone().nr_free_pages(), 64_511 - 16_384);
 
@@ -103,25 +96,14 @@ fn busy_range_is_refused_and_unchanged() {
     assert_eq!(pa.zone().nr_free_per_order(), want);
     pa.check_invariants().unwrap();
 
-    let before = (
-        pa.zone().nr_free_per_order(),
-        pa.zone().nr_free_pages(),
-        pa.pcp_pages(),
-    );
+    let before = (pa.zone().nr_free_per_order(), pa.zone().nr_free_pages(), pa.pcp_pages());
     for (start, nr) in [(q, 1024), (q, 8192), (Pfn(0x402b8), 8), (busy, 1)] {
         assert_eq!(
             pa.alloc_contig_range(&cpu, start, nr, Gfp::GFP_HIGHUSER_MOVABLE),
             Err(ContigError::Busy { pfn: busy }),
             "range {start}+{nr}"
         );
-        assert_eq!(
-            (
-                pa.zone().nr_free_per_order(),
-                pa.zone().nr_free_pages(),
-                pa.pcp_pages()
-            ),
-            before
-        );
+        assert_eq!((pa.zone().nr_free_per_order(), pa.zone().nr_free_pages(), pa.pcp_pages()), before);
         assert_eq!(m.page(busy).ext(), PageExt::Alloc(0, Migratetype::Movable));
         assert_eq!(m.page(busy).refcount(), 1);
         pa.check_invariants().unwrap();
@@ -130,24 +112,15 @@ fn busy_range_is_refused_and_unchanged() {
     let end = Pfn(0x50000);
     assert_eq!(
         pa.alloc_contig_range(&cpu, Pfn(0x4ffff), 2, Gfp::GFP_HIGHUSER_MOVABLE),
-        Err(ContigError::OutOfRange {
-            start: Pfn(0x4ffff),
-            nr_pages: 2
-        })
+        Err(ContigError::OutOfRange { start: Pfn(0x4ffff), nr_pages: 2 })
     );
     assert_eq!(
         pa.alloc_contig_range(&cpu, end, 1, Gfp::GFP_HIGHUSER_MOVABLE),
-        Err(ContigError::OutOfRange {
-            start: end,
-            nr_pages: 1
-        })
+        Err(ContigError::OutOfRange { start: end, nr_pages: 1 })
     );
     assert_eq!(
         pa.alloc_contig_range(&cpu, q, 0, Gfp::GFP_HIGHUSER_MOVABLE),
-        Err(ContigError::OutOfRange {
-            start: q,
-            nr_pages: 0
-        })
+        Err(ContigError::OutOfRange { start: q, nr_pages: 0 })
     );
     // Reserved frames (the memmap) are never free.
     assert_eq!(
@@ -158,15 +131,10 @@ fn busy_range_is_refused_and_unchanged() {
         pa.alloc_contig_pages(&cpu, 1 << 20, Gfp::GFP_HIGHUSER_MOVABLE),
         Err(ContigError::NoRange { nr_pages: 1 << 20 })
     );
-    assert_eq!(
-        (pa.zone().nr_free_per_order(), pa.zone().nr_free_pages()),
-        (before.0, before.1)
-    );
+    assert_eq!((pa.zone().nr_free_per_order(), pa.zone().nr_free_pages()), (before.0, before.1));
 
     // alloc_contig_pages skips the busy 32 MiB window: next aligned is 0x42000.
-    let r = pa
-        .alloc_contig_pages(&cpu, 8_192, Gfp::GFP_HIGHUSER_MOVABLE)
-        .unwrap();
+    let r = pa.alloc_contig_pages(&cpu, 8_192, Gfp::GFP_HIGHUSER_MOVABLE).unwrap();
     assert_eq!(r, Pfn(0x42000));
     pa.free_contig_range(&cpu, r, 8_192).unwrap();
 
@@ -174,8 +142,7 @@ fn busy_range_is_refused_and_unchanged() {
     // the blocks 0x402bd o0, 0x402be o1, 0x402c0 o6, 0x40300 o8 (323 pages):
     // nothing to give back.
     let after = Pfn(0x402bd);
-    pa.alloc_contig_range(&cpu, after, 323, Gfp::GFP_HIGHUSER_MOVABLE)
-        .unwrap();
+    pa.alloc_contig_range(&cpu, after, 323, Gfp::GFP_HIGHUSER_MOVABLE).unwrap();
     let mut w = want;
     for o in [0, 1, 6, 8] {
         w[o] -= 1;
@@ -183,8 +150,7 @@ fn busy_range_is_refused_and_unchanged() {
     assert_eq!(pa.zone().nr_free_per_order(), w);
     // An unaligned range inside a block: [0x40010, 0x40020) from the o9 block
     // at 0x40000 gives back 0x40000 o4 and 0x40020 o5, o6, o7, o8.
-    pa.alloc_contig_range(&cpu, Pfn(0x40010), 16, Gfp::GFP_HIGHUSER_MOVABLE)
-        .unwrap();
+    pa.alloc_contig_range(&cpu, Pfn(0x40010), 16, Gfp::GFP_HIGHUSER_MOVABLE).unwrap();
     let mut w2 = w;
     w2[9] -= 1;
     for o in [4, 5, 6, 7, 8] {

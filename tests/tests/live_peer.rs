@@ -82,7 +82,10 @@ fn parser_reads_a_zoneinfo_block() {
         "Node 0, zone   Normal\n  pages free     1\n        boost    0\n        min      9438\n        low      11797\n        high     14156\n        managed  983040\n  pagesets\n    cpu: 0\n              count:    5\n              high:     0\n              batch:    63\n              high_min: 5898\n              high_max: 61440\n",
     );
     assert_eq!(z.len(), 1);
-    assert_eq!((z[0].name.as_str(), z[0].managed, z[0].min, z[0].low, z[0].high), ("Normal", 983040, 9438, 11797, 14156));
+    assert_eq!(
+        (z[0].name.as_str(), z[0].managed, z[0].min, z[0].low, z[0].high),
+        ("Normal", 983040, 9438, 11797, 14156)
+    );
     assert_eq!(z[0].pagesets, vec![(63, Some(5898), Some(61440))]);
 }
 

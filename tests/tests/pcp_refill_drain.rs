@@ -32,12 +32,7 @@ fn ev(m: &Machine, cpu: usize, e: VmEvent) -> u64 {
 /// Allocate `n` order-0 movable pages one by one on CPU `cpu`, returning
 /// the pages and the size of each refill (PcpRefillPages delta of each
 /// allocation that did a PcpRefill).
-fn alloc_stream(
-    pa: &PageAllocator<'_>,
-    m: &Machine,
-    cpu: &mmlab_engine::Cpu<'_>,
-    n: usize,
-) -> (Vec<Pfn>, Vec<u64>) {
+fn alloc_stream(pa: &PageAllocator<'_>, m: &Machine, cpu: &mmlab_engine::Cpu<'_>, n: usize) -> (Vec<Pfn>, Vec<u64>) {
     let mut pages = Vec::with_capacity(n);
     let mut refills = Vec::new();
     for _ in 0..n {
@@ -80,10 +75,7 @@ fn order0_refill_sequence() {
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let cpu = m.cpu(0).unwrap();
     let ps = pa.pageset(0).unwrap();
-    assert_eq!(
-        (ps.batch, ps.high_min, ps.high_max, ps.high),
-        (BATCH, HIGH_MIN, HIGH_MAX, 0)
-    );
+    assert_eq!((ps.batch, ps.high_min, ps.high_max, ps.high), (BATCH, HIGH_MIN, HIGH_MAX, 0));
 
     // nr_pcp_alloc, refill k (list empty each time, so count = 0):
     //  1: high = clamp(0, 1531, 64511) = 1531; b = 63 << 0 = 63; high = 1531 + 63 = 1594;
@@ -116,10 +108,7 @@ fn order0_refill_sequence() {
     let drains = free_stream(&pa, &m, &cpu, &pages);
     assert!(drains.is_empty(), "{drains:?}");
     let ps = pa.pageset(0).unwrap();
-    assert_eq!(
-        (ps.count, ps.high, ps.alloc_factor, ps.free_count),
-        (10_017, 11_548, 0, 2_016)
-    );
+    assert_eq!((ps.count, ps.high, ps.alloc_factor, ps.free_count), (10_017, 11_548, 0, 2_016));
     // An alloc halves free_count (rmqueue_pcplist), with no refill needed.
     let p = pa.alloc_pages(&cpu, Gfp::GFP_HIGHUSER_MOVABLE, 0).unwrap();
     assert_eq!(pa.pageset(0).unwrap().free_count, 1_008);
@@ -146,30 +135,14 @@ fn order0_refill_sequence() {
 ///
 /// 7.2 drains in chunks of batch: 1468 = 23 x 63 + 19 -> 24 calls;
 /// 1531 = 24 x 63 + 19 -> 25 calls; 2016 = 32 x 63 -> 32 calls.
-const DRAINS_72: [(usize, u64, u64); 4] = [
-    (1_531, 1_468, 24),
-    (3_062, 1_531, 25),
-    (5_078, 2_016, 32),
-    (7_094, 2_016, 32),
-];
+const DRAINS_72: [(usize, u64, u64); 4] =
+    [(1_531, 1_468, 24), (3_062, 1_531, 25), (5_078, 2_016, 32), (7_094, 2_016, 32)];
 /// 6.12: the same sizes, one free_pcppages_bulk call each.
-const DRAINS_612: [(usize, u64, u64); 4] = [
-    (1_531, 1_468, 1),
-    (3_062, 1_531, 1),
-    (5_078, 2_016, 1),
-    (7_094, 2_016, 1),
-];
+const DRAINS_612: [(usize, u64, u64); 4] = [(1_531, 1_468, 1), (3_062, 1_531, 1), (5_078, 2_016, 1), (7_094, 2_016, 1)];
 
 fn free_on_other_cpu(rules: KernelRules) -> Vec<(usize, u64, u64)> {
     let m = boot();
-    let pa = PageAllocator::boot(
-        &m,
-        AllocatorConfig {
-            rules,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let pa = PageAllocator::boot(&m, AllocatorConfig { rules, ..Default::default() }).unwrap();
     let cpus = m.all_cpus().unwrap();
     let (pages, refills) = alloc_stream(&pa, &m, &cpus[0], N);
     assert_eq!(refills, [63, 126, 252, 504, 1008, 2016, 2016, 2016]);

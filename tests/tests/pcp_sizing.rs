@@ -59,11 +59,7 @@ fn expected(managed: u64, ncpus: u64) -> Expected {
     let high = low + delta;
     // zone_batchsize
     let b = (managed >> 12).min(64);
-    let batch = if b <= 1 {
-        1
-    } else {
-        rounddown_pow2(b + b / 2) - 1
-    };
+    let batch = if b <= 1 { 1 } else { rounddown_pow2(b + b / 2) - 1 };
     // zone_highsize with fraction 0 (low) and 8 (managed / 8)
     let high_min = (low / ncpus).max(4 * batch);
     let high_max = (managed / 8 / ncpus).max(4 * batch);
@@ -84,11 +80,7 @@ fn observed(pa: &PageAllocator<'_>, ncpus: usize) -> Expected {
     // Every CPU gets the same values (pageset_update).
     for c in 1..ncpus {
         let o = pa.pageset(c).unwrap();
-        assert_eq!(
-            (o.batch, o.high_min, o.high_max),
-            (ps.batch, ps.high_min, ps.high_max),
-            "cpu {c}"
-        );
+        assert_eq!((o.batch, o.high_min, o.high_max), (ps.batch, ps.high_min, ps.high_max), "cpu {c}");
     }
     assert!(pa.pageset(ncpus).is_none());
     Expected {
@@ -116,11 +108,7 @@ fn check(mem: &str, ncpus: usize, managed_by_hand: u64) -> Expected {
     // pcp->high is 0 until the CPU first uses its pcp (lazy clamp).
     for c in 0..ncpus {
         let ps = pa.pageset(c).unwrap();
-        assert_eq!(
-            (ps.high, ps.count),
-            (0, 0),
-            "{mem}/{ncpus} cpu {c}: boot pageset"
-        );
+        assert_eq!((ps.high, ps.count), (0, 0), "{mem}/{ncpus} cpu {c}: boot pageset");
     }
     // percpu_pagelist_high_fraction = 8: tuning off, both bounds are
     // max(managed / 8 / ncpus, 4 * batch).
@@ -201,11 +189,7 @@ fn sizing_4g_2cpus_literal() {
     let ps = pa.pageset(0).unwrap();
     assert_eq!(ps.high, 1_594);
     assert_eq!(ps.count, 62);
-    assert_eq!(
-        pa.pageset(1).unwrap().high,
-        0,
-        "the other CPU's pcp is untouched"
-    );
+    assert_eq!(pa.pageset(1).unwrap().high, 0, "the other CPU's pcp is untouched");
     pa.free_pages(&cpu, p, 0).unwrap();
 
     // Fraction 8: high_min = high_max = max(129,023 / 2, 252) = 64,511.
@@ -218,17 +202,11 @@ fn sizing_4g_2cpus_literal() {
     assert_eq!((ps.high_min, ps.high_max), (32_255, 32_255));
 
     // 3 is below MIN_PERCPU_PAGELIST_HIGH_FRACTION (8): refused, unchanged.
-    assert_eq!(
-        pa.set_percpu_pagelist_high_fraction(3),
-        Err(SysctlError::HighFraction(3))
-    );
+    assert_eq!(pa.set_percpu_pagelist_high_fraction(3), Err(SysctlError::HighFraction(3)));
     assert_eq!(pa.percpu_pagelist_high_fraction(), 16);
     let ps = pa.pageset(1).unwrap();
     assert_eq!((ps.high_min, ps.high_max), (32_255, 32_255));
-    assert_eq!(
-        pa.set_percpu_pagelist_high_fraction(7),
-        Err(SysctlError::HighFraction(7))
-    );
+    assert_eq!(pa.set_percpu_pagelist_high_fraction(7), Err(SysctlError::HighFraction(7)));
     pa.set_percpu_pagelist_high_fraction(0).unwrap();
     let ps = pa.pageset(1).unwrap();
     assert_eq!((ps.high_min, ps.high_max), (1_531, 64_511));
@@ -238,19 +216,10 @@ fn sizing_4g_2cpus_literal() {
 fn fraction_at_boot() {
     let m = Machine::boot(MachineConfig::with("1G", 2).unwrap()).unwrap();
     // Rejected at boot as well.
-    let cfg = AllocatorConfig {
-        percpu_pagelist_high_fraction: 3,
-        ..Default::default()
-    };
-    assert_eq!(
-        PageAllocator::boot(&m, cfg).unwrap_err(),
-        SysctlError::HighFraction(3)
-    );
+    let cfg = AllocatorConfig { percpu_pagelist_high_fraction: 3, ..Default::default() };
+    assert_eq!(PageAllocator::boot(&m, cfg).unwrap_err(), SysctlError::HighFraction(3));
     // 1G, fraction 8, 2 CPUs: 258,047 / 8 = 32,255; / 2 = 16,127 (> 4 * 63).
-    let cfg = AllocatorConfig {
-        percpu_pagelist_high_fraction: 8,
-        ..Default::default()
-    };
+    let cfg = AllocatorConfig { percpu_pagelist_high_fraction: 8, ..Default::default() };
     let pa = PageAllocator::boot(&m, cfg).unwrap();
     let ps = pa.pageset(0).unwrap();
     assert_eq!((ps.batch, ps.high_min, ps.high_max), (63, 16_127, 16_127));

@@ -7,11 +7,7 @@ use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
 /// `MMLAB_TEST_SCALE` (default 1) divides the length of long workloads.
 fn scale(n: u64) -> u64 {
-    let s: u64 = std::env::var("MMLAB_TEST_SCALE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
-        .max(1);
+    let s: u64 = std::env::var("MMLAB_TEST_SCALE").ok().and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
     (n / s).max(1)
 }
 
@@ -19,38 +15,18 @@ fn scale(n: u64) -> u64 {
 /// O(frames) check (about 2 ms per check on 32 MiB in a debug build), so a
 /// debug build runs 4,000 of the 20,000.
 fn checked_ops() -> u64 {
-    if cfg!(debug_assertions) {
-        4_000
-    } else {
-        20_000
-    }
+    if cfg!(debug_assertions) { 4_000 } else { 20_000 }
 }
 
-const BUG: &str =
-    "bug: free_pcppages_bulk leaves PageExt::Pcp on a drained block that merges as an upper half";
+const BUG: &str = "bug: free_pcppages_bulk leaves PageExt::Pcp on a drained block that merges as an upper half";
 
 fn run(mem: &str, ops: u64, seed: u64, max_live: u64, check_every: u64, debug_checks: bool) {
     run_orders(mem, ops, seed, max_live, check_every, debug_checks, 3)
 }
 
-fn run_orders(
-    mem: &str,
-    ops: u64,
-    seed: u64,
-    max_live: u64,
-    check_every: u64,
-    debug_checks: bool,
-    max_order: u32,
-) {
+fn run_orders(mem: &str, ops: u64, seed: u64, max_live: u64, check_every: u64, debug_checks: bool, max_order: u32) {
     let m = Machine::boot(MachineConfig::with(mem, 2).unwrap()).unwrap();
-    let pa = PageAllocator::boot(
-        &m,
-        AllocatorConfig {
-            debug_checks,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let pa = PageAllocator::boot(&m, AllocatorConfig { debug_checks, ..Default::default() }).unwrap();
     let boot_buddyinfo = pa.zone().nr_free_per_order();
     let managed = pa.zone().managed_pages();
     assert_eq!(pa.zone().nr_free_pages() as u64, managed);
@@ -74,18 +50,12 @@ fn run_orders(
     let live_pages: u64 = live.iter().map(|&(_, o)| 1u64 << o).sum();
     assert_eq!(live_pages, st.live_pages);
     // Conservation while pages are live: buddy + pcp + live = managed.
-    assert_eq!(
-        pa.zone().nr_free_pages() as u64 + pa.pcp_pages() as u64 + live_pages,
-        managed
-    );
+    assert_eq!(pa.zone().nr_free_pages() as u64 + pa.pcp_pages() as u64 + live_pages, managed);
 
     for (i, &(p, o)) in live.iter().enumerate() {
         pa.free_pages(&cpus[i % 2], p, o).unwrap();
     }
-    assert_eq!(
-        pa.zone().nr_free_pages() as u64 + pa.pcp_pages() as u64,
-        managed
-    );
+    assert_eq!(pa.zone().nr_free_pages() as u64 + pa.pcp_pages() as u64, managed);
     pa.drain_all_pages(&cpus[0]);
     assert_eq!(pa.pcp_pages(), 0);
     pa.check_invariants().unwrap();
@@ -95,10 +65,7 @@ fn run_orders(
     let ev = m.vm_events();
     use mmlab_engine::vmstat::VmEvent;
     // PGALLOC and PGFREE balance (pages, not calls).
-    assert_eq!(
-        ev.get(VmEvent::PgallocNormal),
-        ev.get(VmEvent::Pgfree) - boot_pgfree(managed)
-    );
+    assert_eq!(ev.get(VmEvent::PgallocNormal), ev.get(VmEvent::Pgfree) - boot_pgfree(managed));
 }
 
 /// PGFREE counted by the boot frees (`free_one_page` counts PGFREE for the
@@ -143,26 +110,10 @@ fn several_seeds_small() {
 #[test]
 fn order0_only_256m() {
     let ops = scale(1_000_000);
-    run_orders(
-        "256M",
-        ops,
-        0x5eed_0002,
-        16_384,
-        (ops / 10).max(1),
-        false,
-        0,
-    );
+    run_orders("256M", ops, 0x5eed_0002, 16_384, (ops / 10).max(1), false, 0);
 }
 
 #[test]
 fn order0_only_debug_checks_32m() {
-    run_orders(
-        "32M",
-        scale(checked_ops()),
-        43,
-        2_048,
-        scale(1_000),
-        true,
-        0,
-    );
+    run_orders("32M", scale(checked_ops()), 43, 2_048, scale(1_000), true, 0);
 }

@@ -11,19 +11,11 @@ use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
 /// `MMLAB_TEST_SCALE` (default 1) divides the length of long workloads.
 fn scale(n: u64) -> u64 {
-    let s: u64 = std::env::var("MMLAB_TEST_SCALE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
-        .max(1);
+    let s: u64 = std::env::var("MMLAB_TEST_SCALE").ok().and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
     (n / s).max(1)
 }
 
-const GFPS: [Gfp; 3] = [
-    Gfp::GFP_KERNEL,
-    Gfp::GFP_HIGHUSER_MOVABLE,
-    Gfp(Gfp::GFP_KERNEL.0 | Gfp::__GFP_RECLAIMABLE.0),
-];
+const GFPS: [Gfp; 3] = [Gfp::GFP_KERNEL, Gfp::GFP_HIGHUSER_MOVABLE, Gfp(Gfp::GFP_KERNEL.0 | Gfp::__GFP_RECLAIMABLE.0)];
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Stats {
@@ -66,8 +58,7 @@ fn worker<'m>(
             }
         } else {
             let (p, o) = live.swap_remove(rng.below(live.len() as u64) as usize);
-            pa.free_pages(cpu, p, o)
-                .expect("only frees what it allocated");
+            pa.free_pages(cpu, p, o).expect("only frees what it allocated");
             live_pages -= 1 << o;
             st.frees += 1;
         }
@@ -108,10 +99,7 @@ fn stress(mem: &str, ops: u64, max_order: u32, seeds: [u64; 2]) {
     let (st1, left1, _c1) = r1;
     for (st, left) in [(st0, left0), (st1, left1)] {
         assert_eq!(st.allocs + st.frees + st.failures, ops);
-        assert_eq!(
-            st.failures, 0,
-            "{st:?}: live pages stay far from the watermarks"
-        );
+        assert_eq!(st.failures, 0, "{st:?}: live pages stay far from the watermarks");
         assert_eq!(st.allocs, st.frees + left as u64);
     }
     assert_eq!(st0.drains, ops / 997);
@@ -119,10 +107,7 @@ fn stress(mem: &str, ops: u64, max_order: u32, seeds: [u64; 2]) {
 
     // Everything is free now: in the buddy lists or parked on a pcp list.
     pa.check_invariants().unwrap();
-    assert_eq!(
-        pa.zone().nr_free_pages() as u64 + pa.pcp_pages() as u64,
-        managed
-    );
+    assert_eq!(pa.zone().nr_free_pages() as u64 + pa.pcp_pages() as u64, managed);
     pa.drain_all_pages(&c0);
     assert_eq!(pa.pcp_pages(), 0);
     assert_eq!(pa.zone().nr_free_pages() as u64, managed);
@@ -130,10 +115,7 @@ fn stress(mem: &str, ops: u64, max_order: u32, seeds: [u64; 2]) {
     pa.check_invariants().unwrap();
     // Pages in = pages out: PGALLOC equals PGFREE minus the boot frees.
     let ev = m.vm_events();
-    assert_eq!(
-        ev.get(VmEvent::PgallocNormal) + managed,
-        ev.get(VmEvent::Pgfree)
-    );
+    assert_eq!(ev.get(VmEvent::PgallocNormal) + managed, ev.get(VmEvent::Pgfree));
     eprintln!(
         "{mem} orders 0..={max_order}: pcp trylock failures {}, zone lock contended {}",
         ev.get(VmEvent::PcpTrylockFail),

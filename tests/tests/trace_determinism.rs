@@ -15,11 +15,7 @@ use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
 /// `MMLAB_TEST_SCALE` (default 1) divides the length of long workloads.
 fn scale(n: u64) -> u64 {
-    let s: u64 = std::env::var("MMLAB_TEST_SCALE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
-        .max(1);
+    let s: u64 = std::env::var("MMLAB_TEST_SCALE").ok().and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
     (n / s).max(1)
 }
 
@@ -50,32 +46,15 @@ fn traced(format: TraceFormat, seed: u64, ncpus: usize) -> Run {
     });
     let drain_pages = m.vm_events().get(VmEvent::PcpDrainPages) - drain0;
     pa.check_invariants().unwrap();
-    let page_va = (0..16)
-        .map(|i| 0x40000 + i * 977)
-        .map(|p| (p, m.memmap().page_va(Pfn(p))))
-        .collect();
-    Run {
-        text,
-        stats,
-        drain_pages,
-        page_va,
-    }
+    let page_va = (0..16).map(|i| 0x40000 + i * 977).map(|p| (p, m.memmap().page_va(Pfn(p)))).collect();
+    Run { text, stats, drain_pages, page_va }
 }
 
 const KEYS: [(&str, &[&str]); 5] = [
-    (
-        "mm_page_alloc",
-        &["page", "pfn", "order", "migratetype", "gfp_flags"],
-    ),
+    ("mm_page_alloc", &["page", "pfn", "order", "migratetype", "gfp_flags"]),
     ("mm_page_free", &["page", "pfn", "order"]),
-    (
-        "mm_page_alloc_zone_locked",
-        &["page", "pfn", "order", "migratetype", "percpu_refill"],
-    ),
-    (
-        "mm_page_pcpu_drain",
-        &["page", "pfn", "order", "migratetype"],
-    ),
+    ("mm_page_alloc_zone_locked", &["page", "pfn", "order", "migratetype", "percpu_refill"]),
+    ("mm_page_pcpu_drain", &["page", "pfn", "order", "migratetype"]),
     (
         "mm_page_alloc_extfrag",
         &[
@@ -103,17 +82,10 @@ struct Line {
 
 impl Line {
     fn get(&self, k: &str) -> &str {
-        &self
-            .kv
-            .iter()
-            .find(|(key, _)| key == k)
-            .unwrap_or_else(|| panic!("{k} missing in {self:?}"))
-            .1
+        &self.kv.iter().find(|(key, _)| key == k).unwrap_or_else(|| panic!("{k} missing in {self:?}")).1
     }
     fn int(&self, k: &str) -> i64 {
-        self.get(k)
-            .parse()
-            .unwrap_or_else(|_| panic!("{k} not an integer in {self:?}"))
+        self.get(k).parse().unwrap_or_else(|_| panic!("{k} not an integer in {self:?}"))
     }
     fn pfn(&self) -> u64 {
         let v = self.get("pfn");
@@ -130,16 +102,9 @@ fn parse_ftrace(line: &str) -> Line {
     let f: Vec<&str> = line.split_whitespace().collect();
     assert!(f.len() >= 5, "{line:?}");
     let (comm, pid) = f[0].rsplit_once('-').unwrap();
-    let cpu: u64 = comm
-        .strip_prefix("mmlab-")
-        .expect("task mmlab-<cpu>")
-        .parse()
-        .unwrap();
+    let cpu: u64 = comm.strip_prefix("mmlab-").expect("task mmlab-<cpu>").parse().unwrap();
     assert_eq!(pid.parse::<u64>().unwrap(), 1000 + cpu, "pid = 1000 + cpu");
-    let c = f[1]
-        .strip_prefix('[')
-        .and_then(|s| s.strip_suffix(']'))
-        .expect("[cpu]");
+    let c = f[1].strip_prefix('[').and_then(|s| s.strip_suffix(']')).expect("[cpu]");
     assert_eq!(c.len(), 3, "cpu is %03d");
     assert_eq!(c.parse::<u64>().unwrap(), cpu);
     assert_eq!(f[2], ".....", "irq/preempt flag columns");
@@ -147,37 +112,20 @@ fn parse_ftrace(line: &str) -> Line {
     let (sec, usec) = ts.split_once('.').expect("secs.usecs");
     assert_eq!(usec.len(), 6, "microseconds are 6 digits");
     let ts_us = sec.parse::<u64>().unwrap() * 1_000_000 + usec.parse::<u64>().unwrap();
-    let event = f[4]
-        .strip_suffix(':')
-        .expect("event name ends with ':'")
-        .to_string();
+    let event = f[4].strip_suffix(':').expect("event name ends with ':'").to_string();
     let kv: Vec<(String, String)> = f[5..]
         .iter()
         .map(|p| {
-            let (k, v) = p
-                .split_once('=')
-                .unwrap_or_else(|| panic!("not key=value: {p:?} in {line:?}"));
+            let (k, v) = p.split_once('=').unwrap_or_else(|| panic!("not key=value: {p:?} in {line:?}"));
             (k.to_string(), v.to_string())
         })
         .collect();
-    let keys = KEYS
-        .iter()
-        .find(|(n, _)| *n == event)
-        .unwrap_or_else(|| panic!("unknown event {event}"))
-        .1;
+    let keys = KEYS.iter().find(|(n, _)| *n == event).unwrap_or_else(|| panic!("unknown event {event}")).1;
     let got: Vec<&str> = kv.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(got, keys, "{event}: keys in TP_printk order");
-    let l = Line {
-        cpu,
-        ts_us,
-        event,
-        kv,
-    };
+    let l = Line { cpu, ts_us, event, kv };
     let page = l.get("page");
-    assert!(
-        page.len() == 16 && page.chars().all(|c| c.is_ascii_hexdigit()),
-        "page is %p: {page}"
-    );
+    assert!(page.len() == 16 && page.chars().all(|c| c.is_ascii_hexdigit()), "page is %p: {page}");
     l
 }
 
@@ -202,18 +150,12 @@ fn same_seed_same_ftrace_and_json() {
     let jl: Vec<&str> = ja.text.lines().collect();
     assert_eq!(fl.len(), jl.len());
     for (f, j) in fl.iter().zip(&jl) {
-        let prefix = format!(
-            "{{\"ts\":{},\"cpu\":{},\"event\":\"kmem:{}\"",
-            f.ts_us, f.cpu, f.event
-        );
+        let prefix = format!("{{\"ts\":{},\"cpu\":{},\"event\":\"kmem:{}\"", f.ts_us, f.cpu, f.event);
         assert!(j.starts_with(&prefix), "{j} vs {f:?}");
         assert!(j.ends_with('}'));
         // JSON pfn is a decimal number, ftrace's the same value in hex.
         assert!(j.contains(&format!(",\"pfn\":{},", f.pfn())), "{j}");
-        assert!(
-            j.contains(&format!("\"page\":\"{}\"", f.get("page"))),
-            "{j}"
-        );
+        assert!(j.contains(&format!("\"page\":\"{}\"", f.get("page"))), "{j}");
     }
 }
 
@@ -238,17 +180,11 @@ fn stream_contents_match_the_workload() {
     }
     let count = |e: &str| lines.iter().filter(|l| l.event == e).count() as u64;
     // One mm_page_alloc per allocation attempt, one mm_page_free per free.
-    assert_eq!(
-        count("mm_page_alloc"),
-        r.stats.allocs + r.stats.alloc_failures
-    );
+    assert_eq!(count("mm_page_alloc"), r.stats.allocs + r.stats.alloc_failures);
     assert_eq!(count("mm_page_free"), r.stats.frees);
     assert_eq!(r.stats.allocs, r.stats.frees);
     // Refills: every order 0..3 request of a pcp type sets percpu_refill=1.
-    let refills: Vec<&Line> = lines
-        .iter()
-        .filter(|l| l.event == "mm_page_alloc_zone_locked")
-        .collect();
+    let refills: Vec<&Line> = lines.iter().filter(|l| l.event == "mm_page_alloc_zone_locked").collect();
     assert!(!refills.is_empty());
     for l in &refills {
         assert!(l.int("order") <= 3);
@@ -257,11 +193,7 @@ fn stream_contents_match_the_workload() {
     }
     // Drains: one line per drained block; the orders add up to the pages
     // PcpDrainPages counted.
-    let drained: u64 = lines
-        .iter()
-        .filter(|l| l.event == "mm_page_pcpu_drain")
-        .map(|l| 1u64 << l.int("order"))
-        .sum();
+    let drained: u64 = lines.iter().filter(|l| l.event == "mm_page_pcpu_drain").map(|l| 1u64 << l.int("order")).sum();
     assert!(count("mm_page_pcpu_drain") > 0);
     assert_eq!(drained, r.drain_pages);
     // Allocation lines: orders 0..3, a gfp name, migratetype from the gfp.
@@ -287,10 +219,7 @@ fn stream_contents_match_the_workload() {
             assert_eq!(l.get("page"), format!("{va:016x}"));
         }
     }
-    let mut by_pfn = lines
-        .iter()
-        .map(|l| (l.pfn(), l.get("page").to_string()))
-        .collect::<Vec<_>>();
+    let mut by_pfn = lines.iter().map(|l| (l.pfn(), l.get("page").to_string())).collect::<Vec<_>>();
     by_pfn.sort();
     by_pfn.dedup();
     // The same pfn always prints the same page, 64 bytes per frame apart.
