@@ -32,11 +32,13 @@ pub const LIST_POISON2: u64 = 0xdead_0000_0000_0122;
 /// Size of a `struct list_head`.
 const HEAD_SIZE: u64 = 16;
 
-/// A `struct list_head` held outside emulated RAM.
+/// A `struct list_head` held outside emulated RAM, with the number of
+/// entries beside it (instrumented: the kernel keeps no count).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Head {
     next: u64,
     prev: u64,
+    len: u32,
 }
 
 /// What a link points at.
@@ -52,7 +54,6 @@ pub struct ListArray {
     base_va: u64,
     vmemmap_pfn0: u64,
     heads: Box<[Head]>,
-    lens: Box<[u32]>,
 }
 
 impl ListArray {
@@ -63,10 +64,10 @@ impl ListArray {
         let heads = (0..n)
             .map(|i| {
                 let va = base_va + i as u64 * HEAD_SIZE;
-                Head { next: va, prev: va }
+                Head { next: va, prev: va, len: 0 }
             })
             .collect();
-        ListArray { base_va, vmemmap_pfn0: mem.vmemmap_pfn0(), heads, lens: vec![0; n].into_boxed_slice() }
+        ListArray { base_va, vmemmap_pfn0: mem.vmemmap_pfn0(), heads }
     }
 
     /// Number of lists.
@@ -78,65 +79,74 @@ impl ListArray {
         self.heads.is_empty()
     }
 
-    #[inline]
+    #[inline(always)]
     fn head_va(&self, i: usize) -> u64 {
         self.base_va + i as u64 * HEAD_SIZE
     }
-    #[inline]
+    #[inline(always)]
     fn page_link(&self, pfn: Pfn) -> u64 {
         VMEMMAP_START + (pfn.0 - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE + LRU_OFFSET
+    }
+    /// The head a non-page link names (panics, bounds-checked, on a corrupt link).
+    #[inline(always)]
+    fn head_mut(&mut self, va: u64) -> &mut Head {
+        let off = va.wrapping_sub(self.base_va);
+        debug_assert!(off.is_multiple_of(HEAD_SIZE), "corrupt list link {va:#x}");
+        &mut self.heads[(off / HEAD_SIZE) as usize]
     }
     #[inline(always)]
     fn decode(&self, va: u64) -> Link {
         if va.wrapping_sub(VMEMMAP_START) < VMEMMAP_END - VMEMMAP_START {
             Link::Page(Pfn((va - VMEMMAP_START - LRU_OFFSET) / STRUCT_PAGE_SIZE + self.vmemmap_pfn0))
         } else {
-            let off = va.wrapping_sub(self.base_va);
-            debug_assert!(off.is_multiple_of(HEAD_SIZE), "corrupt list link {va:#x}");
-            // An out-of-range head index panics on use (bounds-checked).
-            Link::Head((off / HEAD_SIZE) as usize)
+            Link::Head((va.wrapping_sub(self.base_va) / HEAD_SIZE) as usize)
         }
     }
-    #[inline]
-    fn set_next(&mut self, mem: &Memmap, at: Link, v: u64) {
-        match at {
-            Link::Page(p) => mem.page(p).set_lru_next(v),
-            Link::Head(i) => self.heads[i].next = v,
-        }
-    }
-    #[inline]
-    fn set_prev(&mut self, mem: &Memmap, at: Link, v: u64) {
-        match at {
-            Link::Page(p) => mem.page(p).set_lru_prev(v),
-            Link::Head(i) => self.heads[i].prev = v,
-        }
-    }
-
-    /// `__list_add(new, prev, next)`.
+    /// `next->prev = v` for the entry at link `next`.
     #[inline(always)]
-    fn insert_between(&mut self, mem: &Memmap, pfn: Pfn, prev: u64, next: u64) {
-        let new = self.page_link(pfn);
-        self.set_prev(mem, self.decode(next), new);
-        let p = mem.page(pfn);
-        p.set_lru_next(next);
-        p.set_lru_prev(prev);
-        self.set_next(mem, self.decode(prev), new);
+    fn set_prev_of(&mut self, mem: &Memmap, next: u64, v: u64) {
+        match mem.page_by_lru_va(next) {
+            Some(p) => p.set_lru_prev(v),
+            None => self.head_mut(next).prev = v,
+        }
+    }
+    /// `prev->next = v` for the entry at link `prev`.
+    #[inline(always)]
+    fn set_next_of(&mut self, mem: &Memmap, prev: u64, v: u64) {
+        match mem.page_by_lru_va(prev) {
+            Some(p) => p.set_lru_next(v),
+            None => self.head_mut(prev).next = v,
+        }
     }
 
     /// `list_add(&page->lru, &heads[i])`: insert at the head.
-    #[inline]
+    #[inline(always)]
     pub fn add(&mut self, mem: &Memmap, i: usize, pfn: Pfn) {
-        let (prev, next) = (self.head_va(i), self.heads[i].next);
-        self.insert_between(mem, pfn, prev, next);
-        self.lens[i] += 1;
+        let new = self.page_link(pfn);
+        let head = self.head_va(i);
+        let next = self.heads[i].next;
+        self.set_prev_of(mem, next, new);
+        let p = mem.page(pfn);
+        p.set_lru_next(next);
+        p.set_lru_prev(head);
+        let h = &mut self.heads[i];
+        h.next = new;
+        h.len += 1;
     }
 
     /// `list_add_tail(&page->lru, &heads[i])`: insert at the tail.
-    #[inline]
+    #[inline(always)]
     pub fn add_tail(&mut self, mem: &Memmap, i: usize, pfn: Pfn) {
-        let (prev, next) = (self.heads[i].prev, self.head_va(i));
-        self.insert_between(mem, pfn, prev, next);
-        self.lens[i] += 1;
+        let new = self.page_link(pfn);
+        let head = self.head_va(i);
+        let prev = self.heads[i].prev;
+        self.set_next_of(mem, prev, new);
+        let p = mem.page(pfn);
+        p.set_lru_next(head);
+        p.set_lru_prev(prev);
+        let h = &mut self.heads[i];
+        h.prev = new;
+        h.len += 1;
     }
 
     /// `list_del(&page->lru)` for a page on list `i`.
@@ -144,11 +154,27 @@ impl ListArray {
     pub fn del(&mut self, mem: &Memmap, i: usize, pfn: Pfn) {
         let p = mem.page(pfn);
         let (next, prev) = (p.lru_next(), p.lru_prev());
-        self.set_prev(mem, self.decode(next), prev);
-        self.set_next(mem, self.decode(prev), next);
         p.set_lru_next(LIST_POISON1);
         p.set_lru_prev(LIST_POISON2);
-        self.lens[i] -= 1;
+        self.set_prev_of(mem, next, prev);
+        self.set_next_of(mem, prev, next);
+        self.heads[i].len -= 1;
+    }
+
+    /// Take the first entry off list `i` (`list_first_entry_or_null()` +
+    /// `list_del()` in one step, reading the head once).
+    #[inline(always)]
+    pub fn pop_first(&mut self, mem: &Memmap, i: usize) -> Option<Pfn> {
+        let first = self.heads[i].next;
+        let p = mem.page_by_lru_va(first)?;
+        let next = p.lru_next();
+        p.set_lru_next(LIST_POISON1);
+        p.set_lru_prev(LIST_POISON2);
+        self.set_prev_of(mem, next, self.head_va(i));
+        let h = &mut self.heads[i];
+        h.next = next;
+        h.len -= 1;
+        Some(Pfn((first - VMEMMAP_START - LRU_OFFSET) / STRUCT_PAGE_SIZE + self.vmemmap_pfn0))
     }
 
     /// `list_move_tail()` from list `from` to list `to`.
@@ -159,7 +185,7 @@ impl ListArray {
     }
 
     /// `list_first_entry_or_null()`.
-    #[inline]
+    #[inline(always)]
     pub fn first(&self, i: usize) -> Option<Pfn> {
         match self.decode(self.heads[i].next) {
             Link::Page(p) => Some(p),
@@ -185,7 +211,7 @@ impl ListArray {
     /// Entries on list `i` (kept as a count beside the list: instrumented).
     #[inline]
     pub fn count(&self, i: usize) -> u32 {
-        self.lens[i]
+        self.heads[i].len
     }
 
     /// The entry after `pfn` on list `i`, or None at the end.
@@ -220,16 +246,16 @@ impl ListArray {
                         return Err(format!("list {i}: pfn {p} prev {:#x} != {prev:#x}", pg.lru_prev()));
                     }
                     out.push(p);
-                    if out.len() > self.lens[i] as usize {
-                        return Err(format!("list {i}: longer than its count {}", self.lens[i]));
+                    if out.len() > self.heads[i].len as usize {
+                        return Err(format!("list {i}: longer than its count {}", self.heads[i].len));
                     }
                     prev = cur;
                     cur = pg.lru_next();
                 }
             }
         }
-        if out.len() != self.lens[i] as usize {
-            return Err(format!("list {i}: {} entries, count says {}", out.len(), self.lens[i]));
+        if out.len() != self.heads[i].len as usize {
+            return Err(format!("list {i}: {} entries, count says {}", out.len(), self.heads[i].len));
         }
         Ok(out)
     }

@@ -44,12 +44,17 @@ impl Migratetype {
     /// as pageblock flags with unknown bits would be treated.
     #[inline]
     pub const fn from_index(i: usize) -> Migratetype {
-        match i {
-            0 => Migratetype::Unmovable,
-            2 => Migratetype::Reclaimable,
-            3 => Migratetype::HighAtomic,
-            _ => Migratetype::Movable,
-        }
+        const T: [Migratetype; 8] = [
+            Migratetype::Unmovable,
+            Migratetype::Movable,
+            Migratetype::Reclaimable,
+            Migratetype::HighAtomic,
+            Migratetype::Movable,
+            Migratetype::Movable,
+            Migratetype::Movable,
+            Migratetype::Movable,
+        ];
+        if i < 8 { T[i] } else { Migratetype::Movable }
     }
     /// `migratetype_names[]`.
     pub const fn name(self) -> &'static str {

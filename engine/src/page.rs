@@ -83,6 +83,7 @@ pub enum PageExt {
 }
 
 impl PageExt {
+    #[inline(always)]
     const fn encode(self) -> u64 {
         match self {
             PageExt::Tail => 0,
@@ -92,6 +93,7 @@ impl PageExt {
             PageExt::Alloc(o, mt) => 4 | (o as u64) << 8 | (mt as u64) << 16,
         }
     }
+    #[inline(always)]
     const fn decode(v: u64) -> PageExt {
         let o = (v >> 8) as u8;
         match v & 0xff {
@@ -331,6 +333,22 @@ impl Memmap {
         // SAFETY: idx < nr_pages, so the pointer is inside the slice given to
         // `new`, which stays valid for the life of self (constructor contract).
         unsafe { self.base.add(idx as usize).as_ref() }
+    }
+
+    /// The struct page whose `lru` field lives at kernel address `va`, or
+    /// None if `va` is not inside the vmemmap (a list head). One range check
+    /// and one bounds check: the list code's hot path.
+    #[inline(always)]
+    pub fn page_by_lru_va(&self, va: u64) -> Option<&StructPage> {
+        let off = va.wrapping_sub(crate::layout::VMEMMAP_START + LRU_OFFSET);
+        if off >= crate::layout::VMEMMAP_SIZE {
+            return None;
+        }
+        let idx = (off / STRUCT_PAGE_SIZE).wrapping_add(self.vmemmap_pfn0).wrapping_sub(self.start_pfn);
+        assert!(idx < self.nr_pages, "list link {va:#x} outside the memmap");
+        // SAFETY: idx < nr_pages, so the pointer is inside the memmap slice
+        // given to `new`, valid for the life of self.
+        Some(unsafe { self.base.add(idx as usize).as_ref() })
     }
 
     /// `pfn_valid()`.

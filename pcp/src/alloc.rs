@@ -115,7 +115,7 @@ impl<'m> PageAllocator<'m> {
     }
 
     /// `get_page_from_freelist()` for the only zone.
-    #[inline]
+    #[inline(always)]
     fn get_page_from_freelist(
         &self,
         cpu: &Cpu<'m>,
@@ -148,7 +148,7 @@ impl<'m> PageAllocator<'m> {
     }
 
     /// `rmqueue()`: the pcp for cacheable orders, else (or on failure) the buddy.
-    #[inline]
+    #[inline(always)]
     fn rmqueue(&self, cpu: &Cpu<'m>, order: u32, alloc_flags: AllocFlags, mt: Migratetype) -> Option<Pfn> {
         let mut page = None;
         if mmlab_buddy_pcp_allowed(order) {
@@ -171,7 +171,7 @@ impl<'m> PageAllocator<'m> {
 
     /// `prep_new_page()`: refcount 1, the allocation recorded, zeroed for
     /// `__GFP_ZERO`.
-    #[inline]
+    #[inline(always)]
     fn prep_new_page(&self, cpu: &Cpu<'m>, pfn: Pfn, order: u32, gfp: Gfp, mt: Migratetype) {
         let p = self.m.page(pfn);
         p.set_refcount(1);
@@ -183,6 +183,8 @@ impl<'m> PageAllocator<'m> {
     }
 
     /// `__alloc_pages_slowpath()`, simplified (see the crate documentation).
+    #[cold]
+    #[inline(never)]
     fn alloc_pages_slowpath(&self, cpu: &Cpu<'m>, gfp: Gfp, order: u32, mt: Migratetype) -> Option<Pfn> {
         cpu.count(VmEvent::AllocSlowpath, 1);
         // gfp_to_alloc_flags()
@@ -334,7 +336,7 @@ impl<'m> PageAllocator<'m> {
 
     /// `free_frozen_pages()` (6.12: `free_unref_page()`): to the pcp for
     /// cacheable orders, else to the buddy under the zone lock.
-    #[inline]
+    #[inline(always)]
     fn free_frozen_pages(&self, cpu: &Cpu<'m>, pfn: Pfn, order: u32, _alloc_mt: Migratetype) {
         let m = self.m;
         // free_pages_prepare()

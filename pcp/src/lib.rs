@@ -231,11 +231,17 @@ impl<'m> PageAllocator<'m> {
 
     /// Run the invariant check if the debug switch is on; a failure is a bug
     /// in mmlab, so it panics with the report.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn after_op(&self) {
-        if self.debug_checks.load(Relaxed)
-            && let Err(e) = self.check_invariants()
-        {
+        if self.debug_checks.load(Relaxed) {
+            self.run_debug_checks();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn run_debug_checks(&self) {
+        if let Err(e) = self.check_invariants() {
             panic!("mmlab invariant violated: {e}");
         }
     }

@@ -136,6 +136,15 @@ impl<'m> PageAllocator<'m> {
         batch
     }
 
+    /// The refill step of `__rmqueue_pcplist()`, out of line.
+    #[cold]
+    #[inline(never)]
+    fn refill(&self, cpu: &Cpu<'m>, pcp: &mut PerCpuPages, order: u32, mt: Migratetype, alloc_flags: AllocFlags) {
+        let n = self.nr_pcp_alloc(pcp, order);
+        let got = self.rmqueue_bulk(cpu, pcp, order, n, mt, alloc_flags);
+        pcp.count += got << order;
+    }
+
     /// `rmqueue_bulk()`: `count` blocks from the buddy lists to the tail of
     /// the pcp list for (`mt`, `order`), under one zone-lock hold. Returns
     /// blocks taken.
@@ -166,7 +175,7 @@ impl<'m> PageAllocator<'m> {
     }
 
     /// `__rmqueue_pcplist()`: the head of the list, refilling it first if empty.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn rmqueue_pcplist_locked(
         &self,
         cpu: &Cpu<'m>,
@@ -180,18 +189,15 @@ impl<'m> PageAllocator<'m> {
             if alloc_flags.has(AllocFlags::HIGHATOMIC) {
                 return None;
             }
-            let n = self.nr_pcp_alloc(pcp, order);
-            let got = self.rmqueue_bulk(cpu, pcp, order, n, mt, alloc_flags);
-            pcp.count += got << order;
+            self.refill(cpu, pcp, order, mt, alloc_flags);
         }
-        let pfn = pcp.lists.first(pindex)?;
-        pcp.lists.del(self.m.memmap(), pindex, pfn);
+        let pfn = pcp.lists.pop_first(self.m.memmap(), pindex)?;
         pcp.count -= 1 << order;
         Some(pfn)
     }
 
     /// `rmqueue_pcplist()`: trylock this CPU's pcp and take a block.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn rmqueue_pcplist(
         &self,
         cpu: &Cpu<'m>,
@@ -214,6 +220,7 @@ impl<'m> PageAllocator<'m> {
 
     /// `nr_pcp_high()`: the count at which this free drains, adjusting
     /// `pcp->high` on the way.
+    #[inline(always)]
     fn nr_pcp_high(&self, pcp: &mut PerCpuPages, batch: i32, free_high: bool) -> i32 {
         let (high_min, high_max) = (pcp.high_min, pcp.high_max);
         let mut high = pcp.clamp_high();
@@ -258,6 +265,7 @@ impl<'m> PageAllocator<'m> {
 
     /// `free_frozen_page_commit()` (6.12: `free_unref_page_commit()`): put a
     /// block on this CPU's list and drain if the list is over high.
+    #[inline(always)]
     pub(crate) fn free_frozen_page_commit<'a>(
         &'a self,
         cpu: &Cpu<'m>,
@@ -290,6 +298,22 @@ impl<'m> PageAllocator<'m> {
         if pcp.count < high {
             return;
         }
+        self.drain_on_free(cpu, pcp, pindex, batch, high, free_high);
+    }
+
+    /// The drain half of `free_frozen_page_commit()`, out of line: it runs
+    /// once per thousands of frees.
+    #[cold]
+    #[inline(never)]
+    fn drain_on_free<'a>(
+        &'a self,
+        cpu: &Cpu<'m>,
+        mut pcp: SpinGuard<'a, PerCpuPages>,
+        pindex: usize,
+        batch: i32,
+        high: i32,
+        free_high: bool,
+    ) {
         if free_high {
             cpu.count(VmEvent::PcpFreeHigh, 1);
         }
