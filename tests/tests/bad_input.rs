@@ -7,11 +7,11 @@
 
 use mmlab_engine::page::PageExt;
 use mmlab_engine::vmstat::{VmCounts, VmEvent};
-use mmlab_engine::{Gfp, Machine, MachineConfig, Migratetype, Pfn};
+use mmlab_engine::{Gfp, Machine, Migratetype, Pfn};
 use mmlab_pcp::{AllocError, AllocatorConfig, FreeError, PageAllocator, PagesetInfo};
 
 fn boot() -> Machine {
-    Machine::boot(MachineConfig::with("64M", 2).unwrap()).unwrap()
+    mmlab_tests::machine("64M", 2)
 }
 
 fn pa(m: &Machine) -> PageAllocator<'_> {

@@ -15,7 +15,7 @@
 
 use mmlab_buddy::{Fpi, LockedZone};
 use mmlab_engine::page::PageExt;
-use mmlab_engine::{Gfp, Machine, MachineConfig, Migratetype, Pfn};
+use mmlab_engine::{Gfp, Machine, Migratetype, Pfn};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
 /// Post-boot buddyinfo of the 64 MiB machine (see the module comment):
@@ -23,7 +23,7 @@ use mmlab_pcp::{AllocatorConfig, PageAllocator};
 const BOOT_BUDDYINFO: [u64; 11] = [1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 15];
 
 fn boot() -> Machine {
-    Machine::boot(MachineConfig::with("64M", 2).unwrap()).unwrap()
+    mmlab_tests::machine("64M", 2)
 }
 
 fn pa(m: &Machine) -> PageAllocator<'_> {

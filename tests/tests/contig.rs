@@ -9,13 +9,13 @@
 use mmlab_buddy::ContigError;
 use mmlab_engine::page::PageExt;
 use mmlab_engine::vmstat::VmEvent;
-use mmlab_engine::{Gfp, Machine, MachineConfig, Migratetype, Pfn};
+use mmlab_engine::{Gfp, Machine, Migratetype, Pfn};
 use mmlab_pcp::{AllocatorConfig, FreeError, PageAllocator};
 
 const BOOT_BUDDYINFO: [u64; 11] = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 62];
 
 fn boot() -> Machine {
-    Machine::boot(MachineConfig::with("256M", 2).unwrap()).unwrap()
+    mmlab_tests::machine("256M", 2)
 }
 
 #[test]

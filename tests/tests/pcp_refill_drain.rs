@@ -10,7 +10,7 @@
 //! watermark (4,095), so ZONE_BELOW_HIGH is never set.
 
 use mmlab_engine::vmstat::VmEvent;
-use mmlab_engine::{Gfp, Machine, MachineConfig, Pfn};
+use mmlab_engine::{Gfp, Machine, Pfn};
 use mmlab_pcp::{AllocatorConfig, KernelRules, PageAllocator};
 
 const BATCH: i32 = 63;
@@ -22,7 +22,7 @@ const HIGH_MAX: i32 = 64_511;
 const N: usize = 8_001;
 
 fn boot() -> Machine {
-    Machine::boot(MachineConfig::with("4G", 2).unwrap()).unwrap()
+    mmlab_tests::machine("4G", 2)
 }
 
 fn ev(m: &Machine, cpu: usize, e: VmEvent) -> u64 {

@@ -6,10 +6,7 @@ use mmlab_harness::workload::RandomWorkload;
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
 /// `MMLAB_TEST_SCALE` (default 1) divides the length of long workloads.
-fn scale(n: u64) -> u64 {
-    let s: u64 = std::env::var("MMLAB_TEST_SCALE").ok().and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
-    (n / s).max(1)
-}
+use mmlab_tests::scale;
 
 /// Operations of the debug_checks runs: every operation is followed by an
 /// O(frames) check (about 2 ms per check on 32 MiB in a debug build), so a

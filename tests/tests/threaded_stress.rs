@@ -10,10 +10,7 @@ use mmlab_engine::{Cpu, Gfp, Machine, MachineConfig, Pfn};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
 /// `MMLAB_TEST_SCALE` (default 1) divides the length of long workloads.
-fn scale(n: u64) -> u64 {
-    let s: u64 = std::env::var("MMLAB_TEST_SCALE").ok().and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
-    (n / s).max(1)
-}
+use mmlab_tests::scale;
 
 const GFPS: [Gfp; 3] = [Gfp::GFP_KERNEL, Gfp::GFP_HIGHUSER_MOVABLE, Gfp(Gfp::GFP_KERNEL.0 | Gfp::__GFP_RECLAIMABLE.0)];
 
