@@ -3,7 +3,7 @@
 //! `free_frozen_pages`, contiguous ranges and `split_page`.
 
 use crate::PageAllocator;
-use mmlab_buddy::{AllocFlags, ContigError, Fpi, ZoneFlag};
+use mmlab_buddy::{AllocFlags, ContigError, Fpi, ZoneFlag, pcp_allowed_order};
 use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER};
 use mmlab_engine::page::PageExt;
 use mmlab_engine::vmstat::VmEvent;
@@ -151,7 +151,7 @@ impl<'m> PageAllocator<'m> {
     #[inline(always)]
     fn rmqueue(&self, cpu: &Cpu<'m>, order: u32, alloc_flags: AllocFlags, mt: Migratetype) -> Option<Pfn> {
         let mut page = None;
-        if mmlab_buddy_pcp_allowed(order) {
+        if pcp_allowed_order(order) {
             page = self.rmqueue_pcplist(cpu, order, mt, alloc_flags);
         }
         if page.is_none() {
@@ -312,13 +312,13 @@ impl<'m> PageAllocator<'m> {
                 o -= 1;
                 let half = pfn.add(1 << o);
                 self.m.page(half).set_refcount(0);
-                self.free_frozen_pages(cpu, half, o, mt);
+                self.free_frozen_pages(cpu, half, o);
             }
             p.set_ext(PageExt::Alloc(0, mt));
             self.after_op();
             return Ok(());
         }
-        self.free_frozen_pages(cpu, pfn, order, mt);
+        self.free_frozen_pages(cpu, pfn, order);
         self.after_op();
         Ok(())
     }
@@ -337,11 +337,11 @@ impl<'m> PageAllocator<'m> {
     /// `free_frozen_pages()` (6.12: `free_unref_page()`): to the pcp for
     /// cacheable orders, else to the buddy under the zone lock.
     #[inline(always)]
-    fn free_frozen_pages(&self, cpu: &Cpu<'m>, pfn: Pfn, order: u32, _alloc_mt: Migratetype) {
+    fn free_frozen_pages(&self, cpu: &Cpu<'m>, pfn: Pfn, order: u32) {
         let m = self.m;
         // free_pages_prepare()
         trace::mm_page_free(cpu.id(), m.trace_clock(), m.memmap().page_va(pfn), pfn.0, order);
-        if !mmlab_buddy_pcp_allowed(order) {
+        if !pcp_allowed_order(order) {
             self.zone.free_one_page(cpu, pfn, order, Fpi::NONE);
             return;
         }
@@ -415,9 +415,4 @@ impl<'m> PageAllocator<'m> {
         }
         Ok(())
     }
-}
-
-#[inline]
-fn mmlab_buddy_pcp_allowed(order: u32) -> bool {
-    mmlab_buddy::pcp_allowed_order(order)
 }
