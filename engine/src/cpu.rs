@@ -20,16 +20,30 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A CPU's own data (`DEFINE_PER_CPU` state that is not an allocator's).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CpuData {
     claimed: AtomicBool,
     /// vmstat-style event counters.
     pub events: VmEvents,
     /// dmb/dsb/isb counts and modelled barrier time.
     pub barriers: BarrierStats,
+    /// This CPU's TLB model, its TLBI counters and its soft-MMU cache.
+    pub tlb: crate::tlb::CpuTlb,
+    /// Lazy-MMU state (`TIF_LAZY_MMU`, `TIF_LAZY_MMU_PENDING`).
+    pub lazy_mmu: crate::pgtable::LazyMmu,
 }
 
 impl CpuData {
+    pub(crate) fn new(cfg: &crate::machine::MachineConfig) -> CpuData {
+        CpuData {
+            claimed: AtomicBool::new(false),
+            events: VmEvents::default(),
+            barriers: BarrierStats::new(),
+            tlb: crate::tlb::CpuTlb::new(cfg.tlb_entries),
+            lazy_mmu: crate::pgtable::LazyMmu::default(),
+        }
+    }
+
     pub(crate) fn try_claim(&self) -> bool {
         self.claimed.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
     }

@@ -29,8 +29,10 @@ pub mod machine;
 pub mod memblock;
 pub mod mm;
 pub mod page;
+pub mod pgtable;
 pub mod rng;
 pub mod sync;
+pub mod tlb;
 pub mod trace;
 pub mod vmstat;
 

@@ -53,11 +53,28 @@ pub struct MachineConfig {
     /// Measure lock hold times (CONFIG_LOCK_STAT); costs a counter read per
     /// acquisition and release.
     pub lock_stat: bool,
+    /// `arm64.lazy_mmu_barrier_batching`: lazy-MMU sections defer the
+    /// `dsb ishst; isb` of valid kernel PTE writes to their end (Linux 6.16+).
+    /// Off gives the behaviour before 6.16: one pair per write.
+    pub lazy_mmu_barrier_batching: bool,
+    /// `arm64.tlbi_range`: the CPUs have FEAT_TLBIRANGE (range TLBIs).
+    pub tlbi_range: bool,
+    /// Entries in each CPU's TLB model (a contiguous run or a block is one).
+    pub tlb_entries: usize,
 }
 
 impl Default for MachineConfig {
     fn default() -> Self {
-        MachineConfig { mem_bytes: 4 << 30, nr_cpus: 2, barrier_backend: BarrierBackend::default(), lock_stat: false }
+        MachineConfig {
+            mem_bytes: 4 << 30,
+            nr_cpus: 2,
+            barrier_backend: BarrierBackend::default(),
+            lock_stat: false,
+            lazy_mmu_barrier_batching: true,
+            tlbi_range: true,
+            // Neoverse N1's unified L2 TLB (Ampere Altra): 1280 entries.
+            tlb_entries: 1280,
+        }
     }
 }
 
@@ -154,7 +171,7 @@ impl Machine {
         // after the Memmap (field order), and whose mapping never moves.
         let memmap = unsafe { Memmap::new(pages, start_pfn) };
 
-        let cpus = (0..config.nr_cpus).map(|_| CachePadded::new(CpuData::default())).collect();
+        let cpus = (0..config.nr_cpus).map(|_| CachePadded::new(CpuData::new(&config))).collect();
         let m = Machine {
             config,
             memmap,
