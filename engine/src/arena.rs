@@ -106,6 +106,12 @@ impl Arena {
         unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(off).cast::<T>(), count) }
     }
 
+    /// Host address of `[pa, pa + len)`, if it lies in RAM (for the
+    /// vmemmap shadow, which the engine keeps pointing into the arena).
+    pub(crate) fn host_addr(&self, pa: PhysAddr, len: u64) -> Option<usize> {
+        self.contains(pa, len).then(|| self.map.as_ptr() as usize + (pa.0 - self.base.0) as usize)
+    }
+
     /// Zero `len` bytes at `pa` (8-byte aligned) with relaxed atomic stores, as
     /// `clear_page()` does for `__GFP_ZERO`.
     pub fn zero(&self, pa: PhysAddr, len: u64) {

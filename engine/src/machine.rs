@@ -90,6 +90,7 @@ impl MachineConfig {
 #[derive(Debug)]
 pub enum BootError {
     Config(String),
+    Pgtable(crate::pgtable::PgtableError),
     Arena(ArenaError),
     Memblock(MemblockError),
 }
@@ -100,6 +101,7 @@ impl std::fmt::Display for BootError {
             BootError::Config(s) => write!(f, "bad machine configuration: {s}"),
             BootError::Arena(e) => e.fmt(f),
             BootError::Memblock(e) => e.fmt(f),
+            BootError::Pgtable(e) => write!(f, "building the vmemmap: {e}"),
         }
     }
 }
@@ -139,6 +141,8 @@ pub struct Machine {
     nr_pageblocks: usize,
     arena: Arena,
     memblock: Mutex<Memblock>,
+    /// `swapper_pg_dir`: the kernel's root table.
+    swapper_pg_dir: PhysAddr,
     cpus: Box<[CachePadded<CpuData>]>,
     trace_clock: TraceClock,
 }
@@ -172,6 +176,9 @@ impl Machine {
         let memmap = unsafe { Memmap::new(pages, start_pfn) };
 
         let cpus = (0..config.nr_cpus).map(|_| CachePadded::new(CpuData::new(&config))).collect();
+        // swapper_pg_dir: one page, zeroed, from memblock.
+        let swapper_pg_dir = mb.alloc(PAGE_SIZE, PAGE_SIZE, "pgtable")?;
+        arena.zero(swapper_pg_dir, PAGE_SIZE);
         let m = Machine {
             config,
             memmap,
@@ -179,10 +186,16 @@ impl Machine {
             nr_pageblocks,
             arena,
             memblock: Mutex::new(mb),
+            swapper_pg_dir,
             cpus,
             trace_clock: TraceClock::new(),
         };
         m.memmap_init();
+        {
+            // paging_init() on the boot CPU: map the memmap at the vmemmap.
+            let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
+            crate::pgtable::vmemmap::vmemmap_populate(&cpu0, memmap_pa).map_err(BootError::Pgtable)?;
+        }
         Ok(m)
     }
 
@@ -209,6 +222,24 @@ impl Machine {
                 p.set_ext(PageExt::Reserved);
             }
         }
+    }
+
+    /// The kernel's address space (`init_mm`: `swapper_pg_dir`, no ASID).
+    #[inline]
+    pub fn kernel_as(&self) -> crate::pgtable::AddressSpace {
+        crate::pgtable::AddressSpace::kernel(self.swapper_pg_dir)
+    }
+
+    /// `early_pgtable_alloc()`: a zeroed page from memblock for a table,
+    /// marked reserved in its struct page. Only valid before the page
+    /// allocator takes over memblock's free memory.
+    pub fn early_table_page(&self) -> Result<PhysAddr, MemblockError> {
+        let pa = self.memblock.lock().alloc(PAGE_SIZE, PAGE_SIZE, "pgtable")?;
+        self.arena.zero(pa, PAGE_SIZE);
+        let p = self.memmap.page(pa.pfn());
+        p.set_flag(pg::PG_RESERVED);
+        p.set_ext(PageExt::Reserved);
+        Ok(pa)
     }
 
     /// The configuration the machine was built with.
@@ -294,11 +325,14 @@ mod tests {
     fn boot_lays_out_memmap_and_reservations() {
         let m = Machine::boot(MachineConfig::with("64M", 2).unwrap()).unwrap();
         let mb = m.memblock();
-        let names: Vec<_> = mb.reserved().iter().map(|r| r.name).collect();
-        // memmap first, top-down; the usemap then fits above it.
-        assert_eq!(names, ["memmap", "usemap"]);
+        let mut names: Vec<_> = mb.reserved().iter().map(|r| r.name).collect();
+        names.sort();
+        // The memmap, the usemap, and the vmemmap's tables: swapper_pg_dir
+        // plus one pud, one pmd and one pte table (64M is a partial section,
+        // mapped with base pages).
+        assert_eq!(names, ["memmap", "pgtable", "pgtable", "pgtable", "pgtable", "usemap"]);
         // 16384 frames x 64 B = 1 MiB of memmap at the top 2 MiB-aligned slot.
-        let memmap = mb.reserved()[0];
+        let memmap = *mb.reserved().iter().find(|r| r.name == "memmap").unwrap();
         assert_eq!(memmap.size, 1 << 20);
         assert_eq!(memmap.base.0, PHYS_OFFSET + (62 << 20));
         let pfn = memmap.base.pfn();
@@ -328,15 +362,17 @@ mod tests {
         let cfg = MachineConfig { barrier_backend: BarrierBackend::Count, ..MachineConfig::with("16M", 2).unwrap() };
         let m = Machine::boot(cfg).unwrap();
         let (c0, c1) = (m.cpu(0).unwrap(), m.cpu(1).unwrap());
+        let boot = m.barrier_counts();
         c0.dsb(ishst);
         c0.isb();
         c1.dsb(ishst);
         c1.dmb(ish);
         let all = m.barrier_counts();
-        assert_eq!(all.get(BarrierKind::Dsb, "ishst"), Some(2));
-        assert_eq!(all.get(BarrierKind::Isb, "sy"), Some(1));
-        assert_eq!(all.get(BarrierKind::Dmb, "ish"), Some(1));
-        assert_eq!(c0.data().barriers.snapshot().total(), 2);
+        let d = |k, o| all.get(k, o).unwrap() - boot.get(k, o).unwrap();
+        assert_eq!(d(BarrierKind::Dsb, "ishst"), 2);
+        assert_eq!(d(BarrierKind::Isb, "sy"), 1);
+        assert_eq!(d(BarrierKind::Dmb, "ish"), 1);
+        assert_eq!(c1.data().barriers.snapshot().total(), 2);
     }
 
     #[test]

@@ -43,7 +43,7 @@
 use crate::addr::Pfn;
 use crate::mm::Migratetype;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 /// Page flag bits (`enum pageflags`, include/linux/page-flags.h, Linux 6.12).
 pub mod pg {
@@ -276,13 +276,28 @@ impl StructPage {
 
 /// The memmap: the struct pages of every frame of RAM, and the one accessor
 /// through which all of mmlab reaches them.
+///
+/// Struct pages are reached the way the kernel reaches them: at their
+/// vmemmap virtual address, translated by the kernel's tables. The
+/// translation of each 4 KiB vmemmap page is kept in a shadow array of host
+/// addresses (a soft-MMU cache dedicated to the vmemmap), rebuilt from the
+/// tables whenever a TLBI covers vmemmap addresses
+/// ([`crate::Machine::vmemmap_sync`]). So after a remap and its TLB flush,
+/// struct-page reads and writes go wherever the tables now say, exactly
+/// like the kernel's; before the flush they still go to the old page, as a
+/// stale TLB entry would send them.
 #[derive(Debug)]
 pub struct Memmap {
-    base: NonNull<StructPage>,
     start_pfn: u64,
     nr_pages: u64,
     vmemmap_pfn0: u64,
+    /// Host address backing each 4 KiB vmemmap page (64 struct pages), or 0
+    /// if it is not mapped.
+    shadow: Box<[AtomicUsize]>,
 }
+
+/// Struct pages per 4 KiB vmemmap page.
+pub const PAGES_PER_VMEMMAP_PAGE: u64 = 4096 / STRUCT_PAGE_SIZE;
 
 // SAFETY: Memmap is a view of `[StructPage]` in the arena, which the owning
 // Machine keeps mapped for Memmap's whole life; StructPage is Sync (atomics),
@@ -300,8 +315,12 @@ impl Memmap {
     /// returned Memmap. The Machine guarantees this by owning both the arena
     /// and the Memmap and dropping the Memmap first.
     pub unsafe fn new(pages: &[StructPage], start_pfn: Pfn) -> Memmap {
+        let base: NonNull<StructPage> = NonNull::from(pages).cast();
+        let shadow = (0..(pages.len() as u64).div_ceil(PAGES_PER_VMEMMAP_PAGE))
+            .map(|i| AtomicUsize::new(base.as_ptr() as usize + (i * 4096) as usize))
+            .collect();
         Memmap {
-            base: NonNull::from(pages).cast(),
+            shadow,
             start_pfn: start_pfn.0,
             nr_pages: pages.len() as u64,
             vmemmap_pfn0: ((start_pfn.0 << crate::addr::PAGE_SHIFT) & !(crate::layout::ARM64_MEMSTART_ALIGN - 1))
@@ -330,9 +349,43 @@ impl Memmap {
     pub fn page(&self, pfn: Pfn) -> &StructPage {
         let idx = pfn.0.wrapping_sub(self.start_pfn);
         assert!(idx < self.nr_pages, "pfn {pfn} outside the memmap");
-        // SAFETY: idx < nr_pages, so the pointer is inside the slice given to
-        // `new`, which stays valid for the life of self (constructor contract).
-        unsafe { self.base.add(idx as usize).as_ref() }
+        self.page_at(idx)
+    }
+
+    /// The struct page at memmap index `idx` (< nr_pages), through the
+    /// vmemmap translation.
+    #[inline(always)]
+    fn page_at(&self, idx: u64) -> &StructPage {
+        let host = self.shadow[(idx / PAGES_PER_VMEMMAP_PAGE) as usize].load(Relaxed);
+        assert!(host != 0, "struct page {idx} is behind an unmapped vmemmap page");
+        // SAFETY: a non-zero shadow entry is the host address of a 4 KiB,
+        // page-aligned piece of the arena (set by `new` from the memmap slice
+        // or by `set_backing` from a validated arena range); the arena lives
+        // as long as self (constructor contract), and the offset of this
+        // struct page inside the piece is below 4096 - 64. StructPage is
+        // made of atomics, so aliasing (two vmemmap pages backed by one
+        // physical page) is sound.
+        unsafe { &*((host + ((idx % PAGES_PER_VMEMMAP_PAGE) * STRUCT_PAGE_SIZE) as usize) as *const StructPage) }
+    }
+
+    /// Number of 4 KiB vmemmap pages the memmap spans.
+    pub fn vmemmap_pages(&self) -> usize {
+        self.shadow.len()
+    }
+
+    /// Virtual address of vmemmap page `i` of this memmap.
+    pub fn vmemmap_page_va(&self, i: usize) -> u64 {
+        self.page_va(Pfn(self.start_pfn + i as u64 * PAGES_PER_VMEMMAP_PAGE))
+    }
+
+    /// Point vmemmap page `i` at `host` (0: unmapped).
+    pub(crate) fn set_backing(&self, i: usize, host: usize) {
+        self.shadow[i].store(host, Relaxed);
+    }
+
+    /// The host address currently backing vmemmap page `i` (0: unmapped).
+    pub fn backing(&self, i: usize) -> usize {
+        self.shadow[i].load(Relaxed)
     }
 
     /// The struct page whose `lru` field lives at kernel address `va`, or
@@ -346,9 +399,7 @@ impl Memmap {
         }
         let idx = (off / STRUCT_PAGE_SIZE).wrapping_add(self.vmemmap_pfn0).wrapping_sub(self.start_pfn);
         assert!(idx < self.nr_pages, "list link {va:#x} outside the memmap");
-        // SAFETY: idx < nr_pages, so the pointer is inside the memmap slice
-        // given to `new`, valid for the life of self.
-        Some(unsafe { self.base.add(idx as usize).as_ref() })
+        Some(self.page_at(idx))
     }
 
     /// `pfn_valid()`.

@@ -1,10 +1,638 @@
-//! arm64 translation tables (stub until the page-table work lands).
+//! arm64 translation tables in emulated RAM, written with the kernel's
+//! barrier rules (arch/arm64/include/asm/pgtable.h, arch/arm64/mm/mmu.c).
+//!
+//! # Layout
+//!
+//! 4 KiB granule, 48-bit VA, four levels (pgd, pud, pmd, pte; p4d folded).
+//! Every table is one page of RAM holding 512 eight-byte descriptors
+//! ([`desc`]); table pages come from a [`PgtableAlloc`]: memblock during boot
+//! (`early_pgtable_alloc`), the page allocator afterwards. Descriptors are
+//! read and written with single 64-bit atomic accesses, like `READ_ONCE` /
+//! `WRITE_ONCE`. An [`AddressSpace`] is a pgd and an ASID: the kernel's
+//! (`swapper_pg_dir`, global entries) or a user one.
+//!
+//! # Barriers
+//!
+//! A table walker may read a descriptor as soon as it is written, but a
+//! store is only guaranteed visible to the walker after `dsb ishst`, and
+//! this CPU may already hold a stale "invalid" translation that only `isb`
+//! discards. So writing a *valid kernel* entry is followed by `dsb ishst;
+//! isb` ([`set_pte`], [`set_pmd`], [`set_pud`], [`set_pgd`]); clearing an
+//! entry issues none (the TLB flush that must follow does the work); a run
+//! written by [`set_ptes`] issues one pair after the last entry. Since Linux
+//! 6.16, inside a lazy-MMU section ([`arch_enter_lazy_mmu_mode`] ..
+//! [`arch_leave_lazy_mmu_mode`]) the pair is only marked pending and issued
+//! once when the section ends; the switch `lazy_mmu_barrier_batching` in the
+//! machine configuration turns that off (the behaviour before 6.16). As in
+//! the kernel, sections nest without counting: the first leave flushes and
+//! ends batching for the rest of the outer section.
+//!
+//! # Break-before-make
+//!
+//! Every write checks `pgattr_change_is_safe()` against the live entry; an
+//! unsafe live change (another output address, touching a contiguous entry,
+//! nG to global, a memory-type change) is returned as
+//! [`PgtableError::BreakBeforeMake`] and never written. Contiguous runs must
+//! have their VA and PA aligned to the run (64 KiB for PTEs, 32 MiB for
+//! PMDs).
+//!
+//! Fidelity: faithful for formats, write order and barrier counts;
+//! simplified in that TLB maintenance is the caller's, through the
+//! `#[must_use]` [`crate::tlb::TlbFlush`] that every change to a live
+//! mapping returns.
 
-use std::sync::atomic::AtomicBool;
+pub mod desc;
+pub mod mmu;
+pub mod vmemmap;
+
+pub use desc::{Desc, DescKind, Level};
+
+use crate::addr::{PAGE_SIZE, PhysAddr};
+use crate::barrier::ishst;
+use crate::cpu::Cpu;
+use crate::machine::Machine;
+use crate::tlb::TlbFlush;
+use desc::bits::PTE_CONT;
+use desc::{CONT_PMD_SIZE, CONT_PMDS, CONT_PTE_SIZE, CONT_PTES, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 /// Per-CPU lazy-MMU state: `TIF_LAZY_MMU` and `TIF_LAZY_MMU_PENDING`.
+/// Only the owning CPU's thread touches it.
 #[derive(Debug, Default)]
 pub struct LazyMmu {
     pub(crate) active: AtomicBool,
     pub(crate) pending: AtomicBool,
+}
+
+/// Errors of table operations. Nothing is written when one is returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PgtableError {
+    /// A live entry would change in a way that needs break-before-make.
+    BreakBeforeMake { entry: PhysAddr, old: Desc, new: Desc },
+    /// A contiguous run whose VA or PA is not aligned to the run size, or
+    /// which is not 16 entries inside one table.
+    ContAlignment { va: u64, pa: u64, size: u64 },
+    /// The range is empty, unaligned to pages, or wraps.
+    BadRange { va: u64, size: u64 },
+    /// No memory for a table page.
+    NoMemory,
+    /// Unmapping part of a block or contiguous run (it would need a split).
+    PartialHugeUnmap { va: u64, level: Level },
+}
+
+impl std::fmt::Display for PgtableError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PgtableError::BreakBeforeMake { entry, old, new } => write!(
+                f,
+                "unsafe live change of the entry at {entry}: {:#018x} -> {:#018x} needs break-before-make",
+                old.0, new.0
+            ),
+            PgtableError::ContAlignment { va, pa, size } => {
+                write!(f, "contiguous run at va {va:#x} pa {pa:#x} is not aligned to {size:#x}")
+            }
+            PgtableError::BadRange { va, size } => write!(f, "bad range {va:#x}+{size:#x}"),
+            PgtableError::NoMemory => write!(f, "out of memory for a page-table page"),
+            PgtableError::PartialHugeUnmap { va, level } => {
+                write!(f, "unmapping part of a {} block or contiguous run at {va:#x}", level.name())
+            }
+        }
+    }
+}
+impl std::error::Error for PgtableError {}
+
+/// Where table pages come from.
+pub trait PgtableAlloc {
+    /// A zeroed page for a table, or None.
+    fn alloc_table(&self, cpu: &Cpu<'_>) -> Option<PhysAddr>;
+    /// Give a table page back.
+    fn free_table(&self, cpu: &Cpu<'_>, pa: PhysAddr);
+}
+
+/// `early_pgtable_alloc()`: table pages from memblock, during boot.
+#[derive(Debug, Clone, Copy)]
+pub struct MemblockTables;
+
+impl PgtableAlloc for MemblockTables {
+    fn alloc_table(&self, cpu: &Cpu<'_>) -> Option<PhysAddr> {
+        cpu.machine().early_table_page().ok()
+    }
+    fn free_table(&self, _cpu: &Cpu<'_>, _pa: PhysAddr) {
+        // memblock_free of a boot table: the page stays reserved (simplified).
+    }
+}
+
+/// A translation regime: a root table and, for user spaces, an ASID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddressSpace {
+    pgd: PhysAddr,
+    asid: Option<u16>,
+}
+
+impl AddressSpace {
+    /// The kernel's address space (`init_mm`, `swapper_pg_dir`).
+    pub const fn kernel(pgd: PhysAddr) -> AddressSpace {
+        AddressSpace { pgd, asid: None }
+    }
+    /// A user address space with its ASID.
+    pub const fn user(pgd: PhysAddr, asid: u16) -> AddressSpace {
+        AddressSpace { pgd, asid: Some(asid) }
+    }
+    /// The root table.
+    pub const fn pgd(&self) -> PhysAddr {
+        self.pgd
+    }
+    /// The ASID (None: the kernel's, global entries).
+    pub const fn asid(&self) -> Option<u16> {
+        self.asid
+    }
+    /// Attributes of table descriptors in this space.
+    const fn table_attrs(&self) -> u64 {
+        match self.asid {
+            None => desc::KERNEL_TABLE,
+            Some(_) => desc::USER_TABLE,
+        }
+    }
+    /// The TLB maintenance a change of `[start, end)` in this space needs.
+    fn flush_for(&self, start: u64, end: u64) -> TlbFlush {
+        match self.asid {
+            None => TlbFlush::kernel_range(start, end),
+            Some(asid) => TlbFlush::user_range(asid, start, end),
+        }
+    }
+}
+
+/// `emit_pte_barriers()`: `dsb ishst; isb`.
+#[inline]
+pub fn emit_pte_barriers(cpu: &Cpu<'_>) {
+    cpu.dsb(ishst);
+    cpu.isb();
+}
+
+/// `queue_pte_barriers()`: emit now, or mark the pair pending inside a
+/// lazy-MMU section.
+#[inline]
+pub fn queue_pte_barriers(cpu: &Cpu<'_>) {
+    let lazy = &cpu.data().lazy_mmu;
+    if cpu.machine().config().lazy_mmu_barrier_batching && lazy.active.load(Relaxed) {
+        if !lazy.pending.load(Relaxed) {
+            lazy.pending.store(true, Relaxed);
+        }
+    } else {
+        emit_pte_barriers(cpu);
+    }
+}
+
+/// `arch_enter_lazy_mmu_mode()`.
+#[inline]
+pub fn arch_enter_lazy_mmu_mode(cpu: &Cpu<'_>) {
+    cpu.data().lazy_mmu.active.store(true, Relaxed);
+}
+
+/// `arch_flush_lazy_mmu_mode()`: issue the pending pair, if any.
+#[inline]
+pub fn arch_flush_lazy_mmu_mode(cpu: &Cpu<'_>) {
+    let lazy = &cpu.data().lazy_mmu;
+    if lazy.pending.load(Relaxed) {
+        lazy.pending.store(false, Relaxed);
+        emit_pte_barriers(cpu);
+    }
+}
+
+/// `arch_leave_lazy_mmu_mode()`: flush, then end the section (for any
+/// enclosing section too: the kernel does not count nesting).
+#[inline]
+pub fn arch_leave_lazy_mmu_mode(cpu: &Cpu<'_>) {
+    arch_flush_lazy_mmu_mode(cpu);
+    cpu.data().lazy_mmu.active.store(false, Relaxed);
+}
+
+impl Machine {
+    /// The descriptor slot at physical address `pa` (8-byte aligned, in RAM).
+    #[inline]
+    pub fn desc_slot(&self, pa: PhysAddr) -> &AtomicU64 {
+        &self.arena().slice::<AtomicU64>(pa, 1)[0]
+    }
+    /// `READ_ONCE(*ptep)`.
+    #[inline]
+    pub fn read_desc(&self, pa: PhysAddr) -> Desc {
+        Desc(self.desc_slot(pa).load(Relaxed))
+    }
+    /// The 512 slots of the table at `table`.
+    #[inline]
+    pub fn table(&self, table: PhysAddr) -> &[AtomicU64] {
+        self.arena().slice::<AtomicU64>(table, PTRS_PER_TABLE)
+    }
+}
+
+/// Address of entry `index` of the table at `table`.
+#[inline]
+pub const fn entry_pa(table: PhysAddr, index: usize) -> PhysAddr {
+    PhysAddr(table.0 + index as u64 * 8)
+}
+
+/// Check a write against the live entry (`__check_safe_pte_update`).
+#[inline]
+fn check_bbm(m: &Machine, slot: PhysAddr, new: Desc) -> Result<(), PgtableError> {
+    let old = m.read_desc(slot);
+    if desc::pgattr_change_is_safe(old.0, new.0) {
+        Ok(())
+    } else {
+        Err(PgtableError::BreakBeforeMake { entry: slot, old, new })
+    }
+}
+
+/// `__set_pte()`: write one PTE; a valid kernel PTE is followed by the
+/// barrier pair (or marks it pending in a lazy-MMU section).
+#[inline]
+pub fn set_pte(cpu: &Cpu<'_>, ptep: PhysAddr, pte: Desc) -> Result<(), PgtableError> {
+    let m = cpu.machine();
+    check_bbm(m, ptep, pte)?;
+    m.desc_slot(ptep).store(pte.0, Relaxed);
+    if pte.valid_not_user() {
+        queue_pte_barriers(cpu);
+    }
+    Ok(())
+}
+
+/// `__set_ptes_anysz()`: write `nr` entries from `ptep`, the output address
+/// advancing by `pgsize` per entry, then one barrier pair for the last.
+/// All entries are checked before any is written.
+pub fn set_ptes(cpu: &Cpu<'_>, ptep: PhysAddr, pte: Desc, nr: usize, pgsize: u64) -> Result<(), PgtableError> {
+    let m = cpu.machine();
+    if nr == 0 {
+        return Ok(());
+    }
+    for i in 0..nr {
+        check_bbm(m, PhysAddr(ptep.0 + 8 * i as u64), Desc(pte.0 + i as u64 * pgsize))?;
+    }
+    for i in 0..nr {
+        m.desc_slot(PhysAddr(ptep.0 + 8 * i as u64)).store(pte.0 + i as u64 * pgsize, Relaxed);
+    }
+    if Desc(pte.0 + (nr as u64 - 1) * pgsize).valid_not_user() {
+        queue_pte_barriers(cpu);
+    }
+    Ok(())
+}
+
+/// `set_pmd()`: write; a valid entry (table or block) queues the barriers.
+#[inline]
+pub fn set_pmd(cpu: &Cpu<'_>, pmdp: PhysAddr, pmd: Desc) -> Result<(), PgtableError> {
+    let m = cpu.machine();
+    check_bbm(m, pmdp, pmd)?;
+    m.desc_slot(pmdp).store(pmd.0, Relaxed);
+    if pmd.is_valid() {
+        queue_pte_barriers(cpu);
+    }
+    Ok(())
+}
+
+/// `set_pud()`: as [`set_pmd`].
+#[inline]
+pub fn set_pud(cpu: &Cpu<'_>, pudp: PhysAddr, pud: Desc) -> Result<(), PgtableError> {
+    set_pmd(cpu, pudp, pud)
+}
+
+/// `set_pgd()` / `set_p4d()`: write; the barriers are queued unconditionally.
+#[inline]
+pub fn set_pgd(cpu: &Cpu<'_>, pgdp: PhysAddr, pgd: Desc) -> Result<(), PgtableError> {
+    let m = cpu.machine();
+    check_bbm(m, pgdp, pgd)?;
+    m.desc_slot(pgdp).store(pgd.0, Relaxed);
+    queue_pte_barriers(cpu);
+    Ok(())
+}
+
+/// `__ptep_get_and_clear()`: an exchange with 0, no barriers.
+#[inline]
+pub fn ptep_get_and_clear(cpu: &Cpu<'_>, ptep: PhysAddr) -> Desc {
+    Desc(cpu.machine().desc_slot(ptep).swap(0, Relaxed))
+}
+
+/// `pte_clear()` / `pmd_clear()`: write 0, no barriers.
+#[inline]
+pub fn pte_clear(cpu: &Cpu<'_>, ptep: PhysAddr) {
+    cpu.machine().desc_slot(ptep).store(0, Relaxed);
+}
+
+/// How [`map_range`] may map a range.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MapFlags {
+    /// Use PMD and PUD blocks where VA, PA and size allow (clear:
+    /// `NO_BLOCK_MAPPINGS`).
+    pub block: bool,
+    /// Use contiguous runs where VA, PA and size allow (clear: `NO_CONT_MAPPINGS`).
+    pub cont: bool,
+}
+
+/// Get the next-level table under the entry at `slot`, allocating and
+/// installing one if the entry is empty (`__pte_alloc_kernel`,
+/// `pmd_populate_kernel`, `pud_populate`): the new table's descriptor is
+/// written at once, with its barriers.
+fn table_below(
+    cpu: &Cpu<'_>,
+    asp: &AddressSpace,
+    alloc: &dyn PgtableAlloc,
+    slot: PhysAddr,
+    level: Level,
+) -> Result<PhysAddr, PgtableError> {
+    let m = cpu.machine();
+    let d = m.read_desc(slot);
+    match d.kind(level) {
+        DescKind::Table => Ok(PhysAddr(d.addr())),
+        DescKind::Invalid => {
+            let t = alloc.alloc_table(cpu).ok_or(PgtableError::NoMemory)?;
+            let new = Desc::table(t.0, asp.table_attrs());
+            let r = if level == Level::Pgd { set_pgd(cpu, slot, new) } else { set_pmd(cpu, slot, new) };
+            if let Err(e) = r {
+                alloc.free_table(cpu, t);
+                return Err(e);
+            }
+            Ok(t)
+        }
+        _ => Err(PgtableError::BreakBeforeMake { entry: slot, old: d, new: Desc::table(0, asp.table_attrs()) }),
+    }
+}
+
+/// Map `[va, va + size)` to `[pa, pa + size)` with `prot` (a page prot such
+/// as [`desc::PAGE_KERNEL`]), allocating tables as needed, in the manner of
+/// `__create_pgd_mapping()`: PUD blocks, then contiguous PMD runs, PMD
+/// blocks, contiguous PTE runs and pages, each where alignment and `flags`
+/// allow. Creating mappings over empty entries needs no TLB maintenance;
+/// if a live entry changed (a permission change), the returned token asks
+/// for a flush of the range.
+pub fn map_range(
+    cpu: &Cpu<'_>,
+    asp: &AddressSpace,
+    alloc: &dyn PgtableAlloc,
+    va: u64,
+    pa: u64,
+    size: u64,
+    prot: u64,
+    flags: MapFlags,
+) -> Result<TlbFlush, PgtableError> {
+    if size == 0 || (va | pa | size) % PAGE_SIZE != 0 || va.checked_add(size - 1).is_none() {
+        return Err(PgtableError::BadRange { va, size });
+    }
+    let m = cpu.machine();
+    let prot = prot & !PTE_CONT;
+    let mut live_changed = false;
+    let end = va + (size - 1);
+    let (mut va_cur, mut pa_cur) = (va, pa);
+    loop {
+        let left = end - va_cur + 1;
+        let pgd_slot = entry_pa(asp.pgd, Level::Pgd.index(va_cur));
+        let pud_t = table_below(cpu, asp, alloc, pgd_slot, Level::Pgd)?;
+        let pud_slot = entry_pa(pud_t, Level::Pud.index(va_cur));
+        let step;
+        if flags.block && (va_cur | pa_cur) % PUD_SIZE == 0 && left >= PUD_SIZE {
+            live_changed |= m.read_desc(pud_slot).is_valid();
+            set_pud(cpu, pud_slot, Desc::block(pa_cur, prot))?;
+            step = PUD_SIZE;
+        } else {
+            let pmd_t = table_below(cpu, asp, alloc, pud_slot, Level::Pud)?;
+            let pmd_slot = entry_pa(pmd_t, Level::Pmd.index(va_cur));
+            let cont_pmd = flags.block && flags.cont && (va_cur | pa_cur) % CONT_PMD_SIZE == 0 && left >= CONT_PMD_SIZE;
+            if cont_pmd {
+                live_changed |= (0..CONT_PMDS).any(|i| m.read_desc(entry_pa(pmd_slot, i)).is_valid());
+                set_ptes(cpu, pmd_slot, Desc::block(pa_cur, prot | PTE_CONT), CONT_PMDS, PMD_SIZE)?;
+                step = CONT_PMD_SIZE;
+            } else if flags.block && (va_cur | pa_cur) % PMD_SIZE == 0 && left >= PMD_SIZE {
+                live_changed |= m.read_desc(pmd_slot).is_valid();
+                set_pmd(cpu, pmd_slot, Desc::block(pa_cur, prot))?;
+                step = PMD_SIZE;
+            } else {
+                let pte_t = table_below(cpu, asp, alloc, pmd_slot, Level::Pmd)?;
+                let idx = Level::Pte.index(va_cur);
+                let pte_slot = entry_pa(pte_t, idx);
+                if flags.cont && (va_cur | pa_cur) % CONT_PTE_SIZE == 0 && left >= CONT_PTE_SIZE {
+                    live_changed |= (0..CONT_PTES).any(|i| m.read_desc(entry_pa(pte_slot, i)).is_valid());
+                    set_ptes(cpu, pte_slot, Desc::page(pa_cur, prot | PTE_CONT), CONT_PTES, PAGE_SIZE)?;
+                    step = CONT_PTE_SIZE;
+                } else {
+                    // Pages up to the end of this table, the range, or the
+                    // next place a contiguous run could start.
+                    let mut n = (PTRS_PER_TABLE - idx).min((left / PAGE_SIZE) as usize);
+                    if flags.cont {
+                        let to_cont = ((CONT_PTE_SIZE - va_cur % CONT_PTE_SIZE) / PAGE_SIZE) as usize;
+                        n = n.min(to_cont.max(1));
+                    }
+                    live_changed |= (0..n).any(|i| m.read_desc(entry_pa(pte_slot, i)).is_valid());
+                    set_ptes(cpu, pte_slot, Desc::page(pa_cur, prot), n, PAGE_SIZE)?;
+                    step = n as u64 * PAGE_SIZE;
+                }
+            }
+        }
+        if step > end - va_cur {
+            break;
+        }
+        va_cur += step;
+        pa_cur += step;
+    }
+    Ok(if live_changed { asp.flush_for(va, va + size) } else { TlbFlush::none() })
+}
+
+/// Write one contiguous run of 16 PTEs mapping `va` → `pa` (`set_huge_pte_at`
+/// for a 64 KiB contpte mapping into empty slots). Both addresses must be
+/// 64 KiB aligned.
+pub fn set_cont_ptes(cpu: &Cpu<'_>, ptep: PhysAddr, va: u64, pa: u64, prot: u64) -> Result<(), PgtableError> {
+    if (va | pa) % CONT_PTE_SIZE != 0 || Level::Pte.index(va) != ((ptep.0 % PAGE_SIZE) / 8) as usize {
+        return Err(PgtableError::ContAlignment { va, pa, size: CONT_PTE_SIZE });
+    }
+    set_ptes(cpu, ptep, Desc::page(pa, prot | PTE_CONT), CONT_PTES, PAGE_SIZE)
+}
+
+/// Clear the leaves of `[va, va + size)` (`vunmap_range_noflush`: get and
+/// clear, no barriers) and return the flush the caller owes. Blocks and
+/// contiguous runs must be covered whole.
+pub fn unmap_range(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Result<TlbFlush, PgtableError> {
+    if size == 0 || (va | size) % PAGE_SIZE != 0 || va.checked_add(size - 1).is_none() {
+        return Err(PgtableError::BadRange { va, size });
+    }
+    let m = cpu.machine();
+    let end = va + (size - 1);
+    // First check that no block or run is cut, so that nothing is cleared on error.
+    let mut cur = va;
+    loop {
+        let w = walk(m, asp, cur);
+        let step = match w.leaf {
+            Some(l) => {
+                let span = l.span();
+                let start = cur & !(span - 1);
+                if start < va || start + (span - 1) > end {
+                    return Err(PgtableError::PartialHugeUnmap { va: cur, level: l.level });
+                }
+                span - (cur - start)
+            }
+            None => w.hole_size(),
+        };
+        if step > end - cur {
+            break;
+        }
+        cur += step;
+    }
+    let mut cur = va;
+    loop {
+        let w = walk(m, asp, cur);
+        let step = match w.leaf {
+            Some(l) => {
+                let n = if l.desc.is_cont() { if l.level == Level::Pte { CONT_PTES } else { CONT_PMDS } } else { 1 };
+                let first = PhysAddr(l.slot.0 - 8 * ((l.slot.0 % PAGE_SIZE / 8) % n as u64));
+                for i in 0..n {
+                    ptep_get_and_clear(cpu, entry_pa(first, i));
+                }
+                let span = l.span();
+                span - (cur & (span - 1))
+            }
+            None => w.hole_size(),
+        };
+        if step > end - cur {
+            break;
+        }
+        cur += step;
+    }
+    Ok(asp.flush_for(va, va + size))
+}
+
+/// One level of a walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalkStep {
+    pub level: Level,
+    /// Physical address of the descriptor.
+    pub slot: PhysAddr,
+    pub desc: Desc,
+}
+
+/// The leaf a walk ended at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Leaf {
+    pub level: Level,
+    pub slot: PhysAddr,
+    pub desc: Desc,
+    /// The translated physical address of the walked VA.
+    pub pa: PhysAddr,
+}
+
+impl Leaf {
+    /// Bytes one TLB entry for this leaf covers: the entry size, times 16 for
+    /// a contiguous run.
+    pub const fn span(&self) -> u64 {
+        let s = self.level.entry_size();
+        if self.desc.is_cont() { s * 16 } else { s }
+    }
+}
+
+/// A table walk of one VA.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Walk {
+    pub va: u64,
+    pub steps: Vec<WalkStep>,
+    pub leaf: Option<Leaf>,
+}
+
+impl Walk {
+    /// For a walk that found no leaf: bytes from `va` to the end of the
+    /// region the missing entry would have mapped.
+    pub fn hole_size(&self) -> u64 {
+        let level = self.steps.last().map_or(Level::Pgd, |s| s.level);
+        let sz = level.entry_size();
+        sz - (self.va & (sz - 1))
+    }
+}
+
+/// Walk `asp`'s tables for `va`, as the MMU does (no TLB involved).
+pub fn walk(m: &Machine, asp: &AddressSpace, va: u64) -> Walk {
+    let mut steps = Vec::with_capacity(4);
+    let mut table = asp.pgd;
+    for level in Level::ALL {
+        let slot = entry_pa(table, level.index(va));
+        let d = m.read_desc(slot);
+        steps.push(WalkStep { level, slot, desc: d });
+        match d.kind(level) {
+            DescKind::Table => table = PhysAddr(d.addr()),
+            DescKind::Block | DescKind::Page => {
+                let off = va & (level.entry_size() - 1);
+                let leaf = Leaf { level, slot, desc: d, pa: PhysAddr(d.addr() + off) };
+                return Walk { va, steps, leaf: Some(leaf) };
+            }
+            DescKind::Invalid | DescKind::Reserved => break,
+        }
+    }
+    Walk { va, steps, leaf: None }
+}
+
+/// The leaves covering `[start, end)`, each as (va of its span, span), a
+/// contiguous run or block counted once: what the TLB needs to cover it.
+pub fn leaves(m: &Machine, asp: &AddressSpace, start: u64, end: u64) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    let mut cur = start;
+    while cur < end {
+        let w = walk(m, asp, cur);
+        let step = match w.leaf {
+            Some(l) => {
+                let span = l.span();
+                let base = cur & !(span - 1);
+                if out.last() != Some(&(base, span)) {
+                    out.push((base, span));
+                }
+                span - (cur - base)
+            }
+            None => w.hole_size(),
+        };
+        match cur.checked_add(step) {
+            Some(n) => cur = n,
+            None => break,
+        }
+    }
+    out
+}
+
+/// Counts for `mmlab stat pagetables`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PgtableStats {
+    /// Table pages per level (pgd, pud, pmd, pte).
+    pub tables: [u64; 4],
+    /// Valid table descriptors per level.
+    pub table_entries: [u64; 4],
+    /// Block descriptors at pud and pmd (index 1 and 2).
+    pub blocks: [u64; 4],
+    /// Page descriptors (level 3).
+    pub pages: u64,
+    /// Contiguous runs (16 entries) at pmd (index 2) and pte (index 3).
+    pub cont_runs: [u64; 4],
+    /// Reserved encodings found.
+    pub reserved: u64,
+}
+
+/// Walk every table of `asp` and count.
+pub fn stats(m: &Machine, asp: &AddressSpace) -> PgtableStats {
+    fn visit(m: &Machine, table: PhysAddr, level: Level, st: &mut PgtableStats) {
+        st.tables[level as usize] += 1;
+        for (i, slot) in m.table(table).iter().enumerate() {
+            let d = Desc(slot.load(Relaxed));
+            match d.kind(level) {
+                DescKind::Invalid => {}
+                DescKind::Reserved => st.reserved += 1,
+                DescKind::Table => {
+                    st.table_entries[level as usize] += 1;
+                    if let Some(next) = level.next() {
+                        visit(m, PhysAddr(d.addr()), next, st);
+                    }
+                }
+                DescKind::Block | DescKind::Page => {
+                    if level == Level::Pte {
+                        st.pages += 1;
+                    } else {
+                        st.blocks[level as usize] += 1;
+                    }
+                    if d.is_cont() && i % 16 == 0 {
+                        st.cont_runs[level as usize] += 1;
+                    }
+                }
+            }
+        }
+    }
+    let mut st = PgtableStats::default();
+    visit(m, asp.pgd, Level::Pgd, &mut st);
+    st
 }

@@ -1,0 +1,400 @@
+//! arm64 translation-table descriptors, bit for bit
+//! (arch/arm64/include/asm/pgtable-hwdef.h, pgtable-prot.h).
+//!
+//! A descriptor is a `u64` with its attribute bits at their architectural
+//! positions. [`Desc`] wraps one and decodes it per [`Level`]: bits[1:0]
+//! say invalid (bit 0 clear), table (`0b11` at levels 0-2), block (`0b01` at
+//! levels 1-2) or page (`0b11` at level 3). The kernel's protection values
+//! are built from the same named bits as in pgtable-prot.h, so
+//! `PAGE_KERNEL` for a page at PA 0 is `0x0068_0000_0000_0703` (no nG).
+
+use std::fmt;
+
+/// Translation level, named as Linux names the table at that level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    /// Level 0: `pgd` (p4d folded), 512 GiB per entry, tables only.
+    Pgd = 0,
+    /// Level 1: `pud`, 1 GiB per entry, table or block.
+    Pud = 1,
+    /// Level 2: `pmd`, 2 MiB per entry, table or block.
+    Pmd = 2,
+    /// Level 3: `pte`, 4 KiB per entry, pages.
+    Pte = 3,
+}
+
+impl Level {
+    /// Levels from the root down.
+    pub const ALL: [Level; 4] = [Level::Pgd, Level::Pud, Level::Pmd, Level::Pte];
+    /// `ARM64_HW_PGTABLE_LEVEL_SHIFT(n)` = 9 * (4 - n) + 3 for a 4 KiB granule.
+    #[inline]
+    pub const fn shift(self) -> u32 {
+        9 * (4 - self as u32) + 3
+    }
+    /// Bytes one entry of this level maps.
+    #[inline]
+    pub const fn entry_size(self) -> u64 {
+        1 << self.shift()
+    }
+    /// The entry index `va` selects in a table of this level.
+    #[inline]
+    pub const fn index(self, va: u64) -> usize {
+        ((va >> self.shift()) & (PTRS_PER_TABLE as u64 - 1)) as usize
+    }
+    /// The next level down.
+    pub const fn next(self) -> Option<Level> {
+        match self {
+            Level::Pgd => Some(Level::Pud),
+            Level::Pud => Some(Level::Pmd),
+            Level::Pmd => Some(Level::Pte),
+            Level::Pte => None,
+        }
+    }
+    /// The kernel's name for the level.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Level::Pgd => "pgd",
+            Level::Pud => "pud",
+            Level::Pmd => "pmd",
+            Level::Pte => "pte",
+        }
+    }
+}
+
+/// Entries per table (`PTRS_PER_PTE` etc.): one 4 KiB page of 8-byte descriptors.
+pub const PTRS_PER_TABLE: usize = 512;
+/// `CONT_PTES`: entries in a contiguous PTE run (64 KiB).
+pub const CONT_PTES: usize = 16;
+/// `CONT_PTE_SIZE`.
+pub const CONT_PTE_SIZE: u64 = CONT_PTES as u64 * 4096;
+/// `CONT_PMDS`: entries in a contiguous PMD run (32 MiB).
+pub const CONT_PMDS: usize = 16;
+/// `CONT_PMD_SIZE`.
+pub const CONT_PMD_SIZE: u64 = CONT_PMDS as u64 * (2 << 20);
+/// `PMD_SIZE`.
+pub const PMD_SIZE: u64 = 2 << 20;
+/// `PUD_SIZE`.
+pub const PUD_SIZE: u64 = 1 << 30;
+
+/// Descriptor bits at their architectural positions.
+pub mod bits {
+    /// `PTE_VALID`.
+    pub const PTE_VALID: u64 = 1 << 0;
+    /// bits[1:0] mask.
+    pub const PTE_TYPE_MASK: u64 = 3;
+    /// `PTE_TYPE_PAGE` (level 3) and `PMD_TYPE_TABLE` (levels 0-2).
+    pub const PTE_TYPE_PAGE: u64 = 3;
+    /// `PMD_TYPE_TABLE`.
+    pub const PMD_TYPE_TABLE: u64 = 3;
+    /// `PMD_TYPE_SECT` / `PUD_TYPE_SECT`: a block.
+    pub const PMD_TYPE_SECT: u64 = 1;
+    /// `PTE_ATTRINDX_MASK`: MAIR index, bits[4:2].
+    pub const PTE_ATTRINDX_MASK: u64 = 7 << 2;
+    /// `PTE_NS`.
+    pub const PTE_NS: u64 = 1 << 5;
+    /// `PTE_USER` (AP[1]).
+    pub const PTE_USER: u64 = 1 << 6;
+    /// `PTE_RDONLY` (AP[2]).
+    pub const PTE_RDONLY: u64 = 1 << 7;
+    /// `PTE_SHARED`: SH = inner shareable, bits[9:8].
+    pub const PTE_SHARED: u64 = 3 << 8;
+    /// `PTE_AF`: access flag.
+    pub const PTE_AF: u64 = 1 << 10;
+    /// `PTE_NG`: not global (ASID-tagged).
+    pub const PTE_NG: u64 = 1 << 11;
+    /// `PTE_ADDR_LOW`: output address bits[49:12].
+    pub const PTE_ADDR_MASK: u64 = ((1 << (50 - 12)) - 1) << 12;
+    /// `PTE_GP`: BTI guarded page.
+    pub const PTE_GP: u64 = 1 << 50;
+    /// `PTE_DBM`, which Linux uses as `PTE_WRITE`.
+    pub const PTE_WRITE: u64 = 1 << 51;
+    /// `PTE_CONT`: contiguous hint (also `PMD_SECT_CONT`).
+    pub const PTE_CONT: u64 = 1 << 52;
+    /// `PTE_PXN`: privileged execute-never.
+    pub const PTE_PXN: u64 = 1 << 53;
+    /// `PTE_UXN`: user execute-never.
+    pub const PTE_UXN: u64 = 1 << 54;
+    /// `PTE_DIRTY` (software).
+    pub const PTE_DIRTY: u64 = 1 << 55;
+    /// `PTE_SPECIAL` (software).
+    pub const PTE_SPECIAL: u64 = 1 << 56;
+    /// `PTE_SWBITS_MASK`: bit 63 and bits[58:55].
+    pub const PTE_SWBITS_MASK: u64 = 1 << 63 | 0xf << 55;
+    /// `PMD_TABLE_AF` (ignored without FEAT_HAFT).
+    pub const TABLE_AF: u64 = 1 << 10;
+    /// `PMD_TABLE_PXN` / `PUD_TABLE_PXN` / `PGD_TABLE_PXN`.
+    pub const TABLE_PXN: u64 = 1 << 59;
+    /// `PMD_TABLE_UXN` / ...
+    pub const TABLE_UXN: u64 = 1 << 60;
+    /// `MT_NORMAL`, `MT_NORMAL_TAGGED`, `MT_NORMAL_NC`, `MT_DEVICE_nGnRnE`, `MT_DEVICE_nGnRE`.
+    pub const MT_NORMAL: u64 = 0;
+    pub const MT_NORMAL_TAGGED: u64 = 1;
+    pub const MT_NORMAL_NC: u64 = 2;
+    pub const MT_DEVICE_NGNRNE: u64 = 3;
+    pub const MT_DEVICE_NGNRE: u64 = 4;
+    /// `PTE_ATTRINDX(t)`.
+    pub const fn attrindx(t: u64) -> u64 {
+        t << 2
+    }
+}
+
+use bits::*;
+
+/// `PROT_DEFAULT` without nG (`arm64_use_ng_mappings` off).
+pub const PROT_DEFAULT: u64 = PTE_TYPE_PAGE | PTE_SHARED | PTE_AF;
+/// `PROT_NORMAL`.
+pub const PROT_NORMAL: u64 = PROT_DEFAULT | PTE_PXN | PTE_UXN | PTE_WRITE | attrindx(MT_NORMAL);
+/// `PAGE_KERNEL`.
+pub const PAGE_KERNEL: u64 = PROT_NORMAL;
+/// `PAGE_KERNEL_RO`.
+pub const PAGE_KERNEL_RO: u64 = (PROT_NORMAL & !PTE_WRITE) | PTE_RDONLY;
+/// `PAGE_KERNEL_ROX`.
+pub const PAGE_KERNEL_ROX: u64 = (PROT_NORMAL & !(PTE_WRITE | PTE_PXN)) | PTE_RDONLY;
+/// `PAGE_KERNEL_EXEC`.
+pub const PAGE_KERNEL_EXEC: u64 = PROT_NORMAL & !PTE_PXN;
+/// `_PAGE_DEFAULT`.
+pub const PAGE_DEFAULT: u64 = PROT_DEFAULT | attrindx(MT_NORMAL);
+/// `PAGE_SHARED`: user read-write (writable through DBM; clean = RDONLY).
+pub const PAGE_SHARED: u64 = PAGE_DEFAULT | PTE_USER | PTE_RDONLY | PTE_NG | PTE_PXN | PTE_UXN | PTE_WRITE;
+/// `PAGE_READONLY`.
+pub const PAGE_READONLY: u64 = PAGE_DEFAULT | PTE_USER | PTE_RDONLY | PTE_NG | PTE_PXN | PTE_UXN;
+/// A kernel table descriptor's attributes (`pmd_populate_kernel`, `pud_populate`):
+/// `TYPE_TABLE | TABLE_AF | TABLE_UXN`.
+pub const KERNEL_TABLE: u64 = PMD_TYPE_TABLE | TABLE_AF | TABLE_UXN;
+/// A user table descriptor (`__pmd_populate` with `PMD_TABLE_PXN`).
+pub const USER_TABLE: u64 = PMD_TYPE_TABLE | TABLE_AF | TABLE_PXN;
+
+/// What a descriptor is at its level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DescKind {
+    Invalid,
+    Table,
+    Block,
+    Page,
+    /// `0b01` at level 3 or a block at level 0: treated as invalid by the MMU.
+    Reserved,
+}
+
+/// One descriptor.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Desc(pub u64);
+
+impl Desc {
+    /// The empty entry.
+    pub const INVALID: Desc = Desc(0);
+
+    /// `pfn_pte(pfn, prot)` for a physical address.
+    #[inline]
+    pub const fn page(pa: u64, prot: u64) -> Desc {
+        Desc((pa & PTE_ADDR_MASK) | prot)
+    }
+    /// `mk_pmd_sect_prot` / `mk_pud_sect_prot`: a block from a page prot.
+    #[inline]
+    pub const fn block(pa: u64, prot: u64) -> Desc {
+        Desc((pa & PTE_ADDR_MASK) | (prot & !PTE_TYPE_MASK) | PMD_TYPE_SECT)
+    }
+    /// A table descriptor pointing at `table_pa` with `attrs` (e.g. [`KERNEL_TABLE`]).
+    #[inline]
+    pub const fn table(table_pa: u64, attrs: u64) -> Desc {
+        Desc((table_pa & PTE_ADDR_MASK) | attrs)
+    }
+    /// The raw value.
+    #[inline]
+    pub const fn bits(self) -> u64 {
+        self.0
+    }
+    /// `pte_valid()`.
+    #[inline]
+    pub const fn is_valid(self) -> bool {
+        self.0 & PTE_VALID != 0
+    }
+    /// Kind at `level`.
+    #[inline]
+    pub const fn kind(self, level: Level) -> DescKind {
+        if !self.is_valid() {
+            return DescKind::Invalid;
+        }
+        match (self.0 & PTE_TYPE_MASK, level) {
+            (3, Level::Pte) => DescKind::Page,
+            (3, _) => DescKind::Table,
+            (1, Level::Pud | Level::Pmd) => DescKind::Block,
+            _ => DescKind::Reserved,
+        }
+    }
+    /// Output address (next table, block or page).
+    #[inline]
+    pub const fn addr(self) -> u64 {
+        self.0 & PTE_ADDR_MASK
+    }
+    /// `pte_pfn()`.
+    #[inline]
+    pub const fn pfn(self) -> u64 {
+        self.addr() >> 12
+    }
+    /// True if any of `b` is set.
+    #[inline]
+    pub const fn has(self, b: u64) -> bool {
+        self.0 & b != 0
+    }
+    /// `pte_valid_not_user()`: valid, kernel-only (UXN set, USER clear).
+    #[inline]
+    pub const fn valid_not_user(self) -> bool {
+        self.0 & (PTE_VALID | PTE_USER | PTE_UXN) == (PTE_VALID | PTE_UXN)
+    }
+    /// `pte_write()`.
+    #[inline]
+    pub const fn writable(self) -> bool {
+        self.0 & PTE_RDONLY == 0 || self.0 & PTE_WRITE != 0 && self.0 & PTE_DIRTY != 0
+    }
+    /// `pte_cont()`.
+    #[inline]
+    pub const fn is_cont(self) -> bool {
+        self.0 & PTE_CONT != 0
+    }
+    /// MAIR index.
+    #[inline]
+    pub const fn attrindx(self) -> u64 {
+        (self.0 & PTE_ATTRINDX_MASK) >> 2
+    }
+    /// The attribute bits without the address.
+    #[inline]
+    pub const fn attrs(self) -> u64 {
+        self.0 & !PTE_ADDR_MASK
+    }
+
+    /// Each field decoded, for `mmlab walk` (name, value).
+    pub fn fields(self, level: Level) -> Vec<(&'static str, String)> {
+        let mut f = vec![("type", format!("{:?}", self.kind(level)).to_lowercase())];
+        match self.kind(level) {
+            DescKind::Invalid | DescKind::Reserved => return f,
+            DescKind::Table => {
+                f.push(("next-level table", format!("{:#x}", self.addr())));
+                for (b, n) in [(TABLE_AF, "AF"), (TABLE_PXN, "PXNTable"), (TABLE_UXN, "UXNTable")] {
+                    f.push((n, u8::from(self.has(b)).to_string()));
+                }
+                return f;
+            }
+            DescKind::Block | DescKind::Page => {}
+        }
+        f.push(("output address", format!("{:#x}", self.addr())));
+        let mt = match self.attrindx() {
+            MT_NORMAL => "MT_NORMAL",
+            MT_NORMAL_TAGGED => "MT_NORMAL_TAGGED",
+            MT_NORMAL_NC => "MT_NORMAL_NC",
+            MT_DEVICE_NGNRNE => "MT_DEVICE_nGnRnE",
+            MT_DEVICE_NGNRE => "MT_DEVICE_nGnRE",
+            _ => "?",
+        };
+        f.push(("AttrIndx", format!("{} ({mt})", self.attrindx())));
+        let ap = match (self.has(PTE_USER), self.has(PTE_RDONLY)) {
+            (false, false) => "RW kernel",
+            (false, true) => "RO kernel",
+            (true, false) => "RW kernel+user",
+            (true, true) => "RO kernel+user",
+        };
+        f.push(("AP", format!("{} ({ap})", (self.0 >> 6) & 3)));
+        f.push(("SH", format!("{}", (self.0 >> 8) & 3)));
+        for (b, n) in [
+            (PTE_NS, "NS"),
+            (PTE_AF, "AF"),
+            (PTE_NG, "nG"),
+            (PTE_GP, "GP"),
+            (PTE_WRITE, "DBM/WRITE"),
+            (PTE_CONT, "CONT"),
+            (PTE_PXN, "PXN"),
+            (PTE_UXN, "UXN"),
+            (PTE_DIRTY, "DIRTY(sw)"),
+            (PTE_SPECIAL, "SPECIAL(sw)"),
+        ] {
+            f.push((n, u8::from(self.has(b)).to_string()));
+        }
+        f
+    }
+}
+
+impl fmt::Debug for Desc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Desc({:#018x})", self.0)
+    }
+}
+
+/// `pgattr_change_is_safe()` (arch/arm64/mm/mmu.c): may a live entry go
+/// from `old` to `new` without break-before-make?
+pub const fn pgattr_change_is_safe(old: u64, new: u64) -> bool {
+    let mut mask = PTE_PXN | PTE_RDONLY | PTE_WRITE | PTE_NG | PTE_SWBITS_MASK;
+    if old & PTE_VALID == 0 || new & PTE_VALID == 0 {
+        return true;
+    }
+    if (old & PTE_ADDR_MASK) != (new & PTE_ADDR_MASK) {
+        return false;
+    }
+    if (old | new) & PTE_CONT != 0 {
+        return false;
+    }
+    if old & !new & PTE_NG != 0 {
+        return false;
+    }
+    const fn normal(v: u64) -> bool {
+        let a = v & PTE_ATTRINDX_MASK;
+        a == attrindx(MT_NORMAL) || a == attrindx(MT_NORMAL_TAGGED)
+    }
+    if normal(old) && normal(new) {
+        mask |= PTE_ATTRINDX_MASK;
+    }
+    (old ^ new) & !mask == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_prots_bit_for_bit() {
+        assert_eq!(Desc::page(0, PAGE_KERNEL).bits(), 0x0068_0000_0000_0703);
+        assert_eq!(Desc::page(0, PAGE_KERNEL | PTE_NG).bits(), 0x0068_0000_0000_0f03);
+        assert_eq!(Desc::page(0x4000_1000, PAGE_KERNEL | PTE_CONT).bits(), 0x0078_0000_4000_1703);
+        assert_eq!(Desc::block(0x4020_0000, PAGE_KERNEL).bits(), 0x0068_0000_4020_0701);
+        assert_eq!(Desc::table(0x4000_5000, KERNEL_TABLE).bits(), 0x1000_0000_4000_5403);
+        assert_eq!(PAGE_KERNEL_RO, 0x0060_0000_0000_0783);
+        assert_eq!(PAGE_KERNEL_EXEC, 0x0048_0000_0000_0703);
+    }
+
+    #[test]
+    fn kinds_per_level() {
+        let t = Desc::table(0x1000, KERNEL_TABLE);
+        assert_eq!(t.kind(Level::Pgd), DescKind::Table);
+        assert_eq!(t.kind(Level::Pte), DescKind::Page);
+        let b = Desc::block(0x20_0000, PAGE_KERNEL);
+        assert_eq!(b.kind(Level::Pmd), DescKind::Block);
+        assert_eq!(b.kind(Level::Pud), DescKind::Block);
+        assert_eq!(b.kind(Level::Pgd), DescKind::Reserved);
+        assert_eq!(b.kind(Level::Pte), DescKind::Reserved);
+        assert_eq!(Desc::INVALID.kind(Level::Pte), DescKind::Invalid);
+        assert!(Desc::page(0, PAGE_KERNEL).valid_not_user());
+        assert!(!Desc::page(0, PAGE_SHARED).valid_not_user());
+    }
+
+    #[test]
+    fn geometry() {
+        assert_eq!([Level::Pgd.shift(), Level::Pud.shift(), Level::Pmd.shift(), Level::Pte.shift()], [39, 30, 21, 12]);
+        let va = 0xffff_8000_1234_5678u64;
+        assert_eq!(Level::Pgd.index(va), 256);
+        assert_eq!(Level::Pte.index(va), 0x145);
+    }
+
+    #[test]
+    fn break_before_make_rules() {
+        let a = Desc::page(0x4000_0000, PAGE_KERNEL).bits();
+        assert!(pgattr_change_is_safe(0, a), "creating is safe");
+        assert!(pgattr_change_is_safe(a, 0), "removing is safe");
+        assert!(pgattr_change_is_safe(a, Desc::page(0x4000_0000, PAGE_KERNEL_RO).bits()), "permissions may change");
+        assert!(!pgattr_change_is_safe(a, Desc::page(0x4000_1000, PAGE_KERNEL).bits()), "pfn change");
+        assert!(!pgattr_change_is_safe(a, a | PTE_CONT), "live cont change");
+        assert!(!pgattr_change_is_safe(a | PTE_NG, a), "nG to global");
+        assert!(pgattr_change_is_safe(a, a | PTE_NG), "global to nG");
+        let dev = (a & !PTE_ATTRINDX_MASK) | attrindx(MT_DEVICE_NGNRE);
+        assert!(!pgattr_change_is_safe(a, dev), "memory type change");
+        let tagged = (a & !PTE_ATTRINDX_MASK) | attrindx(MT_NORMAL_TAGGED);
+        assert!(pgattr_change_is_safe(a, tagged), "normal <-> tagged");
+    }
+}

@@ -1,0 +1,135 @@
+//! MMU access: read and write emulated memory at a virtual address on a CPU.
+//!
+//! A translation goes through the CPU's soft-MMU cache (a direct-mapped
+//! array of host-page pointers, like QEMU's softmmu TLB), then the CPU's TLB
+//! model, then a table walk that fills both. Permissions are checked on
+//! the leaf: a missing entry is a translation fault, a write to a read-only
+//! entry or a user access to a kernel entry a permission fault. A fault is a
+//! value ([`Fault`]) with the address and the descriptor, never a crash.
+//! TLBIs invalidate the cache and the model, so a stale translation lives
+//! exactly as long as it would on hardware.
+
+use super::{AddressSpace, Desc, Level, walk};
+use crate::addr::{PAGE_SIZE, PhysAddr};
+use crate::cpu::Cpu;
+use crate::pgtable::desc::bits::{PTE_AF, PTE_RDONLY, PTE_USER, PTE_WRITE};
+
+/// What the access does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    pub write: bool,
+    /// An EL0 access (needs `PTE_USER`).
+    pub user: bool,
+}
+
+impl Access {
+    /// A kernel read.
+    pub const READ: Access = Access { write: false, user: false };
+    /// A kernel write.
+    pub const WRITE: Access = Access { write: true, user: false };
+}
+
+/// Why an access faulted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// No valid entry at `level`.
+    Translation { level: Level },
+    /// The leaf forbids the access.
+    Permission { level: Level },
+    /// The leaf's access flag is clear.
+    AccessFlag { level: Level },
+}
+
+/// A fault: the address, the kind, and the descriptor the walk stopped at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    pub va: u64,
+    pub kind: FaultKind,
+    pub desc: Desc,
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} fault at {:#018x} (descriptor {:#018x})", self.kind, self.va, self.desc.0)
+    }
+}
+impl std::error::Error for Fault {}
+
+/// Check `access` against a leaf descriptor. Writable means AP[2] clear, or
+/// DBM set (FEAT_HAFDBS: hardware would clear AP[2] on the first write).
+#[inline]
+pub fn permits(d: Desc, access: Access) -> bool {
+    (!access.user || d.has(PTE_USER)) && (!access.write || !d.has(PTE_RDONLY) || d.has(PTE_WRITE))
+}
+
+/// Translate `va` for `access` by walking the tables (the slow path).
+pub fn translate_walk(
+    cpu: &Cpu<'_>,
+    asp: &AddressSpace,
+    va: u64,
+    access: Access,
+) -> Result<(PhysAddr, super::Leaf), Fault> {
+    let w = walk(cpu.machine(), asp, va);
+    let Some(leaf) = w.leaf else {
+        let last = w.steps.last().copied();
+        return Err(Fault {
+            va,
+            kind: FaultKind::Translation { level: last.map_or(Level::Pgd, |s| s.level) },
+            desc: last.map_or(Desc::INVALID, |s| s.desc),
+        });
+    };
+    if !leaf.desc.has(PTE_AF) {
+        return Err(Fault { va, kind: FaultKind::AccessFlag { level: leaf.level }, desc: leaf.desc });
+    }
+    if !permits(leaf.desc, access) {
+        return Err(Fault { va, kind: FaultKind::Permission { level: leaf.level }, desc: leaf.desc });
+    }
+    Ok((leaf.pa, leaf))
+}
+
+/// Translate `va` on `cpu` for `access`: soft-MMU cache, TLB model, walk.
+#[inline]
+pub fn translate(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> Result<PhysAddr, Fault> {
+    translate_walk(cpu, asp, va, access).map(|(pa, _)| pa)
+}
+
+/// Read a u64 at `va` (8-byte aligned).
+pub fn read_u64(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64) -> Result<u64, Fault> {
+    let pa = translate(cpu, asp, va, Access::READ)?;
+    let mut b = [0u8; 8];
+    cpu.machine().arena().read(pa, &mut b);
+    Ok(u64::from_le_bytes(b))
+}
+
+/// Write a u64 at `va` (8-byte aligned).
+pub fn write_u64(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, v: u64) -> Result<(), Fault> {
+    let pa = translate(cpu, asp, va, Access::WRITE)?;
+    cpu.machine().arena().write(pa, &v.to_le_bytes());
+    Ok(())
+}
+
+/// Read bytes at `va`, page by page.
+pub fn read_bytes(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, buf: &mut [u8]) -> Result<(), Fault> {
+    let mut done = 0usize;
+    while done < buf.len() {
+        let cur = va + done as u64;
+        let n = ((PAGE_SIZE - cur % PAGE_SIZE) as usize).min(buf.len() - done);
+        let pa = translate(cpu, asp, cur, Access::READ)?;
+        cpu.machine().arena().read(pa, &mut buf[done..done + n]);
+        done += n;
+    }
+    Ok(())
+}
+
+/// Write bytes at `va`, page by page; stops at the first fault.
+pub fn write_bytes(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, buf: &[u8]) -> Result<(), Fault> {
+    let mut done = 0usize;
+    while done < buf.len() {
+        let cur = va + done as u64;
+        let n = ((PAGE_SIZE - cur % PAGE_SIZE) as usize).min(buf.len() - done);
+        let pa = translate(cpu, asp, cur, Access::WRITE)?;
+        cpu.machine().arena().write(pa, &buf[done..done + n]);
+        done += n;
+    }
+    Ok(())
+}
