@@ -11,6 +11,23 @@ pub const VA_BITS: u32 = 48;
 pub const PAGE_OFFSET: u64 = (1u64 << VA_BITS).wrapping_neg();
 /// `PAGE_END`: end of the linear map, `-(1 << (VA_BITS - 1))`.
 pub const PAGE_END: u64 = (1u64 << (VA_BITS - 1)).wrapping_neg();
+/// `MODULES_VADDR`: `_PAGE_END(VA_BITS_MIN)`.
+pub const MODULES_VADDR: u64 = PAGE_END;
+/// `MODULES_VSIZE`: 2 GiB.
+pub const MODULES_VSIZE: u64 = 2 << 30;
+/// `MODULES_END`, which is also `KIMAGE_VADDR`.
+pub const MODULES_END: u64 = MODULES_VADDR + MODULES_VSIZE;
+/// `KIMAGE_VADDR`: the kernel image (inside the vmalloc range, which
+/// reserves it at boot as the kernel does with `vm_area_add_early`).
+pub const KIMAGE_VADDR: u64 = MODULES_END;
+/// `VMALLOC_START` = `MODULES_END`.
+pub const VMALLOC_START: u64 = MODULES_END;
+/// `VMALLOC_END` = `VMEMMAP_START - SZ_8M` (VA_BITS == VA_BITS_MIN).
+pub const VMALLOC_END: u64 = VMEMMAP_START - (8 << 20);
+/// `PCI_IO_START` = `VMEMMAP_END + SZ_8M`.
+pub const PCI_IO_START: u64 = VMEMMAP_END + (8 << 20);
+/// `FIXADDR_TOP` = `-SZ_8M`.
+pub const FIXADDR_TOP: u64 = (8u64 << 20).wrapping_neg();
 /// `VMEMMAP_END`: `-SZ_1G`.
 pub const VMEMMAP_END: u64 = (1u64 << 30).wrapping_neg();
 /// `VMEMMAP_SIZE`: one 64-byte struct page per 4 KiB of the linear map.
@@ -25,9 +42,9 @@ pub const ARM64_MEMSTART_ALIGN: u64 = 1 << 30;
 pub const PHYS_OFFSET: u64 = 0x4000_0000;
 /// Where mmlab places the heads of lists that the kernel keeps in static
 /// data (free areas in `struct zone`, per-cpu lists): a window in the kernel
-/// image region (`KIMAGE_VADDR` = `MODULES_END`), so a list link in a struct
-/// page always holds a kernel virtual address, as in the kernel.
-pub const KERNEL_DATA_LISTS: u64 = PAGE_END + (2 << 30) + (128 << 20);
+/// image (`KIMAGE_VADDR` + 128 MiB), so a list link in a struct page always
+/// holds a kernel virtual address, as in the kernel.
+pub const KERNEL_DATA_LISTS: u64 = KIMAGE_VADDR + (128 << 20);
 
 #[cfg(test)]
 mod tests {
@@ -39,5 +56,9 @@ mod tests {
         assert_eq!(PAGE_END, 0xffff_8000_0000_0000);
         assert_eq!(VMEMMAP_START, 0xffff_fdff_c000_0000);
         assert_eq!(VMEMMAP_END, 0xffff_ffff_c000_0000);
+        assert_eq!(VMALLOC_START, 0xffff_8000_8000_0000);
+        assert_eq!(VMALLOC_END, 0xffff_fdff_bf80_0000);
+        assert_eq!(FIXADDR_TOP, 0xffff_ffff_ff80_0000);
+        assert_eq!(PCI_IO_START, 0xffff_ffff_c080_0000);
     }
 }

@@ -252,3 +252,16 @@ impl<'m> PageAllocator<'m> {
         Ok(f(&cpu))
     }
 }
+
+/// Page-table pages after boot come from the page allocator
+/// (`pagetable_alloc(GFP_PGTABLE_KERNEL, 0)`: `GFP_KERNEL | __GFP_ZERO`).
+impl<'m> mmlab_engine::pgtable::PgtableAlloc<'m> for PageAllocator<'m> {
+    fn alloc_table(&self, cpu: &Cpu<'m>) -> Option<mmlab_engine::PhysAddr> {
+        self.alloc_pages(cpu, mmlab_engine::Gfp::GFP_KERNEL | mmlab_engine::Gfp::__GFP_ZERO, 0).map(|p| p.phys())
+    }
+    fn free_table(&self, cpu: &Cpu<'m>, pa: mmlab_engine::PhysAddr) {
+        // A table page this allocator handed out: a failure here is a bug
+        // in the caller, and the page is then left as it was.
+        let _ = self.free_pages(cpu, pa.pfn(), 0);
+    }
+}

@@ -102,22 +102,22 @@ impl std::fmt::Display for PgtableError {
 impl std::error::Error for PgtableError {}
 
 /// Where table pages come from.
-pub trait PgtableAlloc {
+pub trait PgtableAlloc<'m> {
     /// A zeroed page for a table, or None.
-    fn alloc_table(&self, cpu: &Cpu<'_>) -> Option<PhysAddr>;
+    fn alloc_table(&self, cpu: &Cpu<'m>) -> Option<PhysAddr>;
     /// Give a table page back.
-    fn free_table(&self, cpu: &Cpu<'_>, pa: PhysAddr);
+    fn free_table(&self, cpu: &Cpu<'m>, pa: PhysAddr);
 }
 
 /// `early_pgtable_alloc()`: table pages from memblock, during boot.
 #[derive(Debug, Clone, Copy)]
 pub struct MemblockTables;
 
-impl PgtableAlloc for MemblockTables {
-    fn alloc_table(&self, cpu: &Cpu<'_>) -> Option<PhysAddr> {
+impl<'m> PgtableAlloc<'m> for MemblockTables {
+    fn alloc_table(&self, cpu: &Cpu<'m>) -> Option<PhysAddr> {
         cpu.machine().early_table_page().ok()
     }
-    fn free_table(&self, _cpu: &Cpu<'_>, _pa: PhysAddr) {
+    fn free_table(&self, _cpu: &Cpu<'m>, _pa: PhysAddr) {
         // memblock_free of a boot table: the page stays reserved (simplified).
     }
 }
@@ -329,10 +329,10 @@ pub struct MapFlags {
 /// installing one if the entry is empty (`__pte_alloc_kernel`,
 /// `pmd_populate_kernel`, `pud_populate`): the new table's descriptor is
 /// written at once, with its barriers.
-fn table_below(
-    cpu: &Cpu<'_>,
+fn table_below<'m>(
+    cpu: &Cpu<'m>,
     asp: &AddressSpace,
-    alloc: &dyn PgtableAlloc,
+    alloc: &dyn PgtableAlloc<'m>,
     slot: PhysAddr,
     level: Level,
 ) -> Result<PhysAddr, PgtableError> {
@@ -361,10 +361,11 @@ fn table_below(
 /// allow. Creating mappings over empty entries needs no TLB maintenance;
 /// if a live entry changed (a permission change), the returned token asks
 /// for a flush of the range.
-pub fn map_range(
-    cpu: &Cpu<'_>,
+#[allow(clippy::too_many_arguments)]
+pub fn map_range<'m>(
+    cpu: &Cpu<'m>,
     asp: &AddressSpace,
-    alloc: &dyn PgtableAlloc,
+    alloc: &dyn PgtableAlloc<'m>,
     va: u64,
     pa: u64,
     size: u64,

@@ -1,0 +1,245 @@
+//! arm64 page tables: barrier counts with and without lazy-MMU batching,
+//! break-before-make, TLB entries needed per mapping kind, faults, and the
+//! vmemmap routing of struct-page access.
+
+use mmlab_engine::barrier::{BarrierBackend, BarrierCounts, BarrierKind};
+use mmlab_engine::layout::{VMALLOC_START, VMEMMAP_START};
+use mmlab_engine::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO};
+use mmlab_engine::pgtable::mmu::{self, Access, FaultKind};
+use mmlab_engine::pgtable::{
+    self, AddressSpace, Desc, DescKind, Level, MapFlags, PgtableError, arch_enter_lazy_mmu_mode,
+    arch_leave_lazy_mmu_mode, entry_pa, walk,
+};
+use mmlab_engine::{Cpu, Machine, MachineConfig, PAGE_SIZE, PhysAddr, Pfn};
+use mmlab_pcp::{AllocatorConfig, PageAllocator};
+
+fn machine(mem: &str, batching: bool) -> Machine {
+    let cfg = MachineConfig {
+        barrier_backend: BarrierBackend::Count,
+        lazy_mmu_barrier_batching: batching,
+        ..MachineConfig::with(mem, 2).unwrap()
+    };
+    Machine::boot(cfg).unwrap()
+}
+
+/// (dsb ishst, isb) issued by `cpu` since `before`.
+fn pairs(cpu: &Cpu<'_>, before: BarrierCounts) -> (u64, u64) {
+    let now = cpu.data().barriers.snapshot();
+    let d = |k| now.get(k, if k == BarrierKind::Isb { "sy" } else { "ishst" }).unwrap();
+    let b = |k| before.get(k, if k == BarrierKind::Isb { "sy" } else { "ishst" }).unwrap();
+    (d(BarrierKind::Dsb) - b(BarrierKind::Dsb), d(BarrierKind::Isb) - b(BarrierKind::Isb))
+}
+
+/// A PTE table for `va` in the kernel space, created by mapping one page
+/// there and unmapping it again (the tables stay, as vmalloc's do).
+fn pte_table_for<'m>(cpu: &Cpu<'m>, pa: &PageAllocator<'m>, va: u64) -> PhysAddr {
+    let k = cpu.machine().kernel_as();
+    let page = pa.alloc_pages(cpu, mmlab_engine::Gfp::GFP_KERNEL, 0).unwrap();
+    pgtable::map_range(cpu, &k, pa, va, page.phys().0, PAGE_SIZE, PAGE_KERNEL, MapFlags::default()).unwrap().ignore();
+    let pmd = walk(cpu.machine(), &k, va).steps[2].desc;
+    pgtable::unmap_range(cpu, &k, va, PAGE_SIZE).unwrap().ignore();
+    pa.free_pages(cpu, page, 0).unwrap();
+    PhysAddr(pmd.addr())
+}
+
+#[test]
+fn barrier_pairs_per_write_with_and_without_batching() {
+    for batching in [true, false] {
+        let m = machine("64M", batching);
+        let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+        let cpu = m.cpu(0).unwrap();
+        let table = pte_table_for(&cpu, &pa, VMALLOC_START);
+        let pte = |i: u64| Desc::page(0x4000_0000 + i * PAGE_SIZE, PAGE_KERNEL);
+
+        // Outside a section: every valid kernel PTE write pays one pair.
+        let b = cpu.data().barriers.snapshot();
+        for i in 0..8 {
+            pgtable::set_pte(&cpu, entry_pa(table, i), pte(i as u64)).unwrap();
+        }
+        assert_eq!(pairs(&cpu, b), (8, 8), "batching={batching}: 8 single writes");
+
+        // Clearing issues none.
+        let b = cpu.data().barriers.snapshot();
+        for i in 0..8 {
+            pgtable::ptep_get_and_clear(&cpu, entry_pa(table, i));
+        }
+        assert_eq!(pairs(&cpu, b), (0, 0), "clears issue no barriers");
+
+        // set_ptes: one pair for the whole run.
+        let b = cpu.data().barriers.snapshot();
+        pgtable::set_ptes(&cpu, entry_pa(table, 0), pte(0), 100, PAGE_SIZE).unwrap();
+        assert_eq!(pairs(&cpu, b), (1, 1), "one pair per set_ptes run");
+        for i in 0..100 {
+            pgtable::pte_clear(&cpu, entry_pa(table, i));
+        }
+
+        // 64 single writes inside one lazy-MMU section.
+        let b = cpu.data().barriers.snapshot();
+        arch_enter_lazy_mmu_mode(&cpu);
+        for i in 0..64 {
+            pgtable::set_pte(&cpu, entry_pa(table, i), pte(i as u64)).unwrap();
+        }
+        let inside = pairs(&cpu, b);
+        arch_leave_lazy_mmu_mode(&cpu);
+        if batching {
+            assert_eq!(inside, (0, 0), "deferred inside the section");
+            assert_eq!(pairs(&cpu, b), (1, 1), "one pair at the leave");
+        } else {
+            assert_eq!(pairs(&cpu, b), (64, 64), "before 6.16: one pair per write");
+        }
+        for i in 0..64 {
+            pgtable::pte_clear(&cpu, entry_pa(table, i));
+        }
+
+        // A section with only clears owes nothing at its end.
+        let b = cpu.data().barriers.snapshot();
+        arch_enter_lazy_mmu_mode(&cpu);
+        pgtable::pte_clear(&cpu, entry_pa(table, 0));
+        arch_leave_lazy_mmu_mode(&cpu);
+        assert_eq!(pairs(&cpu, b), (0, 0));
+
+        // Nesting: the inner leave flushes and ends batching for the rest of
+        // the outer section (the kernel does not count nesting).
+        let b = cpu.data().barriers.snapshot();
+        arch_enter_lazy_mmu_mode(&cpu);
+        pgtable::set_pte(&cpu, entry_pa(table, 0), pte(0)).unwrap();
+        arch_enter_lazy_mmu_mode(&cpu);
+        pgtable::set_pte(&cpu, entry_pa(table, 1), pte(1)).unwrap();
+        arch_leave_lazy_mmu_mode(&cpu);
+        let after_inner = pairs(&cpu, b);
+        pgtable::set_pte(&cpu, entry_pa(table, 2), pte(2)).unwrap();
+        pgtable::set_pte(&cpu, entry_pa(table, 3), pte(3)).unwrap();
+        arch_leave_lazy_mmu_mode(&cpu);
+        if batching {
+            assert_eq!(after_inner, (1, 1), "inner leave flushes the two writes");
+            assert_eq!(pairs(&cpu, b), (3, 3), "two more unbatched writes, nothing left at the outer leave");
+        } else {
+            assert_eq!(pairs(&cpu, b), (4, 4));
+        }
+        for i in 0..4 {
+            pgtable::pte_clear(&cpu, entry_pa(table, i));
+        }
+
+        // User (non-global, PTE_USER) writes issue no barriers at all.
+        let b = cpu.data().barriers.snapshot();
+        pgtable::set_pte(&cpu, entry_pa(table, 5), Desc::page(0x4000_0000, pgtable::desc::PAGE_SHARED)).unwrap();
+        assert_eq!(pairs(&cpu, b), (0, 0), "user entries rely on TLB maintenance");
+    }
+}
+
+#[test]
+fn break_before_make_violations_are_rejected_and_not_written() {
+    let m = machine("64M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let table = pte_table_for(&cpu, &pa, VMALLOC_START);
+    let slot = entry_pa(table, 0);
+    let old = Desc::page(0x4000_0000, PAGE_KERNEL);
+    pgtable::set_pte(&cpu, slot, old).unwrap();
+    // Another output address under a live entry.
+    let new = Desc::page(0x4000_1000, PAGE_KERNEL);
+    assert_eq!(pgtable::set_pte(&cpu, slot, new), Err(PgtableError::BreakBeforeMake { entry: slot, old, new }));
+    assert_eq!(m.read_desc(slot), old, "nothing written");
+    // Setting the contiguous bit on a live entry.
+    let cont = Desc(old.0 | pgtable::desc::bits::PTE_CONT);
+    assert!(matches!(pgtable::set_pte(&cpu, slot, cont), Err(PgtableError::BreakBeforeMake { .. })));
+    // A permission change is allowed.
+    pgtable::set_pte(&cpu, slot, Desc::page(0x4000_0000, PAGE_KERNEL_RO)).unwrap();
+    // Break, then make: clear first, then any new entry is fine.
+    pgtable::ptep_get_and_clear(&cpu, slot);
+    pgtable::set_pte(&cpu, slot, new).unwrap();
+    // set_ptes checks every entry before writing any.
+    let b = m.read_desc(entry_pa(table, 1));
+    assert!(pgtable::set_ptes(&cpu, entry_pa(table, 1), Desc::page(0x4100_0000, PAGE_KERNEL), 4, PAGE_SIZE).is_ok());
+    assert!(pgtable::set_ptes(&cpu, entry_pa(table, 0), Desc::page(0x4200_0000, PAGE_KERNEL), 4, PAGE_SIZE).is_err());
+    assert_eq!(m.read_desc(entry_pa(table, 1)), Desc::page(0x4100_0000, PAGE_KERNEL), "run left as it was");
+    let _ = b;
+    // A contiguous run must be aligned.
+    assert!(matches!(
+        pgtable::set_cont_ptes(&cpu, entry_pa(table, 16), VMALLOC_START + 0x10000, 0x4000_1000, PAGE_KERNEL),
+        Err(PgtableError::ContAlignment { .. })
+    ));
+}
+
+#[test]
+fn tlb_entries_needed_for_1mib_by_mapping_kind() {
+    let m = machine("256M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    // 2 MiB of physically contiguous, 2 MiB-aligned memory.
+    let phys = pa.alloc_contig_pages(&cpu, 512, mmlab_engine::Gfp::GFP_KERNEL).unwrap().phys().0;
+    let cases = [
+        (MapFlags { block: false, cont: false }, 1 << 20, 256u64),
+        (MapFlags { block: false, cont: true }, 1 << 20, 16),
+        (MapFlags { block: true, cont: false }, 2 << 20, 1),
+    ];
+    for (i, (flags, size, want)) in cases.into_iter().enumerate() {
+        // Each case at its own 2 MiB-aligned address: a block cannot replace
+        // the (empty) PTE table an earlier case left behind without
+        // pmd_free_pte_page().
+        let va = VMALLOC_START + (64 << 20) + ((i as u64) << 21);
+        pgtable::map_range(&cpu, &k, &pa, va, phys, size, PAGE_KERNEL, flags).unwrap().ignore();
+        let leaves = pgtable::leaves(&m, &k, va, va + (1 << 20));
+        assert_eq!(leaves.len() as u64, want, "{flags:?}: TLB entries to cover 1 MiB");
+        pgtable::unmap_range(&cpu, &k, va, size).unwrap().ignore();
+        assert!(pgtable::leaves(&m, &k, va, va + (1 << 20)).is_empty());
+    }
+    let st = pgtable::stats(&m, &k);
+    assert!(st.tables[Level::Pte as usize] >= 1);
+}
+
+#[test]
+fn read_only_mapping_faults_on_write_and_holes_fault_on_read() {
+    let m = machine("64M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let page = pa.alloc_pages(&cpu, mmlab_engine::Gfp::GFP_KERNEL | mmlab_engine::Gfp::__GFP_ZERO, 0).unwrap();
+    let va = VMALLOC_START + 0x10_0000;
+    pgtable::map_range(&cpu, &k, &pa, va, page.phys().0, PAGE_SIZE, PAGE_KERNEL_RO, MapFlags::default())
+        .unwrap()
+        .ignore();
+    m.arena().write(PhysAddr(page.phys().0 + 8), &0xfeed_u64.to_le_bytes());
+    assert_eq!(mmu::read_u64(&cpu, &k, va + 8), Ok(0xfeed));
+    let f = mmu::write_u64(&cpu, &k, va + 8, 1).unwrap_err();
+    assert_eq!(f.kind, FaultKind::Permission { level: Level::Pte });
+    assert_eq!(f.va, va + 8);
+    assert_eq!(f.desc, Desc::page(page.phys().0, PAGE_KERNEL_RO));
+    assert_eq!(mmu::read_u64(&cpu, &k, va + 8), Ok(0xfeed), "the failed write changed nothing");
+    let hole = mmu::read_u64(&cpu, &k, va + PAGE_SIZE).unwrap_err();
+    assert_eq!(hole.kind, FaultKind::Translation { level: Level::Pte });
+    // A user access to a kernel page is a permission fault.
+    let u = mmu::translate(&cpu, &k, va, Access { write: false, user: true }).unwrap_err();
+    assert_eq!(u.kind, FaultKind::Permission { level: Level::Pte });
+    // An address with no table at all faults at the top level.
+    let none = mmu::read_u64(&cpu, &AddressSpace::kernel(k.pgd()), 0xffff_0000_0000_0000).unwrap_err();
+    assert!(matches!(none.kind, FaultKind::Translation { .. }));
+}
+
+#[test]
+fn struct_pages_are_reached_through_the_vmemmap() {
+    // 256 MiB = two whole sections: each 2 MiB of memmap is one PMD block.
+    let m = machine("256M", true);
+    let k = m.kernel_as();
+    let pfn = Pfn(0x40000 + 12345);
+    let va = m.memmap().page_va(pfn);
+    assert_eq!(va, VMEMMAP_START + 12345 * 64);
+    let w = walk(&m, &k, va);
+    let kinds: Vec<_> = w.steps.iter().map(|s| s.desc.kind(s.level)).collect();
+    assert_eq!(kinds, [DescKind::Table, DescKind::Table, DescKind::Block], "pgd -> pud table -> pmd block");
+    let pa = w.leaf.unwrap().pa;
+    assert_eq!(m.vmemmap_pa(pfn), Some(pa));
+    // The accessor's bytes are the arena's bytes at the translated address.
+    let p = m.page(pfn);
+    p.set_private(0x1122_3344_5566_7788);
+    let mut raw = [0u8; 64];
+    m.arena().read(pa, &mut raw);
+    assert_eq!(u64::from_le_bytes(raw[40..48].try_into().unwrap()), 0x1122_3344_5566_7788);
+    let cpu = m.cpu(0).unwrap();
+    assert_eq!(mmu::read_u64(&cpu, &k, va + 40), Ok(0x1122_3344_5566_7788), "and what an MMU read at the VA sees");
+    // A partial section (64 MiB) is mapped with base pages.
+    let small = machine("64M", true);
+    let w = walk(&small, &small.kernel_as(), small.memmap().page_va(Pfn(0x40000)));
+    assert_eq!(w.leaf.unwrap().level, Level::Pte);
+}
