@@ -296,9 +296,9 @@ impl<'a, 'm> LockedZone<'a, 'm> {
         p.set_ext(PageExt::Buddy(order as u8));
         let i = fl(order, mt);
         if tail {
-            self.inner.lists.add_tail(mem, i, pfn);
+            self.inner.lists.add_tail_page(mem, i, pfn, p);
         } else {
-            self.inner.lists.add(mem, i, pfn);
+            self.inner.lists.add_page(mem, i, pfn, p);
         }
         self.inner.nr_free[order as usize] += 1;
     }

@@ -22,7 +22,7 @@
 
 use crate::addr::Pfn;
 use crate::layout::{VMEMMAP_END, VMEMMAP_START};
-use crate::page::{LRU_OFFSET, Memmap, STRUCT_PAGE_SIZE};
+use crate::page::{LRU_OFFSET, Memmap, STRUCT_PAGE_SIZE, StructPage};
 
 /// `LIST_POISON1` (0x100 + `POISON_POINTER_DELTA`).
 pub const LIST_POISON1: u64 = 0xdead_0000_0000_0100;
@@ -122,11 +122,16 @@ impl ListArray {
     /// `list_add(&page->lru, &heads[i])`: insert at the head.
     #[inline(always)]
     pub fn add(&mut self, mem: &Memmap, i: usize, pfn: Pfn) {
+        self.add_page(mem, i, pfn, mem.page(pfn))
+    }
+
+    /// [`ListArray::add`] for a caller that already holds `pfn`'s struct page.
+    #[inline(always)]
+    pub fn add_page(&mut self, mem: &Memmap, i: usize, pfn: Pfn, p: &StructPage) {
         let new = self.page_link(pfn);
         let head = self.head_va(i);
         let next = self.heads[i].next;
         self.set_prev_of(mem, next, new);
-        let p = mem.page(pfn);
         p.set_lru_next(next);
         p.set_lru_prev(head);
         let h = &mut self.heads[i];
@@ -137,11 +142,16 @@ impl ListArray {
     /// `list_add_tail(&page->lru, &heads[i])`: insert at the tail.
     #[inline(always)]
     pub fn add_tail(&mut self, mem: &Memmap, i: usize, pfn: Pfn) {
+        self.add_tail_page(mem, i, pfn, mem.page(pfn))
+    }
+
+    /// [`ListArray::add_tail`] for a caller that already holds the struct page.
+    #[inline(always)]
+    pub fn add_tail_page(&mut self, mem: &Memmap, i: usize, pfn: Pfn, p: &StructPage) {
         let new = self.page_link(pfn);
         let head = self.head_va(i);
         let prev = self.heads[i].prev;
         self.set_next_of(mem, prev, new);
-        let p = mem.page(pfn);
         p.set_lru_next(head);
         p.set_lru_prev(prev);
         let h = &mut self.heads[i];

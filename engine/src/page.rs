@@ -345,7 +345,7 @@ impl Memmap {
     ///
     /// Panics on a PFN outside RAM: every caller validates user-supplied
     /// frame numbers with [`Memmap::pfn_valid`] first.
-    #[inline]
+    #[inline(always)]
     pub fn page(&self, pfn: Pfn) -> &StructPage {
         let idx = pfn.0.wrapping_sub(self.start_pfn);
         assert!(idx < self.nr_pages, "pfn {pfn} outside the memmap");
@@ -356,7 +356,10 @@ impl Memmap {
     /// vmemmap translation.
     #[inline(always)]
     fn page_at(&self, idx: u64) -> &StructPage {
-        let host = self.shadow[(idx / PAGES_PER_VMEMMAP_PAGE) as usize].load(Relaxed);
+        debug_assert!(idx < self.nr_pages);
+        // SAFETY: callers pass idx < nr_pages, and the shadow has
+        // ceil(nr_pages / 64) entries, so idx / 64 is in bounds.
+        let host = unsafe { self.shadow.get_unchecked((idx / PAGES_PER_VMEMMAP_PAGE) as usize) }.load(Relaxed);
         assert!(host != 0, "struct page {idx} is behind an unmapped vmemmap page");
         // SAFETY: a non-zero shadow entry is the host address of a 4 KiB,
         // page-aligned piece of the arena (set by `new` from the memmap slice

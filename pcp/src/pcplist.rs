@@ -164,8 +164,9 @@ impl<'m> PageAllocator<'m> {
         let mut i = 0;
         while i < count {
             let Some(pfn) = z.rmqueue(order, mt, alloc_flags, &mut mode) else { break };
-            mem.page(pfn).set_ext(PageExt::Pcp(order as u8));
-            pcp.lists.add_tail(mem, pindex, pfn);
+            let p = mem.page(pfn);
+            p.set_ext(PageExt::Pcp(order as u8));
+            pcp.lists.add_tail_page(mem, pindex, pfn, p);
             i += 1;
         }
         drop(z);
@@ -278,8 +279,9 @@ impl<'m> PageAllocator<'m> {
         pcp.alloc_factor >>= 1;
         cpu.count(VmEvent::Pgfree, 1 << order);
         let pindex = order_to_pindex(mt, order);
-        mem.page(pfn).set_ext(PageExt::Pcp(order as u8));
-        pcp.lists.add(mem, pindex, pfn);
+        let p = mem.page(pfn);
+        p.set_ext(PageExt::Pcp(order as u8));
+        pcp.lists.add_page(mem, pindex, pfn, p);
         pcp.count += 1 << order;
         let batch = pcp.batch;
         let mut free_high = false;
