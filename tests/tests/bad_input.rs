@@ -2,8 +2,11 @@
 //! list or pcp moves, and `check_invariants` stays clean.
 //!
 //! 64 MiB machine, 2 CPUs: RAM is PFN 0x40000..0x44000; the memmap is
-//! reserved at 0x43e00..0x43f00 and the usemap at 0x43fff (see
-//! buddy_split_merge.rs); managed = 16,127; batch 3; min watermark 253.
+//! reserved at 0x43e00..0x43f00, the usemap at 0x43fff and the four
+//! vmemmap page-table pages just below it (swapper_pg_dir 0x43ffe, pud
+//! 0x43ffd, pmd 0x43ffc, pte 0x43ffb; see buddy_split_merge.rs);
+//! managed = 16,384 - 261 = 16,123; batch 3 (16,123 >> 12 = 3); min
+//! watermark 253 (int_sqrt(16,123 x 4 x 16 = 1,031,872) = 1,015; >> 2).
 
 use mmlab_engine::page::PageExt;
 use mmlab_engine::vmstat::{VmCounts, VmEvent};
@@ -53,18 +56,20 @@ fn double_free_on_pcp_list_and_in_buddy() {
     let m = boot();
     let pa = pa(&m);
     let cpu = m.cpu(0).unwrap();
-    // The first order-0 movable refill (3 pages: 0x43ffe, then 0x43ffc and
-    // 0x43ffd from splitting the order-1 block) hands out the head, 0x43ffe.
+    // The first order-0 movable refill (3 pages: the boot order-0 block
+    // 0x43ffa, then 0x43ff8 and 0x43ff9 from splitting the order-1 block at
+    // 0x43ff8) hands out the head, 0x43ffa.
     // (GFP_KERNEL is unmovable: with every pageblock MOVABLE it would claim
     // the largest block, 0x40000, instead.)
     let p = pa.alloc_pages(&cpu, Gfp::GFP_HIGHUSER_MOVABLE, 0).unwrap();
-    assert_eq!(p, Pfn(0x43ffe));
+    assert_eq!(p, Pfn(0x43ffa));
     pa.free_pages(&cpu, p, 0).unwrap();
     assert_eq!(m.page(p).ext(), PageExt::Pcp(0));
     // On the pcp list.
     refused(&m, &pa, || pa.free_pages(&cpu, p, 0), FreeError::DoubleFree { pfn: p });
-    // Drained: 0x43ffe's buddy 0x43fff is the usemap (reserved), so it stays
-    // an order-0 buddy head.
+    // Drained: 0x43ffa's buddy 0x43ffb is the pte table page (reserved), so
+    // it stays an order-0 buddy head (0x43ff8 and 0x43ff9 merge into an
+    // order-1 block, whose order-1 buddy 0x43ffa is only order 0).
     pa.drain_local_pages(&cpu);
     assert_eq!(m.page(p).ext(), PageExt::Buddy(0));
     refused(&m, &pa, || pa.free_pages(&cpu, p, 0), FreeError::DoubleFree { pfn: p });
@@ -94,10 +99,14 @@ fn tail_pages_and_wrong_order() {
     let m = boot();
     let pa = pa(&m);
     let cpu = m.cpu(0).unwrap();
-    // Order 2 through the pcp: the movable refill takes 3 order-2 blocks;
-    // the first is 0x43ff8 (the boot order-2 block).
+    // Order 2 through the pcp: the movable refill takes max(3 >> 2, 2) = 2
+    // order-2 blocks. There is no boot order-2 block (0x43ff8..0x43ffb holds
+    // the pte table page 0x43ffb), so the first splits the boot order-3 block
+    // 0x43ff0 (keeping 0x43ff0, putting 0x43ff4 at order 2) and the second
+    // is 0x43ff4; the head, 0x43ff0, is handed out and 0x43ff4 stays parked.
     let p = pa.alloc_pages(&cpu, Gfp::GFP_HIGHUSER_MOVABLE, 2).unwrap();
-    assert_eq!(p, Pfn(0x43ff8));
+    assert_eq!(p, Pfn(0x43ff0));
+    assert_eq!(pa.pageset(0).unwrap().count, 4);
     assert_eq!(m.page(p).ext(), PageExt::Alloc(2, Migratetype::Movable));
     for t in 1..4 {
         let tail = p.add(t);
@@ -147,16 +156,24 @@ fn invalid_and_reserved_pfns() {
         assert_eq!(pa.get_page(pfn), Err(FreeError::InvalidPfn { pfn }));
     }
     let reserved: Vec<_> = m.memblock().reserved().to_vec();
-    assert_eq!(reserved.iter().map(|r| r.name).collect::<Vec<_>>(), ["memmap", "usemap"]);
+    // Sorted by address: the memmap, the pte, pmd and pud tables and
+    // swapper_pg_dir (allocated top-down in the reverse order), the usemap.
+    assert_eq!(
+        reserved.iter().map(|r| r.name).collect::<Vec<_>>(),
+        ["memmap", "pgtable", "pgtable", "pgtable", "pgtable", "usemap"]
+    );
     let memmap = reserved[0].base.pfn();
     assert_eq!(memmap, Pfn(0x43e00));
-    let usemap = reserved[1].base.pfn();
+    let tables: Vec<Pfn> = reserved[1..5].iter().map(|r| r.base.pfn()).collect();
+    assert_eq!(tables, [Pfn(0x43ffb), Pfn(0x43ffc), Pfn(0x43ffd), Pfn(0x43ffe)]);
+    let usemap = reserved[5].base.pfn();
     assert_eq!(usemap, Pfn(0x43fff));
-    for pfn in [memmap, memmap.add(255), usemap] {
+    for pfn in [memmap, memmap.add(255), tables[0], tables[3], usemap] {
         refused(&m, &pa, || pa.free_pages(&cpu, pfn, 0), FreeError::Reserved { pfn });
     }
     refused(&m, &pa, || pa.free_pages(&cpu, memmap, 8), FreeError::Reserved { pfn: memmap });
     refused(&m, &pa, || pa.free_contig_range(&cpu, memmap, 4), FreeError::Reserved { pfn: memmap });
+    refused(&m, &pa, || pa.free_contig_range(&cpu, tables[0], 4), FreeError::Reserved { pfn: tables[0] });
 }
 
 #[test]

@@ -3,15 +3,27 @@
 //!
 //! Layout of the 64 MiB machine, derived by hand from `Machine::boot`:
 //! RAM is PFN 0x40000..0x44000 (16,384 frames). memblock allocates top-down:
-//! the memmap (16,384 x 64 B = 1 MiB, 2 MiB aligned) lands at
-//! 0x4000_0000 + 62 MiB = PFN 0x43e00..0x43f00, then the usemap (32
-//! pageblocks -> 64 B) at the last 64 bytes of RAM, i.e. in PFN 0x43fff.
-//! `__free_pages_memory` then frees [0x40000, 0x43e00) as 15 order-10 blocks
-//! (0x40000, 0x40400, ..., 0x43800) plus an order-9 block at 0x43c00, and
-//! [0x43f00, 0x43fff) as one block of each order 7..0 (0x43f00 o7, 0x43f80 o6,
-//! 0x43fc0 o5, 0x43fe0 o4, 0x43ff0 o3, 0x43ff8 o2, 0x43ffc o1, 0x43ffe o0).
-//! managed = 15,360 + 512 + 255 = 16,127. Boot frees go to the list tail
-//! (FPI_TO_TAIL) in address order, so the head of the order-10 list is 0x40000.
+//! - the memmap (16,384 x 64 B = 1 MiB, 2 MiB aligned): (0x4400_0000 -
+//!   1 MiB) rounded down to 2 MiB = 0x43e0_0000, PFN 0x43e00..0x43f00;
+//! - the usemap (32 pageblocks -> 64 B, 64 B aligned): the last 64 bytes of
+//!   RAM, 0x43ff_ffc0, in PFN 0x43fff;
+//! - swapper_pg_dir (one page, page aligned): the highest free range is
+//!   [0x43f0_0000, 0x43ff_ffc0); (0x43ff_ffc0 - 4 KiB) rounded down to 4 KiB
+//!   = 0x43ff_e000, PFN 0x43ffe (the rest of the usemap's page, 0xfc0 bytes,
+//!   is too small for a page);
+//! - vmemmap_populate: 64M is a partial section (16,384 < 32,768 frames), so
+//!   the 1 MiB of memmap is mapped with 4 KiB PTEs; the walk allocates the
+//!   pud table (PFN 0x43ffd), the pmd table (0x43ffc) and the pte table
+//!   (0x43ffb), each the next page down.
+//!
+//! Reserved: 256 + 1 + 4 = 261 frames. `__free_pages_memory` then frees
+//! [0x40000, 0x43e00) as 15 order-10 blocks (0x40000, 0x40400, ..., 0x43800)
+//! plus an order-9 block at 0x43c00, and [0x43f00, 0x43ffb) (251 frames) as
+//! 0x43f00 o7, 0x43f80 o6, 0x43fc0 o5, 0x43fe0 o4, 0x43ff0 o3, 0x43ff8 o1
+//! (an order-2 block at 0x43ff8 would reach the pte table page 0x43ffb) and
+//! 0x43ffa o0. managed = 15,360 + 512 + 251 = 16,123 = 16,384 - 261. Boot
+//! frees go to the list tail (FPI_TO_TAIL) in address order, so the head of
+//! the order-10 list is 0x40000.
 
 use mmlab_buddy::{Fpi, LockedZone};
 use mmlab_engine::page::PageExt;
@@ -19,8 +31,8 @@ use mmlab_engine::{Gfp, Machine, Migratetype, Pfn};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
 /// Post-boot buddyinfo of the 64 MiB machine (see the module comment):
-/// one block at each of orders 0..7 and 9, none at 8, fifteen at 10.
-const BOOT_BUDDYINFO: [u64; 11] = [1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 15];
+/// one block at each of orders 0, 1, 3..7 and 9, none at 2 or 8, fifteen at 10.
+const BOOT_BUDDYINFO: [u64; 11] = [1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 15];
 
 fn boot() -> Machine {
     mmlab_tests::machine("64M", 2)
@@ -53,24 +65,15 @@ fn is_free_block(m: &Machine, pfn: Pfn, order: u32) -> bool {
 
 /// The small blocks taken out so that only order-10 blocks remain (and the
 /// orders they were taken at), in the order `take` returns them.
-const SMALL: [(u64, u32); 9] = [
-    (0x43ffe, 0),
-    (0x43ffc, 1),
-    (0x43ff8, 2),
-    (0x43ff0, 3),
-    (0x43fe0, 4),
-    (0x43fc0, 5),
-    (0x43f80, 6),
-    (0x43f00, 7),
-    (0x43c00, 9),
-];
+const SMALL: [(u64, u32); 8] =
+    [(0x43ffa, 0), (0x43ff8, 1), (0x43ff0, 3), (0x43fe0, 4), (0x43fc0, 5), (0x43f80, 6), (0x43f00, 7), (0x43c00, 9)];
 
 #[test]
 fn boot_layout_is_as_derived() {
     let m = boot();
     let pa = pa(&m);
-    assert_eq!(pa.zone().managed_pages(), 16_127);
-    assert_eq!(pa.zone().nr_free_pages(), 16_127);
+    assert_eq!(pa.zone().managed_pages(), 16_123);
+    assert_eq!(pa.zone().nr_free_pages(), 16_123);
     assert_eq!(pa.zone().nr_free_per_order(), BOOT_BUDDYINFO);
     for (pfn, order) in SMALL {
         assert!(is_free_block(&m, Pfn(pfn), order), "{pfn:#x} order {order}");
@@ -92,14 +95,14 @@ fn smallest_order_is_taken_first_without_split() {
     let cpu = m.cpu(0).unwrap();
     let mut z = pa.zone().lock(&cpu);
     // __rmqueue_smallest scans upwards from the requested order: order 0 has
-    // 0x43ffe, so no split happens.
+    // 0x43ffa, so no split happens.
     let p = take(&mut z, 0);
-    assert_eq!(p, Pfn(0x43ffe));
+    assert_eq!(p, Pfn(0x43ffa));
     drop(z);
     let mut want = BOOT_BUDDYINFO;
     want[0] = 0;
     assert_eq!(pa.zone().nr_free_per_order(), want);
-    assert_eq!(pa.zone().nr_free_pages(), 16_126);
+    assert_eq!(pa.zone().nr_free_pages(), 16_122);
     pa.check_invariants().unwrap();
     let mut z = pa.zone().lock(&cpu);
     give(&mut z, p, 0);
@@ -114,8 +117,8 @@ fn order0_from_order10_splits_into_one_half_per_order_and_merges_back() {
     let pa = pa(&m);
     let cpu = m.cpu(0).unwrap();
     let mut z = pa.zone().lock(&cpu);
-    // Empty every order below 10: taking at orders 0..7 and 9 hits exact
-    // matches (no split), in this order.
+    // Empty every order below 10: taking at orders 0, 1, 3..7 and 9 hits
+    // exact matches (no split), in this order.
     for (pfn, order) in SMALL {
         assert_eq!(take(&mut z, order), Pfn(pfn));
     }
@@ -167,7 +170,7 @@ fn order0_from_order10_splits_into_one_half_per_order_and_merges_back() {
     }
     drop(z);
     assert_eq!(pa.zone().nr_free_per_order(), BOOT_BUDDYINFO);
-    assert_eq!(pa.zone().nr_free_pages(), 16_127);
+    assert_eq!(pa.zone().nr_free_pages(), 16_123);
     pa.check_invariants().unwrap();
 }
 
@@ -244,7 +247,7 @@ fn buddy_parked_on_a_pcp_list_blocks_the_merge() {
         assert_eq!(take(&mut z, order), Pfn(pfn));
     }
     drop(z);
-    // pcp sizing on 64M: batch = rounddown_pow2(3 + 1) - 1 = 3 (b = 16,127 >> 12
+    // pcp sizing on 64M: batch = rounddown_pow2(3 + 1) - 1 = 3 (b = 16,123 >> 12
     // = 3). The first order-0 movable allocation on CPU 0 refills 3 blocks:
     // 0x40000 (splits the order-10 block), 0x40001 (order-0 half), and
     // 0x40002 (splits the order-1 half at 0x40002, leaving 0x40003 at

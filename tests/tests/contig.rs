@@ -1,10 +1,17 @@
 //! Contiguous ranges (`alloc_contig_pages`, `alloc_contig_range`,
 //! `free_contig_range`) on a 256 MiB machine.
 //!
-//! 256 MiB = 65,536 frames, PFN 0x40000..0x50000. The memmap (4 MiB) takes
-//! 0x4fc00..0x50000 and the usemap (128 B) the frame below, 0x4fbff, so
-//! managed = 65,536 - 1,024 - 1 = 64,511 = 62 x 1,024 + 1,023: 62 order-10
-//! blocks from 0x40000 and one block of each order 9..0 above them.
+//! 256 MiB = 65,536 frames, PFN 0x40000..0x50000. memblock allocates
+//! top-down: the memmap (65,536 x 64 B = 4 MiB, 2 MiB aligned) takes
+//! 0x4fc00..0x50000; the usemap (128 pageblocks -> 128 B) the last 128 bytes
+//! below it, 0x4fbf_ff80, in frame 0x4fbff; swapper_pg_dir the page below
+//! that, 0x4fbfe ((0x4fbf_ff80 - 4 KiB) rounded down to 4 KiB). 256 MiB is
+//! two full 128 MiB sections, so vmemmap_populate maps each with one 2 MiB
+//! PMD block and needs only a pud table (0x4fbfd) and a pmd table (0x4fbfc),
+//! no pte table. Reserved: 1,024 + 1 + 3 = 1,028, so managed = 65,536 -
+//! 1,028 = 64,508 = 62 x 1,024 + 1,020: the free range [0x40000, 0x4fbfc)
+//! gives 62 order-10 blocks from 0x40000 and one block of each order 9..2
+//! above them (0x4f800 o9, ..., 0x4fbf8 o2); none at orders 1 and 0.
 
 use mmlab_buddy::ContigError;
 use mmlab_engine::page::PageExt;
@@ -12,7 +19,7 @@ use mmlab_engine::vmstat::VmEvent;
 use mmlab_engine::{Gfp, Machine, Migratetype, Pfn};
 use mmlab_pcp::{AllocatorConfig, FreeError, PageAllocator};
 
-const BOOT_BUDDYINFO: [u64; 11] = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 62];
+const BOOT_BUDDYINFO: [u64; 11] = [0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 62];
 
 fn boot() -> Machine {
     mmlab_tests::machine("256M", 2)
@@ -22,7 +29,7 @@ fn boot() -> Machine {
 fn boot_state() {
     let m = boot();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
-    assert_eq!(pa.zone().managed_pages(), 64_511);
+    assert_eq!(pa.zone().managed_pages(), 64_508);
     assert_eq!(pa.zone().nr_free_per_order(), BOOT_BUDDYINFO);
 }
 
@@ -47,7 +54,7 @@ fn alloc_and_free_32m() {
     let mut want = BOOT_BUDDYINFO;
     want[10] -= 8;
     assert_eq!(pa.zone().nr_free_per_order(), want);
-    assert_eq!(pa.zone().nr_free_pages(), 64_511 - 8_192);
+    assert_eq!(pa.zone().nr_free_pages(), 64_508 - 8_192);
     assert_eq!(m.vm_events().get(VmEvent::PgallocNormal) - alloc0, 8_192);
     pa.check_invariants().unwrap();
 
@@ -59,14 +66,14 @@ fn alloc_and_free_32m() {
     // second range) is the head of a free order-10 block.
     assert_eq!(pa.free_contig_range(&cpu, second, 8_193), Err(FreeError::DoubleFree { pfn: Pfn(0x44000) }));
     assert_eq!(m.page(second).refcount(), 1);
-    assert_eq!(pa.zone().nr_free_pages(), 64_511 - 16_384);
+    assert_eq!(pa.zone().nr_free_pages(), 64_508 - 16_384);
 
     pa.free_contig_range(&cpu, second, 8_192).unwrap();
     pa.free_contig_range(&cpu, start, 8_192).unwrap();
     // Order-0 frees go through the pcp; after a drain all of it merges back.
     pa.drain_all_pages(&cpu);
     assert_eq!(pa.zone().nr_free_per_order(), BOOT_BUDDYINFO);
-    assert_eq!(pa.zone().nr_free_pages(), 64_511);
+    assert_eq!(pa.zone().nr_free_pages(), 64_508);
     pa.check_invariants().unwrap();
 }
 
@@ -122,10 +129,16 @@ fn busy_range_is_refused_and_unchanged() {
         pa.alloc_contig_range(&cpu, q, 0, Gfp::GFP_HIGHUSER_MOVABLE),
         Err(ContigError::OutOfRange { start: q, nr_pages: 0 })
     );
-    // Reserved frames (the memmap) are never free.
+    // Reserved frames (the memmap, the vmemmap's tables) are never free:
+    // [0x4fbf8, 0x4fc00) starts with the free order-2 block 0x4fbf8 and
+    // runs into the pmd table page 0x4fbfc.
     assert_eq!(
         pa.alloc_contig_range(&cpu, Pfn(0x4fc00), 4, Gfp::GFP_HIGHUSER_MOVABLE),
         Err(ContigError::Busy { pfn: Pfn(0x4fc00) })
+    );
+    assert_eq!(
+        pa.alloc_contig_range(&cpu, Pfn(0x4fbf8), 8, Gfp::GFP_HIGHUSER_MOVABLE),
+        Err(ContigError::Busy { pfn: Pfn(0x4fbfc) })
     );
     assert_eq!(
         pa.alloc_contig_pages(&cpu, 1 << 20, Gfp::GFP_HIGHUSER_MOVABLE),

@@ -2,14 +2,26 @@
 //! from managed pages with the kernel's formulas (reference sections 2.3,
 //! 2.4 and 4), for several machine sizes and CPU counts.
 //!
-//! Managed pages by hand (`Machine::boot`): RAM of N frames loses the memmap
-//! (N x 64 B = N / 64 frames, 2 MiB aligned at the top of RAM) and one frame
-//! for the usemap (N / 512 pageblocks, one byte each, at most 8 KiB):
-//! - 64M:  16,384 - 256 - 1 = 16,127
-//! - 1G:   262,144 - 4,096 - 1 = 258,047
-//! - 4G:   1,048,576 - 16,384 - 1 = 1,032,191
-//! - 16G:  4,194,304 - 65,536 - 2 = 4,128,766 (usemap 8,192 B spans two frames:
-//!   it sits just below the memmap, 8 KiB aligned down from a 2 MiB boundary)
+//! Managed pages by hand (`Machine::boot`, memblock top-down): RAM of N
+//! frames loses
+//! - the memmap: N x 64 B = N / 64 frames, 2 MiB aligned at the top of RAM;
+//! - the usemap: N / 512 pageblocks, one byte each, 64 B aligned, just below
+//!   the memmap (or, on 64M, where the 1 MiB memmap leaves the top 1 MiB
+//!   free, in the last frame of RAM): one frame, two on 16G (8,192 B from
+//!   a 2 MiB boundary down);
+//! - swapper_pg_dir: the page below the usemap's (lowest) frame (the rest of
+//!   the usemap's frame is less than a page);
+//! - the vmemmap's tables, one page each, the next pages down: a pud and a
+//!   pmd table (the memmap starts at VMEMMAP_START, 1 GiB aligned, and is at
+//!   most 256 MiB here, so one pmd table of 512 x 2 MiB covers it), plus a
+//!   pte table if the last 128 MiB section is partial.
+//!   Only 64M (16,384 < 32,768 frames) has a partial section; 1G, 4G and 16G
+//!   are 8, 32 and 128 full sections, each mapped with one 2 MiB PMD block.
+//!
+//! - 64M:  16,384 - 256 - 1 - 4 = 16,123
+//! - 1G:   262,144 - 4,096 - 1 - 3 = 258,044
+//! - 4G:   1,048,576 - 16,384 - 1 - 3 = 1,032,188
+//! - 16G:  4,194,304 - 65,536 - 2 - 3 = 4,128,763
 
 use mmlab_buddy::calculate_min_free_kbytes;
 use mmlab_engine::{Gfp, Machine, MachineConfig};
@@ -126,8 +138,8 @@ fn check(mem: &str, ncpus: usize, managed_by_hand: u64) -> Expected {
 #[test]
 fn sizing_64m() {
     for ncpus in [1, 2, 4] {
-        let e = check("64M", ncpus, 16_127);
-        // b = 16,127 >> 12 = 3 -> rounddown_pow2(3 + 1) - 1 = 3; 4 * batch = 12.
+        let e = check("64M", ncpus, 16_123);
+        // b = 16,123 >> 12 = 3 -> rounddown_pow2(3 + 1) - 1 = 3; 4 * batch = 12.
         assert_eq!(e.batch, 3);
     }
 }
@@ -135,8 +147,8 @@ fn sizing_64m() {
 #[test]
 fn sizing_1g() {
     for ncpus in [1, 2, 4] {
-        let e = check("1G", ncpus, 258_047);
-        // b = min(258,047 >> 12 = 62, 64) = 62 -> 93 -> 64 -> 63.
+        let e = check("1G", ncpus, 258_044);
+        // b = min(258,044 >> 12 = 62, 64) = 62 -> 93 -> 64 -> 63.
         assert_eq!(e.batch, 63);
     }
 }
@@ -144,14 +156,14 @@ fn sizing_1g() {
 #[test]
 fn sizing_4g() {
     for ncpus in [1, 2, 4] {
-        check("4G", ncpus, 1_032_191);
+        check("4G", ncpus, 1_032_188);
     }
 }
 
 #[test]
 fn sizing_16g() {
     for ncpus in [1, 4] {
-        check("16G", ncpus, 4_128_766);
+        check("16G", ncpus, 4_128_763);
     }
 }
 
@@ -160,24 +172,25 @@ fn sizing_4g_2cpus_literal() {
     let m = Machine::boot(MachineConfig::with("4G", 2).unwrap()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let z = pa.zone();
-    // managed = 1,048,576 - 16,384 (memmap) - 1 (usemap) = 1,032,191.
-    assert_eq!(z.managed_pages(), 1_032_191);
-    // lowmem_kbytes = 4,128,764; x 16 = 66,060,224; int_sqrt = 8,127
-    // (8,127^2 = 66,048,129 <= 66,060,224 < 8,128^2 = 66,064,384).
+    // managed = 1,048,576 - 16,384 (memmap) - 1 (usemap) - 3 (swapper_pg_dir,
+    // pud, pmd) = 1,032,188.
+    assert_eq!(z.managed_pages(), 1_032_188);
+    // lowmem_kbytes = 4,128,752; x 16 = 66,060,032; int_sqrt = 8,127
+    // (8,127^2 = 66,048,129 <= 66,060,032 < 8,128^2 = 66,064,384).
     assert_eq!(z.min_free_kbytes(), 8_127);
     // min = 8,127 >> 2 = 2,031.
     assert_eq!(z.min_wmark_pages(), 2_031);
-    // delta = max(2,031 >> 2 = 507, mult_frac(1,032,191, 10, 10,000) =
-    // 103 * 10 + 2,191 * 10 / 10,000 = 1,030 + 2 = 1,032) = 1,032.
+    // delta = max(2,031 >> 2 = 507, mult_frac(1,032,188, 10, 10,000) =
+    // 103 * 10 + 2,188 * 10 / 10,000 = 1,030 + 2 = 1,032) = 1,032.
     // low = 2,031 + 1,032 = 3,063; high = 4,095.
     assert_eq!(z.low_wmark_pages(), 3_063);
     assert_eq!(z.high_wmark_pages(), 4_095);
     let ps = pa.pageset(0).unwrap();
-    // batch: min(1,032,191 >> 12 = 251, 64) = 64 -> 96 -> 64 -> 63.
+    // batch: min(1,032,188 >> 12 = 251, 64) = 64 -> 96 -> 64 -> 63.
     assert_eq!(ps.batch, 63);
     // high_min = max(3,063 / 2 = 1,531, 252) = 1,531.
     assert_eq!(ps.high_min, 1_531);
-    // high_max = max(1,032,191 / 8 = 129,023; / 2 = 64,511, 252) = 64,511.
+    // high_max = max(1,032,188 / 8 = 129,023; / 2 = 64,511, 252) = 64,511.
     assert_eq!(ps.high_max, 64_511);
     assert_eq!(ps.high, 0);
 
@@ -196,7 +209,7 @@ fn sizing_4g_2cpus_literal() {
     pa.set_percpu_pagelist_high_fraction(8).unwrap();
     let ps = pa.pageset(0).unwrap();
     assert_eq!((ps.high_min, ps.high_max, ps.batch), (64_511, 64_511, 63));
-    // Fraction 16: managed / 16 = 64,511; / 2 = 32,255.
+    // Fraction 16: 1,032,188 / 16 = 64,511; / 2 = 32,255.
     pa.set_percpu_pagelist_high_fraction(16).unwrap();
     let ps = pa.pageset(1).unwrap();
     assert_eq!((ps.high_min, ps.high_max), (32_255, 32_255));
@@ -218,7 +231,7 @@ fn fraction_at_boot() {
     // Rejected at boot as well.
     let cfg = AllocatorConfig { percpu_pagelist_high_fraction: 3, ..Default::default() };
     assert_eq!(PageAllocator::boot(&m, cfg).unwrap_err(), SysctlError::HighFraction(3));
-    // 1G, fraction 8, 2 CPUs: 258,047 / 8 = 32,255; / 2 = 16,127 (> 4 * 63).
+    // 1G, fraction 8, 2 CPUs: 258,044 / 8 = 32,255; / 2 = 16,127 (> 4 * 63).
     let cfg = AllocatorConfig { percpu_pagelist_high_fraction: 8, ..Default::default() };
     let pa = PageAllocator::boot(&m, cfg).unwrap();
     let ps = pa.pageset(0).unwrap();
@@ -239,8 +252,9 @@ fn reference_worked_example() {
     assert_eq!(zone_highsize(6_000_000, 10_898, 63, 2, 0, 2, 0), 5_449);
     assert_eq!(zone_highsize(6_000_000, 10_898, 63, 2, 0, 2, 8), 375_000);
     assert_eq!((e.high_min, e.high_max), (5_449, 375_000));
-    // The 4 * batch floor.
-    assert_eq!(zone_highsize(16_127, 316, 3, 64, 0, 64, 0), 12);
+    // The 4 * batch floor (64M's zone: managed 16,123, low 316, batch 3;
+    // 316 / 64 CPUs = 4 < 12).
+    assert_eq!(zone_highsize(16_123, 316, 3, 64, 0, 64, 0), 12);
     // Tiny zones: batch 1.
     assert_eq!(zone_batchsize(8_191), 1); // b = 1
     assert_eq!(zone_batchsize(8_192), 1); // b = 2 -> 3 -> 2 -> 1

@@ -10,7 +10,7 @@ use mmlab_engine::pgtable::{
     self, AddressSpace, Desc, DescKind, Level, MapFlags, PgtableError, arch_enter_lazy_mmu_mode,
     arch_leave_lazy_mmu_mode, entry_pa, walk,
 };
-use mmlab_engine::{Cpu, Machine, MachineConfig, PAGE_SIZE, PhysAddr, Pfn};
+use mmlab_engine::{Cpu, Machine, MachineConfig, PAGE_SIZE, Pfn, PhysAddr};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
 fn machine(mem: &str, batching: bool) -> Machine {

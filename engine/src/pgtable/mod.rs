@@ -372,7 +372,7 @@ pub fn map_range<'m>(
     prot: u64,
     flags: MapFlags,
 ) -> Result<TlbFlush, PgtableError> {
-    if size == 0 || (va | pa | size) % PAGE_SIZE != 0 || va.checked_add(size - 1).is_none() {
+    if size == 0 || !(va | pa | size).is_multiple_of(PAGE_SIZE) || va.checked_add(size - 1).is_none() {
         return Err(PgtableError::BadRange { va, size });
     }
     let m = cpu.machine();
@@ -437,7 +437,7 @@ pub fn map_range<'m>(
 /// for a 64 KiB contpte mapping into empty slots). Both addresses must be
 /// 64 KiB aligned.
 pub fn set_cont_ptes(cpu: &Cpu<'_>, ptep: PhysAddr, va: u64, pa: u64, prot: u64) -> Result<(), PgtableError> {
-    if (va | pa) % CONT_PTE_SIZE != 0 || Level::Pte.index(va) != ((ptep.0 % PAGE_SIZE) / 8) as usize {
+    if !(va | pa).is_multiple_of(CONT_PTE_SIZE) || Level::Pte.index(va) != ((ptep.0 % PAGE_SIZE) / 8) as usize {
         return Err(PgtableError::ContAlignment { va, pa, size: CONT_PTE_SIZE });
     }
     set_ptes(cpu, ptep, Desc::page(pa, prot | PTE_CONT), CONT_PTES, PAGE_SIZE)
@@ -447,7 +447,7 @@ pub fn set_cont_ptes(cpu: &Cpu<'_>, ptep: PhysAddr, va: u64, pa: u64, prot: u64)
 /// clear, no barriers) and return the flush the caller owes. Blocks and
 /// contiguous runs must be covered whole.
 pub fn unmap_range(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Result<TlbFlush, PgtableError> {
-    if size == 0 || (va | size) % PAGE_SIZE != 0 || va.checked_add(size - 1).is_none() {
+    if size == 0 || !(va | size).is_multiple_of(PAGE_SIZE) || va.checked_add(size - 1).is_none() {
         return Err(PgtableError::BadRange { va, size });
     }
     let m = cpu.machine();
