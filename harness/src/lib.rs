@@ -2,5 +2,6 @@
 //! that integration tests can drive exactly what the command does.
 #![forbid(unsafe_code)]
 
+pub mod pgtables;
 pub mod procfs;
 pub mod workload;

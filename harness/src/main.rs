@@ -11,8 +11,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use mmlab_engine::addr::memparse;
 use mmlab_engine::trace::{TraceFormat, install_global};
 use mmlab_engine::{Machine, MachineConfig};
-use mmlab_harness::procfs;
 use mmlab_harness::workload::RandomWorkload;
+use mmlab_harness::{pgtables, procfs};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
@@ -50,6 +50,23 @@ enum Command {
         /// (its pages stay allocated).
         #[arg(long, value_name = "N")]
         after_ops: Option<u64>,
+        /// With `pagetables`: also print the kernel's ptdump
+        /// (/sys/kernel/debug/kernel_page_tables).
+        #[arg(long)]
+        ptdump: bool,
+    },
+    /// Walk the kernel's translation tables for a virtual address and print
+    /// every level's descriptor, decoded.
+    Walk {
+        /// The virtual address: hex with 0x, or decimal.
+        #[arg(value_name = "VA", required_unless_present = "struct_page")]
+        va: Option<String>,
+        /// Walk a user address space's tables instead (by ASID).
+        #[arg(long, value_name = "N", conflicts_with = "struct_page")]
+        asid: Option<String>,
+        /// Walk to the struct page of this frame (`pfn_to_page()` in the vmemmap).
+        #[arg(long, value_name = "PFN", conflicts_with = "va")]
+        struct_page: Option<String>,
     },
     /// Print kmem tracepoint events of a seeded random workload.
     Trace {
@@ -71,6 +88,8 @@ enum StatFile {
     Zoneinfo,
     Pagetypeinfo,
     Vmstat,
+    /// The kernel's translation tables: counts per level.
+    Pagetables,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -133,7 +152,10 @@ fn write_stdout(s: &str) -> Result<(), String> {
 fn run(cli: Cli) -> Result<(), String> {
     let (mc, ac) = configs(&cli)?;
     match cli.command {
-        Command::Stat { file, after_ops } => {
+        Command::Stat { file, after_ops, ptdump } => {
+            if ptdump && !matches!(file, StatFile::Pagetables) {
+                return Err("--ptdump applies to `stat pagetables` only".to_string());
+            }
             let m = boot(mc)?;
             let pa = boot_allocator(&m, ac)?;
             if let Some(n) = after_ops {
@@ -144,8 +166,36 @@ fn run(cli: Cli) -> Result<(), String> {
                 StatFile::Zoneinfo => procfs::zoneinfo(&pa),
                 StatFile::Pagetypeinfo => procfs::pagetypeinfo(&pa),
                 StatFile::Vmstat => procfs::vmstat(&m, &pa),
+                StatFile::Pagetables => {
+                    let asp = m.kernel_as();
+                    let mut s = pgtables::summary(&m, &asp);
+                    if ptdump {
+                        s.push('\n');
+                        s.push_str(&pgtables::ptdump(&m, &asp, &pgtables::kernel_markers(&m)));
+                    }
+                    s
+                }
             };
             write_stdout(&text)
+        }
+        Command::Walk { va, asid, struct_page } => {
+            if let Some(pfn) = struct_page {
+                let pfn = pgtables::parse_number("pfn", &pfn)?;
+                let m = boot(mc)?;
+                return write_stdout(&pgtables::walk_struct_page(&m, pfn)?);
+            }
+            let va = va.ok_or("walk needs a virtual address or --struct-page PFN")?;
+            let va = pgtables::parse_number("virtual address", &va)?;
+            if let Some(asid) = asid {
+                let asid = pgtables::parse_number("ASID", &asid)?;
+                if asid > u64::from(u16::MAX) {
+                    return Err(format!("ASID {asid} out of range (0..=65535)"));
+                }
+                return Err(format!("no user address space with ASID {asid} (the command boots only the kernel's)"));
+            }
+            pgtables::check_kernel_va(va)?;
+            let m = boot(mc)?;
+            write_stdout(&pgtables::walk_report(&m, &m.kernel_as(), va))
         }
         Command::Trace { what: TraceWhat::Pages, ops, format } => {
             let m = boot(mc)?;
