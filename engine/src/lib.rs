@@ -10,6 +10,8 @@
 //! | `machine`  | boot: memmap init, reservations                           | simplified (one node, one zone) |
 //! | `cpu`      | CPUs as handles; per-cpu data                             | faithful in ownership |
 //! | `barrier`  | dmb/dsb/isb                                              | faithful on aarch64 (native), modelled or counted elsewhere |
+//! | `tlb`      | TLBI, per-CPU TLB model and soft-MMU cache, tlbflush.h    | faithful ops and sequences; TLB contents simplified; TLBI cost modelled |
+//! | `cost`     | cost profiles for effects userspace cannot execute        | modelled (sources in the module) |
 //! | `vmstat`   | event counters                                           | instrumented |
 //! | `trace`    | kmem tracepoints                                         | faithful text |
 //! | `sync`     | locks (zone lock with lock_stat)                          | instrumented |
@@ -21,6 +23,7 @@ pub mod addr;
 pub mod arena;
 pub mod barrier;
 pub mod clock;
+pub mod cost;
 pub mod cpu;
 pub mod gfp;
 pub mod layout;

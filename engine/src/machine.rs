@@ -61,6 +61,8 @@ pub struct MachineConfig {
     pub tlbi_range: bool,
     /// Entries in each CPU's TLB model (a contiguous run or a block is one).
     pub tlb_entries: usize,
+    /// Modelled costs of TLBIs, their completion and grace periods.
+    pub cost_profile: crate::cost::CostProfile,
 }
 
 impl Default for MachineConfig {
@@ -74,6 +76,7 @@ impl Default for MachineConfig {
             tlbi_range: true,
             // Neoverse N1's unified L2 TLB (Ampere Altra): 1280 entries.
             tlb_entries: 1280,
+            cost_profile: crate::cost::CostProfile::default(),
         }
     }
 }
@@ -306,6 +309,24 @@ impl Machine {
     /// Event counters of one CPU.
     pub fn cpu_vm_events(&self, cpu: usize) -> Option<VmCounts> {
         self.cpus.get(cpu).map(|c| c.events.snapshot())
+    }
+    /// The data of CPU `id`, without taking its handle (for broadcasts such
+    /// as TLBIs, and for reports).
+    pub fn cpu_data(&self, id: usize) -> Option<&CpuData> {
+        self.cpus.get(id).map(|c| &**c)
+    }
+    /// Every CPU's data, in id order.
+    pub fn all_cpu_data(&self) -> impl Iterator<Item = &CpuData> + '_ {
+        self.cpus.iter().map(|c| &**c)
+    }
+    /// TLBI counts and modelled TLBI time summed over CPUs (each counted on
+    /// the issuing CPU).
+    pub fn tlbi_counts(&self) -> crate::tlb::TlbiCounts {
+        let mut s = crate::tlb::TlbiCounts::default();
+        for c in self.cpus.iter() {
+            s += c.tlb.tlbi_stats().snapshot();
+        }
+        s
     }
     /// Barrier counts summed over CPUs.
     pub fn barrier_counts(&self) -> BarrierCounts {

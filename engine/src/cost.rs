@@ -1,0 +1,179 @@
+//! Cost profiles: modelled nanoseconds for the effects userspace cannot execute.
+//!
+//! A TLBI broadcast to every CPU of the inner shareable domain, and the wait
+//! in the `dsb ish` that follows it until every CPU has dropped the entries,
+//! cannot be executed or observed from a user process. RCU grace periods of
+//! the emulated kernel do not exist either. mmlab therefore always *models*
+//! them: each TLBI adds its cost to the issuing CPU's TLBI time
+//! ([`crate::tlb::TlbiCounts::modelled_ns`]), and the first `dsb ish` after
+//! one or more TLBIs adds the completion wait ([`CostProfile::dsb_ish_after_tlbi_ns`])
+//! to the same counter. That counter is kept apart from the barrier
+//! backend's modelled time ([`crate::barrier::BarrierCounts::modelled_ns`])
+//! and from measured host time, so a report can say which is which.
+//!
+//! The cost structure is: a per-kind issue cost for every TLBI, plus one
+//! completion wait per `dsb ish` that has broadcast maintenance outstanding.
+//! That is the structure the kernel's `MAX_DVM_OPS` limit and the range
+//! instructions are designed around (many issues are cheaper than many
+//! waits, and one range op is cheaper than many issues); the individual
+//! numbers are below.
+//!
+//! # Where the numbers come from
+//!
+//! The only published figures that isolate TLB maintenance on arm64 are in
+//! Ryan Roberts' "Speed up boot with faster linear map creation" (2024;
+//! reference `kernel-hugetlb-vmemmap-linearmap.md` §4.1, `seeds.md` §3). With
+//! `rodata=full` the linear map is page-granular: one PTE table per 2 MiB
+//! and one PMD table per 1 GiB of RAM. Before the series every table was
+//! fixmapped and unfixmapped once per 64 KiB (PTE) or 32 MiB (PMD) chunk,
+//! 32 times per table; *no-cont-remap* cut that to once, saving 31 cycles
+//! per table. A cycle is a fixmap set (PTE write, `dsb ishst; isb`) and a
+//! fixmap clear (`dsb ishst; tlbi vaale1is; dsb ish; isb`). So
+//! `(base - no-cont-remap) / (31 * tables)` is the cost of one cycle:
+//!
+//! | machine | tables (PTE + PMD) | saved ms | ns per cycle |
+//! |---|---|---|---|
+//! | Altra VM 64G (v1) | 32768 + 64 | 2191 - 429 = 1762 | 1732 |
+//! | Altra metal 512G (v1) | 262144 + 512 | 17443 - 3796 = 13647 | 1676 |
+//! | Altra VM 64G (v3, *no-alloc-remap*: 1 cycle per table) | 32832 | 161 - 104 = 57 | 1736 |
+//! | Apple M2 VM 16G (v1) | 8192 + 16 | 151 - 77 = 74 | 291 |
+//!
+//! The *batch-barriers* step (v3) removed one `dsb ishst; isb` pair per PTE
+//! written and nothing else: `(no-cont-remap - batch-barriers) / PTEs`
+//! gives (435 - 161) ms / 16.78 M = 16.3 ns on Altra VM 64G,
+//! (3779 - 1654) ms / 134.2 M = 15.8 ns on Altra metal 512G and
+//! (78 - 11) ms / 4.19 M = 16.0 ns on Apple M2 VM 16G.
+//!
+//! Subtracting two barrier pairs (≈ 32 ns) from a cycle leaves the TLBI plus
+//! its completion wait: ≈ 1670 ns on Altra, ≈ 260 ns on M2. How that splits
+//! between issuing the TLBI and waiting in `dsb ish` is **not** published;
+//! mmlab assigns a small issue cost (an estimate) and the rest to the wait.
+//!
+//! | field | `neoverse-n1` (Altra, default) | `apple-m2-vm` | source |
+//! |---|---|---|---|
+//! | `tlbi_ns` (every single-VA, ASID and all kind) | 30 | 10 | **estimate** (issue of one DVM message; not separable in published data) |
+//! | `tlbi_ns` (range kinds) | 40 | 15 | **estimate**: a little above a single op |
+//! | `dsb_ish_after_tlbi_ns` | 1640 | 250 | derived: cycle cost above - 2 barrier pairs - `tlbi_ns` |
+//! | `barriers.dsb[ishst]` + `barriers.isb` | 6 + 10 | 6 + 10 | derived sum 16 ns (batch-barriers, above); the split is an **estimate** |
+//! | other barrier options | [`ModelCosts::default`] | [`ModelCosts::default`] | **estimate** (see there) |
+//! | `grace_period_ns` | 10.5 ms | 10.5 ms | derived: demoting 100 x 1 GiB took 538.158 s with 513 `synchronize_rcu()` per page and 0.900 s with 2 (c0f398c3b2cf, reference §1.7): 537.3 s / 51100 calls; a placeholder until the RCU work measures its own |
+
+use crate::barrier::{IshSt, ModelCosts};
+use crate::tlb::{NR_TLBI_KINDS, TlbiKind};
+
+/// Modelled costs of one machine type; see the module documentation for the
+/// source of every number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CostProfile {
+    /// Profile name as given on the command line.
+    pub name: &'static str,
+    /// ns to issue one TLBI, by [`TlbiKind`] (indexed by `kind as usize`).
+    pub tlbi_ns: [u32; NR_TLBI_KINDS],
+    /// ns that the first `dsb ish` after broadcast TLBIs waits for them to
+    /// complete on every CPU.
+    pub dsb_ish_after_tlbi_ns: u32,
+    /// Barrier costs for the `model` barrier backend.
+    pub barriers: ModelCosts,
+    /// ns of one RCU grace period (`synchronize_rcu()`); placeholder.
+    pub grace_period_ns: u64,
+}
+
+/// `tlbi_ns` with one value for single ops and one for range ops.
+const fn tlbi_costs(single: u32, range: u32) -> [u32; NR_TLBI_KINDS] {
+    let mut a = [single; NR_TLBI_KINDS];
+    a[TlbiKind::Rvale1is as usize] = range;
+    a[TlbiKind::Rvae1is as usize] = range;
+    a[TlbiKind::Rvaale1is as usize] = range;
+    a
+}
+
+/// [`ModelCosts::default`] with the PTE-write pair set to the derived 16 ns.
+fn pte_pair_barriers() -> ModelCosts {
+    use crate::barrier::BarrierOption;
+    let mut b = ModelCosts::default();
+    b.dsb[IshSt::INDEX] = 6;
+    b.isb = 10;
+    b
+}
+
+/// Grace period derived from the demote figures (module docs).
+const GRACE_PERIOD_NS: u64 = 10_500_000;
+
+impl CostProfile {
+    /// Names accepted by [`CostProfile::by_name`].
+    pub const NAMES: [&'static str; 2] = ["neoverse-n1", "apple-m2-vm"];
+
+    /// Ampere Altra (Neoverse N1), from the Altra VM and metal figures.
+    pub fn neoverse_n1() -> CostProfile {
+        CostProfile {
+            name: "neoverse-n1",
+            tlbi_ns: tlbi_costs(30, 40),
+            dsb_ish_after_tlbi_ns: 1640,
+            barriers: pte_pair_barriers(),
+            grace_period_ns: GRACE_PERIOD_NS,
+        }
+    }
+
+    /// Apple M2 running a VM, from the M2 VM figures.
+    pub fn apple_m2_vm() -> CostProfile {
+        CostProfile {
+            name: "apple-m2-vm",
+            tlbi_ns: tlbi_costs(10, 15),
+            dsb_ish_after_tlbi_ns: 250,
+            barriers: pte_pair_barriers(),
+            grace_period_ns: GRACE_PERIOD_NS,
+        }
+    }
+
+    /// The profile called `name`, if there is one.
+    pub fn by_name(name: &str) -> Option<CostProfile> {
+        match name {
+            "neoverse-n1" | "generic" | "default" => Some(Self::neoverse_n1()),
+            "apple-m2-vm" => Some(Self::apple_m2_vm()),
+            _ => None,
+        }
+    }
+
+    /// Modelled ns to issue one TLBI of `kind`.
+    #[inline]
+    pub fn tlbi_cost_ns(&self, kind: TlbiKind) -> u64 {
+        u64::from(self.tlbi_ns[kind as usize])
+    }
+}
+
+impl Default for CostProfile {
+    /// The Neoverse N1 profile: the machine whose TLB size is the default
+    /// `tlb_entries`.
+    fn default() -> Self {
+        Self::neoverse_n1()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::barrier::BarrierOption;
+
+    #[test]
+    fn profiles_follow_the_derivation() {
+        for name in CostProfile::NAMES {
+            let p = CostProfile::by_name(name).unwrap();
+            assert_eq!(p.name, name);
+            // A PTE-write barrier pair is the derived 16 ns.
+            assert_eq!(p.barriers.dsb[IshSt::INDEX] + p.barriers.isb, 16);
+            // Range ops cost more than one single op but far less than two.
+            let single = p.tlbi_cost_ns(TlbiKind::Vaale1is);
+            let range = p.tlbi_cost_ns(TlbiKind::Rvaale1is);
+            assert!(range > single && range < 2 * single, "{name}");
+        }
+        // One fixmap-clear cycle: two barrier pairs, one TLBI, one wait.
+        let n1 = CostProfile::default();
+        let cycle = 32 + n1.tlbi_cost_ns(TlbiKind::Vaale1is) + u64::from(n1.dsb_ish_after_tlbi_ns);
+        assert!((1670..=1740).contains(&cycle), "{cycle}");
+        let m2 = CostProfile::apple_m2_vm();
+        let cycle = 32 + m2.tlbi_cost_ns(TlbiKind::Vaale1is) + u64::from(m2.dsb_ish_after_tlbi_ns);
+        assert!((280..=300).contains(&cycle), "{cycle}");
+        assert_eq!(CostProfile::by_name("generic"), Some(n1));
+        assert_eq!(CostProfile::by_name("x86"), None);
+    }
+}
