@@ -146,6 +146,8 @@ pub struct Machine {
     memblock: Mutex<Memblock>,
     /// `swapper_pg_dir`: the kernel's root table.
     swapper_pg_dir: PhysAddr,
+    /// The vmemmap tables changed since the struct-page accessor last synced.
+    pub(crate) vmemmap_dirty: std::sync::atomic::AtomicBool,
     cpus: Box<[CachePadded<CpuData>]>,
     trace_clock: TraceClock,
 }
@@ -190,6 +192,7 @@ impl Machine {
             arena,
             memblock: Mutex::new(mb),
             swapper_pg_dir,
+            vmemmap_dirty: std::sync::atomic::AtomicBool::new(false),
             cpus,
             trace_clock: TraceClock::new(),
         };

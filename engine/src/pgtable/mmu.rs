@@ -12,7 +12,8 @@
 use super::{AddressSpace, Desc, Level, walk};
 use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::cpu::Cpu;
-use crate::pgtable::desc::bits::{PTE_AF, PTE_RDONLY, PTE_USER, PTE_WRITE};
+use crate::pgtable::desc::bits::{PTE_AF, PTE_NG, PTE_PXN, PTE_RDONLY, PTE_USER, PTE_UXN, PTE_WRITE};
+use crate::tlb::{self, TlbEntry, TlbPerms};
 
 /// What the access does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,9 +89,54 @@ pub fn translate_walk(
 }
 
 /// Translate `va` on `cpu` for `access`: soft-MMU cache, TLB model, walk.
+/// A walk fills the TLB model (a contiguous run or block as one entry)
+/// and the soft-MMU slot of the page.
 #[inline]
 pub fn translate(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> Result<PhysAddr, Fault> {
-    translate_walk(cpu, asp, va, access).map(|(pa, _)| pa)
+    let asid = asp.asid().unwrap_or(0);
+    // The soft-MMU cache keeps no user bit: EL0 accesses take the model.
+    if !access.user
+        && let Some(pa) = tlb::fast_lookup(cpu, va, asid, access.write)
+    {
+        return Ok(PhysAddr(pa));
+    }
+    translate_slow(cpu, asp, va, access)
+}
+
+#[cold]
+fn translate_slow(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> Result<PhysAddr, Fault> {
+    let t = &cpu.data().tlb;
+    let asid = asp.asid().unwrap_or(0);
+    let generation = t.generation();
+    if let Some(e) = t.lookup(va, asid) {
+        let p = e.perms();
+        if (!access.user || p.user) && (!access.write || p.writable) {
+            if !access.user {
+                tlb::fast_fill(cpu, va, &e, generation);
+            }
+            if let Some(pa) = e.translate(va) {
+                return Ok(PhysAddr(pa));
+            }
+        }
+    }
+    let (pa, leaf) = translate_walk(cpu, asp, va, access)?;
+    let span = leaf.span();
+    let d = leaf.desc;
+    let perms = TlbPerms {
+        writable: permits(d, Access { write: true, user: false }),
+        user: d.has(PTE_USER),
+        exec: !d.has(if access.user { PTE_UXN } else { PTE_PXN }),
+    };
+    let base_va = va & !(span - 1);
+    let base_pa = pa.0 - (va - base_va);
+    let owner = if d.has(PTE_NG) { Some(asid) } else { None };
+    if let Ok(e) = TlbEntry::new(base_va, base_pa, span, perms, owner)
+        && t.fill_checked(e, generation)
+        && !access.user
+    {
+        tlb::fast_fill(cpu, va, &e, generation);
+    }
+    Ok(pa)
 }
 
 /// Read a u64 at `va` (8-byte aligned).

@@ -157,7 +157,7 @@ impl AddressSpace {
     fn flush_for(&self, start: u64, end: u64) -> TlbFlush {
         match self.asid {
             None => TlbFlush::kernel_range(start, end),
-            Some(asid) => TlbFlush::user_range(asid, start, end),
+            Some(asid) => TlbFlush::user_range(asid, start, end, PAGE_SIZE, true),
         }
     }
 }

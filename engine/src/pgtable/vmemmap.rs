@@ -54,6 +54,30 @@ pub(crate) fn vmemmap_populate(cpu: &Cpu<'_>, memmap_pa: PhysAddr) -> Result<(),
 }
 
 impl Machine {
+    /// Note that the vmemmap's tables were changed (by a remap such as the
+    /// hugetlb vmemmap optimisation): the next TLBI that covers the changed
+    /// addresses makes struct-page accesses follow the new tables.
+    pub fn note_vmemmap_change(&self) {
+        self.vmemmap_dirty.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// A TLBI covered `[start, end)`: if the vmemmap tables changed since the
+    /// last synchronisation, refresh the struct-page translations in that
+    /// range (as the invalidated TLB entries would be refilled from the
+    /// tables). Cheap when nothing changed.
+    pub(crate) fn vmemmap_tlbi(&self, start: u64, end: u64) {
+        if end <= VMEMMAP_START
+            || start >= VMEMMAP_END
+            || !self.vmemmap_dirty.load(std::sync::atomic::Ordering::Acquire)
+        {
+            return;
+        }
+        self.vmemmap_sync(start, end);
+        if start <= VMEMMAP_START && end >= VMEMMAP_END {
+            self.vmemmap_dirty.store(false, std::sync::atomic::Ordering::Release);
+        }
+    }
+
     /// Re-read the kernel tables for the vmemmap pages in `[start, end)` and
     /// point the struct-page accessor at what they map now.
     pub fn vmemmap_sync(&self, start: u64, end: u64) {
