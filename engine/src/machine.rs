@@ -178,7 +178,7 @@ impl Machine {
         let pages = arena.slice::<StructPage>(memmap_pa, nr_pages as usize);
         // SAFETY: `pages` lies in `arena`, which the Machine owns and drops
         // after the Memmap (field order), and whose mapping never moves.
-        let memmap = unsafe { Memmap::new(pages, start_pfn) };
+        let memmap = unsafe { Memmap::new(pages, start_pfn, &arena) };
 
         let cpus = (0..config.nr_cpus).map(|_| CachePadded::new(CpuData::new(&config))).collect();
         // swapper_pg_dir: one page, zeroed, from memblock.
@@ -197,6 +197,7 @@ impl Machine {
             trace_clock: TraceClock::new(),
         };
         m.memmap_init();
+        m.memmap.set_pgd(swapper_pg_dir);
         {
             // paging_init() on the boot CPU: map the memmap at the vmemmap.
             let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;

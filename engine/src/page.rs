@@ -292,8 +292,14 @@ pub struct Memmap {
     nr_pages: u64,
     vmemmap_pfn0: u64,
     /// Host address backing each 4 KiB vmemmap page (64 struct pages), or 0
-    /// if it is not mapped.
+    /// if no translation is cached (then the next access walks the tables).
     shadow: Box<[AtomicUsize]>,
+    /// RAM, for refills: host address, physical base and length.
+    arena_host: usize,
+    arena_pa: u64,
+    arena_len: u64,
+    /// `swapper_pg_dir`, once the vmemmap is mapped (0 before).
+    pgd: AtomicU64,
 }
 
 /// Struct pages per 4 KiB vmemmap page.
@@ -311,16 +317,21 @@ impl Memmap {
     ///
     /// # Safety
     ///
-    /// `pages` must stay valid (mapped, not moved) for the whole life of the
-    /// returned Memmap. The Machine guarantees this by owning both the arena
-    /// and the Memmap and dropping the Memmap first.
-    pub unsafe fn new(pages: &[StructPage], start_pfn: Pfn) -> Memmap {
+    /// `pages` must lie in `arena`, and the arena must stay mapped (not
+    /// moved) for the whole life of the returned Memmap. The Machine
+    /// guarantees this by owning both and dropping the Memmap first.
+    pub unsafe fn new(pages: &[StructPage], start_pfn: Pfn, arena: &crate::arena::Arena) -> Memmap {
         let base: NonNull<StructPage> = NonNull::from(pages).cast();
         let shadow = (0..(pages.len() as u64).div_ceil(PAGES_PER_VMEMMAP_PAGE))
             .map(|i| AtomicUsize::new(base.as_ptr() as usize + (i * 4096) as usize))
             .collect();
+        let arena_host = arena.host_addr(arena.base(), arena.size()).expect("the arena covers itself");
         Memmap {
             shadow,
+            arena_host,
+            arena_pa: arena.base().0,
+            arena_len: arena.size(),
+            pgd: AtomicU64::new(0),
             start_pfn: start_pfn.0,
             nr_pages: pages.len() as u64,
             vmemmap_pfn0: ((start_pfn.0 << crate::addr::PAGE_SHIFT) & !(crate::layout::ARM64_MEMSTART_ALIGN - 1))
@@ -359,16 +370,67 @@ impl Memmap {
         debug_assert!(idx < self.nr_pages);
         // SAFETY: callers pass idx < nr_pages, and the shadow has
         // ceil(nr_pages / 64) entries, so idx / 64 is in bounds.
-        let host = unsafe { self.shadow.get_unchecked((idx / PAGES_PER_VMEMMAP_PAGE) as usize) }.load(Relaxed);
-        assert!(host != 0, "struct page {idx} is behind an unmapped vmemmap page");
+        let mut host = unsafe { self.shadow.get_unchecked((idx / PAGES_PER_VMEMMAP_PAGE) as usize) }.load(Relaxed);
+        if host == 0 {
+            host = self.refill(idx);
+        }
         // SAFETY: a non-zero shadow entry is the host address of a 4 KiB,
-        // page-aligned piece of the arena (set by `new` from the memmap slice
-        // or by `set_backing` from a validated arena range); the arena lives
+        // page-aligned piece of the arena (set by `new` from the memmap slice,
+        // by `refill` or `set_backing` from a validated arena range); the arena lives
         // as long as self (constructor contract), and the offset of this
         // struct page inside the piece is below 4096 - 64. StructPage is
         // made of atomics, so aliasing (two vmemmap pages backed by one
         // physical page) is sound.
         unsafe { &*((host + ((idx % PAGES_PER_VMEMMAP_PAGE) * STRUCT_PAGE_SIZE) as usize) as *const StructPage) }
+    }
+
+    /// A vmemmap translation miss: walk the kernel tables for the vmemmap
+    /// page holding struct page `idx` and cache the result. An unmapped
+    /// vmemmap address is the kernel's "unable to handle kernel paging
+    /// request": a bug in whoever unmapped it, so it panics.
+    #[cold]
+    #[inline(never)]
+    fn refill(&self, idx: u64) -> usize {
+        let va = crate::layout::VMEMMAP_START + (idx + self.start_pfn - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE;
+        let va = va & !(4096 - 1);
+        let pgd = self.pgd.load(Relaxed);
+        assert!(pgd != 0, "struct page access through the vmemmap before it is mapped");
+        let leaf = crate::pgtable::walk_with(|pa| self.read_phys_u64(pa.0), crate::addr::PhysAddr(pgd), va, |_| {});
+        let host = leaf
+            .and_then(|l| l.pa.0.checked_sub(self.arena_pa).filter(|off| off + 4096 <= self.arena_len))
+            .map(|off| self.arena_host + off as usize);
+        let Some(host) = host else {
+            panic!("Unable to handle kernel paging request at virtual address {va:#018x} (struct page {idx})");
+        };
+        self.shadow[(idx / PAGES_PER_VMEMMAP_PAGE) as usize].store(host, Relaxed);
+        host
+    }
+
+    /// Read a u64 of RAM (a descriptor) for a refill walk; 0 (invalid)
+    /// outside RAM.
+    fn read_phys_u64(&self, pa: u64) -> u64 {
+        match pa.checked_sub(self.arena_pa) {
+            Some(off) if off % 8 == 0 && off + 8 <= self.arena_len => {
+                // SAFETY: [off, off + 8) is inside the arena (checked), which
+                // stays mapped for the life of self (constructor contract);
+                // the address is 8-byte aligned; arena words are only ever
+                // accessed as atomics.
+                unsafe { &*((self.arena_host + off as usize) as *const AtomicU64) }.load(Relaxed)
+            }
+            _ => 0,
+        }
+    }
+
+    /// Start translating through the tables rooted at `pgd`.
+    pub(crate) fn set_pgd(&self, pgd: crate::addr::PhysAddr) {
+        self.pgd.store(pgd.0, Relaxed);
+    }
+
+    /// Drop the cached translations of vmemmap pages `[first, last]`.
+    pub(crate) fn invalidate(&self, first: usize, last: usize) {
+        for s in &self.shadow[first.min(self.shadow.len())..(last + 1).min(self.shadow.len())] {
+            s.store(0, Relaxed);
+        }
     }
 
     /// Number of 4 KiB vmemmap pages the memmap spans.

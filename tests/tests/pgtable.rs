@@ -243,3 +243,74 @@ fn struct_pages_are_reached_through_the_vmemmap() {
     let w = walk(&small, &small.kernel_as(), small.memmap().page_va(Pfn(0x40000)));
     assert_eq!(w.leaf.unwrap().level, Level::Pte);
 }
+
+#[test]
+fn a_vmemmap_remap_is_seen_after_its_tlb_flush_and_not_before() {
+    // 64M: the memmap is mapped with 4 KiB PTEs, so one vmemmap page (64
+    // struct pages) can be remapped on its own, as HVO does.
+    let m = machine("64M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let pfn = Pfn(0x40000 + 64 * 3 + 5);
+    let va = m.memmap().page_va(pfn);
+    let ptep = walk(&m, &k, va).leaf.unwrap().slot;
+    let old = m.read_desc(ptep);
+    // A copy of the vmemmap page in a fresh page, then a marker in the copy.
+    let copy = pa.alloc_pages(&cpu, mmlab_engine::Gfp::GFP_KERNEL, 0).unwrap().phys();
+    let mut buf = vec![0u8; PAGE_SIZE as usize];
+    m.arena().read(PhysAddr(old.addr()), &mut buf);
+    m.arena().write(copy, &buf);
+    let off = (va % PAGE_SIZE) + 40; // the struct page's `private`
+    m.arena().write(PhysAddr(copy.0 + off), &0xabcd_u64.to_le_bytes());
+    // Change the entry without TLB maintenance first: the cached
+    // translation still sends struct-page accesses to the old page, as a
+    // stale TLB entry would.
+    pgtable::ptep_get_and_clear(&cpu, ptep);
+    pgtable::set_pte(&cpu, ptep, Desc::page(copy.0, PAGE_KERNEL_RO)).unwrap();
+    m.note_vmemmap_change();
+    assert_ne!(m.page(pfn).private(), 0xabcd, "stale until the TLB is flushed");
+    mmlab_engine::tlb::TlbFlush::kernel_page(va).flush(&cpu);
+    assert_eq!(m.page(pfn).private(), 0xabcd, "after the flush the accessor follows the tables");
+    assert_eq!(m.vmemmap_pa(pfn), Some(PhysAddr(copy.0 + va % PAGE_SIZE)));
+    // The remapped page is read-only: an MMU write there faults.
+    let f = mmu::write_u64(&cpu, &k, va + 40, 1).unwrap_err();
+    assert_eq!(f.kind, FaultKind::Permission { level: Level::Pte });
+}
+
+#[test]
+fn mmu_reads_hit_the_tlb_model_after_the_first_walk() {
+    let m = machine("64M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let phys = pa.alloc_pages(&cpu, mmlab_engine::Gfp::GFP_KERNEL | mmlab_engine::Gfp::__GFP_ZERO, 4).unwrap();
+    let va = VMALLOC_START + (8 << 20);
+    pgtable::map_range(
+        &cpu,
+        &k,
+        &pa,
+        va,
+        phys.phys().0,
+        16 * PAGE_SIZE,
+        PAGE_KERNEL,
+        MapFlags { block: false, cont: true },
+    )
+    .unwrap()
+    .ignore();
+    let before = cpu.data().tlb.counts();
+    // 16 pages of one contiguous run: one walk fills one 64 KiB entry, the
+    // other 15 pages hit it in the model.
+    for i in 0..16 {
+        mmu::read_u64(&cpu, &k, va + i * PAGE_SIZE).unwrap();
+    }
+    let c = cpu.data().tlb.counts();
+    assert_eq!(c.fills - before.fills, 1, "one TLB entry for the whole run");
+    assert_eq!(c.misses - before.misses, 1);
+    assert_eq!(c.hits - before.hits, 15);
+    // An unmap and its flush make the next access fault, on every CPU.
+    pgtable::unmap_range(&cpu, &k, va, 16 * PAGE_SIZE).unwrap().flush(&cpu);
+    assert!(mmu::read_u64(&cpu, &k, va).is_err());
+    let cpu1 = m.cpu(1).unwrap();
+    assert!(mmu::read_u64(&cpu1, &k, va + PAGE_SIZE).is_err());
+}

@@ -544,22 +544,34 @@ impl Walk {
 /// Walk `asp`'s tables for `va`, as the MMU does (no TLB involved).
 pub fn walk(m: &Machine, asp: &AddressSpace, va: u64) -> Walk {
     let mut steps = Vec::with_capacity(4);
-    let mut table = asp.pgd;
+    let leaf = walk_with(|pa| m.read_desc(pa).0, asp.pgd, va, |s| steps.push(s));
+    Walk { va, steps, leaf }
+}
+
+/// The walk itself, over any way of reading a descriptor (the struct-page
+/// accessor uses it to refill its vmemmap translations). `on_step` sees
+/// every descriptor read.
+pub fn walk_with(
+    read: impl Fn(PhysAddr) -> u64,
+    pgd: PhysAddr,
+    va: u64,
+    mut on_step: impl FnMut(WalkStep),
+) -> Option<Leaf> {
+    let mut table = pgd;
     for level in Level::ALL {
         let slot = entry_pa(table, level.index(va));
-        let d = m.read_desc(slot);
-        steps.push(WalkStep { level, slot, desc: d });
+        let d = Desc(read(slot));
+        on_step(WalkStep { level, slot, desc: d });
         match d.kind(level) {
             DescKind::Table => table = PhysAddr(d.addr()),
             DescKind::Block | DescKind::Page => {
                 let off = va & (level.entry_size() - 1);
-                let leaf = Leaf { level, slot, desc: d, pa: PhysAddr(d.addr() + off) };
-                return Walk { va, steps, leaf: Some(leaf) };
+                return Some(Leaf { level, slot, desc: d, pa: PhysAddr(d.addr() + off) });
             }
             DescKind::Invalid | DescKind::Reserved => break,
         }
     }
-    Walk { va, steps, leaf: None }
+    None
 }
 
 /// The leaves covering `[start, end)`, each as (va of its span, span), a

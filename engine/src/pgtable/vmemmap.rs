@@ -62,9 +62,9 @@ impl Machine {
     }
 
     /// A TLBI covered `[start, end)`: if the vmemmap tables changed since the
-    /// last synchronisation, refresh the struct-page translations in that
-    /// range (as the invalidated TLB entries would be refilled from the
-    /// tables). Cheap when nothing changed.
+    /// last full synchronisation, drop the struct-page accessor's cached
+    /// translations in that range, so the next access to each walks the
+    /// tables, as a TLB miss would. Cheap when nothing changed.
     pub(crate) fn vmemmap_tlbi(&self, start: u64, end: u64) {
         if end <= VMEMMAP_START
             || start >= VMEMMAP_END
@@ -72,7 +72,14 @@ impl Machine {
         {
             return;
         }
-        self.vmemmap_sync(start, end);
+        // Drop the cached translations; the next access walks (a TLB miss).
+        let mem = self.memmap();
+        let first_va = mem.vmemmap_page_va(0);
+        let lo = start.max(first_va);
+        let hi = end.min(first_va + mem.vmemmap_pages() as u64 * PAGE_SIZE);
+        if lo < hi {
+            mem.invalidate(((lo - first_va) / PAGE_SIZE) as usize, ((hi - 1 - first_va) / PAGE_SIZE) as usize);
+        }
         if start <= VMEMMAP_START && end >= VMEMMAP_END {
             self.vmemmap_dirty.store(false, std::sync::atomic::Ordering::Release);
         }
