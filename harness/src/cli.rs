@@ -15,7 +15,19 @@ pub const KEYS: &[(&str, &str)] = &[
     ("pcp.rules", "7.2|6.12"),
     ("lock_stat", "0|1"),
     ("barrier", "native|count|model"),
+    ("arm64.lazy_mmu_barrier_batching", "0|1"),
+    ("arm64.tlbi_range", "0|1"),
+    ("tlb_entries", "1..=1048576"),
+    ("cost_profile", "neoverse-n1|apple-m2-vm"),
 ];
+
+fn parse_bool(key: &str, value: &str) -> Result<bool, String> {
+    match value {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(bad_value(key, value, "expected 0 or 1")),
+    }
+}
 
 fn valid_keys() -> String {
     KEYS.iter().map(|(k, v)| format!("{k} ({v})")).collect::<Vec<_>>().join(", ")
@@ -50,12 +62,20 @@ pub fn apply_set(kv: &str, mc: &mut MachineConfig, ac: &mut AllocatorConfig) -> 
         "pcp.rules" => {
             ac.rules = value.parse::<KernelRules>().map_err(|e| bad_value(key, value, e))?;
         }
-        "lock_stat" => {
-            mc.lock_stat = match value {
-                "0" => false,
-                "1" => true,
-                _ => return Err(bad_value(key, value, "expected 0 or 1")),
-            };
+        "lock_stat" => mc.lock_stat = parse_bool(key, value)?,
+        "arm64.lazy_mmu_barrier_batching" => mc.lazy_mmu_barrier_batching = parse_bool(key, value)?,
+        "arm64.tlbi_range" => mc.tlbi_range = parse_bool(key, value)?,
+        "tlb_entries" => {
+            let v: usize = value.parse().map_err(|e| bad_value(key, value, e))?;
+            if !(1..=1 << 20).contains(&v) {
+                return Err(bad_value(key, value, "expected 1..=1048576"));
+            }
+            mc.tlb_entries = v;
+        }
+        "cost_profile" => {
+            mc.cost_profile = mmlab_engine::cost::CostProfile::by_name(value).ok_or_else(|| {
+                bad_value(key, value, format!("known profiles: {}", mmlab_engine::cost::CostProfile::NAMES.join(", ")))
+            })?;
         }
         "barrier" => {
             mc.barrier_backend = value

@@ -90,6 +90,8 @@ enum StatFile {
     Vmstat,
     /// The kernel's translation tables: counts per level.
     Pagetables,
+    /// Barrier and TLBI counts with their modelled time and cost profile.
+    Costs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -166,6 +168,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 StatFile::Zoneinfo => procfs::zoneinfo(&pa),
                 StatFile::Pagetypeinfo => procfs::pagetypeinfo(&pa),
                 StatFile::Vmstat => procfs::vmstat(&m, &pa),
+                StatFile::Costs => procfs::costs(&m),
                 StatFile::Pagetables => {
                     let asp = m.kernel_as();
                     let mut s = pgtables::summary(&m, &asp);

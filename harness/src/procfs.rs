@@ -219,6 +219,41 @@ pub fn vmstat(m: &Machine, pa: &PageAllocator<'_>) -> String {
     s
 }
 
+/// Barrier and TLBI counts with the modelled time each accounts for, kept
+/// apart and labelled: the barrier backend's time (modelled only with the
+/// `model` backend; with `native` the barriers really ran and their time is
+/// in the measured host time of whatever ran them) and the TLBI time, which
+/// is always modelled, from the named cost profile.
+pub fn costs(m: &Machine) -> String {
+    let cfg = m.config();
+    let b = m.barrier_counts();
+    let t = m.tlbi_counts();
+    let mut s = format!(
+        "barrier backend: {}\ncost profile: {}\nlazy_mmu_barrier_batching: {}\ntlbi_range: {}\n\n",
+        cfg.barrier_backend,
+        cfg.cost_profile.name,
+        u8::from(cfg.lazy_mmu_barrier_batching),
+        u8::from(cfg.tlbi_range)
+    );
+    for (name, v) in b.iter() {
+        let _ = writeln!(s, "{name:<16} {v}");
+    }
+    for (kind, v) in t.iter().filter(|(_, v)| *v > 0) {
+        let _ = writeln!(s, "tlbi {:<11} {v}", kind.to_string());
+    }
+    let _ = writeln!(
+        s,
+        "\nmodelled barrier time: {} ns ({})",
+        b.modelled_ns,
+        match cfg.barrier_backend {
+            mmlab_engine::barrier::BarrierBackend::Model(_) => "model backend",
+            _ => "0 unless the model backend is chosen",
+        }
+    );
+    let _ = writeln!(s, "modelled TLBI time:    {} ns (profile {})", t.modelled_ns, cfg.cost_profile.name);
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,5 +398,27 @@ mod tests {
         assert_eq!(s.lines().next().unwrap(), format!("nr_free_pages {}", pa.zone().nr_free_pages()));
         assert!(s.lines().all(|l| l.split(' ').count() == 2));
         assert!(s.contains("\npgfree "));
+    }
+
+    #[test]
+    fn costs_names_the_profile_and_counts_the_flush() {
+        let mut cfg = MachineConfig::with("64M", 2).unwrap();
+        cfg.cost_profile = mmlab_engine::cost::CostProfile::by_name("apple-m2-vm").unwrap();
+        cfg.barrier_backend = mmlab_engine::barrier::BarrierBackend::Count;
+        let m = Machine::boot(cfg).unwrap();
+        let cpu = m.cpu(0).unwrap();
+        mmlab_engine::tlb::flush_tlb_kernel_range(
+            &cpu,
+            mmlab_engine::layout::VMALLOC_START,
+            mmlab_engine::layout::VMALLOC_START + 4096,
+        );
+        let s = costs(&m);
+        assert!(s.contains("cost profile: apple-m2-vm\n"), "{s}");
+        assert!(s.contains("barrier backend: count\n"), "{s}");
+        assert!(s.contains("tlbi vaale1is    1\n"), "{s}");
+        assert!(s.contains("dsb(ish)         1\n"), "{s}");
+        let t = m.tlbi_counts().modelled_ns;
+        assert!(t > 0);
+        assert!(s.contains(&format!("modelled TLBI time:    {t} ns (profile apple-m2-vm)")), "{s}");
     }
 }
