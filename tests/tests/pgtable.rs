@@ -174,19 +174,23 @@ fn tlb_entries_needed_for_1mib_by_mapping_kind() {
         (MapFlags { block: false, cont: true }, 1 << 20, 16),
         (MapFlags { block: true, cont: false }, 2 << 20, 1),
     ];
-    for (i, (flags, size, want)) in cases.into_iter().enumerate() {
-        // Each case at its own 2 MiB-aligned address: a block cannot replace
-        // the (empty) PTE table an earlier case left behind without
-        // pmd_free_pte_page().
-        let va = VMALLOC_START + (64 << 20) + ((i as u64) << 21);
+    let va = VMALLOC_START + (64 << 20);
+    for (flags, size, want) in cases {
+        // The block case replaces the (now empty) PTE table the earlier
+        // cases left, freeing it as pmd_free_pte_page() does.
         pgtable::map_range(&cpu, &k, &pa, va, phys, size, PAGE_KERNEL, flags).unwrap().ignore();
         let leaves = pgtable::leaves(&m, &k, va, va + (1 << 20));
         assert_eq!(leaves.len() as u64, want, "{flags:?}: TLB entries to cover 1 MiB");
         pgtable::unmap_range(&cpu, &k, va, size).unwrap().ignore();
         assert!(pgtable::leaves(&m, &k, va, va + (1 << 20)).is_empty());
     }
-    let st = pgtable::stats(&m, &k);
-    assert!(st.tables[Level::Pte as usize] >= 1);
+    // The PTE table is gone: the block replaced it, and unmapping the block
+    // left an empty pmd slot.
+    let w = walk(&m, &k, va);
+    assert_eq!(w.steps.last().unwrap().level, Level::Pmd);
+    assert_eq!(w.steps.last().unwrap().desc, Desc::INVALID);
+    // Freeing the table needed a walk-cache invalidation (tlbi vaae1is).
+    assert!(m.tlbi_counts().get(mmlab_engine::tlb::TlbiKind::Vaae1is) >= 1);
 }
 
 #[test]

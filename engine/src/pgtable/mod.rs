@@ -354,6 +354,34 @@ fn table_below<'m>(
     }
 }
 
+/// Before a block goes into `slot`: if it holds a table whose entries are
+/// all empty, take the table out and free it, as `pmd_free_pte_page()` /
+/// `pud_free_pmd_page()` do (clear the entry, `__flush_tlb_kernel_pgtable`
+/// so no walk cache keeps it, free the page). Returns false if the slot
+/// holds a table that still maps something: the caller then maps at the
+/// next level down instead, as `vmap_try_huge_pmd()` falls back.
+fn free_empty_table_for_block<'m>(
+    cpu: &Cpu<'m>,
+    alloc: &dyn PgtableAlloc<'m>,
+    slot: PhysAddr,
+    level: Level,
+    va: u64,
+) -> bool {
+    let m = cpu.machine();
+    let d = m.read_desc(slot);
+    if d.kind(level) != DescKind::Table {
+        return true;
+    }
+    let table = PhysAddr(d.addr());
+    if m.table(table).iter().any(|e| e.load(Relaxed) & desc::bits::PTE_VALID != 0) {
+        return false;
+    }
+    pte_clear(cpu, slot);
+    TlbFlush::kernel_pgtable(va).flush(cpu);
+    alloc.free_table(cpu, table);
+    true
+}
+
 /// Map `[va, va + size)` to `[pa, pa + size)` with `prot` (a page prot such
 /// as [`desc::PAGE_KERNEL`]), allocating tables as needed, in the manner of
 /// `__create_pgd_mapping()`: PUD blocks, then contiguous PMD runs, PMD
@@ -386,19 +414,39 @@ pub fn map_range<'m>(
         let pud_t = table_below(cpu, asp, alloc, pgd_slot, Level::Pgd)?;
         let pud_slot = entry_pa(pud_t, Level::Pud.index(va_cur));
         let step;
-        if flags.block && (va_cur | pa_cur) % PUD_SIZE == 0 && left >= PUD_SIZE {
+        if flags.block
+            && (va_cur | pa_cur).is_multiple_of(PUD_SIZE)
+            && left >= PUD_SIZE
+            && free_empty_table_for_block(cpu, alloc, pud_slot, Level::Pud, va_cur)
+        {
             live_changed |= m.read_desc(pud_slot).is_valid();
             set_pud(cpu, pud_slot, Desc::block(pa_cur, prot))?;
             step = PUD_SIZE;
         } else {
             let pmd_t = table_below(cpu, asp, alloc, pud_slot, Level::Pud)?;
             let pmd_slot = entry_pa(pmd_t, Level::Pmd.index(va_cur));
-            let cont_pmd = flags.block && flags.cont && (va_cur | pa_cur) % CONT_PMD_SIZE == 0 && left >= CONT_PMD_SIZE;
+            let cont_pmd = flags.block
+                && flags.cont
+                && (va_cur | pa_cur).is_multiple_of(CONT_PMD_SIZE)
+                && left >= CONT_PMD_SIZE
+                && (0..CONT_PMDS).all(|i| {
+                    free_empty_table_for_block(
+                        cpu,
+                        alloc,
+                        entry_pa(pmd_slot, i),
+                        Level::Pmd,
+                        va_cur + i as u64 * PMD_SIZE,
+                    )
+                });
             if cont_pmd {
                 live_changed |= (0..CONT_PMDS).any(|i| m.read_desc(entry_pa(pmd_slot, i)).is_valid());
                 set_ptes(cpu, pmd_slot, Desc::block(pa_cur, prot | PTE_CONT), CONT_PMDS, PMD_SIZE)?;
                 step = CONT_PMD_SIZE;
-            } else if flags.block && (va_cur | pa_cur) % PMD_SIZE == 0 && left >= PMD_SIZE {
+            } else if flags.block
+                && (va_cur | pa_cur).is_multiple_of(PMD_SIZE)
+                && left >= PMD_SIZE
+                && free_empty_table_for_block(cpu, alloc, pmd_slot, Level::Pmd, va_cur)
+            {
                 live_changed |= m.read_desc(pmd_slot).is_valid();
                 set_pmd(cpu, pmd_slot, Desc::block(pa_cur, prot))?;
                 step = PMD_SIZE;
