@@ -112,6 +112,19 @@ impl Arena {
         self.contains(pa, len).then(|| self.map.as_ptr() as usize + (pa.0 - self.base.0) as usize)
     }
 
+    /// The 64-bit word at `pa` (8-byte aligned, in RAM): one range check,
+    /// for descriptor accesses.
+    #[inline]
+    pub fn word(&self, pa: PhysAddr) -> &AtomicU64 {
+        let off = pa.0.wrapping_sub(self.base.0);
+        assert!(off < self.size && off.is_multiple_of(8), "descriptor address {pa} outside RAM or misaligned");
+        // SAFETY: off + 8 <= size (off < size and both are multiples of 8),
+        // so the word lies inside the mapping, which lives as long as self;
+        // it is 8-byte aligned; AtomicU64 accepts any bit pattern and arena
+        // memory is only accessed through atomics.
+        unsafe { &*(self.map.as_ptr().add(off as usize) as *const AtomicU64) }
+    }
+
     /// Zero `len` bytes at `pa` (8-byte aligned) with relaxed atomic stores, as
     /// `clear_page()` does for `__GFP_ZERO`.
     pub fn zero(&self, pa: PhysAddr, len: u64) {

@@ -139,19 +139,27 @@ fn translate_slow(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) ->
     Ok(pa)
 }
 
-/// Read a u64 at `va` (8-byte aligned).
+/// Read a u64 at `va`: one 64-bit load (`READ_ONCE`) when aligned.
+#[inline]
 pub fn read_u64(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64) -> Result<u64, Fault> {
-    let pa = translate(cpu, asp, va, Access::READ)?;
+    if va.is_multiple_of(8) {
+        let pa = translate(cpu, asp, va, Access::READ)?;
+        return Ok(cpu.machine().arena().word(pa).load(std::sync::atomic::Ordering::Relaxed));
+    }
     let mut b = [0u8; 8];
-    cpu.machine().arena().read(pa, &mut b);
+    read_bytes(cpu, asp, va, &mut b)?;
     Ok(u64::from_le_bytes(b))
 }
 
-/// Write a u64 at `va` (8-byte aligned).
+/// Write a u64 at `va`: one 64-bit store (`WRITE_ONCE`) when aligned.
+#[inline]
 pub fn write_u64(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, v: u64) -> Result<(), Fault> {
-    let pa = translate(cpu, asp, va, Access::WRITE)?;
-    cpu.machine().arena().write(pa, &v.to_le_bytes());
-    Ok(())
+    if va.is_multiple_of(8) {
+        let pa = translate(cpu, asp, va, Access::WRITE)?;
+        cpu.machine().arena().word(pa).store(v, std::sync::atomic::Ordering::Relaxed);
+        return Ok(());
+    }
+    write_bytes(cpu, asp, va, &v.to_le_bytes())
 }
 
 /// Read bytes at `va`, page by page.

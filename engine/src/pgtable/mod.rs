@@ -174,19 +174,23 @@ pub fn emit_pte_barriers(cpu: &Cpu<'_>) {
 #[inline]
 pub fn queue_pte_barriers(cpu: &Cpu<'_>) {
     let lazy = &cpu.data().lazy_mmu;
-    if cpu.machine().config().lazy_mmu_barrier_batching && lazy.active.load(Relaxed) {
-        if !lazy.pending.load(Relaxed) {
-            lazy.pending.store(true, Relaxed);
-        }
+    if lazy.pending.load(Relaxed) {
+        return;
+    }
+    if lazy.active.load(Relaxed) {
+        lazy.pending.store(true, Relaxed);
     } else {
         emit_pte_barriers(cpu);
     }
 }
 
-/// `arch_enter_lazy_mmu_mode()`.
+/// `arch_enter_lazy_mmu_mode()`. With `lazy_mmu_barrier_batching` off (the
+/// kernel before 6.16) the section does not defer anything.
 #[inline]
 pub fn arch_enter_lazy_mmu_mode(cpu: &Cpu<'_>) {
-    cpu.data().lazy_mmu.active.store(true, Relaxed);
+    if cpu.machine().config().lazy_mmu_barrier_batching {
+        cpu.data().lazy_mmu.active.store(true, Relaxed);
+    }
 }
 
 /// `arch_flush_lazy_mmu_mode()`: issue the pending pair, if any.
@@ -211,7 +215,7 @@ impl Machine {
     /// The descriptor slot at physical address `pa` (8-byte aligned, in RAM).
     #[inline]
     pub fn desc_slot(&self, pa: PhysAddr) -> &AtomicU64 {
-        &self.arena().slice::<AtomicU64>(pa, 1)[0]
+        self.arena().word(pa)
     }
     /// `READ_ONCE(*ptep)`.
     #[inline]
@@ -493,54 +497,89 @@ pub fn set_cont_ptes(cpu: &Cpu<'_>, ptep: PhysAddr, va: u64, pa: u64, prot: u64)
 
 /// Clear the leaves of `[va, va + size)` (`vunmap_range_noflush`: get and
 /// clear, no barriers) and return the flush the caller owes. Blocks and
-/// contiguous runs must be covered whole.
+/// contiguous runs must be covered whole; this is checked for the whole
+/// range before anything is cleared.
 pub fn unmap_range(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Result<TlbFlush, PgtableError> {
     if size == 0 || !(va | size).is_multiple_of(PAGE_SIZE) || va.checked_add(size - 1).is_none() {
         return Err(PgtableError::BadRange { va, size });
     }
+    visit_leaves(cpu, asp, va, va + (size - 1), false)?;
+    visit_leaves(cpu, asp, va, va + (size - 1), true)?;
+    Ok(asp.flush_for(va, va + size))
+}
+
+/// The walk of [`unmap_range`], as `vunmap_p*d_range` do it: one walk per
+/// table, then the entries of a PTE table in a row. Without `clear` it only
+/// checks that no block or contiguous run is cut.
+fn visit_leaves(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, end: u64, clear: bool) -> Result<(), PgtableError> {
     let m = cpu.machine();
-    let end = va + (size - 1);
-    // First check that no block or run is cut, so that nothing is cleared on error.
     let mut cur = va;
     loop {
-        let w = walk(m, asp, cur);
-        let step = match w.leaf {
-            Some(l) => {
+        let mut last = None;
+        let leaf = walk_with(|pa| m.read_desc(pa).0, asp.pgd, cur, |s| last = Some(s));
+        let step = match (leaf, last) {
+            (None, Some(s)) if s.level == Level::Pte => {
+                // An empty PTE slot: scan the rest of this PTE table.
+                let table = PhysAddr(s.slot.0 & !(PAGE_SIZE - 1));
+                scan_pte_table(cpu, table, cur, end, va, clear)?
+            }
+            (Some(l), _) if l.level == Level::Pte => {
+                scan_pte_table(cpu, PhysAddr(l.slot.0 & !(PAGE_SIZE - 1)), cur, end, va, clear)?
+            }
+            (Some(l), _) => {
                 let span = l.span();
                 let start = cur & !(span - 1);
                 if start < va || start + (span - 1) > end {
                     return Err(PgtableError::PartialHugeUnmap { va: cur, level: l.level });
                 }
+                if clear {
+                    let n = if l.desc.is_cont() { CONT_PMDS } else { 1 };
+                    let first = PhysAddr(l.slot.0 - 8 * ((l.slot.0 % PAGE_SIZE / 8) % n as u64));
+                    for i in 0..n {
+                        ptep_get_and_clear(cpu, entry_pa(first, i));
+                    }
+                }
                 span - (cur - start)
             }
-            None => w.hole_size(),
-        };
-        if step > end - cur {
-            break;
-        }
-        cur += step;
-    }
-    let mut cur = va;
-    loop {
-        let w = walk(m, asp, cur);
-        let step = match w.leaf {
-            Some(l) => {
-                let n = if l.desc.is_cont() { if l.level == Level::Pte { CONT_PTES } else { CONT_PMDS } } else { 1 };
-                let first = PhysAddr(l.slot.0 - 8 * ((l.slot.0 % PAGE_SIZE / 8) % n as u64));
-                for i in 0..n {
-                    ptep_get_and_clear(cpu, entry_pa(first, i));
-                }
-                let span = l.span();
-                span - (cur & (span - 1))
+            (None, s) => {
+                let sz = s.map_or(Level::Pgd, |s| s.level).entry_size();
+                sz - (cur & (sz - 1))
             }
-            None => w.hole_size(),
         };
         if step > end - cur {
-            break;
+            return Ok(());
         }
         cur += step;
     }
-    Ok(asp.flush_for(va, va + size))
+}
+
+/// Visit the PTEs of `table` from `cur`'s index to the end of the table or
+/// of the range; returns the bytes covered.
+fn scan_pte_table(
+    cpu: &Cpu<'_>,
+    table: PhysAddr,
+    cur: u64,
+    end: u64,
+    va: u64,
+    clear: bool,
+) -> Result<u64, PgtableError> {
+    let slots = cpu.machine().table(table);
+    let first = Level::Pte.index(cur);
+    let n = (PTRS_PER_TABLE - first).min(((end - cur) / PAGE_SIZE + 1) as usize);
+    for (i, slot) in slots.iter().enumerate().skip(first).take(n) {
+        let d = Desc(slot.load(Relaxed));
+        if d.is_cont() {
+            let run_va = (cur & !(PMD_SIZE - 1)) + ((i & !(CONT_PTES - 1)) as u64) * PAGE_SIZE;
+            if run_va < va || run_va + (CONT_PTE_SIZE - 1) > end {
+                return Err(PgtableError::PartialHugeUnmap { va: run_va, level: Level::Pte });
+            }
+        }
+        if clear && d.is_valid() {
+            // __ptep_get_and_clear: an exchange with 0, no barriers.
+            slot.swap(0, Relaxed);
+        }
+    }
+    Ok(n as u64 * PAGE_SIZE)
 }
 
 /// One level of a walk.
