@@ -54,8 +54,8 @@ use mmlab_engine::layout::{PHYS_OFFSET, VMALLOC_START};
 use mmlab_engine::pgtable::desc::PAGE_KERNEL;
 use mmlab_engine::pgtable::mmu::{self, Access};
 use mmlab_engine::pgtable::{
-    Desc, Level, MapFlags, MemblockTables, arch_enter_lazy_mmu_mode, arch_leave_lazy_mmu_mode, entry_pa, map_range,
-    ptep_get_and_clear, set_pte, unmap_range, walk,
+    Desc, Level, MapFlags, MemblockTables, PteTable, arch_enter_lazy_mmu_mode, arch_leave_lazy_mmu_mode, map_range,
+    unmap_range, walk,
 };
 use mmlab_engine::tlb::{self, flush_tlb_kernel_range};
 use mmlab_engine::{Cpu, Machine, MachineConfig, PAGE_SIZE, PhysAddr};
@@ -104,9 +104,11 @@ fn prepare(cpu: &Cpu<'_>) -> Vec<PhysAddr> {
 fn map_ptes(cpu: &Cpu<'_>, tables: &[PhysAddr]) {
     let mut pa = PA;
     for &t in tables {
+        // pte_offset_kernel() once per table, then set_pte_at() per entry.
+        let table = PteTable::new(cpu.machine(), t);
         arch_enter_lazy_mmu_mode(cpu);
         for i in 0..PTRS {
-            set_pte(cpu, entry_pa(t, i), Desc::page(pa, PAGE_KERNEL)).expect("set_pte");
+            table.set_pte(cpu, i, Desc::page(pa, PAGE_KERNEL)).expect("set_pte");
             pa += PAGE_SIZE;
         }
         arch_leave_lazy_mmu_mode(cpu);
@@ -146,8 +148,9 @@ fn map_ptes_proto(cpu: &Cpu<'_>, tables: &[PhysAddr], per_table_barrier: bool) {
 /// `vunmap_pte_range()` for every table: get-and-clear each entry.
 fn unmap_ptes(cpu: &Cpu<'_>, tables: &[PhysAddr]) {
     for &t in tables {
+        let table = PteTable::new(cpu.machine(), t);
         for i in 0..PTRS {
-            black_box(ptep_get_and_clear(cpu, entry_pa(t, i)));
+            black_box(table.get_and_clear(i));
         }
     }
 }

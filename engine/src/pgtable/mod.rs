@@ -238,7 +238,13 @@ pub const fn entry_pa(table: PhysAddr, index: usize) -> PhysAddr {
 /// Check a write against the live entry (`__check_safe_pte_update`).
 #[inline]
 fn check_bbm(m: &Machine, slot: PhysAddr, new: Desc) -> Result<(), PgtableError> {
-    let old = m.read_desc(slot);
+    check_word(m.desc_slot(slot), slot, new)
+}
+
+/// [`check_bbm`] on a slot already looked up.
+#[inline(always)]
+fn check_word(word: &AtomicU64, slot: PhysAddr, new: Desc) -> Result<(), PgtableError> {
+    let old = Desc(word.load(Relaxed));
     if desc::pgattr_change_is_safe(old.0, new.0) {
         Ok(())
     } else {
@@ -250,13 +256,53 @@ fn check_bbm(m: &Machine, slot: PhysAddr, new: Desc) -> Result<(), PgtableError>
 /// barrier pair (or marks it pending in a lazy-MMU section).
 #[inline]
 pub fn set_pte(cpu: &Cpu<'_>, ptep: PhysAddr, pte: Desc) -> Result<(), PgtableError> {
-    let m = cpu.machine();
-    check_bbm(m, ptep, pte)?;
-    m.desc_slot(ptep).store(pte.0, Relaxed);
+    let word = cpu.machine().desc_slot(ptep);
+    check_word(word, ptep, pte)?;
+    word.store(pte.0, Relaxed);
     if pte.valid_not_user() {
         queue_pte_barriers(cpu);
     }
     Ok(())
+}
+
+/// A PTE table looked up once (`pte_offset_kernel()`), so that a loop over
+/// its entries, as `vmap_pte_range()` runs one, pays no per-entry lookup.
+#[derive(Clone, Copy, Debug)]
+pub struct PteTable<'m> {
+    pa: PhysAddr,
+    slots: &'m [AtomicU64],
+}
+
+impl<'m> PteTable<'m> {
+    /// The table at `pa` (a page of RAM).
+    pub fn new(m: &'m Machine, pa: PhysAddr) -> PteTable<'m> {
+        PteTable { pa, slots: m.table(pa) }
+    }
+    /// The table's physical address.
+    pub fn pa(&self) -> PhysAddr {
+        self.pa
+    }
+    /// Entry `i`, read once.
+    #[inline]
+    pub fn get(&self, i: usize) -> Desc {
+        Desc(self.slots[i].load(Relaxed))
+    }
+    /// [`set_pte`] on entry `i`.
+    #[inline]
+    pub fn set_pte(&self, cpu: &Cpu<'_>, i: usize, pte: Desc) -> Result<(), PgtableError> {
+        let word = &self.slots[i];
+        check_word(word, entry_pa(self.pa, i), pte)?;
+        word.store(pte.0, Relaxed);
+        if pte.valid_not_user() {
+            queue_pte_barriers(cpu);
+        }
+        Ok(())
+    }
+    /// [`ptep_get_and_clear`] on entry `i`.
+    #[inline]
+    pub fn get_and_clear(&self, i: usize) -> Desc {
+        Desc(self.slots[i].swap(0, Relaxed))
+    }
 }
 
 /// `__set_ptes_anysz()`: write `nr` entries from `ptep`, the output address
