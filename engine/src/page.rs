@@ -300,6 +300,13 @@ pub struct Memmap {
     arena_len: u64,
     /// `swapper_pg_dir`, once the vmemmap is mapped (0 before).
     pgd: AtomicU64,
+    /// Host address of the memmap as memblock laid it out.
+    linear: usize,
+    /// True while every cached vmemmap translation is the boot one (the
+    /// memmap read in place): no vmemmap TLBI has dropped anything since
+    /// boot. Then an access needs no shadow lookup; the first TLBI of a
+    /// changed vmemmap clears it for good.
+    boot_layout: std::sync::atomic::AtomicBool,
 }
 
 /// Struct pages per 4 KiB vmemmap page.
@@ -328,6 +335,8 @@ impl Memmap {
         let arena_host = arena.host_addr(arena.base(), arena.size()).expect("the arena covers itself");
         Memmap {
             shadow,
+            linear: base.as_ptr() as usize,
+            boot_layout: std::sync::atomic::AtomicBool::new(true),
             arena_host,
             arena_pa: arena.base().0,
             arena_len: arena.size(),
@@ -368,6 +377,12 @@ impl Memmap {
     #[inline(always)]
     fn page_at(&self, idx: u64) -> &StructPage {
         debug_assert!(idx < self.nr_pages);
+        if self.boot_layout.load(Relaxed) {
+            // SAFETY: with the boot layout every vmemmap page maps the memmap
+            // in place, so struct page idx (< nr_pages) is at linear + idx *
+            // 64, inside the slice given to `new` (valid for self's life).
+            return unsafe { &*((self.linear + (idx * STRUCT_PAGE_SIZE) as usize) as *const StructPage) };
+        }
         // SAFETY: callers pass idx < nr_pages, and the shadow has
         // ceil(nr_pages / 64) entries, so idx / 64 is in bounds.
         let mut host = unsafe { self.shadow.get_unchecked((idx / PAGES_PER_VMEMMAP_PAGE) as usize) }.load(Relaxed);
@@ -428,6 +443,7 @@ impl Memmap {
 
     /// Drop the cached translations of vmemmap pages `[first, last]`.
     pub(crate) fn invalidate(&self, first: usize, last: usize) {
+        self.boot_layout.store(false, Relaxed);
         for s in &self.shadow[first.min(self.shadow.len())..(last + 1).min(self.shadow.len())] {
             s.store(0, Relaxed);
         }
@@ -445,6 +461,9 @@ impl Memmap {
 
     /// Point vmemmap page `i` at `host` (0: unmapped).
     pub(crate) fn set_backing(&self, i: usize, host: usize) {
+        if host != self.linear + i * 4096 {
+            self.boot_layout.store(false, Relaxed);
+        }
         self.shadow[i].store(host, Relaxed);
     }
 

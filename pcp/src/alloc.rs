@@ -5,7 +5,7 @@
 use crate::PageAllocator;
 use mmlab_buddy::{AllocFlags, ContigError, Fpi, ZoneFlag, pcp_allowed_order};
 use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER};
-use mmlab_engine::page::PageExt;
+use mmlab_engine::page::{PageExt, StructPage};
 use mmlab_engine::vmstat::VmEvent;
 use mmlab_engine::{Cpu, Gfp, PAGE_SHIFT, Pfn, trace};
 
@@ -312,13 +312,13 @@ impl<'m> PageAllocator<'m> {
                 o -= 1;
                 let half = pfn.add(1 << o);
                 self.m.page(half).set_refcount(0);
-                self.free_frozen_pages(cpu, half, o);
+                self.free_frozen_pages(cpu, half, self.m.page(half), o);
             }
             p.set_ext(PageExt::Alloc(0, mt));
             self.after_op();
             return Ok(());
         }
-        self.free_frozen_pages(cpu, pfn, order);
+        self.free_frozen_pages(cpu, pfn, p, order);
         self.after_op();
         Ok(())
     }
@@ -337,7 +337,7 @@ impl<'m> PageAllocator<'m> {
     /// `free_frozen_pages()` (6.12: `free_unref_page()`): to the pcp for
     /// cacheable orders, else to the buddy under the zone lock.
     #[inline(always)]
-    fn free_frozen_pages(&self, cpu: &Cpu<'m>, pfn: Pfn, order: u32) {
+    fn free_frozen_pages(&self, cpu: &Cpu<'m>, pfn: Pfn, page: &StructPage, order: u32) {
         let m = self.m;
         // free_pages_prepare()
         trace::mm_page_free(cpu.id(), m.trace_clock(), m.memmap().page_va(pfn), pfn.0, order);
@@ -350,7 +350,7 @@ impl<'m> PageAllocator<'m> {
             mt = Migratetype::Movable;
         }
         match self.pcp[cpu.id()].try_lock() {
-            Some(pcp) => self.free_frozen_page_commit(cpu, pcp, pfn, mt, order),
+            Some(pcp) => self.free_frozen_page_commit(cpu, pcp, pfn, page, mt, order),
             None => {
                 cpu.count(VmEvent::PcpTrylockFail, 1);
                 self.zone.free_one_page(cpu, pfn, order, Fpi::NONE);

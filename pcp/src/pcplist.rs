@@ -9,7 +9,7 @@ use mmlab_buddy::{AllocFlags, RmqueueMode, ZoneFlag};
 use mmlab_engine::list::ListArray;
 use mmlab_engine::mm::{HPAGE_PMD_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER};
 use mmlab_engine::page::Memmap;
-use mmlab_engine::page::PageExt;
+use mmlab_engine::page::{PageExt, StructPage};
 use mmlab_engine::sync::SpinGuard;
 use mmlab_engine::vmstat::VmEvent;
 use mmlab_engine::{Cpu, Pfn, trace};
@@ -272,6 +272,7 @@ impl<'m> PageAllocator<'m> {
         cpu: &Cpu<'m>,
         mut pcp: SpinGuard<'a, PerCpuPages>,
         pfn: Pfn,
+        page: &StructPage,
         mt: Migratetype,
         order: u32,
     ) {
@@ -279,9 +280,8 @@ impl<'m> PageAllocator<'m> {
         pcp.alloc_factor >>= 1;
         cpu.count(VmEvent::Pgfree, 1 << order);
         let pindex = order_to_pindex(mt, order);
-        let p = mem.page(pfn);
-        p.set_ext(PageExt::Pcp(order as u8));
-        pcp.lists.add_page(mem, pindex, pfn, p);
+        page.set_ext(PageExt::Pcp(order as u8));
+        pcp.lists.add_page(mem, pindex, pfn, page);
         pcp.count += 1 << order;
         let batch = pcp.batch;
         let mut free_high = false;
