@@ -318,3 +318,33 @@ fn mmu_reads_hit_the_tlb_model_after_the_first_walk() {
     let cpu1 = m.cpu(1).unwrap();
     assert!(mmu::read_u64(&cpu1, &k, va + PAGE_SIZE).is_err());
 }
+
+#[test]
+fn a_user_address_space_with_its_asid() {
+    let m = machine("64M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let user = AddressSpace::alloc_user(&cpu, &pa, 5).unwrap();
+    assert_eq!(user.asid(), Some(5));
+    let page =
+        pa.alloc_pages(&cpu, mmlab_engine::Gfp::GFP_HIGHUSER_MOVABLE | mmlab_engine::Gfp::__GFP_ZERO, 0).unwrap();
+    let va = 0x0000_7fff_0000_0000u64;
+    let b = cpu.data().barriers.snapshot();
+    pgtable::map_range(&cpu, &user, &pa, va, page.phys().0, PAGE_SIZE, pgtable::desc::PAGE_SHARED, MapFlags::default())
+        .unwrap()
+        .ignore();
+    // Three new tables (pud, pmd, pte) each queue a pair; the user PTE none.
+    assert_eq!(pairs(&cpu, b), (3, 3));
+    let leaf = walk(&m, &user, va).leaf.unwrap();
+    assert!(leaf.desc.has(pgtable::desc::bits::PTE_NG) && leaf.desc.has(pgtable::desc::bits::PTE_USER));
+    let el0 = Access { write: true, user: true };
+    assert_eq!(mmu::translate(&cpu, &user, va, el0), Ok(page.phys()), "EL0 may write a PAGE_SHARED page (DBM)");
+    // The same VA is not mapped in the kernel's space.
+    assert!(mmu::translate(&cpu, &m.kernel_as(), va, Access::READ).is_err());
+    let before = m.tlbi_counts();
+    pgtable::unmap_range(&cpu, &user, va, PAGE_SIZE).unwrap().flush(&cpu);
+    let t = m.tlbi_counts().delta(&before);
+    assert_eq!(t.get(mmlab_engine::tlb::TlbiKind::Vale1is), 1, "one page of ASID 5, last level");
+    assert_eq!(t.total(), 1);
+    assert!(mmu::translate(&cpu, &user, va, el0).is_err());
+}

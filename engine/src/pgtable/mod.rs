@@ -122,21 +122,56 @@ impl<'m> PgtableAlloc<'m> for MemblockTables {
     }
 }
 
+/// A translation granule. Only [`Granule4K`] is implemented; the granule is
+/// a type parameter of [`AddressSpace`] so that 16K and 64K can be added
+/// without changing callers' types.
+pub trait Granule: Copy + std::fmt::Debug + PartialEq + Eq + 'static {
+    /// log2 of the granule.
+    const SHIFT: u32;
+    /// Entries per table (granule / 8 bytes).
+    const PTRS_PER_TABLE: usize = 1 << (Self::SHIFT - 3);
+}
+
+/// The 4 KiB granule (`CONFIG_ARM64_4K_PAGES`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Granule4K;
+
+impl Granule for Granule4K {
+    const SHIFT: u32 = 12;
+}
+
 /// A translation regime: a root table and, for user spaces, an ASID.
+/// The granule and the VA size are in the type (`AddressSpace<Granule4K,
+/// 48>` is the default and the only one implemented: 4 levels, p4d folded).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AddressSpace {
+pub struct AddressSpace<G: Granule = Granule4K, const VA_BITS: u32 = 48> {
     pgd: PhysAddr,
     asid: Option<u16>,
+    _granule: std::marker::PhantomData<G>,
 }
 
 impl AddressSpace {
     /// The kernel's address space (`init_mm`, `swapper_pg_dir`).
     pub const fn kernel(pgd: PhysAddr) -> AddressSpace {
-        AddressSpace { pgd, asid: None }
+        AddressSpace { pgd, asid: None, _granule: std::marker::PhantomData }
     }
     /// A user address space with its ASID.
     pub const fn user(pgd: PhysAddr, asid: u16) -> AddressSpace {
-        AddressSpace { pgd, asid: Some(asid) }
+        AddressSpace { pgd, asid: Some(asid), _granule: std::marker::PhantomData }
+    }
+    /// `mm_alloc()` + `pgd_alloc()`: a new user address space with an empty
+    /// root table from `alloc`.
+    pub fn alloc_user<'m>(
+        cpu: &Cpu<'m>,
+        alloc: &dyn PgtableAlloc<'m>,
+        asid: u16,
+    ) -> Result<AddressSpace, PgtableError> {
+        let pgd = alloc.alloc_table(cpu).ok_or(PgtableError::NoMemory)?;
+        Ok(AddressSpace::user(pgd, asid))
+    }
+    /// `VA_BITS` of this regime.
+    pub const fn va_bits(&self) -> u32 {
+        48
     }
     /// The root table.
     pub const fn pgd(&self) -> PhysAddr {
