@@ -566,6 +566,53 @@ pub fn map_range<'m>(
     Ok(if live_changed { asp.flush_for(va, va + size) } else { TlbFlush::none() })
 }
 
+/// `pmd_alloc_track()` down from the pgd: the pmd slot for `va`, with the
+/// pud table allocated if missing (its descriptor written with barriers, as
+/// `pud_populate` does, outside any lazy-MMU section).
+pub fn pmd_alloc<'m>(
+    cpu: &Cpu<'m>,
+    asp: &AddressSpace,
+    alloc: &dyn PgtableAlloc<'m>,
+    va: u64,
+) -> Result<PhysAddr, PgtableError> {
+    let pgd_slot = entry_pa(asp.pgd, Level::Pgd.index(va));
+    let pud_t = table_below(cpu, asp, alloc, pgd_slot, Level::Pgd)?;
+    let pud_slot = entry_pa(pud_t, Level::Pud.index(va));
+    let pmd_t = table_below(cpu, asp, alloc, pud_slot, Level::Pud)?;
+    Ok(entry_pa(pmd_t, Level::Pmd.index(va)))
+}
+
+/// `pte_alloc_kernel_track()`: the PTE table under the pmd slot for `va`,
+/// allocated and installed (`pmd_populate_kernel`) if missing.
+pub fn pte_alloc_kernel<'m>(
+    cpu: &Cpu<'m>,
+    asp: &AddressSpace,
+    alloc: &dyn PgtableAlloc<'m>,
+    va: u64,
+) -> Result<PteTable<'m>, PgtableError> {
+    let pmd_slot = pmd_alloc(cpu, asp, alloc, va)?;
+    let t = table_below(cpu, asp, alloc, pmd_slot, Level::Pmd)?;
+    Ok(PteTable::new(cpu.machine(), t))
+}
+
+/// `vmap_try_huge_pmd()` + `pmd_set_huge()`: map one 2 MiB block at the pmd
+/// slot if VA and PA are aligned and the slot is empty or holds an empty
+/// table (freed first). Returns false when a block cannot be used here.
+pub fn try_huge_pmd<'m>(
+    cpu: &Cpu<'m>,
+    alloc: &dyn PgtableAlloc<'m>,
+    pmd_slot: PhysAddr,
+    va: u64,
+    pa: u64,
+    prot: u64,
+) -> Result<bool, PgtableError> {
+    if !(va | pa).is_multiple_of(PMD_SIZE) || !free_empty_table_for_block(cpu, alloc, pmd_slot, Level::Pmd, va) {
+        return Ok(false);
+    }
+    set_pmd(cpu, pmd_slot, Desc::block(pa, prot & !PTE_CONT))?;
+    Ok(true)
+}
+
 /// Write one contiguous run of 16 PTEs mapping `va` → `pa` (`set_huge_pte_at`
 /// for a 64 KiB contpte mapping into empty slots). Both addresses must be
 /// 64 KiB aligned.

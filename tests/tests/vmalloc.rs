@@ -1,0 +1,199 @@
+//! vmalloc: placement, mapping kinds and their barrier counts, lazy freeing
+//! and purges, order-0 frees of huge allocations, and bad input.
+
+use mmlab_engine::barrier::{BarrierBackend, BarrierCounts, BarrierKind};
+use mmlab_engine::layout::VMALLOC_START;
+use mmlab_engine::pgtable::{self, mmu};
+use mmlab_engine::tlb::TlbiKind;
+use mmlab_engine::vmstat::VmEvent;
+use mmlab_engine::{Cpu, Gfp, Machine, MachineConfig, PAGE_SIZE};
+use mmlab_pcp::{AllocatorConfig, PageAllocator};
+use mmlab_vmalloc::{Vmalloc, VmallocConfig, VmallocError};
+
+fn machine(mem: &str, batching: bool) -> Machine {
+    let cfg = MachineConfig {
+        barrier_backend: BarrierBackend::Count,
+        lazy_mmu_barrier_batching: batching,
+        ..MachineConfig::with(mem, 2).unwrap()
+    };
+    Machine::boot(cfg).unwrap()
+}
+
+/// (dsb ishst, isb) issued by `cpu` since `before`.
+fn pairs(cpu: &Cpu<'_>, before: BarrierCounts) -> (u64, u64) {
+    let now = cpu.data().barriers.snapshot();
+    (
+        now.get(BarrierKind::Dsb, "ishst").unwrap() - before.get(BarrierKind::Dsb, "ishst").unwrap(),
+        now.get(BarrierKind::Isb, "sy").unwrap() - before.get(BarrierKind::Isb, "sy").unwrap(),
+    )
+}
+
+#[test]
+fn lowest_address_first_with_a_guard_page_and_memory_that_works() {
+    let m = machine("64M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let cpu = m.cpu(0).unwrap();
+    let a = vm.vmalloc(&cpu, 1).unwrap();
+    assert_eq!(a, VMALLOC_START, "the lowest free address");
+    let b = vm.vmalloc(&cpu, 3 * PAGE_SIZE).unwrap();
+    assert_eq!(b, VMALLOC_START + 2 * PAGE_SIZE, "after a's page and its guard page");
+    let k = m.kernel_as();
+    mmu::write_u64(&cpu, &k, b + 2 * PAGE_SIZE + 8, 0x5151).unwrap();
+    assert_eq!(mmu::read_u64(&cpu, &k, b + 2 * PAGE_SIZE + 8), Ok(0x5151));
+    assert!(mmu::read_u64(&cpu, &k, b + 3 * PAGE_SIZE).is_err(), "the guard page is not mapped");
+    let z = vm.vzalloc(&cpu, PAGE_SIZE).unwrap();
+    assert_eq!(mmu::read_u64(&cpu, &k, z + 16), Ok(0));
+    vm.vfree(&cpu, b).unwrap();
+    assert_eq!(vm.lazy_nr(), 4, "three pages and the guard wait for a purge");
+    // The freed range is not reused before a purge.
+    let c = vm.vmalloc(&cpu, PAGE_SIZE).unwrap();
+    assert!(c > z);
+    vm.check().unwrap();
+    for x in [a, c, z] {
+        vm.vfree(&cpu, x).unwrap();
+    }
+    assert!(vm.purge_vmap_area_lazy(&cpu));
+    assert_eq!(vm.lazy_nr(), 0);
+    vm.check().unwrap();
+    pa.check_invariants().unwrap();
+}
+
+#[test]
+fn barrier_pairs_per_vmalloc_batched_and_unbatched() {
+    for batching in [true, false] {
+        let m = machine("64M", batching);
+        let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+        let vm = Vmalloc::new(&pa, VmallocConfig::default());
+        let cpu = m.cpu(0).unwrap();
+        // Warm up: the first vmalloc allocates the pud, pmd and pte tables.
+        let w = vm.vmalloc(&cpu, PAGE_SIZE).unwrap();
+        vm.vfree(&cpu, w).unwrap();
+        for pages in [1u64, 16, 64, 256] {
+            let b = cpu.data().barriers.snapshot();
+            let a = vm.vmalloc(&cpu, pages * PAGE_SIZE).unwrap();
+            // All of it lies in one PTE table (the range is 2 MiB aligned and
+            // nothing here crosses a table boundary).
+            assert_eq!(pgtable::Level::Pte.index(a) as u64 + pages <= 512, true);
+            let want = if batching { 1 } else { pages };
+            assert_eq!(pairs(&cpu, b), (want, want), "batching={batching} pages={pages}");
+            vm.vfree(&cpu, a).unwrap();
+        }
+    }
+}
+
+#[test]
+fn contpte_and_pmd_huge_mappings() {
+    let m = machine("256M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let w = vm.vmalloc(&cpu, PAGE_SIZE).unwrap();
+    vm.vfree(&cpu, w).unwrap();
+    // 1 MiB with VM_ALLOW_HUGE_VMAP: 16 contiguous 64 KiB runs, each mapped
+    // by its own vmap_pte_range (one lazy section, one pair each).
+    let zl = m.vm_events().get(VmEvent::ZoneLockAcquire);
+    let b = cpu.data().barriers.snapshot();
+    let a = vm.vmalloc_huge(&cpu, 1 << 20, Gfp::GFP_KERNEL).unwrap();
+    assert_eq!(a % (64 << 10), 0, "64 KiB aligned");
+    assert_eq!(pgtable::leaves(&m, &k, a, a + (1 << 20)).len(), 16, "16 TLB entries for 1 MiB");
+    assert_eq!(pairs(&cpu, b), (16, 16));
+    // Order-4 blocks are not cached on the pcp: one zone-lock hold each.
+    assert!(m.vm_events().get(VmEvent::ZoneLockAcquire) - zl >= 16);
+    let area = vm.areas().into_iter().find(|x| x.addr == a).unwrap();
+    assert_eq!(area.page_order, 4);
+    assert_eq!(area.pages.len(), 256);
+    // The same size without the huge flag: 256 PTEs, one pair.
+    let b = cpu.data().barriers.snapshot();
+    let s = vm.vmalloc(&cpu, 1 << 20).unwrap();
+    assert_eq!(pgtable::leaves(&m, &k, s, s + (1 << 20)).len(), 256);
+    // It starts at PTE index 0x111 (after the 1 MiB area, its guard and the
+    // 64 KiB alignment gap), so it spans two PTE tables, the second new:
+    // pmd_populate's pair outside the sections plus one pair per section.
+    assert_eq!(pgtable::Level::Pte.index(s), 0x111);
+    assert_eq!(pairs(&cpu, b), (3, 3));
+    // 2 MiB huge: one PMD block.
+    let h = vm.vmalloc_huge(&cpu, 2 << 20, Gfp::GFP_KERNEL).unwrap();
+    assert_eq!(h % (2 << 20), 0);
+    let leaves = pgtable::leaves(&m, &k, h, h + (2 << 20));
+    assert_eq!(leaves, vec![(h, 2 << 20)], "one block");
+    mmu::write_u64(&cpu, &k, h + (1 << 20), 7).unwrap();
+    assert_eq!(mmu::read_u64(&cpu, &k, h + (1 << 20)), Ok(7));
+    // Every page of a huge vmalloc comes back as an order-0 free.
+    let freed = m.vm_events().get(VmEvent::Pgfree);
+    vm.vfree(&cpu, a).unwrap();
+    assert_eq!(m.vm_events().get(VmEvent::Pgfree) - freed, 256, "256 order-0 frees of one page each");
+    for x in [s, h] {
+        vm.vfree(&cpu, x).unwrap();
+    }
+    vm.purge_vmap_area_lazy(&cpu);
+    vm.check().unwrap();
+    pa.check_invariants().unwrap();
+}
+
+#[test]
+fn purge_triggers_past_lazy_max_pages_with_one_flush() {
+    let m = machine("64M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let cpu = m.cpu(0).unwrap();
+    // 2 CPUs: fls(2) * 8192 = 16384 pages.
+    assert_eq!(vm.lazy_max_pages(), 16384);
+    // Each 1-page vmalloc takes 2 pages of VA (guard); 8192 vfrees make
+    // exactly 16384 lazy pages, which is not yet over the limit.
+    for _ in 0..8192 {
+        let a = vm.vmalloc(&cpu, PAGE_SIZE).unwrap();
+        vm.vfree(&cpu, a).unwrap();
+    }
+    assert_eq!(vm.counts().purges, 0);
+    assert_eq!(vm.lazy_nr(), 16384);
+    let before = m.tlbi_counts();
+    let a = vm.vmalloc(&cpu, PAGE_SIZE).unwrap();
+    vm.vfree(&cpu, a).unwrap();
+    assert_eq!(vm.counts().purges, 1, "the 8193rd vfree goes over and purges");
+    assert_eq!(vm.lazy_nr(), 0);
+    let t = m.tlbi_counts().delta(&before);
+    // One flush_tlb_kernel_range over 16386 pages with range ops: scale 2
+    // gives 7 x 2048 = 14336, scale 1 gives 31 x 64 = 1984, scale 0 gives
+    // 33 x 2 = 66 ... one op per scale with pages left.
+    assert!(t.get(TlbiKind::Vmalle1is) == 0 && t.get(TlbiKind::Rvaale1is) >= 1 && t.total() <= 4, "{t}");
+    vm.check().unwrap();
+}
+
+#[test]
+fn bad_input_changes_nothing() {
+    let m = machine("32M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let cpu = m.cpu(0).unwrap();
+    let free0 = pa.zone().nr_free_pages() + pa.pcp_pages();
+    let a = vm.vmalloc(&cpu, 3 * PAGE_SIZE).unwrap();
+    assert_eq!(vm.vfree(&cpu, a + PAGE_SIZE), Err(VmallocError::InsideArea { addr: a + PAGE_SIZE, start: a }));
+    assert_eq!(
+        vm.vfree(&cpu, VMALLOC_START + (1 << 30)),
+        Err(VmallocError::NotVmalloc { addr: VMALLOC_START + (1 << 30) })
+    );
+    assert_eq!(vm.vunmap(&cpu, a), Err(VmallocError::WrongKind { addr: a }));
+    vm.vfree(&cpu, a).unwrap();
+    assert_eq!(vm.vfree(&cpu, a), Err(VmallocError::DoubleFree { addr: a }));
+    assert_eq!(vm.vmalloc(&cpu, 0), Err(VmallocError::ZeroSize));
+    assert!(matches!(vm.vmalloc(&cpu, 1 << 40), Err(VmallocError::TooLarge { .. })));
+    assert_eq!(
+        vm.__vmalloc_node(&cpu, PAGE_SIZE, 3 * PAGE_SIZE, Gfp::GFP_KERNEL),
+        Err(VmallocError::BadAlign { align: 3 * PAGE_SIZE })
+    );
+    // Out of memory halfway: ask for more pages than are free.
+    let free_pages = (pa.zone().nr_free_pages() + pa.pcp_pages()) as u64;
+    let r = vm.vmalloc(&cpu, (free_pages - 64) * PAGE_SIZE);
+    assert!(matches!(r, Err(VmallocError::NoMemory { .. })), "{r:?}");
+    vm.purge_vmap_area_lazy(&cpu);
+    pa.drain_all_pages(&cpu);
+    vm.check().unwrap();
+    pa.check_invariants().unwrap();
+    // Every page came back, except the vmalloc range's page tables, which
+    // stay (as the kernel's do).
+    let tables = pgtable::stats(&m, &m.kernel_as()).tables.iter().sum::<u64>() as i64;
+    let boot_tables = 4; // swapper_pg_dir + the vmemmap's pud, pmd, pte (32M: partial section)
+    assert_eq!(pa.zone().nr_free_pages() + pa.pcp_pages(), free0 - (tables - boot_tables));
+}
