@@ -74,7 +74,7 @@ fn barrier_pairs_per_vmalloc_batched_and_unbatched() {
             let a = vm.vmalloc(&cpu, pages * PAGE_SIZE).unwrap();
             // All of it lies in one PTE table (the range is 2 MiB aligned and
             // nothing here crosses a table boundary).
-            assert_eq!(pgtable::Level::Pte.index(a) as u64 + pages <= 512, true);
+            assert!(pgtable::Level::Pte.index(a) as u64 + pages <= 512);
             let want = if batching { 1 } else { pages };
             assert_eq!(pairs(&cpu, b), (want, want), "batching={batching} pages={pages}");
             vm.vfree(&cpu, a).unwrap();
