@@ -197,3 +197,45 @@ fn bad_input_changes_nothing() {
     let boot_tables = 4; // swapper_pg_dir + the vmemmap's pud, pmd, pte (32M: partial section)
     assert_eq!(pa.zone().nr_free_pages() + pa.pcp_pages(), free0 - (tables - boot_tables));
 }
+
+#[test]
+fn vm_map_ram_uses_vmap_blocks_and_vmallocinfo_shows_them() {
+    let m = machine("64M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let mut pages = vec![None; 3];
+    assert_eq!(pa.alloc_pages_bulk(&cpu, Gfp::GFP_KERNEL, &mut pages), 3);
+    let pages: Vec<_> = pages.into_iter().flatten().collect();
+    // 3 pages take 4 (2^get_order) from a 4 MiB block aligned to 4 MiB.
+    let a = vm.vm_map_ram(&cpu, &pages).unwrap();
+    assert_eq!(a % mmlab_vmalloc::VMAP_BLOCK_SIZE, 0);
+    let b = vm.vm_map_ram(&cpu, &pages).unwrap();
+    assert_eq!(b, a + 4 * PAGE_SIZE, "bump allocation in the same block");
+    mmu::write_u64(&cpu, &k, b + 2 * PAGE_SIZE, 0x61).unwrap();
+    assert_eq!(mmu::read_u64(&cpu, &k, a + 2 * PAGE_SIZE), Ok(0x61), "both map the same pages");
+    let info = vm.vmallocinfo();
+    assert!(info.contains(&format!("0x{a:016x}-0x{:016x} 4194304 vm_map_ram\n", a + (4 << 20))), "{info}");
+    vm.vm_unmap_ram(&cpu, a, 3).unwrap();
+    vm.vm_unmap_ram(&cpu, b, 3).unwrap();
+    // Unmapped without a flush: the translation this CPU cached for a + 2
+    // pages is stale but still hits, as on hardware; a page never touched
+    // walks and faults. (The block is dirty, not reusable, until the purge.)
+    assert!(mmu::translate(&cpu, &k, a + 2 * PAGE_SIZE, mmu::Access::READ).is_ok());
+    assert!(mmu::translate(&cpu, &k, a, mmu::Access::READ).is_err());
+    // A vmalloc area shows with its caller, pages and flags.
+    let v = vm.vmalloc(&cpu, 3 * PAGE_SIZE).unwrap();
+    let info = vm.vmallocinfo();
+    assert!(info.contains(&format!("0x{v:016x}-0x{:016x}   16384 vmalloc pages=3 vmalloc N0=3\n", v + 4 * PAGE_SIZE)), "{info}");
+    let mi = vm.meminfo();
+    assert!(mi.starts_with("VmallocTotal:   "), "{mi}");
+    assert!(mi.contains("VmallocUsed:          12 kB\n"), "{mi}");
+    assert!(mi.ends_with("VmallocChunk:          0 kB\n"), "{mi}");
+    vm.vfree(&cpu, v).unwrap();
+    assert!(vm.vmallocinfo().contains("unpurged vm_area"));
+    vm.check().unwrap();
+    for p in pages {
+        pa.free_pages(&cpu, p, 0).unwrap();
+    }
+}

@@ -175,6 +175,26 @@ pub struct VmallocCounts {
 /// A lazily freed range: (start, size including the guard page).
 type LazyArea = (u64, u64);
 
+/// `VMAP_MAX_ALLOC`: vm_map_ram requests up to this many pages use vmap blocks.
+pub const VMAP_MAX_ALLOC: usize = 64;
+/// `VMAP_BBMAP_BITS`: pages per vmap block, min(1024, max(128, 128 GiB / 4 KiB
+/// / roundup_pow_of_two(NR_CPUS) / 16)) = 1024 for NR_CPUS up to 2048.
+pub const VMAP_BBMAP_BITS: u64 = 1024;
+/// `VMAP_BLOCK_SIZE`: 4 MiB.
+pub const VMAP_BLOCK_SIZE: u64 = VMAP_BBMAP_BITS * PAGE_SIZE;
+
+/// `struct vmap_block`: a 4 MiB piece of VA handed out bump-pointer style.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct VmapBlock {
+    va_start: u64,
+    /// Pages not yet handed out.
+    free: u64,
+    /// Pages handed out and given back.
+    dirty: u64,
+    /// The CPU whose free list holds the block.
+    cpu: usize,
+}
+
 /// The vmalloc allocator of one machine.
 pub struct Vmalloc<'a, 'm> {
     pa: &'a PageAllocator<'m>,
@@ -192,6 +212,8 @@ pub struct Vmalloc<'a, 'm> {
     /// `vmap_purge_lock`.
     purge_lock: Mutex<()>,
     counts: Mutex<VmallocCounts>,
+    /// Every vmap block by start (`vmap_blocks` xarray).
+    blocks: Mutex<BTreeMap<u64, VmapBlock>>,
 }
 
 impl fmt::Debug for Vmalloc<'_, '_> {
@@ -222,6 +244,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             lazy_nr: AtomicU64::new(0),
             purge_lock: Mutex::new(()),
             counts: Mutex::new(VmallocCounts::default()),
+            blocks: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -645,6 +668,149 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         Ok(())
     }
 
+    /// `vm_map_ram(pages, count, node)`: map `pages` at a fresh address. Up
+    /// to [`VMAP_MAX_ALLOC`] pages come from this CPU's vmap blocks
+    /// (`vb_alloc`: 2^get_order pages bump-allocated from a 4 MiB block);
+    /// more get an area of their own without a guard page.
+    pub fn vm_map_ram(&self, cpu: &Cpu<'m>, pages: &[Pfn]) -> Result<u64, VmallocError> {
+        if pages.is_empty() {
+            return Err(VmallocError::ZeroSize);
+        }
+        let count = pages.len();
+        let addr = if count <= VMAP_MAX_ALLOC {
+            self.vb_alloc(cpu, count)?
+        } else {
+            let size = count as u64 * PAGE_SIZE;
+            let a = self.alloc_vmap_area(cpu, size, PAGE_SIZE)?;
+            let area = VmArea { addr: a, size, flags: VM_NO_GUARD, pages: pages.to_vec(), page_order: 0, caller: "vm_map_ram", array_area: None };
+            self.busy[self.node_of(a)].lock().insert(a, area);
+            a
+        };
+        if self.vmap_pages_range(cpu, addr, pages, PAGE_KERNEL, PAGE_SHIFT).is_err() {
+            let _ = pgtable::unmap_range(cpu, &self.asp, addr, count as u64 * PAGE_SIZE).map(TlbFlush::ignore);
+            let _ = self.vm_unmap_ram_inner(cpu, addr, count, false);
+            return Err(VmallocError::NoMemory { size: count as u64 * PAGE_SIZE });
+        }
+        Ok(addr)
+    }
+
+    /// `vb_alloc()`.
+    fn vb_alloc(&self, cpu: &Cpu<'m>, count: usize) -> Result<u64, VmallocError> {
+        let n = (count as u64).next_power_of_two();
+        {
+            let mut blocks = self.blocks.lock();
+            if let Some(b) = blocks.values_mut().find(|b| b.cpu == cpu.id() && b.free >= n) {
+                let off = VMAP_BBMAP_BITS - b.free;
+                b.free -= n;
+                return Ok(b.va_start + off * PAGE_SIZE);
+            }
+        }
+        // new_vmap_block(): a 4 MiB area aligned to 4 MiB, no guard.
+        let va = self.alloc_vmap_area(cpu, VMAP_BLOCK_SIZE, VMAP_BLOCK_SIZE)?;
+        let b = VmapBlock { va_start: va, free: VMAP_BBMAP_BITS - n, dirty: 0, cpu: cpu.id() };
+        self.blocks.lock().insert(va, b);
+        Ok(va)
+    }
+
+    /// `vm_unmap_ram(addr, count)`.
+    pub fn vm_unmap_ram(&self, cpu: &Cpu<'m>, addr: u64, count: usize) -> Result<(), VmallocError> {
+        self.vm_unmap_ram_inner(cpu, addr, count, true)
+    }
+
+    fn vm_unmap_ram_inner(&self, cpu: &Cpu<'m>, addr: u64, count: usize, unmap: bool) -> Result<(), VmallocError> {
+        if count == 0 {
+            return Err(VmallocError::ZeroSize);
+        }
+        if count <= VMAP_MAX_ALLOC {
+            // vb_free(): unmap without a flush, count the pages dirty; a fully
+            // dirty block goes lazy as a whole.
+            let start = addr & !(VMAP_BLOCK_SIZE - 1);
+            let n = (count as u64).next_power_of_two();
+            let mut blocks = self.blocks.lock();
+            let Some(b) = blocks.get_mut(&start) else {
+                return Err(VmallocError::NotVmalloc { addr });
+            };
+            if addr + n * PAGE_SIZE > start + (VMAP_BBMAP_BITS - b.free) * PAGE_SIZE {
+                return Err(VmallocError::NotVmalloc { addr });
+            }
+            if unmap {
+                pgtable::unmap_range(cpu, &self.asp, addr, count as u64 * PAGE_SIZE)
+                    .map_err(|_| VmallocError::NotVmalloc { addr })?
+                    .ignore();
+            }
+            b.dirty += n;
+            if b.dirty == VMAP_BBMAP_BITS {
+                blocks.remove(&start);
+                drop(blocks);
+                self.free_vmap_area_noflush(cpu, start, VMAP_BLOCK_SIZE);
+            }
+            return Ok(());
+        }
+        let area = self.find_unlink(addr)?;
+        if area.caller != "vm_map_ram" {
+            self.busy[self.node_of(addr)].lock().insert(addr, area);
+            return Err(VmallocError::WrongKind { addr });
+        }
+        if unmap {
+            pgtable::unmap_range(cpu, &self.asp, addr, area.size).expect("a vm_map_ram area is mapped whole").ignore();
+        }
+        self.free_vmap_area_noflush(cpu, addr, area.size);
+        Ok(())
+    }
+
+    /// `/proc/vmallocinfo` (`vmalloc_info_show`): one line per busy area,
+    /// then the vm_map_ram blocks and the lazily freed ("unpurged") areas.
+    pub fn vmallocinfo(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let mut lines: Vec<(u64, String)> = Vec::new();
+        for a in self.areas() {
+            let mut l = format!("0x{:016x}-0x{:016x} {:7} {}", a.addr, a.addr + a.size, a.size, a.caller);
+            if !a.pages.is_empty() && a.flags & (VM_ALLOC | VM_MAP) != 0 {
+                let _ = write!(l, " pages={}", a.pages.len());
+            }
+            if a.flags & VM_ALLOC != 0 {
+                l.push_str(" vmalloc");
+            }
+            if a.flags & VM_MAP != 0 {
+                l.push_str(" vmap");
+            }
+            if a.array_area.is_some() {
+                l.push_str(" vpages");
+            }
+            if a.flags & (VM_ALLOC | VM_MAP) != 0 {
+                let _ = write!(l, " N0={}", a.pages.len());
+            }
+            lines.push((a.addr, l));
+        }
+        for b in self.blocks.lock().values() {
+            lines.push((b.va_start, format!("0x{:016x}-0x{:016x} {:7} vm_map_ram", b.va_start, b.va_start + VMAP_BLOCK_SIZE, VMAP_BLOCK_SIZE)));
+        }
+        for l in self.lazy.iter() {
+            for &(st, n) in l.lock().iter() {
+                lines.push((st, format!("0x{:016x}-0x{:016x} {:7} unpurged vm_area", st, st + n, n)));
+            }
+        }
+        lines.sort();
+        for (_, l) in lines {
+            s.push_str(&l);
+            s.push('\n');
+        }
+        s
+    }
+
+    /// The Vmalloc lines of `/proc/meminfo` (`meminfo_proc_show`):
+    /// VmallocTotal, VmallocUsed (pages of vmalloc areas), VmallocChunk (0).
+    pub fn meminfo(&self) -> String {
+        let used: u64 = self.areas().iter().filter(|a| a.flags & VM_ALLOC != 0).map(|a| a.pages.len() as u64).sum();
+        format!(
+            "VmallocTotal:   {:8} kB\nVmallocUsed:    {:8} kB\nVmallocChunk:   {:8} kB\n",
+            (VMALLOC_END - VMALLOC_START) >> 10,
+            used * (PAGE_SIZE >> 10),
+            0
+        )
+    }
+
     /// Every busy area, by address (for /proc/vmallocinfo and checks).
     pub fn areas(&self) -> Vec<VmArea> {
         let mut v: Vec<VmArea> =
@@ -666,6 +832,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         let mut ranges: Vec<(u64, u64, &str)> = free.iter().map(|(s, e)| (s, e, "free")).collect();
         let busy: Vec<(u64, u64)> = self.areas().iter().map(|a| (a.addr, a.addr + a.size)).collect();
         ranges.extend(busy.iter().map(|&(s, e)| (s, e, "busy")));
+        ranges.extend(self.blocks.lock().values().map(|b| (b.va_start, b.va_start + VMAP_BLOCK_SIZE, "vmap block")));
         for l in self.lazy.iter() {
             ranges.extend(l.lock().iter().map(|&(s, n)| (s, s + n, "lazy")));
         }
