@@ -227,7 +227,10 @@ fn vm_map_ram_uses_vmap_blocks_and_vmallocinfo_shows_them() {
     // A vmalloc area shows with its caller, pages and flags.
     let v = vm.vmalloc(&cpu, 3 * PAGE_SIZE).unwrap();
     let info = vm.vmallocinfo();
-    assert!(info.contains(&format!("0x{v:016x}-0x{:016x}   16384 vmalloc pages=3 vmalloc N0=3\n", v + 4 * PAGE_SIZE)), "{info}");
+    assert!(
+        info.contains(&format!("0x{v:016x}-0x{:016x}   16384 vmalloc pages=3 vmalloc N0=3\n", v + 4 * PAGE_SIZE)),
+        "{info}"
+    );
     let mi = vm.meminfo();
     assert!(mi.starts_with("VmallocTotal:   "), "{mi}");
     assert!(mi.contains("VmallocUsed:          12 kB\n"), "{mi}");

@@ -238,7 +238,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             m,
             asp: m.kernel_as(),
             cfg,
-            free: Mutex::new(FreeVmapTree::new(VMALLOC_START, VMALLOC_END)),
+            free: Mutex::new(FreeVmapTree::vmalloc_range()),
             busy: (0..nodes).map(|_| Mutex::new(BTreeMap::new())).collect(),
             lazy: (0..nodes).map(|_| Mutex::new(Vec::new())).collect(),
             lazy_nr: AtomicU64::new(0),
@@ -682,7 +682,15 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         } else {
             let size = count as u64 * PAGE_SIZE;
             let a = self.alloc_vmap_area(cpu, size, PAGE_SIZE)?;
-            let area = VmArea { addr: a, size, flags: VM_NO_GUARD, pages: pages.to_vec(), page_order: 0, caller: "vm_map_ram", array_area: None };
+            let area = VmArea {
+                addr: a,
+                size,
+                flags: VM_NO_GUARD,
+                pages: pages.to_vec(),
+                page_order: 0,
+                caller: "vm_map_ram",
+                array_area: None,
+            };
             self.busy[self.node_of(a)].lock().insert(a, area);
             a
         };
@@ -784,7 +792,15 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             lines.push((a.addr, l));
         }
         for b in self.blocks.lock().values() {
-            lines.push((b.va_start, format!("0x{:016x}-0x{:016x} {:7} vm_map_ram", b.va_start, b.va_start + VMAP_BLOCK_SIZE, VMAP_BLOCK_SIZE)));
+            lines.push((
+                b.va_start,
+                format!(
+                    "0x{:016x}-0x{:016x} {:7} vm_map_ram",
+                    b.va_start,
+                    b.va_start + VMAP_BLOCK_SIZE,
+                    VMAP_BLOCK_SIZE
+                ),
+            ));
         }
         for l in self.lazy.iter() {
             for &(st, n) in l.lock().iter() {
@@ -829,7 +845,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     pub fn check(&self) -> Result<(), String> {
         let free = self.free.lock();
         free.check()?;
-        let mut ranges: Vec<(u64, u64, &str)> = free.iter().map(|(s, e)| (s, e, "free")).collect();
+        let mut ranges: Vec<(u64, u64, &str)> = free.iter().map(|a| (a.start, a.end, "free")).collect();
         let busy: Vec<(u64, u64)> = self.areas().iter().map(|a| (a.addr, a.addr + a.size)).collect();
         ranges.extend(busy.iter().map(|&(s, e)| (s, e, "busy")));
         ranges.extend(self.blocks.lock().values().map(|b| (b.va_start, b.va_start + VMAP_BLOCK_SIZE, "vmap block")));
