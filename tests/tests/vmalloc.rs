@@ -242,3 +242,47 @@ fn vm_map_ram_uses_vmap_blocks_and_vmallocinfo_shows_them() {
         pa.free_pages(&cpu, p, 0).unwrap();
     }
 }
+
+#[test]
+fn percpu_allocations_share_offsets_across_units_and_free_cleanly() {
+    use mmlab_vmalloc::percpu::{PCPU_UNIT_SIZE, PercpuAllocator, PercpuError};
+    let m = machine("256M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let pcpu = PercpuAllocator::new();
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let a = pcpu.alloc_percpu(&vm, &cpu, 8, 8).unwrap();
+    let b = pcpu.alloc_percpu(&vm, &cpu, 100, 64).unwrap();
+    assert_eq!(b % 64, 0);
+    assert_eq!(b - a, 64, "first fit: 8 bytes at 0, then the next 64-byte boundary");
+    // Each CPU has its own copy at the same offset in its unit.
+    mmu::write_u64(&cpu, &k, PercpuAllocator::per_cpu_ptr(a, 1), 11).unwrap();
+    assert_eq!(mmu::read_u64(&cpu, &k, a), Ok(0));
+    assert_eq!(mmu::read_u64(&cpu, &k, a + PCPU_UNIT_SIZE), Ok(11));
+    // Freeing a re-opens exactly its slots; b keeps its size.
+    pcpu.free_percpu(&vm, &cpu, a).unwrap();
+    assert_eq!(pcpu.alloc_percpu(&vm, &cpu, 64, 4).unwrap(), a);
+    assert_eq!(pcpu.free_percpu(&vm, &cpu, b + 4), Err(PercpuError::NotPercpu { ptr: b + 4 }));
+    assert!(matches!(pcpu.alloc_percpu(&vm, &cpu, 0, 4), Err(PercpuError::BadRequest { .. })));
+    // Alignments below 4 are raised to 4 first, as pcpu_alloc does; 12 is refused.
+    assert!(matches!(pcpu.alloc_percpu(&vm, &cpu, 8, 12), Err(PercpuError::BadRequest { .. })));
+    // pcpu_alloc_test's shape at a smaller count: many sizes and alignments.
+    let mut rng = mmlab_engine::rng::Xoshiro256StarStar::seed_from_u64(3);
+    let mut ptrs = vec![];
+    for _ in 0..2000 {
+        let size = 1 + rng.below(1024);
+        let align = 1u64 << (1 + rng.below(11));
+        let p = pcpu.alloc_percpu(&vm, &cpu, size, align).unwrap();
+        assert_eq!(p % align.max(4), 0);
+        ptrs.push(p);
+    }
+    assert!(pcpu.nr_chunks() > 1);
+    for p in ptrs {
+        pcpu.free_percpu(&vm, &cpu, p).unwrap();
+    }
+    pcpu.free_percpu(&vm, &cpu, a).unwrap();
+    pcpu.free_percpu(&vm, &cpu, b).unwrap();
+    assert_eq!(pcpu.nr_chunks(), 1, "empty chunks are destroyed, one is kept");
+    vm.check().unwrap();
+}

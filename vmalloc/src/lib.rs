@@ -32,6 +32,7 @@
 //! made for arrays over a page, as the kernel does, so its cost is paid).
 #![forbid(unsafe_code)]
 
+pub mod percpu;
 pub mod vmap_area;
 
 use mmlab_engine::gfp::Gfp;

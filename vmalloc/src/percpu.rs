@@ -1,0 +1,249 @@
+//! The percpu allocator (mm/percpu.c), kernel-shaped enough for
+//! test_vmalloc's `pcpu_alloc_test`.
+//!
+//! # The algorithm
+//!
+//! Per-cpu memory comes in *chunks*. A chunk has one *unit* per CPU, all the
+//! same size, laid out back to back in one vmalloc'd area (the kernel's
+//! `pcpu_create_chunk` with the vmalloc backend takes them with
+//! `pcpu_get_vm_areas`). An allocation reserves the same offset in every
+//! unit: the returned pointer is the address in CPU 0's unit, and
+//! `per_cpu_ptr(ptr, cpu)` adds `cpu * unit_size`.
+//!
+//! Inside a chunk, space is managed at `PCPU_MIN_ALLOC_SIZE` (4 bytes)
+//! granularity with two bitmaps, as `pcpu_alloc_area` does: `alloc_map`
+//! marks used slots and `bound_map` marks where each allocation starts (and
+//! where the next one would), so a free needs only the address. The search
+//! is first fit at the requested alignment, chunk by chunk in creation
+//! order (the kernel narrows it with per-block hints; mmlab keeps each
+//! chunk's free byte count and largest free run so that full chunks are
+//! skipped). When nothing fits, a new chunk is created; a chunk that
+//! becomes empty is destroyed unless it is the only one (the kernel keeps
+//! spare empty chunks and frees the rest from a workqueue).
+//!
+//! Fidelity: simplified. Units are populated at creation, not page by page
+//! (`pcpu_populate_chunk`), there is no first (embedded) chunk and no
+//! reserved chunk.
+
+use crate::{Vmalloc, VmallocError};
+use bitvec::prelude::*;
+use mmlab_engine::sync::Mutex;
+use mmlab_engine::{Cpu, Gfp, PAGE_SIZE};
+use std::fmt;
+
+/// `PCPU_MIN_ALLOC_SIZE`: allocation granularity.
+pub const PCPU_MIN_ALLOC_SIZE: u64 = 4;
+/// Unit size per CPU (`pcpu_unit_size`; arm64 boots print u65536 commonly).
+pub const PCPU_UNIT_SIZE: u64 = 64 << 10;
+/// `PCPU_MIN_UNIT_SIZE`: the largest allocation (`pcpu_alloc` refuses more).
+pub const PCPU_MIN_UNIT_SIZE: u64 = 32 << 10;
+
+const SLOTS: usize = (PCPU_UNIT_SIZE / PCPU_MIN_ALLOC_SIZE) as usize;
+
+/// Why a percpu call failed; nothing changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PercpuError {
+    /// Size 0 or above `PCPU_MIN_UNIT_SIZE`, or an alignment that is not a
+    /// power of two or above a page.
+    BadRequest { size: u64, align: u64 },
+    /// No chunk could be created.
+    NoMemory(VmallocError),
+    /// Not a pointer this allocator returned.
+    NotPercpu { ptr: u64 },
+}
+
+impl fmt::Display for PercpuError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PercpuError::BadRequest { size, align } => {
+                write!(f, "illegal size ({size}) or align ({align}) for percpu allocation")
+            }
+            PercpuError::NoMemory(e) => write!(f, "percpu: allocation failed: {e}"),
+            PercpuError::NotPercpu { ptr } => write!(f, "free_percpu of {ptr:#x}, not a percpu pointer"),
+        }
+    }
+}
+impl std::error::Error for PercpuError {}
+
+/// `struct pcpu_chunk`.
+#[derive(Debug)]
+struct Chunk {
+    /// Start of the vmalloc area (CPU 0's unit).
+    base: u64,
+    alloc_map: BitVec,
+    bound_map: BitVec,
+    free_bytes: u64,
+}
+
+impl Chunk {
+    /// First fit of `slots` slots at `align_slots` alignment (`pcpu_find_block_fit`).
+    fn find_fit(&self, slots: usize, align_slots: usize) -> Option<usize> {
+        let mut i = 0;
+        while i + slots <= SLOTS {
+            let start = i.next_multiple_of(align_slots);
+            if start + slots > SLOTS {
+                return None;
+            }
+            match self.alloc_map[start..start + slots].first_one() {
+                None => return Some(start),
+                Some(used) => {
+                    // Skip past the used run.
+                    let after = start + used;
+                    i = after + self.alloc_map[after..].first_zero().unwrap_or(SLOTS - after);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PercpuCounts {
+    pub allocs: u64,
+    pub frees: u64,
+    pub chunks_created: u64,
+    pub chunks_destroyed: u64,
+}
+
+/// The percpu allocator.
+#[derive(Debug)]
+pub struct PercpuAllocator {
+    chunks: Mutex<Vec<Chunk>>,
+    counts: Mutex<PercpuCounts>,
+}
+
+impl Default for PercpuAllocator {
+    fn default() -> Self {
+        PercpuAllocator::new()
+    }
+}
+
+impl PercpuAllocator {
+    /// No chunks yet; the first allocation creates one.
+    pub fn new() -> PercpuAllocator {
+        PercpuAllocator { chunks: Mutex::new(Vec::new()), counts: Mutex::new(PercpuCounts::default()) }
+    }
+
+    /// Counters.
+    pub fn counts(&self) -> PercpuCounts {
+        *self.counts.lock()
+    }
+    /// Chunks alive.
+    pub fn nr_chunks(&self) -> usize {
+        self.chunks.lock().len()
+    }
+
+    /// `per_cpu_ptr(ptr, cpu)`: the address of `cpu`'s copy.
+    pub fn per_cpu_ptr(ptr: u64, cpu: usize) -> u64 {
+        ptr + cpu as u64 * PCPU_UNIT_SIZE
+    }
+
+    /// `__alloc_percpu(size, align)`: zeroed, `size` bytes at `align` in
+    /// every CPU's unit. Returns CPU 0's address.
+    pub fn alloc_percpu<'m>(
+        &self,
+        vm: &Vmalloc<'_, 'm>,
+        cpu: &Cpu<'m>,
+        size: u64,
+        align: u64,
+    ) -> Result<u64, PercpuError> {
+        let align = align.max(PCPU_MIN_ALLOC_SIZE);
+        if size == 0 || size > PCPU_MIN_UNIT_SIZE || !align.is_power_of_two() || align > PAGE_SIZE {
+            return Err(PercpuError::BadRequest { size, align });
+        }
+        let bytes = size.next_multiple_of(PCPU_MIN_ALLOC_SIZE);
+        let slots = (bytes / PCPU_MIN_ALLOC_SIZE) as usize;
+        let align_slots = (align / PCPU_MIN_ALLOC_SIZE) as usize;
+        let mut chunks = self.chunks.lock();
+        let found = chunks
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.free_bytes >= bytes)
+            .find_map(|(i, c)| c.find_fit(slots, align_slots).map(|off| (i, off)));
+        let (ci, off) = match found {
+            Some(x) => x,
+            None => {
+                // pcpu_create_chunk(): one unit per CPU, backed by vmalloc.
+                let units = vm.m.nr_cpus() as u64 * PCPU_UNIT_SIZE;
+                let base = vm
+                    .vmalloc_node_range(
+                        cpu,
+                        units,
+                        PAGE_SIZE,
+                        Gfp::GFP_KERNEL | Gfp::__GFP_ZERO,
+                        mmlab_engine::pgtable::desc::PAGE_KERNEL,
+                        0,
+                        "pcpu_create_chunk",
+                    )
+                    .map_err(PercpuError::NoMemory)?;
+                let mut c = Chunk {
+                    base,
+                    alloc_map: bitvec![0; SLOTS],
+                    bound_map: bitvec![0; SLOTS + 1],
+                    free_bytes: PCPU_UNIT_SIZE,
+                };
+                c.bound_map.set(SLOTS, true);
+                let off = c.find_fit(slots, align_slots).expect("an empty chunk fits any legal request");
+                chunks.push(c);
+                self.counts.lock().chunks_created += 1;
+                (chunks.len() - 1, off)
+            }
+        };
+        let c = &mut chunks[ci];
+        c.alloc_map[off..off + slots].fill(true);
+        c.bound_map.set(off, true);
+        c.bound_map.set(off + slots, true);
+        c.free_bytes -= bytes;
+        let ptr = c.base + off as u64 * PCPU_MIN_ALLOC_SIZE;
+        drop(chunks);
+        // pcpu_alloc() zeroes every CPU's copy.
+        for u in 0..vm.m.nr_cpus() {
+            let _ = mmlab_engine::pgtable::mmu::write_bytes(
+                cpu,
+                &vm.asp,
+                Self::per_cpu_ptr(ptr, u),
+                &vec![0; bytes as usize],
+            );
+        }
+        self.counts.lock().allocs += 1;
+        Ok(ptr)
+    }
+
+    /// `free_percpu(ptr)`.
+    pub fn free_percpu<'m>(&self, vm: &Vmalloc<'_, 'm>, cpu: &Cpu<'m>, ptr: u64) -> Result<(), PercpuError> {
+        let mut chunks = self.chunks.lock();
+        let Some(ci) = chunks.iter().position(|c| ptr >= c.base && ptr < c.base + PCPU_UNIT_SIZE) else {
+            return Err(PercpuError::NotPercpu { ptr });
+        };
+        let c = &mut chunks[ci];
+        let off = ((ptr - c.base) / PCPU_MIN_ALLOC_SIZE) as usize;
+        if (ptr - c.base) % PCPU_MIN_ALLOC_SIZE != 0 || !c.bound_map[off] || !c.alloc_map[off] {
+            return Err(PercpuError::NotPercpu { ptr });
+        }
+        // The allocation ends at the next boundary bit.
+        let end = off + 1 + c.bound_map[off + 1..].first_one().expect("the map ends with a boundary");
+        c.alloc_map[off..end].fill(false);
+        // The start bit stays if the previous allocation ends here.
+        if off == 0 || !c.alloc_map[off - 1] {
+            c.bound_map.set(off, false);
+        }
+        // Keep the end boundary only if an allocation starts there.
+        if end < SLOTS && !c.alloc_map[end] {
+            c.bound_map.set(end, false);
+        }
+        c.free_bytes += (end - off) as u64 * PCPU_MIN_ALLOC_SIZE;
+        let destroy = c.free_bytes == PCPU_UNIT_SIZE && chunks.len() > 1;
+        let base = chunks[ci].base;
+        if destroy {
+            chunks.remove(ci);
+        }
+        drop(chunks);
+        if destroy {
+            vm.vfree(cpu, base).map_err(PercpuError::NoMemory)?;
+            self.counts.lock().chunks_destroyed += 1;
+        }
+        self.counts.lock().frees += 1;
+        Ok(())
+    }
+}
