@@ -218,7 +218,7 @@ impl PercpuAllocator {
         };
         let c = &mut chunks[ci];
         let off = ((ptr - c.base) / PCPU_MIN_ALLOC_SIZE) as usize;
-        if (ptr - c.base) % PCPU_MIN_ALLOC_SIZE != 0 || !c.bound_map[off] || !c.alloc_map[off] {
+        if !(ptr - c.base).is_multiple_of(PCPU_MIN_ALLOC_SIZE) || !c.bound_map[off] || !c.alloc_map[off] {
             return Err(PercpuError::NotPercpu { ptr });
         }
         // The allocation ends at the next boundary bit.
