@@ -630,6 +630,18 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         true
     }
 
+    /// `kvfree_rcu(ptr, rhf)` for a vmalloc'd object: the vfree runs after
+    /// an RCU grace period. (Until the engine's RCU is wired in, the vfree
+    /// is immediate: there are no readers in mmlab yet.)
+    pub fn kvfree_rcu(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
+        self.vfree(cpu, addr)
+    }
+
+    /// `kvfree_rcu_mightsleep(ptr)`: wait for a grace period, then vfree.
+    pub fn kvfree_rcu_mightsleep(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
+        self.vfree(cpu, addr)
+    }
+
     /// `vmap(pages, count, flags, prot)`: map caller-owned pages.
     pub fn vmap(&self, cpu: &Cpu<'m>, pages: &[Pfn], prot: u64) -> Result<u64, VmallocError> {
         if pages.is_empty() {

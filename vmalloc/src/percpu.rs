@@ -210,6 +210,22 @@ impl PercpuAllocator {
         Ok(ptr)
     }
 
+    /// Destroy every empty chunk, the last one too (the balance work's job;
+    /// for a clean teardown).
+    pub fn shrink<'m>(&self, vm: &Vmalloc<'_, 'm>, cpu: &Cpu<'m>) -> Result<(), PercpuError> {
+        let empty: Vec<u64> = {
+            let mut chunks = self.chunks.lock();
+            let bases = chunks.iter().filter(|c| c.free_bytes == PCPU_UNIT_SIZE).map(|c| c.base).collect();
+            chunks.retain(|c| c.free_bytes != PCPU_UNIT_SIZE);
+            bases
+        };
+        for base in empty {
+            vm.vfree(cpu, base).map_err(PercpuError::NoMemory)?;
+            self.counts.lock().chunks_destroyed += 1;
+        }
+        Ok(())
+    }
+
     /// `free_percpu(ptr)`.
     pub fn free_percpu<'m>(&self, vm: &Vmalloc<'_, 'm>, cpu: &Cpu<'m>, ptr: u64) -> Result<(), PercpuError> {
         let mut chunks = self.chunks.lock();
