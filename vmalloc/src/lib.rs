@@ -586,7 +586,8 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// then the range goes lazy.
     fn remove_vm_area(&self, cpu: &Cpu<'m>, area: &VmArea) {
         let mapped = area.usable_size();
-        pgtable::unmap_range(cpu, &self.asp, area.addr, mapped).expect("a vmalloc area is mapped whole").ignore(); // vunmap_range_noflush: the purge flushes.
+        // vunmap_range_noflush: no TLB maintenance, the purge flushes.
+        pgtable::vunmap_range_noflush(cpu, &self.asp, area.addr, mapped).expect("a vmalloc area is mapped whole");
         self.free_vmap_area_noflush(cpu, area.addr, area.size);
     }
 

@@ -9,7 +9,7 @@
 //! TLBIs invalidate the cache and the model, so a stale translation lives
 //! exactly as long as it would on hardware.
 
-use super::{AddressSpace, Desc, Level, walk};
+use super::{AddressSpace, Desc, Level};
 use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::cpu::Cpu;
 use crate::pgtable::desc::bits::{PTE_AF, PTE_NG, PTE_PXN, PTE_RDONLY, PTE_USER, PTE_UXN, PTE_WRITE};
@@ -70,9 +70,10 @@ pub fn translate_walk(
     va: u64,
     access: Access,
 ) -> Result<(PhysAddr, super::Leaf), Fault> {
-    let w = walk(cpu.machine(), asp, va);
-    let Some(leaf) = w.leaf else {
-        let last = w.steps.last().copied();
+    let m = cpu.machine();
+    let mut last = None;
+    let leaf = super::walk_with(|pa| m.read_desc(pa).0, asp.pgd(), va, |s| last = Some(s));
+    let Some(leaf) = leaf else {
         return Err(Fault {
             va,
             kind: FaultKind::Translation { level: last.map_or(Level::Pgd, |s| s.level) },

@@ -636,6 +636,16 @@ pub fn unmap_range(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Res
     Ok(asp.flush_for(va, va + size))
 }
 
+/// `vunmap_range_noflush()` for a range the caller mapped whole (no block or
+/// contiguous run is cut): clear in one pass, without [`unmap_range`]'s
+/// checking pass. The flush is the caller's.
+pub fn vunmap_range_noflush(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Result<(), PgtableError> {
+    if size == 0 || !(va | size).is_multiple_of(PAGE_SIZE) || va.checked_add(size - 1).is_none() {
+        return Err(PgtableError::BadRange { va, size });
+    }
+    visit_leaves(cpu, asp, va, va + (size - 1), true)
+}
+
 /// The walk of [`unmap_range`], as `vunmap_p*d_range` do it: one walk per
 /// table, then the entries of a PTE table in a row. Without `clear` it only
 /// checks that no block or contiguous run is cut.
