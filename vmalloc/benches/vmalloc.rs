@@ -4,7 +4,7 @@
 //! 15,000 one-page areas live, write, vfree both). Lazy purges happen inside
 //! the measured loop when lazy_max_pages is crossed, as in the module.
 
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, criterion_group};
 use mmlab_engine::barrier::BarrierBackend;
 use mmlab_engine::pgtable::mmu;
 use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
