@@ -1,12 +1,13 @@
 //! `--set key=value` settings of the `mmlab` command.
 //!
 //! Every key is a boot parameter or sysctl of the machine or of the page
-//! allocator. Values are checked here, before anything boots, with the
-//! ranges the kernel enforces.
+//! allocator (or of vmalloc). Values are checked here, before anything
+//! boots, with the ranges the kernel enforces.
 
 use mmlab_engine::MachineConfig;
 use mmlab_engine::barrier::BarrierBackend;
 use mmlab_pcp::{AllocatorConfig, KernelRules, MIN_PERCPU_PAGELIST_HIGH_FRACTION, SysctlError};
+use mmlab_vmalloc::VmallocConfig;
 
 /// The keys `--set` accepts, with the values each takes.
 pub const KEYS: &[(&str, &str)] = &[
@@ -19,6 +20,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("arm64.tlbi_range", "0|1"),
     ("tlb_entries", "1..=1048576"),
     ("cost_profile", "neoverse-n1|apple-m2-vm"),
+    ("vmap_allow_huge", "on|off|1|0"),
+    ("vmalloc.contpte", "on|off|1|0"),
+    ("vmalloc.huge_by_default", "on|off|1|0"),
+    ("vmalloc.align_size_to_huge", "on|off|1|0"),
 ];
 
 fn parse_bool(key: &str, value: &str) -> Result<bool, String> {
@@ -26,6 +31,14 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, String> {
         "0" => Ok(false),
         "1" => Ok(true),
         _ => Err(bad_value(key, value, "expected 0 or 1")),
+    }
+}
+
+fn parse_on_off(key: &str, value: &str) -> Result<bool, String> {
+    match value {
+        "on" | "1" => Ok(true),
+        "off" | "0" => Ok(false),
+        _ => Err(bad_value(key, value, "expected on, off, 1 or 0")),
     }
 }
 
@@ -38,7 +51,12 @@ fn bad_value(key: &str, value: &str, why: impl std::fmt::Display) -> String {
 }
 
 /// Apply one `key=value` to the configs.
-pub fn apply_set(kv: &str, mc: &mut MachineConfig, ac: &mut AllocatorConfig) -> Result<(), String> {
+pub fn apply_set(
+    kv: &str,
+    mc: &mut MachineConfig,
+    ac: &mut AllocatorConfig,
+    vc: &mut VmallocConfig,
+) -> Result<(), String> {
     let Some((key, value)) = kv.split_once('=') else {
         return Err(format!("--set expects key=value, got {kv:?}; valid keys: {}", valid_keys()));
     };
@@ -77,6 +95,10 @@ pub fn apply_set(kv: &str, mc: &mut MachineConfig, ac: &mut AllocatorConfig) -> 
                 bad_value(key, value, format!("known profiles: {}", mmlab_engine::cost::CostProfile::NAMES.join(", ")))
             })?;
         }
+        "vmap_allow_huge" => vc.vmap_allow_huge = parse_on_off(key, value)?,
+        "vmalloc.contpte" => vc.contpte = parse_on_off(key, value)?,
+        "vmalloc.huge_by_default" => vc.huge_by_default = parse_on_off(key, value)?,
+        "vmalloc.align_size_to_huge" => vc.align_size_to_huge = parse_on_off(key, value)?,
         "barrier" => {
             mc.barrier_backend = value
                 .parse::<BarrierBackend>()
@@ -96,7 +118,12 @@ mod tests {
     fn set(kv: &str) -> Result<(MachineConfig, AllocatorConfig), String> {
         let mut mc = MachineConfig::default();
         let mut ac = AllocatorConfig::default();
-        apply_set(kv, &mut mc, &mut ac).map(|()| (mc, ac))
+        apply_set(kv, &mut mc, &mut ac, &mut VmallocConfig::default()).map(|()| (mc, ac))
+    }
+
+    fn vset(kv: &str) -> Result<VmallocConfig, String> {
+        let mut vc = VmallocConfig::default();
+        apply_set(kv, &mut MachineConfig::default(), &mut AllocatorConfig::default(), &mut vc).map(|()| vc)
     }
 
     #[test]
@@ -115,5 +142,15 @@ mod tests {
         let e = set("foo=1").unwrap_err();
         assert!(e.contains("unknown setting \"foo\"") && e.contains("percpu_pagelist_high_fraction"));
         assert!(set("lock_stat").unwrap_err().contains("key=value"));
+    }
+
+    #[test]
+    fn vmalloc_keys() {
+        assert!(vset("vmalloc.huge_by_default=on").unwrap().huge_by_default);
+        assert!(!vset("vmalloc.contpte=0").unwrap().contpte);
+        assert!(!vset("vmalloc.align_size_to_huge=off").unwrap().align_size_to_huge);
+        assert!(!vset("vmap_allow_huge=off").unwrap().vmap_allow_huge);
+        assert!(vset("vmap_allow_huge=1").unwrap().vmap_allow_huge);
+        assert!(vset("vmalloc.contpte=yes").unwrap_err().contains("on, off"));
     }
 }

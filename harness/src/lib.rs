@@ -4,4 +4,5 @@
 
 pub mod pgtables;
 pub mod procfs;
+pub mod test_vmalloc;
 pub mod workload;

@@ -2,7 +2,7 @@
 //! through the interfaces Linux offers (/proc files, kmem tracepoints).
 //!
 //! Errors in what the user asked for print `mmlab: <message>` on stderr and
-//! exit with status 2.
+//! exit with status 2. `test-vmalloc` exits with 1 when a test case failed.
 #![forbid(unsafe_code)]
 
 mod cli;
@@ -12,8 +12,9 @@ use mmlab_engine::addr::memparse;
 use mmlab_engine::trace::{TraceFormat, install_global};
 use mmlab_engine::{Machine, MachineConfig};
 use mmlab_harness::workload::RandomWorkload;
-use mmlab_harness::{pgtables, procfs};
+use mmlab_harness::{pgtables, procfs, test_vmalloc};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
+use mmlab_vmalloc::{Vmalloc, VmallocConfig};
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
@@ -24,12 +25,13 @@ struct Cli {
     /// RAM of the machine, like `mem=` (K/M/G/T suffixes).
     #[arg(long, global = true, value_name = "SIZE", default_value = "4G")]
     mem: String,
-    /// Number of CPUs.
-    #[arg(long, global = true, value_name = "N", default_value_t = 2)]
-    cpus: usize,
+    /// Number of CPUs [default: 2; test-vmalloc: max(2, nr_threads)].
+    #[arg(long, global = true, value_name = "N")]
+    cpus: Option<usize>,
     /// A boot parameter or sysctl, repeatable: percpu_pagelist_high_fraction,
     /// min_free_kbytes, pcp.rules (7.2|6.12), lock_stat (0|1),
-    /// barrier (native|count|model).
+    /// barrier (native|count|model), vmap_allow_huge, vmalloc.contpte,
+    /// vmalloc.huge_by_default, vmalloc.align_size_to_huge (on|off).
     #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// Seed of the workload's random stream.
@@ -80,6 +82,44 @@ enum Command {
         #[arg(long, value_enum, default_value = "ftrace")]
         format: FormatArg,
     },
+    /// Run lib/test_vmalloc.c (Linux 6.17) on the machine: nr_threads
+    /// workers, each on an emulated CPU of its own, sharing one vmalloc.
+    /// Times are measured host time of the emulation.
+    #[command(name = "test-vmalloc")]
+    TestVmalloc {
+        /// Module parameters as modprobe takes them: run_test_mask (7),
+        /// nr_threads (0 = 1), test_loop_count (1000000), test_repeat_count
+        /// (1), sequential_test_order (0), nr_pages (0 = 1), use_huge (0),
+        /// nr_pcpu_objects (35000). They override the mode's.
+        #[arg(value_name = "KEY=VALUE")]
+        params: Vec<String>,
+        /// A mode of test_vmalloc.sh: performance (sequential_test_order=1
+        /// test_repeat_count=3), smoke (test_loop_count=10000
+        /// test_repeat_count=10), stress (nr_threads=<cpus>
+        /// test_repeat_count=20).
+        #[arg(long, value_enum)]
+        mode: Option<ModeArg>,
+        /// One JSON object instead of the module's log lines.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ModeArg {
+    Performance,
+    Smoke,
+    Stress,
+}
+
+impl From<ModeArg> for test_vmalloc::Mode {
+    fn from(m: ModeArg) -> test_vmalloc::Mode {
+        match m {
+            ModeArg::Performance => test_vmalloc::Mode::Performance,
+            ModeArg::Smoke => test_vmalloc::Mode::Smoke,
+            ModeArg::Stress => test_vmalloc::Mode::Stress,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -115,15 +155,16 @@ impl From<FormatArg> for TraceFormat {
     }
 }
 
-/// Machine and allocator configuration from the global options.
-fn configs(cli: &Cli) -> Result<(MachineConfig, AllocatorConfig), String> {
+/// Machine, allocator and vmalloc configuration from the global options.
+fn configs(cli: &Cli) -> Result<(MachineConfig, AllocatorConfig, VmallocConfig), String> {
     let mem_bytes = memparse(&cli.mem).map_err(|e| format!("--mem: {e}"))?;
-    let mut mc = MachineConfig { mem_bytes, nr_cpus: cli.cpus, ..Default::default() };
+    let mut mc = MachineConfig { mem_bytes, nr_cpus: cli.cpus.unwrap_or(2), ..Default::default() };
     let mut ac = AllocatorConfig::default();
+    let mut vc = VmallocConfig::default();
     for kv in &cli.set {
-        cli::apply_set(kv, &mut mc, &mut ac)?;
+        cli::apply_set(kv, &mut mc, &mut ac, &mut vc)?;
     }
-    Ok((mc, ac))
+    Ok((mc, ac, vc))
 }
 
 fn boot(mc: MachineConfig) -> Result<Machine, String> {
@@ -151,8 +192,33 @@ fn write_stdout(s: &str) -> Result<(), String> {
     }
 }
 
-fn run(cli: Cli) -> Result<(), String> {
-    let (mc, ac) = configs(&cli)?;
+/// `test-vmalloc`; returns whether a test case failed.
+fn run_test_vmalloc(
+    cli: &Cli,
+    mut mc: MachineConfig,
+    ac: AllocatorConfig,
+    vc: VmallocConfig,
+    args: &[String],
+    mode: Option<ModeArg>,
+    json: bool,
+) -> Result<bool, String> {
+    let (params, nr_cpus) = test_vmalloc::resolve(args, mode.map(Into::into), cli.cpus)?;
+    mc.nr_cpus = nr_cpus;
+    let m = boot(mc)?;
+    let pa = boot_allocator(&m, ac)?;
+    let vm = Vmalloc::new(&pa, vc);
+    let report = test_vmalloc::run(&m, &pa, &vm, &params, cli.seed)?;
+    let text =
+        if json { test_vmalloc::render_json(&report, &cli.set) } else { test_vmalloc::render_text(&report, &cli.set) };
+    write_stdout(&text)?;
+    Ok(report.any_failed())
+}
+
+fn run(cli: Cli) -> Result<bool, String> {
+    let (mc, ac, vc) = configs(&cli)?;
+    if let Command::TestVmalloc { params, mode, json } = &cli.command {
+        return run_test_vmalloc(&cli, mc, ac, vc, params, *mode, *json);
+    }
     match cli.command {
         Command::Stat { file, after_ops, ptdump } => {
             if ptdump && !matches!(file, StatFile::Pagetables) {
@@ -179,13 +245,13 @@ fn run(cli: Cli) -> Result<(), String> {
                     s
                 }
             };
-            write_stdout(&text)
+            write_stdout(&text).map(|()| false)
         }
         Command::Walk { va, asid, struct_page } => {
             if let Some(pfn) = struct_page {
                 let pfn = pgtables::parse_number("pfn", &pfn)?;
                 let m = boot(mc)?;
-                return write_stdout(&pgtables::walk_struct_page(&m, pfn)?);
+                return write_stdout(&pgtables::walk_struct_page(&m, pfn)?).map(|()| false);
             }
             let va = va.ok_or("walk needs a virtual address or --struct-page PFN")?;
             let va = pgtables::parse_number("virtual address", &va)?;
@@ -198,7 +264,7 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             pgtables::check_kernel_va(va)?;
             let m = boot(mc)?;
-            write_stdout(&pgtables::walk_report(&m, &m.kernel_as(), va))
+            write_stdout(&pgtables::walk_report(&m, &m.kernel_as(), va)).map(|()| false)
         }
         Command::Trace { what: TraceWhat::Pages, ops, format } => {
             let m = boot(mc)?;
@@ -208,9 +274,10 @@ fn run(cli: Cli) -> Result<(), String> {
             run_workload(&m, &pa, ops, cli.seed)?;
             match sink.flush() {
                 Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(format!("writing output: {e}")),
-                _ => Ok(()),
+                _ => Ok(false),
             }
         }
+        Command::TestVmalloc { .. } => unreachable!("handled above"),
     }
 }
 
@@ -229,7 +296,8 @@ fn main() -> ExitCode {
         }
     };
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::SUCCESS,
+        Ok(true) => ExitCode::from(1),
         Err(e) => {
             eprintln!("mmlab: {e}");
             ExitCode::from(2)

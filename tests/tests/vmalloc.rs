@@ -286,3 +286,47 @@ fn percpu_allocations_share_offsets_across_units_and_free_cleanly() {
     assert_eq!(pcpu.nr_chunks(), 1, "empty chunks are destroyed, one is kept");
     vm.check().unwrap();
 }
+
+#[test]
+fn two_cpus_filling_the_same_table_slots_lose_nothing() {
+    // Both CPUs vmalloc into fresh parts of the range at once, so both
+    // need the same missing pmd/pte tables; the loser of each race must
+    // free its table and use the winner's (__pte_alloc_kernel).
+    let m = machine("512M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let free0 = pa.zone().nr_free_pages() + pa.pcp_pages();
+    let tables0: u64 = pgtable::stats(&m, &m.kernel_as()).tables.iter().sum();
+    let n = mmlab_tests::scale(3000);
+    let addrs: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2)
+            .map(|c| {
+                let (m, vm) = (&m, &vm);
+                s.spawn(move || {
+                    let cpu = m.cpu(c).unwrap();
+                    (0..n).map(|_| vm.vmalloc(&cpu, 3 * PAGE_SIZE).unwrap()).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    for &a in addrs.iter().flatten() {
+        mmu::write_u64(&cpu, &k, a + 2 * PAGE_SIZE, a).unwrap();
+        assert_eq!(mmu::read_u64(&cpu, &k, a + 2 * PAGE_SIZE), Ok(a));
+    }
+    for &a in addrs.iter().flatten() {
+        vm.vfree(&cpu, a).unwrap();
+    }
+    vm.purge_vmap_area_lazy(&cpu);
+    pa.drain_all_pages(&cpu);
+    vm.check().unwrap();
+    pa.check_invariants().unwrap();
+    let tables: u64 = pgtable::stats(&m, &m.kernel_as()).tables.iter().sum();
+    assert_eq!(
+        pa.zone().nr_free_pages() + pa.pcp_pages(),
+        free0 - (tables - tables0) as i64,
+        "only kept tables are gone"
+    );
+}

@@ -111,6 +111,8 @@ pub enum VmallocError {
     DoubleFree { addr: u64 },
     /// vfree of a vmap area or vunmap of a vmalloc area.
     WrongKind { addr: u64 },
+    /// The page tables refused the mapping (other than for lack of memory).
+    Map(PgtableError),
 }
 
 impl fmt::Display for VmallocError {
@@ -129,6 +131,7 @@ impl fmt::Display for VmallocError {
             }
             VmallocError::DoubleFree { addr } => write!(f, "Trying to vfree() already freed area ({addr:#x})"),
             VmallocError::WrongKind { addr } => write!(f, "area at {addr:#x} is of another kind (vmalloc vs vmap)"),
+            VmallocError::Map(e) => write!(f, "vmalloc: mapping failed: {e}"),
         }
     }
 }
@@ -412,7 +415,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             self.free_vmap_area_noflush(cpu, addr, va_size);
             return Err(match e {
                 PgtableError::NoMemory => VmallocError::NoMemory { size: real_size },
-                _ => VmallocError::NoMemory { size: real_size },
+                other => VmallocError::Map(other),
             });
         }
         let area = VmArea { addr, size: va_size, flags, pages, page_order: shift - PAGE_SHIFT, caller, array_area };

@@ -16,8 +16,8 @@
 //! where the next one would), so a free needs only the address. The search
 //! is first fit at the requested alignment, chunk by chunk in creation
 //! order (the kernel narrows it with per-block hints; mmlab keeps each
-//! chunk's free byte count and largest free run so that full chunks are
-//! skipped). When nothing fits, a new chunk is created; a chunk that
+//! chunk's free byte count and its largest free run, `contig_hint`, so that
+//! chunks that cannot hold the request are skipped). When nothing fits, a new chunk is created; a chunk that
 //! becomes empty is destroyed unless it is the only one (the kernel keeps
 //! spare empty chunks and frees the rest from a workqueue).
 //!
@@ -73,9 +73,24 @@ struct Chunk {
     alloc_map: BitVec,
     bound_map: BitVec,
     free_bytes: u64,
+    /// `contig_hint`: the longest free run, in slots.
+    contig: usize,
 }
 
 impl Chunk {
+    /// Recompute [`Chunk::contig`] by walking the free runs.
+    fn recompute_contig(&mut self) {
+        let (mut best, mut i) = (0, 0);
+        while i < SLOTS {
+            let Some(z) = self.alloc_map[i..].first_zero() else { break };
+            let start = i + z;
+            let len = self.alloc_map[start..].first_one().unwrap_or(SLOTS - start);
+            best = best.max(len);
+            i = start + len;
+        }
+        self.contig = best;
+    }
+
     /// First fit of `slots` slots at `align_slots` alignment (`pcpu_find_block_fit`).
     fn find_fit(&self, slots: usize, align_slots: usize) -> Option<usize> {
         let mut i = 0;
@@ -159,7 +174,7 @@ impl PercpuAllocator {
         let found = chunks
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.free_bytes >= bytes)
+            .filter(|(_, c)| c.free_bytes >= bytes && c.contig >= slots)
             .find_map(|(i, c)| c.find_fit(slots, align_slots).map(|off| (i, off)));
         let (ci, off) = match found {
             Some(x) => x,
@@ -182,6 +197,7 @@ impl PercpuAllocator {
                     alloc_map: bitvec![0; SLOTS],
                     bound_map: bitvec![0; SLOTS + 1],
                     free_bytes: PCPU_UNIT_SIZE,
+                    contig: SLOTS,
                 };
                 c.bound_map.set(SLOTS, true);
                 let off = c.find_fit(slots, align_slots).expect("an empty chunk fits any legal request");
@@ -195,6 +211,7 @@ impl PercpuAllocator {
         c.bound_map.set(off, true);
         c.bound_map.set(off + slots, true);
         c.free_bytes -= bytes;
+        c.recompute_contig();
         let ptr = c.base + off as u64 * PCPU_MIN_ALLOC_SIZE;
         drop(chunks);
         // pcpu_alloc() zeroes every CPU's copy.
@@ -249,6 +266,9 @@ impl PercpuAllocator {
             c.bound_map.set(end, false);
         }
         c.free_bytes += (end - off) as u64 * PCPU_MIN_ALLOC_SIZE;
+        let left = c.alloc_map[..off].last_one().map_or(0, |i| i + 1);
+        let right = c.alloc_map[end..].first_one().map_or(SLOTS, |i| end + i);
+        c.contig = c.contig.max(right - left);
         let destroy = c.free_bytes == PCPU_UNIT_SIZE && chunks.len() > 1;
         let base = chunks[ci].base;
         if destroy {

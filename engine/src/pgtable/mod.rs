@@ -426,14 +426,28 @@ fn table_below<'m>(
     match d.kind(level) {
         DescKind::Table => Ok(PhysAddr(d.addr())),
         DescKind::Invalid => {
+            // __pte_alloc_kernel(): allocate outside the lock, then install
+            // only if the slot is still empty (the kernel re-checks under
+            // init_mm.page_table_lock; a compare-and-exchange is that check
+            // and the store in one). A CPU that loses the race frees its
+            // table and uses the winner's.
             let t = alloc.alloc_table(cpu).ok_or(PgtableError::NoMemory)?;
             let new = Desc::table(t.0, asp.table_attrs());
-            let r = if level == Level::Pgd { set_pgd(cpu, slot, new) } else { set_pmd(cpu, slot, new) };
-            if let Err(e) = r {
-                alloc.free_table(cpu, t);
-                return Err(e);
+            match m.desc_slot(slot).compare_exchange(0, new.0, Relaxed, Relaxed) {
+                Ok(_) => {
+                    // set_pgd queues its barriers unconditionally, set_pud/set_pmd
+                    // for a valid entry: either way one queued pair.
+                    queue_pte_barriers(cpu);
+                    Ok(t)
+                }
+                Err(now) => {
+                    alloc.free_table(cpu, t);
+                    match Desc(now).kind(level) {
+                        DescKind::Table => Ok(PhysAddr(Desc(now).addr())),
+                        _ => Err(PgtableError::BreakBeforeMake { entry: slot, old: Desc(now), new }),
+                    }
+                }
             }
-            Ok(t)
         }
         _ => Err(PgtableError::BreakBeforeMake { entry: slot, old: d, new: Desc::table(0, asp.table_attrs()) }),
     }

@@ -1,0 +1,116 @@
+//! `mmlab test-vmalloc` (lib/test_vmalloc.c): each case alone, on one and on
+//! two workers, classifies as the 6.17 module does and leaves the machine as
+//! it found it, apart from the page-table pages the vmalloc range gained.
+
+use mmlab_engine::Machine;
+use mmlab_engine::pgtable::{self};
+use mmlab_harness::test_vmalloc::{self, NR_TEST_CASES, Params, TEST_CASES};
+use mmlab_pcp::{AllocatorConfig, PageAllocator};
+use mmlab_tests::{machine, scale};
+use mmlab_vmalloc::{Vmalloc, VmallocConfig};
+
+/// Free pages: the buddy lists plus every pcp list.
+fn free_pages(pa: &PageAllocator<'_>) -> u64 {
+    let buddy: u64 = pa.zone().nr_free_per_order().iter().enumerate().map(|(o, &n)| n << o).sum();
+    buddy + pa.pcp_pages() as u64
+}
+
+/// Table pages of the kernel's address space, all levels.
+fn table_pages(m: &Machine) -> u64 {
+    pgtable::stats(m, &m.kernel_as()).tables.iter().sum()
+}
+
+/// Run `params` on a fresh machine and check the teardown; returns the report.
+fn run_and_check(mem: &str, cpus: usize, params: &Params) -> test_vmalloc::Report {
+    let m = machine(mem, cpus);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let (free0, tables0) = (free_pages(&pa), table_pages(&m));
+    let r = test_vmalloc::run(&m, &pa, &vm, params, 7).unwrap();
+    let added = table_pages(&m) - tables0;
+    assert_eq!(pa.pcp_pages(), 0, "teardown drains every pcp list");
+    assert_eq!(
+        free_pages(&pa),
+        free0 - added,
+        "mask {:#x} on {cpus} CPUs: every page back except {added} page-table pages",
+        params.run_test_mask
+    );
+    assert_eq!(vm.lazy_nr(), 0, "teardown purges the lazy areas");
+    vm.check().unwrap();
+    pa.check_invariants().unwrap();
+    assert_eq!(r.workers.len(), cpus);
+    r
+}
+
+#[test]
+fn each_case_alone_passes_or_xfails_and_tears_down() {
+    for cpus in [1, 2] {
+        for (i, tc) in TEST_CASES.iter().enumerate() {
+            let params = Params {
+                run_test_mask: 1 << i,
+                nr_threads: cpus as i32,
+                test_loop_count: scale(64) as i32,
+                nr_pcpu_objects: scale(1000) as i32,
+                ..Params::default()
+            };
+            let r = run_and_check("512M", cpus, &params);
+            for w in &r.workers {
+                assert_eq!(w.cases.len(), 1);
+                let c = &w.cases[0];
+                assert_eq!(c.name, tc.name);
+                let want = if tc.xfail { (0, 0, 1) } else { (1, 0, 0) };
+                assert_eq!(
+                    (c.passed, c.failed, c.xfailed),
+                    want,
+                    "{} on worker {} of {cpus}: {:?}",
+                    c.name,
+                    w.worker,
+                    c.first_error
+                );
+                assert_eq!((c.repeat, c.loops), (1, params.test_loop_count as u64));
+            }
+            assert!(!r.any_failed());
+        }
+    }
+}
+
+#[test]
+fn all_cases_repeated_in_sequence_on_two_workers() {
+    let params = Params {
+        run_test_mask: 0x7ff,
+        nr_threads: 2,
+        test_loop_count: scale(16) as i32,
+        test_repeat_count: 2,
+        sequential_test_order: true,
+        nr_pcpu_objects: scale(500) as i32,
+        ..Params::default()
+    };
+    let r = run_and_check("512M", 2, &params);
+    for w in &r.workers {
+        let names: Vec<&str> = TEST_CASES.iter().map(|t| t.name).collect();
+        assert_eq!(w.run_order, names, "sequential_test_order keeps the array's order");
+        assert_eq!(w.cases.len(), NR_TEST_CASES);
+        for c in &w.cases {
+            let want = if TEST_CASES[c.index].xfail { (0, 0, 2) } else { (2, 0, 0) };
+            assert_eq!((c.passed, c.failed, c.xfailed), want, "{}: {:?}", c.name, c.first_error);
+        }
+    }
+    let text = test_vmalloc::render_text(&r, &[]);
+    assert_eq!(text.lines().filter(|l| l.starts_with("Summary: ")).count(), 2 * NR_TEST_CASES);
+    assert!(text.contains("Summary: align_shift_alloc_test passed: 0 failed: 0 xfailed: 2 repeat: 2 loops: "));
+    assert!(text.contains("All test took worker1="));
+    let json = test_vmalloc::render_json(&r, &["vmalloc.contpte=on".to_string()]);
+    assert!(json.contains("\"set\":[\"vmalloc.contpte=on\"]") && json.contains("\"grace_periods\":0"));
+}
+
+#[test]
+fn a_failing_allocation_is_a_failure_not_a_panic() {
+    // long_busy_list keeps 15000 one-page areas busy (58 MiB) before its
+    // loop asks for 100 pages more: a 32 MiB machine runs out.
+    let params = Params { run_test_mask: 1 << 2, nr_threads: 1, test_loop_count: 4, ..Params::default() };
+    let r = run_and_check("32M", 1, &params);
+    let c = &r.workers[0].cases[0];
+    assert_eq!((c.passed, c.failed, c.xfailed), (0, 1, 0));
+    assert!(c.first_error.is_some());
+    assert!(r.any_failed());
+}
