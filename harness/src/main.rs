@@ -132,6 +132,10 @@ enum StatFile {
     Pagetables,
     /// Barrier and TLBI counts with their modelled time and cost profile.
     Costs,
+    /// /proc/vmallocinfo (with --after-ops: after a seeded vmalloc workload).
+    Vmallocinfo,
+    /// The Vmalloc lines of /proc/meminfo.
+    Meminfo,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -226,6 +230,14 @@ fn run(cli: Cli) -> Result<bool, String> {
             }
             let m = boot(mc)?;
             let pa = boot_allocator(&m, ac)?;
+            if matches!(file, StatFile::Vmallocinfo | StatFile::Meminfo) {
+                let vm = mmlab_vmalloc::Vmalloc::new(&pa, vc);
+                if let Some(n) = after_ops {
+                    vmalloc_workload(&m, &vm, n, cli.seed)?;
+                }
+                let text = if matches!(file, StatFile::Vmallocinfo) { vm.vmallocinfo() } else { vm.meminfo() };
+                return write_stdout(&text).map(|()| false);
+            }
             if let Some(n) = after_ops {
                 run_workload(&m, &pa, n, cli.seed)?;
             }
@@ -235,6 +247,7 @@ fn run(cli: Cli) -> Result<bool, String> {
                 StatFile::Pagetypeinfo => procfs::pagetypeinfo(&pa),
                 StatFile::Vmstat => procfs::vmstat(&m, &pa),
                 StatFile::Costs => procfs::costs(&m),
+                StatFile::Vmallocinfo | StatFile::Meminfo => unreachable!("handled above"),
                 StatFile::Pagetables => {
                     let asp = m.kernel_as();
                     let mut s = pgtables::summary(&m, &asp);
@@ -303,4 +316,26 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// A seeded vmalloc workload for `stat vmallocinfo|meminfo --after-ops N`:
+/// vmalloc 1..=100 pages or vfree a random live area (xoshiro256**), leaving
+/// the live ones allocated like a running system.
+fn vmalloc_workload(m: &Machine, vm: &mmlab_vmalloc::Vmalloc<'_, '_>, ops: u64, seed: u64) -> Result<(), String> {
+    let cpu = m.cpu(0).map_err(|e| e.to_string())?;
+    let mut rng = mmlab_engine::rng::Xoshiro256StarStar::seed_from_u64(seed);
+    let mut live: Vec<u64> = Vec::new();
+    for _ in 0..ops {
+        if live.is_empty() || rng.chance(3, 5) {
+            let pages = 1 + rng.below(100);
+            match vm.vmalloc(&cpu, pages * mmlab_engine::PAGE_SIZE) {
+                Ok(a) => live.push(a),
+                Err(e) => return Err(e.to_string()),
+            }
+        } else {
+            let i = rng.below(live.len() as u64) as usize;
+            vm.vfree(&cpu, live.swap_remove(i)).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
 }
