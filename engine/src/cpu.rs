@@ -31,6 +31,8 @@ pub struct CpuData {
     pub tlb: crate::tlb::CpuTlb,
     /// Lazy-MMU state (`TIF_LAZY_MMU`, `TIF_LAZY_MMU_PENDING`).
     pub lazy_mmu: crate::pgtable::LazyMmu,
+    /// RCU state (`rcu_data`) and counters.
+    pub rcu: crate::rcu::RcuCpu,
 }
 
 impl CpuData {
@@ -41,6 +43,7 @@ impl CpuData {
             barriers: BarrierStats::new(),
             tlb: crate::tlb::CpuTlb::new(cfg.tlb_entries),
             lazy_mmu: crate::pgtable::LazyMmu::default(),
+            rcu: crate::rcu::RcuCpu::new(),
         }
     }
 
@@ -106,6 +109,8 @@ impl<'m> Cpu<'m> {
 
 impl Drop for Cpu<'_> {
     fn drop(&mut self) {
+        // Offline for RCU before another handle can be taken.
+        crate::rcu::rcu_cpu_offline(self);
         self.data.claimed.store(false, Ordering::Release);
     }
 }

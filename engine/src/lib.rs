@@ -15,6 +15,7 @@
 //! | `vmstat`   | event counters                                           | instrumented |
 //! | `trace`    | kmem tracepoints                                         | faithful text |
 //! | `sync`     | locks (zone lock with lock_stat)                          | instrumented |
+//! | `rcu`      | RCU: grace periods, quiescent states, call_rcu, rcu_barrier | faithful gp_seq/QS rules, one node; GP latency modelled |
 //!
 //! All of mmlab's `unsafe` lives in this crate (arena views, the memmap
 //! pointer, inline assembly), each block with its reasoning.
@@ -33,6 +34,7 @@ pub mod memblock;
 pub mod mm;
 pub mod page;
 pub mod pgtable;
+pub mod rcu;
 pub mod rng;
 pub mod sync;
 pub mod tlb;

@@ -150,6 +150,7 @@ pub struct Machine {
     pub(crate) vmemmap_dirty: std::sync::atomic::AtomicBool,
     cpus: Box<[CachePadded<CpuData>]>,
     trace_clock: TraceClock,
+    rcu: crate::rcu::RcuState,
 }
 
 impl Machine {
@@ -180,6 +181,7 @@ impl Machine {
         // after the Memmap (field order), and whose mapping never moves.
         let memmap = unsafe { Memmap::new(pages, start_pfn, &arena) };
 
+        let nr_cpus = config.nr_cpus;
         let cpus = (0..config.nr_cpus).map(|_| CachePadded::new(CpuData::new(&config))).collect();
         // swapper_pg_dir: one page, zeroed, from memblock.
         let swapper_pg_dir = mb.alloc(PAGE_SIZE, PAGE_SIZE, "pgtable")?;
@@ -195,6 +197,7 @@ impl Machine {
             vmemmap_dirty: std::sync::atomic::AtomicBool::new(false),
             cpus,
             trace_clock: TraceClock::new(),
+            rcu: crate::rcu::RcuState::new(nr_cpus),
         };
         m.memmap_init();
         m.memmap.set_pgd(swapper_pg_dir);
@@ -291,7 +294,9 @@ impl Machine {
         if !data.try_claim() {
             return Err(CpuError::InUse { cpu: id });
         }
-        Ok(Cpu::new(id, self, data))
+        let cpu = Cpu::new(id, self, data);
+        crate::rcu::rcu_cpu_online(&cpu);
+        Ok(cpu)
     }
     /// Handles of every CPU, in id order.
     pub fn all_cpus(&self) -> Result<Vec<Cpu<'_>>, CpuError> {
@@ -329,6 +334,24 @@ impl Machine {
         let mut s = crate::tlb::TlbiCounts::default();
         for c in self.cpus.iter() {
             s += c.tlb.tlbi_stats().snapshot();
+        }
+        s
+    }
+    /// The RCU state (`rcu_state`).
+    #[inline]
+    pub fn rcu(&self) -> &crate::rcu::RcuState {
+        &self.rcu
+    }
+    /// RCU counters summed over CPUs, with the machine-wide grace-period and
+    /// invoked-callback counts.
+    pub fn rcu_counts(&self) -> crate::rcu::RcuCounts {
+        let mut s = crate::rcu::RcuCounts {
+            grace_periods: self.rcu.gp_completed(),
+            callbacks_invoked: self.rcu.callbacks_invoked(),
+            ..Default::default()
+        };
+        for c in self.cpus.iter() {
+            s += c.rcu.snapshot();
         }
         s
     }
