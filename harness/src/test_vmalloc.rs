@@ -28,7 +28,9 @@
 //! xfailed if it returned non-zero and is xfail, failed otherwise.
 //! Simplified: the pointer arrays' contents stay in host memory (the arrays
 //! are allocated and mapped, the pointer stores are not emulated);
-//! `kvfree_rcu` frees at once until the engine has RCU; `vm_map_ram_test`
+//! `kvfree_rcu` objects are freed after a grace period of the engine's RCU
+//! (the workers report quiescent states at vmalloc/vfree, which may sleep);
+//! `vm_map_ram_test`
 //! returns failure where the module would dereference NULL.
 //! Instrumented: times are measured host time of the emulation, not a
 //! kernel's; the "cycles" are the host's counter ([`clock::ticks`]: TSC on
@@ -387,11 +389,18 @@ struct Snapshot {
     barriers: BarrierCounts,
     tlbi: TlbiCounts,
     vm: VmallocCounts,
+    grace_periods: u64,
 }
 
 impl Snapshot {
     fn take(m: &Machine, vm: &Vmalloc<'_, '_>) -> Snapshot {
-        Snapshot { ev: m.vm_events(), barriers: m.barrier_counts(), tlbi: m.tlbi_counts(), vm: vm.counts() }
+        Snapshot {
+            ev: m.vm_events(),
+            barriers: m.barrier_counts(),
+            tlbi: m.tlbi_counts(),
+            vm: vm.counts(),
+            grace_periods: m.rcu_counts().grace_periods,
+        }
     }
 
     fn delta(&self, before: &Snapshot) -> Counters {
@@ -429,7 +438,7 @@ impl Snapshot {
             vmalloc_purges: self.vm.purges - before.vm.purges,
             purged_pages: self.vm.purged_pages - before.vm.purged_pages,
             huge_fallbacks: self.vm.huge_fallbacks - before.vm.huge_fallbacks,
-            grace_periods: 0,
+            grace_periods: self.grace_periods - before.grace_periods,
         }
     }
 }
@@ -496,6 +505,7 @@ pub fn run<'m>(
     // Teardown: the module's objects are all gone; what the allocators
     // cache goes back too.
     let cpu = m.cpu(0).map_err(|e| e.to_string())?;
+    vm.kvfree_rcu_barrier(&cpu).map_err(|e| format!("teardown: {e}"))?;
     pcpu.shrink(vm, &cpu).map_err(|e| format!("teardown: {e}"))?;
     vm.purge_vmap_area_lazy(&cpu);
     pa.drain_all_pages(&cpu);

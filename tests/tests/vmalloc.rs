@@ -330,3 +330,33 @@ fn two_cpus_filling_the_same_table_slots_lose_nothing() {
         "only kept tables are gone"
     );
 }
+
+#[test]
+fn kvfree_rcu_frees_only_after_a_grace_period() {
+    let m = machine("64M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let a = vm.vmalloc(&cpu, PAGE_SIZE).unwrap();
+    mmu::write_u64(&cpu, &k, a + 16, 0x77).unwrap();
+    vm.kvfree_rcu(&cpu, a).unwrap();
+    assert_eq!(vm.kvfree_pending(), 1, "queued, not freed: a reader may still hold it");
+    assert_eq!(mmu::read_u64(&cpu, &k, a + 16), Ok(0x77), "still mapped and intact");
+    assert_eq!(vm.kvfree_rcu(&cpu, a), Err(VmallocError::DoubleFree { addr: a }));
+    // This CPU passes a quiescent state (the only online CPU): the grace
+    // period ends, and the next vfree frees the queued object first.
+    mmlab_engine::rcu::rcu_quiescent_state(&cpu);
+    let gp = m.rcu_counts().grace_periods;
+    assert!(gp >= 1);
+    let b = vm.vmalloc(&cpu, PAGE_SIZE).unwrap();
+    vm.vfree(&cpu, b).unwrap();
+    assert_eq!(vm.kvfree_pending(), 0);
+    assert_eq!(vm.vfree(&cpu, a), Err(VmallocError::DoubleFree { addr: a }), "a was freed by the RCU path");
+    // The mightsleep form waits for a grace period itself.
+    let c = vm.vmalloc(&cpu, PAGE_SIZE).unwrap();
+    vm.kvfree_rcu_mightsleep(&cpu, c).unwrap();
+    assert!(m.rcu_counts().grace_periods > gp);
+    vm.purge_vmap_area_lazy(&cpu);
+    vm.check().unwrap();
+}

@@ -42,6 +42,7 @@ use mmlab_engine::pgtable::{
     self, AddressSpace, Desc, PgtableError, arch_enter_lazy_mmu_mode, arch_leave_lazy_mmu_mode, pmd_alloc,
     pte_alloc_kernel, try_huge_pmd,
 };
+use mmlab_engine::rcu;
 use mmlab_engine::sync::Mutex;
 use mmlab_engine::tlb::TlbFlush;
 use mmlab_engine::{Cpu, Machine, PAGE_SHIFT, PAGE_SIZE, Pfn};
@@ -218,6 +219,8 @@ pub struct Vmalloc<'a, 'm> {
     counts: Mutex<VmallocCounts>,
     /// Every vmap block by start (`vmap_blocks` xarray).
     blocks: Mutex<BTreeMap<u64, VmapBlock>>,
+    /// `kvfree_rcu` objects waiting for their grace period.
+    kvfree_pending: Mutex<Vec<(u64, rcu::RcuCookie)>>,
 }
 
 impl fmt::Debug for Vmalloc<'_, '_> {
@@ -249,6 +252,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             purge_lock: Mutex::new(()),
             counts: Mutex::new(VmallocCounts::default()),
             blocks: Mutex::new(BTreeMap::new()),
+            kvfree_pending: Mutex::new(Vec::new()),
         }
     }
 
@@ -314,6 +318,9 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         vm_flags: u32,
         caller: &'static str,
     ) -> Result<u64, VmallocError> {
+        // might_sleep(): a point where this CPU may be scheduled, which
+        // reports a quiescent state to RCU.
+        rcu::rcu_quiescent_state(cpu);
         if size == 0 {
             return Err(VmallocError::ZeroSize);
         }
@@ -568,6 +575,11 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
 
     /// `vfree(addr)`.
     pub fn vfree(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
+        // vfree() may sleep (cond_resched between page frees): a quiescent state.
+        rcu::rcu_quiescent_state(cpu);
+        if !self.kvfree_pending.lock().is_empty() {
+            self.kvfree_drain_ready(cpu);
+        }
         let area = self.find_unlink(addr)?;
         if area.flags & VM_ALLOC == 0 {
             self.busy[self.node_of(addr)].lock().insert(addr, area);
@@ -635,15 +647,76 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
 
     /// `kvfree_rcu(ptr, rhf)` for a vmalloc'd object: the vfree runs after
-    /// an RCU grace period. (Until the engine's RCU is wired in, the vfree
-    /// is immediate: there are no readers in mmlab yet.)
+    /// an RCU grace period. Like the kernel's per-CPU `kfree_rcu_cpu`
+    /// batches, the pointer is queued with a grace-period cookie
+    /// (`start_poll_synchronize_rcu`) and freed by a later call on any CPU
+    /// once the cookie's grace period has ended (the kernel's monitor work
+    /// does this from a workqueue).
     pub fn kvfree_rcu(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
-        self.vfree(cpu, addr)
+        self.check_live(addr)?;
+        let cookie = rcu::start_poll_synchronize_rcu(cpu);
+        self.kvfree_pending.lock().push((addr, cookie));
+        self.kvfree_drain_ready(cpu);
+        Ok(())
     }
 
     /// `kvfree_rcu_mightsleep(ptr)`: wait for a grace period, then vfree.
     pub fn kvfree_rcu_mightsleep(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
+        self.check_live(addr)?;
+        rcu::synchronize_rcu(cpu);
         self.vfree(cpu, addr)
+    }
+
+    /// `kvfree_rcu_barrier()`: wait for a grace period and free everything
+    /// queued by [`Vmalloc::kvfree_rcu`].
+    pub fn kvfree_rcu_barrier(&self, cpu: &Cpu<'m>) -> Result<(), VmallocError> {
+        rcu::synchronize_rcu(cpu);
+        self.kvfree_drain_ready(cpu);
+        let left: Vec<u64> = self.kvfree_pending.lock().drain(..).map(|(a, _)| a).collect();
+        for a in left {
+            self.vfree(cpu, a)?;
+        }
+        Ok(())
+    }
+
+    /// Objects queued by `kvfree_rcu` and not yet freed.
+    pub fn kvfree_pending(&self) -> usize {
+        self.kvfree_pending.lock().len()
+    }
+
+    /// Free the queued objects whose grace period has ended.
+    fn kvfree_drain_ready(&self, cpu: &Cpu<'m>) {
+        let ready: Vec<u64> = {
+            let mut q = self.kvfree_pending.lock();
+            let mut ready = Vec::new();
+            q.retain(|&(a, c)| {
+                let done = rcu::poll_state_synchronize_rcu(cpu, c);
+                if done {
+                    ready.push(a);
+                }
+                !done
+            });
+            ready
+        };
+        for a in ready {
+            // Queued only after check_live: the area is ours to free.
+            let _ = self.vfree(cpu, a);
+        }
+    }
+
+    /// The area at `addr` exists and is a vmalloc area (checked before a
+    /// deferred free is queued, so bad input is refused at once).
+    fn check_live(&self, addr: u64) -> Result<(), VmallocError> {
+        let area = self.find_unlink(addr)?;
+        let ok = area.flags & VM_ALLOC != 0;
+        self.busy[self.node_of(addr)].lock().insert(addr, area);
+        if !ok {
+            return Err(VmallocError::WrongKind { addr });
+        }
+        if self.kvfree_pending.lock().iter().any(|&(a, _)| a == addr) {
+            return Err(VmallocError::DoubleFree { addr });
+        }
+        Ok(())
     }
 
     /// `vmap(pages, count, flags, prot)`: map caller-owned pages.
