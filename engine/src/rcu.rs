@@ -506,8 +506,10 @@ pub(crate) fn rcu_cpu_offline(cpu: &Cpu<'_>) {
     let mut g = st.inner.lock();
     rcu.nesting.store(0, Relaxed);
     rcu.deferred_qs.store(false, Relaxed);
-    st.report_qs(&mut g, cpu.id(), rcu);
+    // Offline first: the report below may end the current GP and start the
+    // next one at once, and that one must not wait for this CPU.
     g.cpus[cpu.id()] = CpuGpState::default();
+    st.report_qs(&mut g, cpu.id(), rcu);
 }
 
 /// Report a quiescent state on `cpu`: mirrors the scheduler tick's / context
