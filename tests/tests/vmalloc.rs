@@ -360,3 +360,29 @@ fn kvfree_rcu_frees_only_after_a_grace_period() {
     vm.purge_vmap_area_lazy(&cpu);
     vm.check().unwrap();
 }
+
+#[test]
+fn purged_small_ranges_go_to_their_node_pool() {
+    // Two CPUs: two vmap nodes, so purged ranges of up to 256 pages wait in
+    // the pool of the node that allocated them (node_pool_add_va) and are
+    // handed out again first to that node's CPUs (node_alloc).
+    let m = machine("64M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let (c0, c1) = (m.cpu(0).unwrap(), m.cpu(1).unwrap());
+    let a = vm.vmalloc(&c0, PAGE_SIZE).unwrap();
+    let spacer = vm.vmalloc(&c0, PAGE_SIZE).unwrap();
+    vm.vfree(&c0, a).unwrap();
+    let before = vm.free_bytes();
+    assert!(vm.purge_vmap_area_lazy(&c0));
+    assert_eq!(vm.free_bytes(), before, "the range went to node 0's pool, not the free tree");
+    vm.check().unwrap();
+    let b = vm.vmalloc(&c1, PAGE_SIZE).unwrap();
+    assert_ne!(b, a, "CPU 1's node pool is empty: the tree serves it");
+    let c = vm.vmalloc(&c0, PAGE_SIZE).unwrap();
+    assert_eq!(c, a, "CPU 0 gets its node's pooled range back");
+    for x in [b, c, spacer] {
+        vm.vfree(&c0, x).unwrap();
+    }
+    vm.check().unwrap();
+}

@@ -26,8 +26,10 @@
 //! Fidelity: faithful in the order of steps, sizes, alignment, guard pages,
 //! the huge-mapping decision and fallback, the page orders requested, the
 //! barriers and the TLB flushes; simplified in that the purge runs
-//! synchronously on the freeing CPU (the kernel queues it on a workqueue),
-//! busy areas live in one tree per vmap node without the per-size pools,
+//! synchronously on the freeing CPU (the kernel queues it on a workqueue;
+//! one purge covers every node instead of helper workers per node), busy
+//! areas live in one ordered map per vmap node, the per-node size pools
+//! (`node_alloc`, `node_pool_add_va`, quarter decay per purge) are kept,
 //! and the page-pointer array is host memory (a nested vmalloc is still
 //! made for arrays over a page, as the kernel does, so its cost is paid).
 #![forbid(unsafe_code)]
@@ -155,6 +157,9 @@ pub struct VmArea {
     pub caller: &'static str,
     /// A nested vmalloc holding the page array (arrays over one page).
     array_area: Option<u64>,
+    /// The vmap node the area was allocated for (the kernel encodes it in
+    /// `va->flags`); its pool takes the range back after a purge.
+    vn: usize,
 }
 
 impl VmArea {
@@ -177,8 +182,13 @@ pub struct VmallocCounts {
     pub huge_fallbacks: u64,
 }
 
-/// A lazily freed range: (start, size including the guard page).
-type LazyArea = (u64, u64);
+/// A lazily freed range: (start, size including the guard page, the vmap
+/// node whose pool it returns to).
+type LazyArea = (u64, u64, usize);
+
+/// `MAX_VA_SIZE_PAGES`: areas up to this many pages (guard included) are
+/// kept in per-node size pools after a purge (`node_pool_add_va`).
+pub const MAX_VA_SIZE_PAGES: u64 = 256;
 
 /// `VMAP_MAX_ALLOC`: vm_map_ram requests up to this many pages use vmap blocks.
 pub const VMAP_MAX_ALLOC: usize = 64;
@@ -219,6 +229,9 @@ pub struct Vmalloc<'a, 'm> {
     counts: Mutex<VmallocCounts>,
     /// Every vmap block by start (`vmap_blocks` xarray).
     blocks: Mutex<BTreeMap<u64, VmapBlock>>,
+    /// Per node, `MAX_VA_SIZE_PAGES` pools of purged ranges by size
+    /// (`vmap_nodes[i].pool[(size - 1) / PAGE_SIZE]`).
+    pools: Box<[Mutex<Vec<std::collections::VecDeque<u64>>>]>,
     /// `kvfree_rcu` objects waiting for their grace period.
     kvfree_pending: Mutex<Vec<(u64, rcu::RcuCookie)>>,
 }
@@ -252,6 +265,9 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             purge_lock: Mutex::new(()),
             counts: Mutex::new(VmallocCounts::default()),
             blocks: Mutex::new(BTreeMap::new()),
+            pools: (0..nodes)
+                .map(|_| Mutex::new(vec![std::collections::VecDeque::new(); MAX_VA_SIZE_PAGES as usize]))
+                .collect(),
             kvfree_pending: Mutex::new(Vec::new()),
         }
     }
@@ -419,13 +435,22 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             if let Some(a) = array_area {
                 let _ = self.vfree(cpu, a);
             }
-            self.free_vmap_area_noflush(cpu, addr, va_size);
+            self.free_vmap_area_noflush(cpu, addr, va_size, self.cpu_node(cpu));
             return Err(match e {
                 PgtableError::NoMemory => VmallocError::NoMemory { size: real_size },
                 other => VmallocError::Map(other),
             });
         }
-        let area = VmArea { addr, size: va_size, flags, pages, page_order: shift - PAGE_SHIFT, caller, array_area };
+        let area = VmArea {
+            addr,
+            size: va_size,
+            flags,
+            pages,
+            page_order: shift - PAGE_SHIFT,
+            caller,
+            array_area,
+            vn: self.cpu_node(cpu),
+        };
         self.busy[self.node_of(addr)].lock().insert(addr, area);
         self.counts.lock().vmallocs += 1;
         Ok(addr)
@@ -434,15 +459,42 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// `alloc_vmap_area()`: cut `size` out of the free tree; on failure purge
     /// the lazy areas and retry once.
     fn alloc_vmap_area(&self, cpu: &Cpu<'m>, size: u64, align: u64) -> Result<u64, VmallocError> {
+        if let Some(a) = self.node_alloc(cpu, size, align) {
+            return Ok(a);
+        }
         for attempt in 0..2 {
             if let Ok(a) = self.free.lock().alloc(size, align, VMALLOC_START, VMALLOC_END) {
                 return Ok(a);
             }
             if attempt == 0 {
-                self.purge_vmap_area_lazy(cpu);
+                // reclaim_and_purge_vmap_areas(): purge with a full pool decay.
+                self.purge(cpu, true);
             }
         }
         Err(VmallocError::NoVmapSpace { size, align })
+    }
+
+    /// The vmap node of `cpu` (`cpu % nr_vmap_nodes`).
+    fn cpu_node(&self, cpu: &Cpu<'m>) -> usize {
+        cpu.id() % self.busy.len()
+    }
+
+    /// `node_alloc()`: with more than one vmap node, a request of at most
+    /// `MAX_VA_SIZE_PAGES` pages first tries the CPU's node pool of that
+    /// size; the first range is taken if it is aligned, else it is rotated
+    /// to the tail and the free tree is searched.
+    fn node_alloc(&self, cpu: &Cpu<'m>, size: u64, align: u64) -> Option<u64> {
+        if self.busy.len() < 2 || size / PAGE_SIZE > MAX_VA_SIZE_PAGES {
+            return None;
+        }
+        let mut pools = self.pools[self.cpu_node(cpu)].lock();
+        let pool = &mut pools[(size / PAGE_SIZE - 1) as usize];
+        let first = pool.pop_front()?;
+        if first.is_multiple_of(align) {
+            return Some(first);
+        }
+        pool.push_back(first);
+        None
     }
 
     /// Give a never-mapped range straight back to the free tree.
@@ -567,7 +619,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 return Err(VmallocError::InsideArea { addr, start });
             }
         }
-        if self.lazy.iter().any(|l| l.lock().iter().any(|&(s, _)| s == addr)) {
+        if self.lazy.iter().any(|l| l.lock().iter().any(|&(s, _, _)| s == addr)) {
             return Err(VmallocError::DoubleFree { addr });
         }
         Err(VmallocError::NotVmalloc { addr })
@@ -603,12 +655,12 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         let mapped = area.usable_size();
         // vunmap_range_noflush: no TLB maintenance, the purge flushes.
         pgtable::vunmap_range_noflush(cpu, &self.asp, area.addr, mapped).expect("a vmalloc area is mapped whole");
-        self.free_vmap_area_noflush(cpu, area.addr, area.size);
+        self.free_vmap_area_noflush(cpu, area.addr, area.size, area.vn);
     }
 
     /// `free_vmap_area_noflush()`: onto the lazy list; purge past the limit.
-    fn free_vmap_area_noflush(&self, cpu: &Cpu<'m>, addr: u64, size: u64) {
-        self.lazy[self.node_of(addr)].lock().push((addr, size));
+    fn free_vmap_area_noflush(&self, cpu: &Cpu<'m>, addr: u64, size: u64, vn: usize) {
+        self.lazy[self.node_of(addr)].lock().push((addr, size, vn));
         let nr = self.lazy_nr.fetch_add(size / PAGE_SIZE, Relaxed) + size / PAGE_SIZE;
         if nr > self.lazy_max_pages() {
             // The kernel schedules drain_vmap_work; mmlab runs it here.
@@ -620,7 +672,28 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// lazy area, then the ranges go back to the free tree. Returns whether
     /// anything was purged.
     pub fn purge_vmap_area_lazy(&self, cpu: &Cpu<'m>) -> bool {
+        self.purge(cpu, false)
+    }
+
+    /// `__purge_vmap_area_lazy(start, end, full_decay)`: decay the node
+    /// pools (a quarter of each, or all), flush the TLB once over every
+    /// lazy range, then put each range in its node's pool (if small) or
+    /// back in the free tree.
+    fn purge(&self, cpu: &Cpu<'m>, full_decay: bool) -> bool {
         let _g = self.purge_lock.lock();
+        let mut decayed = Vec::new();
+        for node in self.pools.iter() {
+            for (i, pool) in node.lock().iter_mut().enumerate() {
+                let n = if full_decay { pool.len() } else { pool.len() / 4 };
+                decayed.extend(pool.drain(..n).map(|a| (a, (i as u64 + 1) * PAGE_SIZE)));
+            }
+        }
+        if !decayed.is_empty() {
+            let mut free = self.free.lock();
+            for (a, n) in decayed {
+                free.free(a, n).expect("a pooled range was cut out of the free tree");
+            }
+        }
         let mut all = Vec::new();
         for l in self.lazy.iter() {
             all.append(&mut l.lock());
@@ -628,15 +701,20 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         if all.is_empty() {
             return false;
         }
-        let start = all.iter().map(|&(s, _)| s).min().unwrap_or(0);
-        let end = all.iter().map(|&(s, n)| s + n).max().unwrap_or(0);
+        let start = all.iter().map(|&(s, _, _)| s).min().unwrap_or(0);
+        let end = all.iter().map(|&(s, n, _)| s + n).max().unwrap_or(0);
         TlbFlush::kernel_range(start, end).flush(cpu);
         let mut pages = 0;
         {
             let mut free = self.free.lock();
-            for &(s, n) in &all {
-                free.free(s, n).expect("a purged range was cut out of the free tree");
+            for &(s, n, vn) in &all {
                 pages += n / PAGE_SIZE;
+                if self.busy.len() > 1 && n / PAGE_SIZE <= MAX_VA_SIZE_PAGES {
+                    // node_pool_add_va()
+                    self.pools[vn % self.pools.len()].lock()[(n / PAGE_SIZE - 1) as usize].push_front(s);
+                } else {
+                    free.free(s, n).expect("a purged range was cut out of the free tree");
+                }
             }
         }
         self.lazy_nr.fetch_sub(pages, Relaxed);
@@ -731,7 +809,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         let prot = prot | pgtable::desc::bits::PTE_PXN;
         if self.vmap_pages_range(cpu, addr, pages, prot, PAGE_SHIFT).is_err() {
             let _ = pgtable::unmap_range(cpu, &self.asp, addr, size).map(TlbFlush::ignore);
-            self.free_vmap_area_noflush(cpu, addr, va_size);
+            self.free_vmap_area_noflush(cpu, addr, va_size, self.cpu_node(cpu));
             return Err(VmallocError::NoMemory { size });
         }
         let area = VmArea {
@@ -742,6 +820,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             page_order: 0,
             caller: "vmap",
             array_area: None,
+            vn: self.cpu_node(cpu),
         };
         self.busy[self.node_of(addr)].lock().insert(addr, area);
         Ok(addr)
@@ -780,6 +859,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 page_order: 0,
                 caller: "vm_map_ram",
                 array_area: None,
+                vn: self.cpu_node(cpu),
             };
             self.busy[self.node_of(a)].lock().insert(a, area);
             a
@@ -840,7 +920,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             if b.dirty == VMAP_BBMAP_BITS {
                 blocks.remove(&start);
                 drop(blocks);
-                self.free_vmap_area_noflush(cpu, start, VMAP_BLOCK_SIZE);
+                self.free_vmap_area_noflush(cpu, start, VMAP_BLOCK_SIZE, self.node_of(start));
             }
             return Ok(());
         }
@@ -852,7 +932,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         if unmap {
             pgtable::unmap_range(cpu, &self.asp, addr, area.size).expect("a vm_map_ram area is mapped whole").ignore();
         }
-        self.free_vmap_area_noflush(cpu, addr, area.size);
+        self.free_vmap_area_noflush(cpu, addr, area.size, area.vn);
         Ok(())
     }
 
@@ -893,7 +973,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             ));
         }
         for l in self.lazy.iter() {
-            for &(st, n) in l.lock().iter() {
+            for &(st, n, _) in l.lock().iter() {
                 lines.push((st, format!("0x{:016x}-0x{:016x} {:7} unpurged vm_area", st, st + n, n)));
             }
         }
@@ -940,7 +1020,12 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         ranges.extend(busy.iter().map(|&(s, e)| (s, e, "busy")));
         ranges.extend(self.blocks.lock().values().map(|b| (b.va_start, b.va_start + VMAP_BLOCK_SIZE, "vmap block")));
         for l in self.lazy.iter() {
-            ranges.extend(l.lock().iter().map(|&(s, n)| (s, s + n, "lazy")));
+            ranges.extend(l.lock().iter().map(|&(s, n, _)| (s, s + n, "lazy")));
+        }
+        for node in self.pools.iter() {
+            for (i, pool) in node.lock().iter().enumerate() {
+                ranges.extend(pool.iter().map(|&a| (a, a + (i as u64 + 1) * PAGE_SIZE, "pool")));
+            }
         }
         ranges.sort();
         let mut cur = VMALLOC_START;
