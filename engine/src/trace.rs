@@ -600,8 +600,8 @@ fn json_line(name: &str, r: &Record, pairs: &[(&'static str, Val)]) -> String {
     s
 }
 
-/// Appends `v` as a JSON string literal.
-fn json_str(out: &mut String, v: &str) {
+/// Appends `v` as a JSON string literal (shared by the JSON reports).
+pub fn json_str(out: &mut String, v: &str) {
     out.push('"');
     for c in v.chars() {
         match c {

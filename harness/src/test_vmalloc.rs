@@ -931,21 +931,7 @@ fn counter_fields(c: &Counters) -> [(&'static str, u64); 19] {
 /// A JSON string literal.
 fn json_str(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            '\r' => o.push_str("\\r"),
-            '\t' => o.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(o, "\\u{:04x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
+    mmlab_engine::trace::json_str(&mut o, s);
     o
 }
 
