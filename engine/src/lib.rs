@@ -10,6 +10,7 @@
 //! | `machine`  | boot: memmap init, reservations                           | simplified (one node, one zone) |
 //! | `cpu`      | CPUs as handles; per-cpu data                             | faithful in ownership |
 //! | `barrier`  | dmb/dsb/isb                                              | faithful on aarch64 (native), modelled or counted elsewhere |
+//! | `pgtable`  | arm64 descriptors, table writes with barrier rules and lazy-MMU batching, BBM checks, walks, MMU access, the vmemmap | faithful formats, barriers and BBM; walk caches not modelled |
 //! | `tlb`      | TLBI, per-CPU TLB model and soft-MMU cache, tlbflush.h    | faithful ops and sequences; TLB contents simplified; TLBI cost modelled |
 //! | `cost`     | cost profiles for effects userspace cannot execute        | modelled (sources in the module) |
 //! | `vmstat`   | event counters                                           | instrumented |
