@@ -224,14 +224,6 @@ impl ListArray {
         self.heads[i].len
     }
 
-    /// The entry after `pfn` on list `i`, or None at the end.
-    pub fn next_of(&self, mem: &Memmap, pfn: Pfn) -> Option<Pfn> {
-        match self.decode(mem.page(pfn).lru_next()) {
-            Link::Page(p) => Some(p),
-            Link::Head(_) => None,
-        }
-    }
-
     /// Walk list `i` from head to tail, checking every back link; returns the
     /// entries or a description of the first broken link.
     pub fn walk(&self, mem: &Memmap, i: usize) -> Result<Vec<Pfn>, String> {

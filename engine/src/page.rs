@@ -467,11 +467,6 @@ impl Memmap {
         self.shadow[i].store(host, Relaxed);
     }
 
-    /// The host address currently backing vmemmap page `i` (0: unmapped).
-    pub fn backing(&self, i: usize) -> usize {
-        self.shadow[i].load(Relaxed)
-    }
-
     /// The struct page whose `lru` field lives at kernel address `va`, or
     /// None if `va` is not inside the vmemmap (a list head). One range check
     /// and one bounds check: the list code's hot path.

@@ -245,12 +245,6 @@ impl<'m> PageAllocator<'m> {
             panic!("mmlab invariant violated: {e}");
         }
     }
-
-    /// Convenience for callers holding no CPU: take CPU `id` for `f`.
-    pub fn on_cpu<R>(&self, id: usize, f: impl FnOnce(&Cpu<'m>) -> R) -> Result<R, mmlab_engine::machine::CpuError> {
-        let cpu = self.m.cpu(id)?;
-        Ok(f(&cpu))
-    }
 }
 
 /// Page-table pages after boot come from the page allocator

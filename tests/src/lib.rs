@@ -16,3 +16,22 @@ pub fn scale(n: u64) -> u64 {
 pub fn machine(mem: &str, cpus: usize) -> Machine {
     Machine::boot(MachineConfig::with(mem, cpus).expect("test machine size")).expect("test machine boots")
 }
+
+/// A machine with the `count` barrier backend and lazy-MMU batching on or
+/// off (2 CPUs), for barrier-count tests.
+pub fn counting_machine(mem: &str, batching: bool) -> Machine {
+    let cfg = MachineConfig {
+        barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+        lazy_mmu_barrier_batching: batching,
+        ..MachineConfig::with(mem, 2).expect("test machine size")
+    };
+    Machine::boot(cfg).expect("test machine boots")
+}
+
+/// (dsb ishst, isb) issued by `cpu` since `before`.
+pub fn barrier_pairs(cpu: &mmlab_engine::Cpu<'_>, before: mmlab_engine::barrier::BarrierCounts) -> (u64, u64) {
+    use mmlab_engine::barrier::BarrierKind;
+    let now = cpu.data().barriers.snapshot();
+    let d = |k, o| now.get(k, o).unwrap_or(0) - before.get(k, o).unwrap_or(0);
+    (d(BarrierKind::Dsb, "ishst"), d(BarrierKind::Isb, "sy"))
+}

@@ -2,7 +2,6 @@
 //! break-before-make, TLB entries needed per mapping kind, faults, and the
 //! vmemmap routing of struct-page access.
 
-use mmlab_engine::barrier::{BarrierBackend, BarrierCounts, BarrierKind};
 use mmlab_engine::layout::{VMALLOC_START, VMEMMAP_START};
 use mmlab_engine::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO};
 use mmlab_engine::pgtable::mmu::{self, Access, FaultKind};
@@ -10,25 +9,10 @@ use mmlab_engine::pgtable::{
     self, AddressSpace, Desc, DescKind, Level, MapFlags, PgtableError, arch_enter_lazy_mmu_mode,
     arch_leave_lazy_mmu_mode, entry_pa, walk,
 };
-use mmlab_engine::{Cpu, Machine, MachineConfig, PAGE_SIZE, Pfn, PhysAddr};
+use mmlab_engine::{Cpu, PAGE_SIZE, Pfn, PhysAddr};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
-fn machine(mem: &str, batching: bool) -> Machine {
-    let cfg = MachineConfig {
-        barrier_backend: BarrierBackend::Count,
-        lazy_mmu_barrier_batching: batching,
-        ..MachineConfig::with(mem, 2).unwrap()
-    };
-    Machine::boot(cfg).unwrap()
-}
-
-/// (dsb ishst, isb) issued by `cpu` since `before`.
-fn pairs(cpu: &Cpu<'_>, before: BarrierCounts) -> (u64, u64) {
-    let now = cpu.data().barriers.snapshot();
-    let d = |k| now.get(k, if k == BarrierKind::Isb { "sy" } else { "ishst" }).unwrap();
-    let b = |k| before.get(k, if k == BarrierKind::Isb { "sy" } else { "ishst" }).unwrap();
-    (d(BarrierKind::Dsb) - b(BarrierKind::Dsb), d(BarrierKind::Isb) - b(BarrierKind::Isb))
-}
+use mmlab_tests::{barrier_pairs as pairs, counting_machine as machine};
 
 /// A PTE table for `va` in the kernel space, created by mapping one page
 /// there and unmapping it again (the tables stay, as vmalloc's do).

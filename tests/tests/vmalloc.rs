@@ -1,32 +1,15 @@
 //! vmalloc: placement, mapping kinds and their barrier counts, lazy freeing
 //! and purges, order-0 frees of huge allocations, and bad input.
 
-use mmlab_engine::barrier::{BarrierBackend, BarrierCounts, BarrierKind};
 use mmlab_engine::layout::VMALLOC_START;
 use mmlab_engine::pgtable::{self, mmu};
 use mmlab_engine::tlb::TlbiKind;
 use mmlab_engine::vmstat::VmEvent;
-use mmlab_engine::{Cpu, Gfp, Machine, MachineConfig, PAGE_SIZE};
+use mmlab_engine::{Gfp, PAGE_SIZE};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmalloc::{Vmalloc, VmallocConfig, VmallocError};
 
-fn machine(mem: &str, batching: bool) -> Machine {
-    let cfg = MachineConfig {
-        barrier_backend: BarrierBackend::Count,
-        lazy_mmu_barrier_batching: batching,
-        ..MachineConfig::with(mem, 2).unwrap()
-    };
-    Machine::boot(cfg).unwrap()
-}
-
-/// (dsb ishst, isb) issued by `cpu` since `before`.
-fn pairs(cpu: &Cpu<'_>, before: BarrierCounts) -> (u64, u64) {
-    let now = cpu.data().barriers.snapshot();
-    (
-        now.get(BarrierKind::Dsb, "ishst").unwrap() - before.get(BarrierKind::Dsb, "ishst").unwrap(),
-        now.get(BarrierKind::Isb, "sy").unwrap() - before.get(BarrierKind::Isb, "sy").unwrap(),
-    )
-}
+use mmlab_tests::{barrier_pairs as pairs, counting_machine as machine};
 
 #[test]
 fn lowest_address_first_with_a_guard_page_and_memory_that_works() {
