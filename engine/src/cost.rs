@@ -49,16 +49,32 @@
 //! between issuing the TLBI and waiting in `dsb ish` is **not** published;
 //! mmlab assigns a small issue cost (an estimate) and the rest to the wait.
 //!
-//! | field | `neoverse-n1` (Altra, default) | `apple-m2-vm` | source |
+//! | field | `ampere-altra` | `apple-m2` | source |
 //! |---|---|---|---|
 //! | `tlbi_ns` (every single-VA, ASID and all kind) | 30 | 10 | **estimate** (issue of one DVM message; not separable in published data) |
 //! | `tlbi_ns` (range kinds) | 40 | 15 | **estimate**: a little above a single op |
 //! | `dsb_ish_after_tlbi_ns` | 1640 | 250 | derived: cycle cost above - 2 barrier pairs - `tlbi_ns` |
 //! | `barriers.dsb[ishst]` + `barriers.isb` | 6 + 10 | 6 + 10 | derived sum 16 ns (batch-barriers, above); the split is an **estimate** |
 //! | other barrier options | [`ModelCosts::default`] | [`ModelCosts::default`] | **estimate** (see there) |
-//! | `grace_period_ns` | 10.5 ms | 10.5 ms | derived: demoting 100 x 1 GiB took 538.158 s with 513 `synchronize_rcu()` per page and 0.900 s with 2 (c0f398c3b2cf, reference §1.7): 537.3 s / 51100 calls; a placeholder until the RCU work measures its own |
+//! | `grace_period_ns` | 10.5 ms | 10.5 ms | derived: demoting 100 x 1 GiB took 538.158 s with 513 `synchronize_rcu()` per page and 0.900 s with 2 (c0f398c3b2cf, reference §1.7): 537.3 s / 51100 calls |
+//!
+//! The Apple M2 figures were taken in a VM (the only M2 setup published);
+//! the Altra figures agree between VM and bare metal to 3 %, so one profile
+//! stands for both.
+//!
+//! # The three profiles and the barrier backend
+//!
+//! | profile | barriers | TLBIs, completion, grace periods | use |
+//! |---|---|---|---|
+//! | `native` (default) | executed: the real `dmb`/`dsb`/`isb` on an arm64 host, the nearest fence on x86_64; their time is in the *measured* time, none is modelled | modelled with the `ampere-altra` numbers (no host can execute a broadcast TLBI from user space) | an arm64 host, or a count of what happens |
+//! | `apple-m2` | modelled (barrier backend `model` with the costs above; nothing executes) | modelled, M2 numbers | reproducing the M2 columns on any host |
+//! | `ampere-altra` | modelled, Altra numbers | modelled, Altra numbers | reproducing the Altra columns on any host |
+//!
+//! [`CostProfile::barrier_backend`] is the backend a profile implies; an
+//! explicit `--set barrier=...` overrides it (and `barrier=model` always
+//! uses the profile's barrier costs).
 
-use crate::barrier::{IshSt, ModelCosts};
+use crate::barrier::{BarrierBackend, IshSt, ModelCosts};
 use crate::tlb::{NR_TLBI_KINDS, TlbiKind};
 
 /// Modelled costs of one machine type; see the module documentation for the
@@ -100,13 +116,19 @@ fn pte_pair_barriers() -> ModelCosts {
 const GRACE_PERIOD_NS: u64 = 10_500_000;
 
 impl CostProfile {
-    /// Names accepted by [`CostProfile::by_name`].
-    pub const NAMES: [&'static str; 2] = ["neoverse-n1", "apple-m2-vm"];
+    /// Names accepted by [`CostProfile::by_name`] (aliases aside).
+    pub const NAMES: [&'static str; 3] = ["native", "apple-m2", "ampere-altra"];
+
+    /// Barriers executed on the host; TLBIs and grace periods modelled with
+    /// the Ampere Altra numbers.
+    pub fn native() -> CostProfile {
+        CostProfile { name: "native", ..Self::ampere_altra() }
+    }
 
     /// Ampere Altra (Neoverse N1), from the Altra VM and metal figures.
-    pub fn neoverse_n1() -> CostProfile {
+    pub fn ampere_altra() -> CostProfile {
         CostProfile {
-            name: "neoverse-n1",
+            name: "ampere-altra",
             tlbi_ns: tlbi_costs(30, 40),
             dsb_ish_after_tlbi_ns: 1640,
             barriers: pte_pair_barriers(),
@@ -115,9 +137,9 @@ impl CostProfile {
     }
 
     /// Apple M2 running a VM, from the M2 VM figures.
-    pub fn apple_m2_vm() -> CostProfile {
+    pub fn apple_m2() -> CostProfile {
         CostProfile {
-            name: "apple-m2-vm",
+            name: "apple-m2",
             tlbi_ns: tlbi_costs(10, 15),
             dsb_ish_after_tlbi_ns: 250,
             barriers: pte_pair_barriers(),
@@ -125,13 +147,21 @@ impl CostProfile {
         }
     }
 
-    /// The profile called `name`, if there is one.
+    /// The profile called `name` (or one of its aliases: `neoverse-n1`,
+    /// `altra` for `ampere-altra`; `apple-m2-vm`, `m2` for `apple-m2`).
     pub fn by_name(name: &str) -> Option<CostProfile> {
         match name {
-            "neoverse-n1" | "generic" | "default" => Some(Self::neoverse_n1()),
-            "apple-m2-vm" => Some(Self::apple_m2_vm()),
+            "native" | "default" => Some(Self::native()),
+            "ampere-altra" | "altra" | "neoverse-n1" => Some(Self::ampere_altra()),
+            "apple-m2" | "m2" | "apple-m2-vm" => Some(Self::apple_m2()),
             _ => None,
         }
+    }
+
+    /// The barrier backend this profile implies: `native` executes the
+    /// barriers, the machine profiles model them with their costs.
+    pub fn barrier_backend(&self) -> BarrierBackend {
+        if self.name == "native" { BarrierBackend::Native } else { BarrierBackend::Model(self.barriers) }
     }
 
     /// Modelled ns to issue one TLBI of `kind`.
@@ -142,10 +172,10 @@ impl CostProfile {
 }
 
 impl Default for CostProfile {
-    /// The Neoverse N1 profile: the machine whose TLB size is the default
-    /// `tlb_entries`.
+    /// `native`: its TLBI numbers are those of the Neoverse N1 (Altra), the
+    /// machine whose TLB size is the default `tlb_entries`.
     fn default() -> Self {
-        Self::neoverse_n1()
+        Self::native()
     }
 }
 
@@ -167,13 +197,18 @@ mod tests {
             assert!(range > single && range < 2 * single, "{name}");
         }
         // One fixmap-clear cycle: two barrier pairs, one TLBI, one wait.
-        let n1 = CostProfile::default();
+        let n1 = CostProfile::ampere_altra();
         let cycle = 32 + n1.tlbi_cost_ns(TlbiKind::Vaale1is) + u64::from(n1.dsb_ish_after_tlbi_ns);
         assert!((1670..=1740).contains(&cycle), "{cycle}");
-        let m2 = CostProfile::apple_m2_vm();
+        let m2 = CostProfile::apple_m2();
         let cycle = 32 + m2.tlbi_cost_ns(TlbiKind::Vaale1is) + u64::from(m2.dsb_ish_after_tlbi_ns);
         assert!((280..=300).contains(&cycle), "{cycle}");
-        assert_eq!(CostProfile::by_name("generic"), Some(n1));
+        assert_eq!(CostProfile::by_name("neoverse-n1"), Some(n1));
         assert_eq!(CostProfile::by_name("x86"), None);
+        // native models TLBIs like the Altra but executes its barriers.
+        let native = CostProfile::default();
+        assert_eq!((native.name, native.tlbi_ns, native.dsb_ish_after_tlbi_ns), ("native", n1.tlbi_ns, 1640));
+        assert_eq!(native.barrier_backend(), BarrierBackend::Native);
+        assert_eq!(m2.barrier_backend(), BarrierBackend::Model(m2.barriers));
     }
 }

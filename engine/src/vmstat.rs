@@ -45,6 +45,12 @@ vm_events! {
     PcpDrain = "pcp_drain",
     /// Pages moved from pcp lists back to the buddy lists.
     PcpDrainPages = "pcp_drain_pages",
+    /// Pages freed onto pcp lists (`free_frozen_page_commit`).
+    PcpFreePages = "pcp_free_pages",
+    /// Pages allocated straight from the buddy lists under the zone lock
+    /// (`rmqueue_buddy`): orders the pcp does not cache, or a pcp miss
+    /// that could not refill.
+    RmqueueBuddyPages = "rmqueue_buddy_pages",
     /// Frees that took the free_high path in `free_frozen_page_commit`.
     PcpFreeHigh = "pcp_free_high",
     /// `pcp_spin_trylock` failures (allocation or free went to the buddy).

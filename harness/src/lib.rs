@@ -2,7 +2,12 @@
 //! that integration tests can drive exactly what the command does.
 #![forbid(unsafe_code)]
 
+pub mod compare;
 pub mod pgtables;
+pub mod plot;
 pub mod procfs;
+pub mod reproduce;
+pub mod settings;
+pub mod stats;
 pub mod test_vmalloc;
 pub mod workload;

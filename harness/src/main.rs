@@ -5,7 +5,7 @@
 //! exit with status 2. `test-vmalloc` exits with 1 when a test case failed.
 #![forbid(unsafe_code)]
 
-mod cli;
+
 
 use clap::{Parser, Subcommand, ValueEnum};
 use mmlab_engine::addr::memparse;
@@ -103,6 +103,85 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run test_vmalloc cases under a base and one or more new
+    /// configurations, interleaved and repeated, and print the A/B table:
+    /// means, change with its 95 % CI, (I)/(R), and counters per call.
+    Compare(CompareArgs),
+    /// Reproduce a published kernel result and print ours beside it.
+    Reproduce {
+        #[arg(value_enum)]
+        what: ReproduceWhat,
+        /// Longer runs (more loops) than the quick default.
+        #[arg(long)]
+        full: bool,
+        /// Draw the plots into FILE.svg (`all`: FILE-<name>.svg per
+        /// reproduction).
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<std::path::PathBuf>,
+    },
+}
+
+/// Arguments of `mmlab compare`.
+#[derive(clap::Args, Debug)]
+struct CompareArgs {
+    /// test_vmalloc parameters (as for test-vmalloc); a value may be a
+    /// comma list, and every combination becomes rows, one per selected
+    /// case: `run_test_mask=1 nr_pages=1,16,512 use_huge=0,1`.
+    #[arg(value_name = "KEY=VALUE")]
+    params: Vec<String>,
+    /// The baseline configuration: space-separated --set settings.
+    #[arg(long, value_name = "\"KEY=VALUE ...\"", default_value = "")]
+    base: String,
+    /// A configuration compared with the base (repeatable).
+    #[arg(long, value_name = "\"KEY=VALUE ...\"", required = true)]
+    new: Vec<String>,
+    /// Kept runs per test and configuration.
+    #[arg(long, default_value_t = 10)]
+    repeat: usize,
+    /// Runs per test and configuration thrown away first.
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
+    /// Which time to compare: measured + modelled, or one of them.
+    #[arg(long, value_enum, default_value = "total")]
+    metric: MetricArg,
+    /// Counter columns (comma list, or `all`): barrier_pairs, tlbi,
+    /// pcp_drains, pcp_drain_pages, pcp_free_pages, buddy_pages,
+    /// pcp_refill_pages, zone_lock, zone_lock_hold_ns, buddy_merges, sync_rcu.
+    #[arg(long, value_name = "LIST")]
+    counters: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: OutFormat,
+    /// Also draw the table as bars with 95 % whiskers into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<std::path::PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum MetricArg {
+    Total,
+    Measured,
+    Modelled,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum OutFormat {
+    Table,
+    Markdown,
+    Csv,
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ReproduceWhat {
+    /// Barrier batching in vmalloc (seeds §1, the test_vmalloc table).
+    BarrierBatching,
+    /// contpte vmalloc: TLB entries and misses, and the h:1 cost (seeds §1).
+    Contpte,
+    /// The pcp-drain regression of huge vmalloc by default (seeds §2).
+    PcpDrain,
+    /// Every reproduction above, in quick mode unless --full.
+    All,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -162,13 +241,9 @@ impl From<FormatArg> for TraceFormat {
 /// Machine, allocator and vmalloc configuration from the global options.
 fn configs(cli: &Cli) -> Result<(MachineConfig, AllocatorConfig, VmallocConfig), String> {
     let mem_bytes = memparse(&cli.mem).map_err(|e| format!("--mem: {e}"))?;
-    let mut mc = MachineConfig { mem_bytes, nr_cpus: cli.cpus.unwrap_or(2), ..Default::default() };
-    let mut ac = AllocatorConfig::default();
-    let mut vc = VmallocConfig::default();
-    for kv in &cli.set {
-        cli::apply_set(kv, &mut mc, &mut ac, &mut vc)?;
-    }
-    Ok((mc, ac, vc))
+    let mc = MachineConfig { mem_bytes, nr_cpus: cli.cpus.unwrap_or(2), ..Default::default() };
+    let c = mmlab_harness::settings::Configs::new(mc, &cli.set)?;
+    Ok((c.machine, c.allocator, c.vmalloc))
 }
 
 fn boot(mc: MachineConfig) -> Result<Machine, String> {
@@ -218,7 +293,103 @@ fn run_test_vmalloc(
     Ok(report.any_failed())
 }
 
+/// `compare`; returns whether a test case failed.
+fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
+    use mmlab_harness::compare::{self, Format, Metric, Spec, Variant};
+    let mem_bytes = memparse(&cli.mem).map_err(|e| format!("--mem: {e}"))?;
+    let rows = compare::rows_from_args(&a.params)?;
+    let threads = rows.iter().map(|r| r.params.threads()).max().unwrap_or(1);
+    let nr_cpus = cli.cpus.unwrap_or(threads.max(2));
+    let mut variants = vec![Variant::parse("base", &a.base)];
+    for (i, n) in a.new.iter().enumerate() {
+        let label = if a.new.len() == 1 { "new".to_string() } else { format!("new{}", i + 1) };
+        variants.push(Variant::parse(&label, n));
+    }
+    let counters = match a.counters.as_deref() {
+        None => Vec::new(),
+        Some("all") => compare::COUNTERS.to_vec(),
+        Some(list) => list.split(',').map(|c| compare::counter(c.trim())).collect::<Result<Vec<_>, _>>()?,
+    };
+    let spec = Spec {
+        machine: MachineConfig { mem_bytes, nr_cpus, ..Default::default() },
+        common: cli.set.clone(),
+        variants,
+        rows,
+        repeats: a.repeat,
+        warmup: a.warmup,
+        seed: cli.seed,
+        metric: match a.metric {
+            MetricArg::Total => Metric::Total,
+            MetricArg::Measured => Metric::Measured,
+            MetricArg::Modelled => Metric::Modelled,
+        },
+    };
+    let outcome = compare::run(spec, |p| eprintln!("mmlab compare: {p}"))?;
+    let format = match a.format {
+        OutFormat::Table => Format::Table,
+        OutFormat::Markdown => Format::Markdown,
+        OutFormat::Csv => Format::Csv,
+        OutFormat::Json => Format::Json,
+    };
+    write_stdout(&compare::render(&outcome, format, &counters))?;
+    if let Some(path) = &a.plot {
+        write_file(path, &compare::plot(&outcome, "mmlab compare"))?;
+    }
+    Ok(outcome.any_failed())
+}
+
+/// `reproduce`; returns whether a test case failed.
+fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::path::Path>) -> Result<bool, String> {
+    use mmlab_harness::reproduce::{self, Length};
+    if !cli.set.is_empty() || cli.cpus.is_some() || cli.mem != "4G" {
+        return Err("reproduce runs the published configurations; --set, --cpus and --mem do not apply".to_string());
+    }
+    let names: Vec<&str> = match what {
+        ReproduceWhat::BarrierBatching => vec!["barrier-batching"],
+        ReproduceWhat::Contpte => vec!["contpte"],
+        ReproduceWhat::PcpDrain => vec!["pcp-drain"],
+        ReproduceWhat::All => reproduce::ALL.to_vec(),
+    };
+    let len = if full { Length::FULL } else { Length::QUICK };
+    let t0 = std::time::Instant::now();
+    let mut failed = false;
+    for (i, name) in names.iter().enumerate() {
+        let r = reproduce::by_name(name, len, cli.seed)?;
+        failed |= r.failed;
+        write_stdout(&format!("{}{}", if i > 0 { "\n" } else { "" }, r.text))?;
+        if let Some(path) = plot {
+            for (suffix, svg) in &r.plots {
+                let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("mmlab");
+                let file = path.with_file_name(format!("{stem}-{name}-{suffix}.svg"));
+                write_file(&file, svg)?;
+                eprintln!("mmlab reproduce: wrote {}", file.display());
+            }
+        }
+    }
+    write_stdout(&format!(
+        "\n# {} in {:.1} s measured host time ({} mode, seed {}, git {}, host {})\n",
+        names.join(", "),
+        t0.elapsed().as_secs_f64(),
+        if full { "full" } else { "quick" },
+        cli.seed,
+        mmlab_harness::compare::GIT_REV,
+        std::env::consts::ARCH
+    ))?;
+    Ok(failed)
+}
+
+/// Write a file, with the path in the error.
+fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
 fn run(cli: Cli) -> Result<bool, String> {
+    if let Command::Compare(a) = &cli.command {
+        return run_compare(&cli, a);
+    }
+    if let Command::Reproduce { what, full, plot } = &cli.command {
+        return run_reproduce(&cli, *what, *full, plot.as_deref());
+    }
     let (mc, ac, vc) = configs(&cli)?;
     if let Command::TestVmalloc { params, mode, json } = &cli.command {
         return run_test_vmalloc(&cli, mc, ac, vc, params, *mode, *json);
@@ -290,7 +461,9 @@ fn run(cli: Cli) -> Result<bool, String> {
                 _ => Ok(false),
             }
         }
-        Command::TestVmalloc { .. } => unreachable!("handled above"),
+        Command::TestVmalloc { .. } | Command::Compare(_) | Command::Reproduce { .. } => {
+            unreachable!("handled above")
+        }
     }
 }
 

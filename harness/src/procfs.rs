@@ -403,7 +403,7 @@ mod tests {
     #[test]
     fn costs_names_the_profile_and_counts_the_flush() {
         let mut cfg = MachineConfig::with("64M", 2).unwrap();
-        cfg.cost_profile = mmlab_engine::cost::CostProfile::by_name("apple-m2-vm").unwrap();
+        cfg.cost_profile = mmlab_engine::cost::CostProfile::by_name("apple-m2").unwrap();
         cfg.barrier_backend = mmlab_engine::barrier::BarrierBackend::Count;
         let m = Machine::boot(cfg).unwrap();
         let cpu = m.cpu(0).unwrap();
@@ -413,12 +413,12 @@ mod tests {
             mmlab_engine::layout::VMALLOC_START + 4096,
         );
         let s = costs(&m);
-        assert!(s.contains("cost profile: apple-m2-vm\n"), "{s}");
+        assert!(s.contains("cost profile: apple-m2\n"), "{s}");
         assert!(s.contains("barrier backend: count\n"), "{s}");
         assert!(s.contains("tlbi vaale1is    1\n"), "{s}");
         assert!(s.contains("dsb(ish)         1\n"), "{s}");
         let t = m.tlbi_counts().modelled_ns;
         assert!(t > 0);
-        assert!(s.contains(&format!("modelled TLBI time:    {t} ns (profile apple-m2-vm)")), "{s}");
+        assert!(s.contains(&format!("modelled TLBI time:    {t} ns (profile apple-m2)")), "{s}");
     }
 }

@@ -107,6 +107,17 @@ pub struct Params {
     /// Objects of pcpu_alloc_test: 35000 in K (a constant); a parameter
     /// (`nr_pcpu_objects`) in newer kernels (M).
     pub nr_pcpu_objects: i32,
+    /// mmlab extension (instrumented, not in the module): long_busy_list
+    /// sleeps this many ms between its two vmallocs and the two vfrees, as
+    /// the `msleep(1)` experiment of the huge-vmalloc-by-default thread
+    /// did. The sleep is emulated time: it is not measured or modelled
+    /// (so it does not dilute the result), but the per-CPU vmstat work
+    /// (`vmstat_update` → `decay_pcp_high`) runs once per emulated
+    /// `sysctl_stat_interval` (1 s) that passes.
+    pub msleep_before_free: u32,
+    /// mmlab extension: sample the pages on the pcp lists every this many
+    /// long_busy_list iterations (0: never), into [`Report::pcp_series`].
+    pub pcp_sample_interval: u32,
 }
 
 impl Default for Params {
@@ -120,12 +131,14 @@ impl Default for Params {
             nr_pages: 0,
             use_huge: false,
             nr_pcpu_objects: 35000,
+            msleep_before_free: 0,
+            pcp_sample_interval: 0,
         }
     }
 }
 
-/// The parameter names `key=value` accepts.
-pub const PARAM_NAMES: [&str; 8] = [
+/// The parameter names `key=value` accepts (the last two are mmlab's).
+pub const PARAM_NAMES: [&str; 10] = [
     "nr_threads",
     "sequential_test_order",
     "test_repeat_count",
@@ -134,6 +147,8 @@ pub const PARAM_NAMES: [&str; 8] = [
     "use_huge",
     "run_test_mask",
     "nr_pcpu_objects",
+    "msleep_before_free",
+    "pcp_sample_interval",
 ];
 
 /// `kstrtobool()`, as module bool parameters are parsed.
@@ -188,6 +203,16 @@ impl Params {
                 }
                 self.nr_pcpu_objects = v;
             }
+            "msleep_before_free" | "pcp_sample_interval" => {
+                let v = parse_int(key, value)?;
+                let v = u32::try_from(v)
+                    .map_err(|_| format!("bad value {value:?} for {key}: expected 0 or a positive number"))?;
+                if key == "msleep_before_free" {
+                    self.msleep_before_free = v;
+                } else {
+                    self.pcp_sample_interval = v;
+                }
+            }
             _ => {
                 return Err(format!("unknown test_vmalloc parameter {key:?}; parameters: {}", PARAM_NAMES.join(", ")));
             }
@@ -227,6 +252,8 @@ impl Params {
             ("nr_pages", self.pages() as i64),
             ("use_huge", i64::from(self.use_huge)),
             ("nr_pcpu_objects", i64::from(self.nr_pcpu_objects)),
+            ("msleep_before_free", i64::from(self.msleep_before_free)),
+            ("pcp_sample_interval", i64::from(self.pcp_sample_interval)),
         ]
     }
 }
@@ -299,6 +326,8 @@ pub struct CaseResult {
     pub loops: u64,
     /// Measured host µs per repetition (elapsed / repeat, rounded down).
     pub avg_usec: u64,
+    /// Measured host ns of all repetitions.
+    pub elapsed_ns: u64,
     /// Why the case returned failure the first time it did (the kernel's
     /// log would show the allocator's warning).
     pub first_error: Option<String>,
@@ -315,6 +344,8 @@ pub struct WorkerReport {
     pub cases: Vec<CaseResult>,
     /// Host counter ticks from the first case's start to the last's end.
     pub cycles: u64,
+    /// `(iteration, pcp pages)` samples of long_busy_list (`pcp_sample_interval`).
+    pub pcp_series: Vec<(u64, i64)>,
 }
 
 /// Counter deltas over the workers' run (teardown excluded).
@@ -332,6 +363,12 @@ pub struct Counters {
     pub pcp_refill_pages: u64,
     pub pcp_drain: u64,
     pub pcp_drain_pages: u64,
+    /// Pages freed onto pcp lists.
+    pub pcp_free_pages: u64,
+    /// Pages allocated straight from the buddy lists (bypassing the pcp).
+    pub rmqueue_buddy_pages: u64,
+    /// `decay_pcp_high` runs that drained (with `msleep_before_free`).
+    pub pcp_decay_drain: u64,
     pub zone_lock_acquire: u64,
     pub zone_lock_contended: u64,
     /// Measured host ns, 0 unless `lock_stat`.
@@ -346,8 +383,30 @@ pub struct Counters {
     pub vmalloc_purges: u64,
     pub purged_pages: u64,
     pub huge_fallbacks: u64,
-    /// RCU grace periods; 0 until the engine has RCU.
+    /// RCU grace periods.
     pub grace_periods: u64,
+    /// `synchronize_rcu()` calls (each waited for a grace period).
+    pub synchronize_rcu: u64,
+    /// Modelled time of those waits (cost profile), ns.
+    pub rcu_modelled_ns: u64,
+}
+
+impl Counters {
+    /// All modelled time: barriers (model backend), TLBIs with their
+    /// completion waits, and `synchronize_rcu()` waits; ns.
+    pub fn modelled_ns(&self) -> u64 {
+        self.barrier_modelled_ns + self.tlbi_modelled_ns + self.rcu_modelled_ns
+    }
+
+    /// Barriers of one kind (for example `"dsb(ishst)"`).
+    pub fn barrier(&self, name: &str) -> u64 {
+        self.barriers.iter().find(|(k, _)| *k == name).map_or(0, |&(_, n)| n)
+    }
+
+    /// TLBIs of every kind.
+    pub fn tlbi_total(&self) -> u64 {
+        self.tlbis.iter().map(|&(_, n)| n).sum()
+    }
 }
 
 /// What the machine looked like when run.
@@ -374,6 +433,9 @@ pub struct Report {
     pub counters: Counters,
     /// Measured host time of the whole run (workers only), µs.
     pub wall_usec: u64,
+    /// `(iteration, pages on all pcp lists)` every `pcp_sample_interval`
+    /// long_busy_list iterations of worker 0 (empty unless asked for).
+    pub pcp_series: Vec<(u64, i64)>,
 }
 
 impl Report {
@@ -389,7 +451,7 @@ struct Snapshot {
     barriers: BarrierCounts,
     tlbi: TlbiCounts,
     vm: VmallocCounts,
-    grace_periods: u64,
+    rcu: mmlab_engine::rcu::RcuCounts,
 }
 
 impl Snapshot {
@@ -399,7 +461,7 @@ impl Snapshot {
             barriers: m.barrier_counts(),
             tlbi: m.tlbi_counts(),
             vm: vm.counts(),
-            grace_periods: m.rcu_counts().grace_periods,
+            rcu: m.rcu_counts(),
         }
     }
 
@@ -426,6 +488,9 @@ impl Snapshot {
             pcp_refill_pages: ev.get(VmEvent::PcpRefillPages),
             pcp_drain: ev.get(VmEvent::PcpDrain),
             pcp_drain_pages: ev.get(VmEvent::PcpDrainPages),
+            pcp_free_pages: ev.get(VmEvent::PcpFreePages),
+            rmqueue_buddy_pages: ev.get(VmEvent::RmqueueBuddyPages),
+            pcp_decay_drain: ev.get(VmEvent::PcpDecayDrain),
             zone_lock_acquire: ev.get(VmEvent::ZoneLockAcquire),
             zone_lock_contended: ev.get(VmEvent::ZoneLockContended),
             zone_lock_hold_ns: ev.get(VmEvent::ZoneLockHoldNs),
@@ -438,7 +503,9 @@ impl Snapshot {
             vmalloc_purges: self.vm.purges - before.vm.purges,
             purged_pages: self.vm.purged_pages - before.vm.purged_pages,
             huge_fallbacks: self.vm.huge_fallbacks - before.vm.huge_fallbacks,
-            grace_periods: self.grace_periods - before.grace_periods,
+            grace_periods: self.rcu.grace_periods - before.rcu.grace_periods,
+            synchronize_rcu: self.rcu.synchronize_rcu - before.rcu.synchronize_rcu,
+            rcu_modelled_ns: self.rcu.modelled_ns - before.rcu.modelled_ns,
         }
     }
 }
@@ -492,6 +559,8 @@ pub fn run<'m>(
                             asp: m.kernel_as(),
                             p: params,
                             rng: Xoshiro256StarStar::seed_from_u64(worker_seed(seed, i)),
+                            slept_ms: 0,
+                            pcp_series: Vec::new(),
                         };
                         worker(i, ctx, start_barrier)
                     })
@@ -511,6 +580,7 @@ pub fn run<'m>(
     pa.drain_all_pages(&cpu);
     let cfg = m.config();
     let vcfg = vm.config();
+    let pcp_series = workers.first().map(|w: &WorkerReport| w.pcp_series.clone()).unwrap_or_default();
     Ok(Report {
         params: params.clone(),
         seed,
@@ -528,6 +598,7 @@ pub fn run<'m>(
         workers,
         counters,
         wall_usec,
+        pcp_series,
     })
 }
 
@@ -555,6 +626,7 @@ fn worker(id: usize, mut ctx: Ctx<'_, '_, '_>, start: &Barrier) -> WorkerReport 
             repeat,
             loops,
             avg_usec: 0,
+            elapsed_ns: 0,
             first_error: None,
         };
         let kt = Instant::now();
@@ -571,7 +643,8 @@ fn worker(id: usize, mut ctx: Ctx<'_, '_, '_>, start: &Barrier) -> WorkerReport 
                 r.first_error = Some(e);
             }
         }
-        r.avg_usec = kt.elapsed().as_micros() as u64 / repeat;
+        r.elapsed_ns = kt.elapsed().as_nanos() as u64;
+        r.avg_usec = r.elapsed_ns / 1000 / repeat;
         cases[index] = Some(r);
     }
     let t_stop = clock::ticks();
@@ -580,6 +653,7 @@ fn worker(id: usize, mut ctx: Ctx<'_, '_, '_>, start: &Barrier) -> WorkerReport 
         run_order: order.iter().filter(|&&i| ctx.p.selected(i)).map(|&i| TEST_CASES[i].name).collect(),
         cases: cases.into_iter().flatten().collect(),
         cycles: t_stop.wrapping_sub(t_start),
+        pcp_series: std::mem::take(&mut ctx.pcp_series),
     }
 }
 
@@ -595,6 +669,9 @@ struct Ctx<'r, 'a, 'm> {
     asp: AddressSpace,
     p: &'r Params,
     rng: Xoshiro256StarStar,
+    /// Emulated time slept (`msleep_before_free`), ms.
+    slept_ms: u64,
+    pcp_series: Vec<(u64, i64)>,
 }
 
 impl Ctx<'_, '_, '_> {
@@ -630,6 +707,18 @@ impl Ctx<'_, '_, '_> {
     /// `vfree()` of a pointer that may be NULL (a failed allocation).
     fn vfree_opt(&self, addr: Option<u64>) -> CaseRet {
         addr.map_or(Ok(()), |a| self.vfree(a))
+    }
+
+    /// `msleep(ms)` in emulated time: every `sysctl_stat_interval` (HZ =
+    /// 1 s) that passes runs this CPU's `vmstat_update`, whose
+    /// `refresh_cpu_vm_stats` decays the pcp high (`decay_pcp_high`).
+    fn msleep(&mut self, ms: u32) {
+        const STAT_INTERVAL_MS: u64 = 1000;
+        let before = self.slept_ms / STAT_INTERVAL_MS;
+        self.slept_ms += u64::from(ms);
+        for _ in before..self.slept_ms / STAT_INTERVAL_MS {
+            self.pa.decay_pcp_high(self.cpu);
+        }
     }
 
     /// `*(u8 *)va = v`.
@@ -693,7 +782,11 @@ impl Ctx<'_, '_, '_> {
         let array = self.vmalloc(8 * LONG_BUSY_LIST_AREAS as u64)?;
         let ptr: Vec<Option<u64>> = (0..LONG_BUSY_LIST_AREAS).map(|_| self.vmalloc(PAGE_SIZE).ok()).collect();
         let rv = (|| {
-            for _ in 0..self.p.loops() {
+            for i in 0..self.p.loops() {
+                let every = u64::from(self.p.pcp_sample_interval);
+                if every != 0 && i % every == 0 {
+                    self.pcp_series.push((i, self.pa.pcp_pages()));
+                }
                 let ptr_1 = self.vmalloc(100 * PAGE_SIZE)?;
                 let ptr_2 = match self.vmalloc(PAGE_SIZE) {
                     Ok(p) => p,
@@ -704,6 +797,7 @@ impl Ctx<'_, '_, '_> {
                 };
                 self.poke(ptr_1, 0)?;
                 self.poke(ptr_2, 1)?;
+                self.msleep(self.p.msleep_before_free);
                 self.vfree(ptr_1)?;
                 self.vfree(ptr_2)?;
             }
@@ -904,12 +998,15 @@ fn or_none(v: &[String]) -> String {
 }
 
 /// The scalar counters by name, in report order.
-fn counter_fields(c: &Counters) -> [(&'static str, u64); 19] {
+fn counter_fields(c: &Counters) -> [(&'static str, u64); 24] {
     [
         ("pcp_refill", c.pcp_refill),
         ("pcp_refill_pages", c.pcp_refill_pages),
         ("pcp_drain", c.pcp_drain),
         ("pcp_drain_pages", c.pcp_drain_pages),
+        ("pcp_free_pages", c.pcp_free_pages),
+        ("rmqueue_buddy_pages", c.rmqueue_buddy_pages),
+        ("pcp_decay_drain", c.pcp_decay_drain),
         ("zone_lock_acquire", c.zone_lock_acquire),
         ("zone_lock_contended", c.zone_lock_contended),
         ("zone_lock_hold_ns", c.zone_lock_hold_ns),
@@ -923,6 +1020,8 @@ fn counter_fields(c: &Counters) -> [(&'static str, u64); 19] {
         ("purged_pages", c.purged_pages),
         ("huge_fallbacks", c.huge_fallbacks),
         ("grace_periods", c.grace_periods),
+        ("synchronize_rcu", c.synchronize_rcu),
+        ("rcu_modelled_ns", c.rcu_modelled_ns),
         ("barrier_modelled_ns", c.barrier_modelled_ns),
         ("tlbi_modelled_ns", c.tlbi_modelled_ns),
     ]

@@ -160,6 +160,7 @@ impl<'m> PageAllocator<'m> {
             drop(z);
             if page.is_some() {
                 cpu.count(VmEvent::PgallocNormal, 1 << order);
+                cpu.count(VmEvent::RmqueueBuddyPages, 1 << order);
             }
         }
         if alloc_flags.has(AllocFlags::KSWAPD) && self.zone.test_flag(ZoneFlag::BoostedWatermark) {

@@ -67,6 +67,11 @@ pub struct AllocatorConfig {
     /// Last-level cache bytes per CPU, for `PCPF_FREE_HIGH_BATCH`
     /// (`zone_pcp_update_cacheinfo`); 0 = no cache information.
     pub llc_bytes_per_cpu: u64,
+    /// Instrumented, not a kernel knob: pin every pageset's `high` (both
+    /// `high_min` and `high_max`) to this many pages, as experiments that
+    /// patch `nr_pcp_high()` to return a constant do. `None`: the kernel's
+    /// sizing.
+    pub pcp_high_override: Option<i32>,
     /// Check every invariant after every operation (slow; tests).
     pub debug_checks: bool,
 }
@@ -102,6 +107,7 @@ pub struct PageAllocator<'m> {
     pub(crate) rules: KernelRules,
     high_fraction: AtomicU32,
     llc_bytes_per_cpu: u64,
+    pcp_high_override: Option<i32>,
     debug_checks: AtomicBool,
 }
 
@@ -131,6 +137,7 @@ impl<'m> PageAllocator<'m> {
             rules: cfg.rules,
             high_fraction: AtomicU32::new(cfg.percpu_pagelist_high_fraction),
             llc_bytes_per_cpu: cfg.llc_bytes_per_cpu,
+            pcp_high_override: cfg.pcp_high_override,
             debug_checks: AtomicBool::new(false),
         };
         {
@@ -170,7 +177,9 @@ impl<'m> PageAllocator<'m> {
         let ncpus = self.m.nr_cpus() as u32;
         let fraction = self.high_fraction.load(Relaxed);
         let low = z.low_wmark_pages();
-        let (high_min, high_max) = if fraction != 0 {
+        let (high_min, high_max) = if let Some(h) = self.pcp_high_override {
+            (h, h)
+        } else if fraction != 0 {
             let h = zone_highsize(managed, low, batch, ncpus, cpu_online, ncpus, fraction);
             (h, h)
         } else {

@@ -336,10 +336,20 @@ fn kvfree_rcu_frees_only_after_a_grace_period() {
     vm.vfree(&cpu, b).unwrap();
     assert_eq!(vm.kvfree_pending(), 0);
     assert_eq!(vm.vfree(&cpu, a), Err(VmallocError::DoubleFree { addr: a }), "a was freed by the RCU path");
-    // The mightsleep form waits for a grace period itself.
+    // The mightsleep form queues too (the kernel's bulk path; it waits for
+    // a grace period itself only when no bulk page can be had), and its
+    // might_sleep() is a quiescent state that ends the grace period at once
+    // on this one-CPU machine; nothing waited in synchronize_rcu.
     let c = vm.vmalloc(&cpu, PAGE_SIZE).unwrap();
+    let sync_before = m.rcu_counts().synchronize_rcu;
     vm.kvfree_rcu_mightsleep(&cpu, c).unwrap();
+    assert_eq!(vm.kvfree_pending(), 1);
+    mmlab_engine::rcu::rcu_quiescent_state(&cpu);
+    let d = vm.vmalloc(&cpu, PAGE_SIZE).unwrap();
+    vm.vfree(&cpu, d).unwrap();
+    assert_eq!(vm.kvfree_pending(), 0);
     assert!(m.rcu_counts().grace_periods > gp);
+    assert_eq!(m.rcu_counts().synchronize_rcu, sync_before);
     vm.purge_vmap_area_lazy(&cpu);
     vm.check().unwrap();
 }

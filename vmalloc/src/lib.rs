@@ -85,11 +85,15 @@ pub struct VmallocConfig {
     /// size (mainline); off = the RFC's 1/2: blocks for the aligned prefix,
     /// order-0 pages for the tail.
     pub align_size_to_huge: bool,
+    /// `vmalloc.pmd`: 2 MiB PMD block mappings (`arch_vmap_pmd_supported`),
+    /// on in mainline. Off leaves contiguous PTEs as the largest mapping,
+    /// so the contpte experiment can map any size with them.
+    pub pmd: bool,
 }
 
 impl Default for VmallocConfig {
     fn default() -> Self {
-        VmallocConfig { vmap_allow_huge: true, contpte: true, huge_by_default: false, align_size_to_huge: true }
+        VmallocConfig { vmap_allow_huge: true, contpte: true, huge_by_default: false, align_size_to_huge: true, pmd: true }
     }
 }
 
@@ -350,7 +354,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         let huge_ok = self.cfg.vmap_allow_huge && (vm_flags & VM_ALLOW_HUGE_VMAP != 0 || self.cfg.huge_by_default);
         let mut shift = PAGE_SHIFT;
         if huge_ok {
-            if real_size >= PMD_SIZE {
+            if self.cfg.pmd && real_size >= PMD_SIZE {
                 shift = PMD_SHIFT;
             } else if self.cfg.contpte && real_size >= CONT_PTE_SIZE {
                 shift = CONT_PTE_SHIFT;
@@ -738,11 +742,16 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         Ok(())
     }
 
-    /// `kvfree_rcu_mightsleep(ptr)`: wait for a grace period, then vfree.
+    /// `kvfree_rcu_mightsleep(ptr)` (`kvfree_call_rcu` without a head): a
+    /// point where the caller may sleep (a quiescent state), then the same
+    /// queueing as [`Vmalloc::kvfree_rcu`]. The kernel puts the pointer in a
+    /// page-sized bulk array and only when it cannot get such a page falls
+    /// back to `synchronize_rcu()` and an immediate `kvfree()`; the bulk
+    /// arrays are not modelled, so that fallback never happens here.
     pub fn kvfree_rcu_mightsleep(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
         self.check_live(addr)?;
-        rcu::synchronize_rcu(cpu);
-        self.vfree(cpu, addr)
+        rcu::rcu_quiescent_state(cpu);
+        self.kvfree_rcu(cpu, addr)
     }
 
     /// `kvfree_rcu_barrier()`: wait for a grace period and free everything

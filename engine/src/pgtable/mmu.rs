@@ -104,6 +104,15 @@ pub fn translate(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> 
     translate_slow(cpu, asp, va, access)
 }
 
+/// Translate `va` the way the hardware does: every access consults the TLB
+/// model (hit or miss, counted in its [`crate::tlb::TlbCounts`]), then
+/// walks on a miss. [`translate`] first tries the soft-MMU cache, a host
+/// shortcut that hides TLB-model hits and misses; experiments that count
+/// TLB misses use this instead.
+pub fn translate_uncached(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> Result<PhysAddr, Fault> {
+    translate_slow(cpu, asp, va, access)
+}
+
 #[cold]
 fn translate_slow(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> Result<PhysAddr, Fault> {
     let t = &cpu.data().tlb;

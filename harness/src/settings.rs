@@ -1,8 +1,14 @@
 //! `--set key=value` settings of the `mmlab` command.
 //!
 //! Every key is a boot parameter or sysctl of the machine or of the page
-//! allocator (or of vmalloc). Values are checked here, before anything
-//! boots, with the ranges the kernel enforces.
+//! allocator (or of vmalloc), or an instrumented switch of the emulation
+//! (named as such below). Values are checked here, before anything boots,
+//! with the ranges the kernel enforces.
+//!
+//! [`Configs::new`] applies a list of settings in order and then settles the
+//! barrier backend: the cost profile implies one (`native` executes the
+//! barriers, the machine profiles model them) unless `barrier=` was given,
+//! and a `model` backend always takes the profile's barrier costs.
 
 use mmlab_engine::MachineConfig;
 use mmlab_engine::barrier::BarrierBackend;
@@ -19,12 +25,42 @@ pub const KEYS: &[(&str, &str)] = &[
     ("arm64.lazy_mmu_barrier_batching", "0|1"),
     ("arm64.tlbi_range", "0|1"),
     ("tlb_entries", "1..=1048576"),
-    ("cost_profile", "neoverse-n1|apple-m2-vm"),
+    ("cost_profile", "native|apple-m2|ampere-altra"),
+    ("pcp.high", "pages, 1..=1073741824 (instrumented: pins high_min = high_max)"),
     ("vmap_allow_huge", "on|off|1|0"),
     ("vmalloc.contpte", "on|off|1|0"),
     ("vmalloc.huge_by_default", "on|off|1|0"),
     ("vmalloc.align_size_to_huge", "on|off|1|0"),
+    ("vmalloc.pmd", "on|off|1|0"),
 ];
+
+/// Machine, allocator and vmalloc configuration built from settings.
+#[derive(Clone, Debug)]
+pub struct Configs {
+    pub machine: MachineConfig,
+    pub allocator: AllocatorConfig,
+    pub vmalloc: VmallocConfig,
+}
+
+impl Configs {
+    /// Start from `machine` (memory size and CPUs already chosen), apply
+    /// `sets` in order, then settle the barrier backend (module docs).
+    pub fn new(machine: MachineConfig, sets: &[String]) -> Result<Configs, String> {
+        let mut c = Configs { machine, allocator: AllocatorConfig::default(), vmalloc: VmallocConfig::default() };
+        let mut explicit_barrier = false;
+        for kv in sets {
+            apply_set(kv, &mut c.machine, &mut c.allocator, &mut c.vmalloc)?;
+            explicit_barrier |= kv.split_once('=').is_some_and(|(k, _)| k.trim() == "barrier");
+        }
+        let profile = c.machine.cost_profile;
+        c.machine.barrier_backend = match c.machine.barrier_backend {
+            _ if !explicit_barrier => profile.barrier_backend(),
+            BarrierBackend::Model(_) => BarrierBackend::Model(profile.barriers),
+            b => b,
+        };
+        Ok(c)
+    }
+}
 
 fn parse_bool(key: &str, value: &str) -> Result<bool, String> {
     match value {
@@ -99,6 +135,14 @@ pub fn apply_set(
         "vmalloc.contpte" => vc.contpte = parse_on_off(key, value)?,
         "vmalloc.huge_by_default" => vc.huge_by_default = parse_on_off(key, value)?,
         "vmalloc.align_size_to_huge" => vc.align_size_to_huge = parse_on_off(key, value)?,
+        "vmalloc.pmd" => vc.pmd = parse_on_off(key, value)?,
+        "pcp.high" => {
+            let v: i32 = value.parse().map_err(|e| bad_value(key, value, e))?;
+            if !(1..=1 << 30).contains(&v) {
+                return Err(bad_value(key, value, "expected 1..=1073741824 pages"));
+            }
+            ac.pcp_high_override = Some(v);
+        }
         "barrier" => {
             mc.barrier_backend = value
                 .parse::<BarrierBackend>()
@@ -152,5 +196,29 @@ mod tests {
         assert!(!vset("vmap_allow_huge=off").unwrap().vmap_allow_huge);
         assert!(vset("vmap_allow_huge=1").unwrap().vmap_allow_huge);
         assert!(vset("vmalloc.contpte=yes").unwrap_err().contains("on, off"));
+        assert!(!vset("vmalloc.pmd=off").unwrap().pmd);
+    }
+
+    #[test]
+    fn pcp_high_override() {
+        assert_eq!(set("pcp.high=512").unwrap().1.pcp_high_override, Some(512));
+        assert!(set("pcp.high=0").is_err());
+        assert!(set("pcp.high=-5").is_err());
+    }
+
+    #[test]
+    fn the_profile_picks_the_barrier_backend() {
+        let with = |sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            Configs::new(MachineConfig::default(), &sets).map(|c| c.machine.barrier_backend)
+        };
+        let m2 = mmlab_engine::cost::CostProfile::apple_m2();
+        assert_eq!(with(&[]), Ok(BarrierBackend::Native));
+        assert_eq!(with(&["cost_profile=apple-m2"]), Ok(BarrierBackend::Model(m2.barriers)));
+        // An explicit backend wins, in either order; model takes the profile's costs.
+        assert_eq!(with(&["barrier=count", "cost_profile=apple-m2"]), Ok(BarrierBackend::Count));
+        assert_eq!(with(&["cost_profile=m2", "barrier=native"]), Ok(BarrierBackend::Native));
+        assert_eq!(with(&["barrier=model"]), Ok(BarrierBackend::Model(mmlab_engine::cost::CostProfile::native().barriers)));
+        assert!(with(&["cost_profile=x86"]).unwrap_err().contains("native, apple-m2, ampere-altra"));
     }
 }

@@ -1,0 +1,775 @@
+//! `mmlab compare`: one workload under two or more configurations, as a
+//! mailing-list A/B table with the cause beside the effect.
+//!
+//! # How a comparison runs
+//!
+//! Every configuration (a *variant*: `--set` settings on top of the common
+//! ones) gets a machine of its own, booted once: machine, page allocator and
+//! vmalloc, like one booted kernel per side. A *row* is one test_vmalloc
+//! case with its parameters (`fix_size_alloc_test p:16 h:0`); each run of a
+//! row loads the module once on one variant's machine (selecting only that
+//! case, so the counters belong to it) and leaves the machine as it found
+//! it. Runs are interleaved — repetition 1 of every row on A, then B, then
+//! repetition 2, … — so that slow drift of the host (frequency, other load,
+//! cache state) lands on both sides alike instead of on whichever ran last.
+//! Repetition `r` uses seed `seed + r` on every variant, so both sides see
+//! the same random sizes. The first `warmup` repetitions are run and thrown
+//! away (the first run on a machine also allocates the vmalloc range's page
+//! tables, which later runs find in place, as a running kernel does).
+//!
+//! # What is compared
+//!
+//! The value of a run is nanoseconds per call (per loop iteration of the
+//! case, or per object for pcpu_alloc_test), in one of three kinds, kept
+//! apart as everywhere in mmlab:
+//! - `measured`: host wall time of the emulation;
+//! - `modelled`: what the cost profile charges for what the emulation
+//!   cannot execute — barriers under the `model` backend, TLBIs and their
+//!   completion waits, `synchronize_rcu()` waits;
+//! - `total` (default): the sum, the emulation's estimate of the call's cost
+//!   on the profile's machine.
+//!
+//! [`crate::stats`] turns each side's runs into a mean and 95 % interval and
+//! marks `(I)`/`(R)` where the intervals do not overlap. The counter
+//! columns ([`COUNTERS`]) are per call, averaged over the runs; they are
+//! counted, not timed, and explain the change.
+
+use crate::settings::Configs;
+use crate::stats::{Better, Comparison, Mark, Summary};
+use crate::test_vmalloc::{self, Counters, Params, TEST_CASES};
+use mmlab_engine::{Machine, MachineConfig};
+use mmlab_pcp::PageAllocator;
+use mmlab_vmalloc::Vmalloc;
+use std::fmt::Write as _;
+
+/// One configuration: `--set` settings applied after the common ones.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Variant {
+    pub label: String,
+    pub sets: Vec<String>,
+}
+
+impl Variant {
+    /// A variant from a space-separated `key=value ...` string.
+    pub fn parse(label: &str, settings: &str) -> Variant {
+        Variant { label: label.to_string(), sets: settings.split_whitespace().map(str::to_string).collect() }
+    }
+}
+
+/// One line of the table: a single test_vmalloc case and its parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    pub label: String,
+    /// `run_test_mask` selects exactly one case.
+    pub params: Params,
+}
+
+impl Row {
+    /// The row for case `index` with `params` (its mask is replaced),
+    /// labelled as the published tables do: `name p:<nr_pages> h:<use_huge>`.
+    pub fn case(index: usize, params: &Params) -> Row {
+        let mut params = params.clone();
+        params.run_test_mask = 1 << index;
+        let label = format!("{} p:{} h:{}", TEST_CASES[index].name, params.pages(), u8::from(params.use_huge));
+        Row { label, params }
+    }
+
+    /// Case index of the row.
+    pub fn index(&self) -> usize {
+        (self.params.run_test_mask as u32).trailing_zeros() as usize
+    }
+
+    /// Calls per run: loop iterations (objects for pcpu_alloc_test) times
+    /// repetitions times workers.
+    pub fn calls(&self) -> u64 {
+        let per = if TEST_CASES[self.index()].name == "pcpu_alloc_test" {
+            self.params.nr_pcpu_objects.max(1) as u64
+        } else {
+            self.params.loops()
+        };
+        per * self.params.repeats() * self.params.threads() as u64
+    }
+}
+
+/// Rows from test_vmalloc parameters where a value may be a comma list:
+/// the cartesian product of the lists, then one row per case the mask
+/// selects (in mask-bit order). `nr_pages=1,4 use_huge=0,1
+/// run_test_mask=1` gives four rows of fix_size_alloc_test.
+pub fn rows_from_args(args: &[String]) -> Result<Vec<Row>, String> {
+    let mut sets: Vec<Vec<String>> = vec![Vec::new()];
+    for kv in args {
+        let Some((k, vs)) = kv.split_once('=') else {
+            return Err(format!("workload parameters are key=value, got {kv:?}"));
+        };
+        let values: Vec<&str> = vs.split(',').map(str::trim).filter(|v| !v.is_empty()).collect();
+        if values.is_empty() {
+            return Err(format!("no value for {k}"));
+        }
+        sets = sets.into_iter().flat_map(|s| values.iter().map(move |v| [s.clone(), vec![format!("{k}={v}")]].concat())).collect();
+    }
+    let mut rows = Vec::new();
+    for set in sets {
+        let mut p = Params::default();
+        for kv in &set {
+            p.set(kv)?;
+        }
+        for index in (0..TEST_CASES.len()).filter(|&i| p.selected(i)) {
+            rows.push(Row::case(index, &p));
+        }
+    }
+    if rows.is_empty() {
+        return Err("run_test_mask selects no test case".to_string());
+    }
+    Ok(rows)
+}
+
+/// Which time a comparison is about (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    Total,
+    Measured,
+    Modelled,
+}
+
+impl Metric {
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Total => "total",
+            Metric::Measured => "measured",
+            Metric::Modelled => "modelled",
+        }
+    }
+}
+
+/// Everything a comparison needs.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    /// Memory size and CPUs (other fields come from the settings).
+    pub machine: MachineConfig,
+    /// Settings every variant starts from (`--set`).
+    pub common: Vec<String>,
+    /// The base first, then the variants compared with it.
+    pub variants: Vec<Variant>,
+    pub rows: Vec<Row>,
+    /// Kept runs per row and variant.
+    pub repeats: usize,
+    /// Runs per row and variant thrown away first.
+    pub warmup: usize,
+    pub seed: u64,
+    pub metric: Metric,
+}
+
+/// One run of one row on one variant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// Measured host ns of the case (all workers' mean).
+    pub measured_ns: f64,
+    /// Modelled ns ([`Counters::modelled_ns`]).
+    pub modelled_ns: f64,
+    pub counters: Counters,
+    pub calls: u64,
+    /// The case failed (the module's `return -1`), with its reason.
+    pub failure: Option<String>,
+}
+
+impl Sample {
+    /// ns per call of `metric`.
+    pub fn value(&self, metric: Metric) -> f64 {
+        let ns = match metric {
+            Metric::Total => self.measured_ns + self.modelled_ns,
+            Metric::Measured => self.measured_ns,
+            Metric::Modelled => self.modelled_ns,
+        };
+        ns / self.calls.max(1) as f64
+    }
+}
+
+/// A counter column: name, meaning, and how to read it from a run.
+#[derive(Clone, Copy, Debug)]
+pub struct CounterCol {
+    pub name: &'static str,
+    pub what: &'static str,
+    pub get: fn(&Counters) -> u64,
+}
+
+/// The counter columns `--counters` can show (per call).
+pub const COUNTERS: [CounterCol; 11] = [
+    CounterCol { name: "barrier_pairs", what: "dsb ishst (+ isb) pairs", get: |c| c.barrier("dsb(ishst)") },
+    CounterCol { name: "tlbi", what: "TLBI instructions", get: |c| c.tlbi_total() },
+    CounterCol { name: "pcp_drains", what: "free_pcppages_bulk calls", get: |c| c.pcp_drain },
+    CounterCol { name: "pcp_drain_pages", what: "pages drained from pcp to buddy", get: |c| c.pcp_drain_pages },
+    CounterCol { name: "pcp_free_pages", what: "pages freed onto pcp lists", get: |c| c.pcp_free_pages },
+    CounterCol { name: "buddy_pages", what: "pages taken straight from buddy lists", get: |c| c.rmqueue_buddy_pages },
+    CounterCol { name: "pcp_refill_pages", what: "pages moved buddy to pcp by refills", get: |c| c.pcp_refill_pages },
+    CounterCol { name: "zone_lock", what: "zone->lock acquisitions", get: |c| c.zone_lock_acquire },
+    CounterCol { name: "zone_lock_hold_ns", what: "zone->lock hold time, measured (lock_stat=1)", get: |c| c.zone_lock_hold_ns },
+    CounterCol { name: "buddy_merges", what: "merge steps in __free_one_page", get: |c| c.buddy_merge },
+    CounterCol { name: "sync_rcu", what: "synchronize_rcu() calls", get: |c| c.synchronize_rcu },
+];
+
+/// The counter column called `name`.
+pub fn counter(name: &str) -> Result<CounterCol, String> {
+    COUNTERS.iter().copied().find(|c| c.name == name).ok_or_else(|| {
+        format!("unknown counter {name:?}; counters: {}", COUNTERS.map(|c| c.name).join(", "))
+    })
+}
+
+/// What one variant ran with.
+#[derive(Clone, Debug)]
+pub struct VariantInfo {
+    pub label: String,
+    pub sets: Vec<String>,
+    pub configs: Configs,
+}
+
+/// Results of one row.
+#[derive(Clone, Debug)]
+pub struct RowResult {
+    pub row: Row,
+    /// Kept samples, one vector per variant (in [`Spec::variants`] order).
+    pub samples: Vec<Vec<Sample>>,
+}
+
+impl RowResult {
+    /// Summary of variant `v`'s values (`None` if a run failed).
+    pub fn summary(&self, v: usize, metric: Metric) -> Option<Summary> {
+        let xs: Vec<f64> = self.samples[v].iter().map(|s| s.value(metric)).collect();
+        Summary::of(&xs)
+    }
+
+    /// Variant `v` (≥ 1) against the base.
+    pub fn comparison(&self, v: usize, metric: Metric) -> Option<Comparison> {
+        Some(Comparison::of(self.summary(0, metric)?, self.summary(v, metric)?, Better::Lower))
+    }
+
+    /// Mean per call of a counter on variant `v`.
+    pub fn counter_per_call(&self, v: usize, col: &CounterCol) -> f64 {
+        let s = &self.samples[v];
+        if s.is_empty() {
+            return 0.0;
+        }
+        s.iter().map(|x| (col.get)(&x.counters) as f64 / x.calls.max(1) as f64).sum::<f64>() / s.len() as f64
+    }
+
+    /// The first failure on any variant.
+    pub fn failure(&self) -> Option<(usize, &str)> {
+        self.samples.iter().enumerate().find_map(|(v, s)| s.iter().find_map(|x| x.failure.as_deref().map(|f| (v, f))))
+    }
+}
+
+/// A finished comparison.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub spec: Spec,
+    pub variants: Vec<VariantInfo>,
+    pub rows: Vec<RowResult>,
+    pub host_arch: &'static str,
+    pub git_rev: &'static str,
+    /// Measured host time of the whole comparison, ms.
+    pub wall_ms: u64,
+}
+
+impl Outcome {
+    /// Whether a test case failed on some run.
+    pub fn any_failed(&self) -> bool {
+        self.rows.iter().any(|r| r.failure().is_some())
+    }
+}
+
+/// The git revision the binary was built from.
+pub const GIT_REV: &str = env!("MMLAB_GIT_REV");
+
+/// One variant's booted machine.
+struct Booted<'m> {
+    pa: PageAllocator<'m>,
+}
+
+/// Run a comparison; `progress` gets a line per repetition.
+pub fn run(spec: Spec, mut progress: impl FnMut(&str)) -> Result<Outcome, String> {
+    if spec.variants.len() < 2 {
+        return Err("compare needs a base and at least one other configuration".to_string());
+    }
+    if spec.rows.is_empty() {
+        return Err("compare needs at least one test".to_string());
+    }
+    if spec.repeats == 0 {
+        return Err("--repeat must be at least 1".to_string());
+    }
+    let threads = spec.rows.iter().map(|r| r.params.threads()).max().unwrap_or(1);
+    if threads > spec.machine.nr_cpus {
+        return Err(format!("nr_threads={threads} needs {threads} CPUs; --cpus is {}", spec.machine.nr_cpus));
+    }
+    let mut infos = Vec::new();
+    for v in &spec.variants {
+        let sets: Vec<String> = spec.common.iter().chain(&v.sets).cloned().collect();
+        let configs = Configs::new(spec.machine.clone(), &sets).map_err(|e| format!("{}: {e}", v.label))?;
+        infos.push(VariantInfo { label: v.label.clone(), sets: v.sets.clone(), configs });
+    }
+    let t0 = std::time::Instant::now();
+    let machines = infos
+        .iter()
+        .map(|i| Machine::boot(i.configs.machine.clone()).map_err(|e| format!("{}: boot failed: {e}", i.label)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let booted = machines
+        .iter()
+        .zip(&infos)
+        .map(|(m, i)| {
+            PageAllocator::boot(m, i.configs.allocator.clone())
+                .map(|pa| Booted { pa })
+                .map_err(|e| format!("{}: page allocator boot failed: {e}", i.label))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let vms: Vec<Vmalloc<'_, '_>> = booted.iter().zip(&infos).map(|(b, i)| Vmalloc::new(&b.pa, i.configs.vmalloc)).collect();
+    let mut rows: Vec<RowResult> =
+        spec.rows.iter().map(|r| RowResult { row: r.clone(), samples: vec![Vec::new(); infos.len()] }).collect();
+    for rep in 0..spec.warmup + spec.repeats {
+        let keep = rep >= spec.warmup;
+        let seed = spec.seed.wrapping_add((rep.saturating_sub(spec.warmup)) as u64);
+        progress(&format!(
+            "{} {}/{}",
+            if keep { "run" } else { "warm-up" },
+            if keep { rep - spec.warmup + 1 } else { rep + 1 },
+            if keep { spec.repeats } else { spec.warmup }
+        ));
+        for rr in rows.iter_mut() {
+            for (v, ((m, b), vm)) in machines.iter().zip(&booted).zip(&vms).enumerate() {
+                let rep = test_vmalloc::run(m, &b.pa, vm, &rr.row.params, seed)?;
+                if keep {
+                    rr.samples[v].push(sample_of(&rep, &rr.row));
+                }
+            }
+        }
+    }
+    let wall_ms = t0.elapsed().as_millis() as u64;
+    Ok(Outcome { spec, variants: infos, rows, host_arch: std::env::consts::ARCH, git_rev: GIT_REV, wall_ms })
+}
+
+fn sample_of(rep: &test_vmalloc::Report, row: &Row) -> Sample {
+    let cases: Vec<&test_vmalloc::CaseResult> = rep.workers.iter().flat_map(|w| &w.cases).collect();
+    let measured = cases.iter().map(|c| c.elapsed_ns as f64).sum::<f64>() / cases.len().max(1) as f64;
+    let failure = cases.iter().find_map(|c| {
+        (c.failed > 0).then(|| c.first_error.clone().unwrap_or_else(|| "failed".to_string()))
+    });
+    // Modelled time is charged per CPU; with several workers, the mean.
+    let modelled = rep.counters.modelled_ns() as f64 / rep.workers.len().max(1) as f64;
+    Sample {
+        measured_ns: measured,
+        modelled_ns: modelled,
+        counters: rep.counters.clone(),
+        calls: row.calls() / rep.workers.len().max(1) as u64,
+        failure,
+    }
+}
+
+/// Output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Aligned columns for a terminal.
+    Table,
+    Markdown,
+    Csv,
+    Json,
+}
+
+/// Mean ± half-width, compactly.
+fn fmt_mean(s: &Summary) -> String {
+    format!("{} ±{}", fmt_num(s.mean), fmt_num(s.ci_half))
+}
+
+/// A number with about four significant digits.
+pub fn fmt_num(x: f64) -> String {
+    if !x.is_finite() {
+        return "n/a".to_string();
+    }
+    let a = x.abs();
+    if a >= 1000.0 || a == 0.0 {
+        format!("{x:.0}")
+    } else if a >= 100.0 {
+        format!("{x:.1}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// `-12.34%`.
+pub fn fmt_pct(x: f64) -> String {
+    if x.is_finite() { format!("{x:+.2}%") } else { "n/a".to_string() }
+}
+
+/// The cells of the table: header, then a line per row.
+fn cells(o: &Outcome, counters: &[CounterCol]) -> (Vec<String>, Vec<Vec<String>>) {
+    let metric = o.spec.metric;
+    let mut head = vec!["test".to_string(), format!("{} ns/call", o.variants[0].label)];
+    for v in &o.variants[1..] {
+        head.push(format!("{} ns/call", v.label));
+        head.push("change".to_string());
+        head.push("95% CI".to_string());
+        head.push(String::new());
+    }
+    for c in counters {
+        head.push(c.name.to_string());
+    }
+    let mut lines = Vec::new();
+    for r in &o.rows {
+        let mut l = vec![r.row.label.clone()];
+        if let Some((v, f)) = r.failure() {
+            l.push(format!("FAILED on {}: {f}", o.variants[v].label));
+            lines.push(l);
+            continue;
+        }
+        l.push(r.summary(0, metric).map_or("n/a".into(), |s| fmt_mean(&s)));
+        for v in 1..o.variants.len() {
+            l.push(r.summary(v, metric).map_or("n/a".into(), |s| fmt_mean(&s)));
+            match r.comparison(v, metric) {
+                Some(c) => {
+                    l.push(fmt_pct(c.change_pct));
+                    l.push(format!("[{}, {}]", fmt_pct(c.change_ci_pct.0), fmt_pct(c.change_ci_pct.1)));
+                    l.push(c.mark.map_or(String::new(), |m| m.tag().to_string()));
+                }
+                None => l.extend(["n/a".to_string(), String::new(), String::new()]),
+            }
+        }
+        for c in counters {
+            let vals: Vec<String> = (0..o.variants.len()).map(|v| fmt_num(r.counter_per_call(v, c))).collect();
+            l.push(vals.join(" → "));
+        }
+        lines.push(l);
+    }
+    (head, lines)
+}
+
+/// The header lines every text format starts with.
+fn preamble(o: &Outcome, counters: &[CounterCol], comment: &str) -> String {
+    let mut s = String::new();
+    let sp = &o.spec;
+    let _ = writeln!(
+        s,
+        "{comment}mmlab compare: test_vmalloc (Linux 6.17) on an emulated arm64 machine, {} CPUs, {} MiB; seed {}; {} runs per side after {} warm-up, interleaved",
+        sp.machine.nr_cpus,
+        sp.machine.mem_bytes >> 20,
+        sp.seed,
+        sp.repeats,
+        sp.warmup
+    );
+    for v in &o.variants {
+        let c = &v.configs.machine;
+        let _ = writeln!(
+            s,
+            "{comment}  {}: {} (cost profile {}, barrier backend {})",
+            v.label,
+            if v.sets.is_empty() { "defaults".to_string() } else { v.sets.join(" ") },
+            c.cost_profile.name,
+            c.barrier_backend.name()
+        );
+    }
+    if !sp.common.is_empty() {
+        let _ = writeln!(s, "{comment}  common settings: {}", sp.common.join(" "));
+    }
+    let kind = match sp.metric {
+        Metric::Total => "measured host time of the emulation + modelled cost (barriers, TLBIs, RCU waits)",
+        Metric::Measured => "measured host time of the emulation only",
+        Metric::Modelled => "modelled cost only (barriers, TLBIs, RCU waits)",
+    };
+    let _ = writeln!(s, "{comment}  ns/call: mean ± 95% CI half-width; time = {kind}");
+    let _ = writeln!(
+        s,
+        "{comment}  change: (new - base) / base with Welch's 95% CI; (I)/(R): the two sides' 95% CIs do not overlap"
+    );
+    if !counters.is_empty() {
+        let _ = writeln!(s, "{comment}  counters per call, base → new (counted, not timed):");
+        for c in counters {
+            let _ = writeln!(s, "{comment}    {}: {}", c.name, c.what);
+        }
+    }
+    s
+}
+
+/// Columns padded to their widths, two spaces apart.
+pub fn aligned(head: &[String], lines: &[Vec<String>]) -> String {
+    let n = head.len();
+    let mut w = vec![0; n];
+    for l in std::iter::once(head).chain(lines.iter().map(|l| l.as_slice())) {
+        for (i, c) in l.iter().enumerate().take(n) {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let mut s = String::new();
+    for l in std::iter::once(head).chain(lines.iter().map(|l| l.as_slice())) {
+        let mut line = String::new();
+        for (i, c) in l.iter().enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            let pad = w.get(i).copied().unwrap_or(0).saturating_sub(c.chars().count());
+            if i == 0 || i >= n {
+                line.push_str(c);
+                line.extend(std::iter::repeat_n(' ', pad));
+            } else {
+                line.extend(std::iter::repeat_n(' ', pad));
+                line.push_str(c);
+            }
+        }
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
+    s
+}
+
+/// A Markdown table.
+pub fn markdown(head: &[String], lines: &[Vec<String>]) -> String {
+    let row = |l: &[String]| format!("| {} |\n", l.iter().map(|c| c.replace('|', "\\|")).collect::<Vec<_>>().join(" | "));
+    let mut s = row(head);
+    s.push_str(&format!("|{}\n", "---|".repeat(head.len())));
+    for l in lines {
+        let mut l = l.clone();
+        l.resize(head.len(), String::new());
+        s.push_str(&row(&l));
+    }
+    s
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::new();
+    mmlab_engine::trace::json_str(&mut o, s);
+    o
+}
+
+fn json_num(x: f64) -> String {
+    if x.is_finite() { format!("{x}") } else { "null".to_string() }
+}
+
+/// Render an outcome.
+pub fn render(o: &Outcome, format: Format, counters: &[CounterCol]) -> String {
+    match format {
+        Format::Table => {
+            let (h, l) = cells(o, counters);
+            format!("{}\n{}", preamble(o, counters, ""), aligned(&h, &l))
+        }
+        Format::Markdown => {
+            let (h, l) = cells(o, counters);
+            format!("{}\n{}", preamble(o, counters, ""), markdown(&h, &l))
+        }
+        Format::Csv => render_csv(o, counters),
+        Format::Json => render_json(o, counters),
+    }
+}
+
+fn render_csv(o: &Outcome, counters: &[CounterCol]) -> String {
+    let metric = o.spec.metric;
+    let mut s = String::from("test,variant,runs,mean_ns_per_call,ci_half_ns,change_pct,change_ci_lo_pct,change_ci_hi_pct,mark");
+    for c in counters {
+        s.push(',');
+        s.push_str(c.name);
+    }
+    s.push('\n');
+    for r in &o.rows {
+        for (v, vi) in o.variants.iter().enumerate() {
+            let sm = r.summary(v, metric);
+            let cmp = if v == 0 { None } else { r.comparison(v, metric) };
+            let mut f = vec![
+                csv_field(&r.row.label),
+                csv_field(&vi.label),
+                r.samples[v].len().to_string(),
+                sm.map_or(String::new(), |s| format!("{:.3}", s.mean)),
+                sm.map_or(String::new(), |s| format!("{:.3}", s.ci_half)),
+                cmp.map_or(String::new(), |c| format!("{:.3}", c.change_pct)),
+                cmp.map_or(String::new(), |c| format!("{:.3}", c.change_ci_pct.0)),
+                cmp.map_or(String::new(), |c| format!("{:.3}", c.change_ci_pct.1)),
+                cmp.and_then(|c| c.mark).map_or(String::new(), |m| m.tag().to_string()),
+            ];
+            f.extend(counters.iter().map(|c| format!("{:.4}", r.counter_per_call(v, c))));
+            s.push_str(&f.join(","));
+            s.push('\n');
+        }
+    }
+    s
+}
+
+/// Every setting a variant's machine ran with, as JSON members.
+fn variant_json(v: &VariantInfo) -> String {
+    let (m, a, vc) = (&v.configs.machine, &v.configs.allocator, &v.configs.vmalloc);
+    let sets: Vec<String> = v.sets.iter().map(|s| json_str(s)).collect();
+    format!(
+        concat!(
+            "{{\"label\":{},\"set\":[{}],\"cost_profile\":{},\"barrier_backend\":{},",
+            "\"machine\":{{\"mem_bytes\":{},\"cpus\":{},\"lazy_mmu_barrier_batching\":{},\"tlbi_range\":{},\"tlb_entries\":{},\"lock_stat\":{}}},",
+            "\"pcp\":{{\"rules\":{},\"percpu_pagelist_high_fraction\":{},\"high_override\":{},\"min_free_kbytes\":{}}},",
+            "\"vmalloc\":{{\"vmap_allow_huge\":{},\"contpte\":{},\"pmd\":{},\"huge_by_default\":{},\"align_size_to_huge\":{}}}}}"
+        ),
+        json_str(&v.label),
+        sets.join(","),
+        json_str(m.cost_profile.name),
+        json_str(m.barrier_backend.name()),
+        m.mem_bytes,
+        m.nr_cpus,
+        m.lazy_mmu_barrier_batching,
+        m.tlbi_range,
+        m.tlb_entries,
+        m.lock_stat,
+        json_str(&a.rules.to_string()),
+        a.percpu_pagelist_high_fraction,
+        a.pcp_high_override.map_or("null".to_string(), |h| h.to_string()),
+        a.min_free_kbytes.map_or("null".to_string(), |k| k.to_string()),
+        vc.vmap_allow_huge,
+        vc.contpte,
+        vc.pmd,
+        vc.huge_by_default,
+        vc.align_size_to_huge
+    )
+}
+
+fn render_json(o: &Outcome, counters: &[CounterCol]) -> String {
+    let metric = o.spec.metric;
+    let variants: Vec<String> = o.variants.iter().map(variant_json).collect();
+    let rows: Vec<String> = o
+        .rows
+        .iter()
+        .map(|r| {
+            let params: Vec<String> =
+                r.row.params.effective().iter().map(|(k, v)| format!("{}:{v}", json_str(k))).collect();
+            let sides: Vec<String> = (0..o.variants.len())
+                .map(|v| {
+                    let sm = r.summary(v, metric);
+                    let samples: Vec<String> = r.samples[v]
+                        .iter()
+                        .map(|x| {
+                            format!(
+                                "{{\"measured_ns\":{},\"modelled_ns\":{},\"calls\":{}}}",
+                                json_num(x.measured_ns),
+                                json_num(x.modelled_ns),
+                                x.calls
+                            )
+                        })
+                        .collect();
+                    let cs: Vec<String> = counters
+                        .iter()
+                        .map(|c| format!("{}:{}", json_str(c.name), json_num(r.counter_per_call(v, c))))
+                        .collect();
+                    let cmp = if v == 0 { None } else { r.comparison(v, metric) };
+                    format!(
+                        "{{\"variant\":{},\"runs\":{},\"mean_ns_per_call\":{},\"sd\":{},\"ci_half\":{},\"change_pct\":{},\"change_ci_pct\":{},\"mark\":{},\"counters_per_call\":{{{}}},\"samples\":[{}]}}",
+                        json_str(&o.variants[v].label),
+                        r.samples[v].len(),
+                        sm.map_or("null".into(), |s| json_num(s.mean)),
+                        sm.map_or("null".into(), |s| json_num(s.sd)),
+                        sm.map_or("null".into(), |s| json_num(s.ci_half)),
+                        cmp.map_or("null".into(), |c| json_num(c.change_pct)),
+                        cmp.map_or("null".into(), |c| format!(
+                            "[{},{}]",
+                            json_num(c.change_ci_pct.0),
+                            json_num(c.change_ci_pct.1)
+                        )),
+                        cmp.and_then(|c| c.mark).map_or("null".into(), |m: Mark| json_str(m.tag())),
+                        cs.join(","),
+                        samples.join(",")
+                    )
+                })
+                .collect();
+            format!(
+                "{{\"test\":{},\"params\":{{{}}},\"failure\":{},\"results\":[{}]}}",
+                json_str(&r.row.label),
+                params.join(","),
+                r.failure().map_or("null".into(), |(_, f)| json_str(f)),
+                sides.join(",")
+            )
+        })
+        .collect();
+    let common: Vec<String> = o.spec.common.iter().map(|s| json_str(s)).collect();
+    format!(
+        concat!(
+            "{{\"tool\":\"mmlab compare\",\"workload\":\"lib/test_vmalloc.c (Linux 6.17)\",\"git_rev\":{},",
+            "\"host_arch\":{},\"seed\":{},\"repeats\":{},\"warmup\":{},\"metric\":{},",
+            "\"time\":\"ns per call; measured = host wall time of the emulation, modelled = cost profile\",",
+            "\"common_set\":[{}],\"variants\":[{}],\"rows\":[{}],\"wall_ms\":{}}}\n"
+        ),
+        json_str(o.git_rev),
+        json_str(o.host_arch),
+        o.spec.seed,
+        o.spec.repeats,
+        o.spec.warmup,
+        json_str(metric.name()),
+        common.join(","),
+        variants.join(","),
+        rows.join(","),
+        o.wall_ms
+    )
+}
+
+/// Bars relative to the base mean (base = 100 %) with 95 % whiskers, one
+/// group per row, one bar per variant.
+pub fn plot(o: &Outcome, title: &str) -> String {
+    use crate::plot::{Bar, BarGroup, bar_chart};
+    let metric = o.spec.metric;
+    let groups: Vec<BarGroup> = o
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let base = r.summary(0, metric)?.mean;
+            if base <= 0.0 {
+                return None;
+            }
+            let bars = (0..o.variants.len())
+                .filter_map(|v| {
+                    let s = r.summary(v, metric)?;
+                    let k = 100.0 / base;
+                    Some(Bar { series: o.variants[v].label.clone(), mean: s.mean * k, lo: s.lo() * k, hi: s.hi() * k })
+                })
+                .collect();
+            Some(BarGroup { label: r.row.label.clone(), bars })
+        })
+        .collect();
+    bar_chart(title, &format!("{} time per call, % of {}", metric.name(), o.variants[0].label), &groups)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_expand_lists_and_masks() {
+        let args: Vec<String> =
+            ["run_test_mask=1", "nr_pages=1,4", "use_huge=0,1"].iter().map(|s| s.to_string()).collect();
+        let rows = rows_from_args(&args).unwrap();
+        let labels: Vec<&str> = rows.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "fix_size_alloc_test p:1 h:0",
+                "fix_size_alloc_test p:1 h:1",
+                "fix_size_alloc_test p:4 h:0",
+                "fix_size_alloc_test p:4 h:1"
+            ]
+        );
+        let rows = rows_from_args(&["run_test_mask=0x5".to_string()]).unwrap();
+        assert_eq!(rows.iter().map(Row::index).collect::<Vec<_>>(), [0, 2]);
+        assert_eq!(rows[1].params.run_test_mask, 4);
+        assert!(rows_from_args(&["run_test_mask=0".to_string()]).is_err());
+        assert!(rows_from_args(&["nr_pages=".to_string()]).is_err());
+        assert!(rows_from_args(&["bogus=1".to_string()]).is_err());
+    }
+
+    #[test]
+    fn calls_per_run() {
+        let mut p = Params { test_loop_count: 100, test_repeat_count: 3, nr_pcpu_objects: 7, ..Params::default() };
+        assert_eq!(Row::case(0, &p).calls(), 300);
+        assert_eq!(Row::case(7, &p).calls(), 21);
+        p.nr_threads = 2;
+        assert_eq!(Row::case(0, &p).calls(), 600);
+    }
+
+    #[test]
+    fn tables_align_and_escape() {
+        let head = vec!["test".to_string(), "n".to_string()];
+        let lines = vec![vec!["a|b".to_string(), "1".to_string()], vec!["long name".to_string(), "123".to_string()]];
+        assert_eq!(aligned(&head, &lines), "test         n\na|b          1\nlong name  123\n");
+        assert_eq!(markdown(&head, &lines), "| test | n |\n|---|---|\n| a\\|b | 1 |\n| long name | 123 |\n");
+        assert_eq!(csv_field("a,\"b\""), "\"a,\"\"b\"\"\"");
+        assert_eq!((fmt_num(1234.56), fmt_num(12.345), fmt_pct(-3.14159)), ("1235".into(), "12.35".into(), "-3.14%".into()));
+    }
+}
