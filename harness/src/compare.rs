@@ -105,7 +105,10 @@ pub fn rows_from_args(args: &[String]) -> Result<Vec<Row>, String> {
         if values.is_empty() {
             return Err(format!("no value for {k}"));
         }
-        sets = sets.into_iter().flat_map(|s| values.iter().map(move |v| [s.clone(), vec![format!("{k}={v}")]].concat())).collect();
+        sets = sets
+            .into_iter()
+            .flat_map(|s| values.iter().map(move |v| [s.clone(), vec![format!("{k}={v}")]].concat()))
+            .collect();
     }
     let mut rows = Vec::new();
     for set in sets {
@@ -202,16 +205,22 @@ pub const COUNTERS: [CounterCol; 11] = [
     CounterCol { name: "buddy_pages", what: "pages taken straight from buddy lists", get: |c| c.rmqueue_buddy_pages },
     CounterCol { name: "pcp_refill_pages", what: "pages moved buddy to pcp by refills", get: |c| c.pcp_refill_pages },
     CounterCol { name: "zone_lock", what: "zone->lock acquisitions", get: |c| c.zone_lock_acquire },
-    CounterCol { name: "zone_lock_hold_ns", what: "zone->lock hold time, measured (lock_stat=1)", get: |c| c.zone_lock_hold_ns },
+    CounterCol {
+        name: "zone_lock_hold_ns",
+        what: "zone->lock hold time, measured (lock_stat=1)",
+        get: |c| c.zone_lock_hold_ns,
+    },
     CounterCol { name: "buddy_merges", what: "merge steps in __free_one_page", get: |c| c.buddy_merge },
     CounterCol { name: "sync_rcu", what: "synchronize_rcu() calls", get: |c| c.synchronize_rcu },
 ];
 
 /// The counter column called `name`.
 pub fn counter(name: &str) -> Result<CounterCol, String> {
-    COUNTERS.iter().copied().find(|c| c.name == name).ok_or_else(|| {
-        format!("unknown counter {name:?}; counters: {}", COUNTERS.map(|c| c.name).join(", "))
-    })
+    COUNTERS
+        .iter()
+        .copied()
+        .find(|c| c.name == name)
+        .ok_or_else(|| format!("unknown counter {name:?}; counters: {}", COUNTERS.map(|c| c.name).join(", ")))
 }
 
 /// What one variant ran with.
@@ -319,7 +328,8 @@ pub fn run(spec: Spec, mut progress: impl FnMut(&str)) -> Result<Outcome, String
                 .map_err(|e| format!("{}: page allocator boot failed: {e}", i.label))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let vms: Vec<Vmalloc<'_, '_>> = booted.iter().zip(&infos).map(|(b, i)| Vmalloc::new(&b.pa, i.configs.vmalloc)).collect();
+    let vms: Vec<Vmalloc<'_, '_>> =
+        booted.iter().zip(&infos).map(|(b, i)| Vmalloc::new(&b.pa, i.configs.vmalloc)).collect();
     let mut rows: Vec<RowResult> =
         spec.rows.iter().map(|r| RowResult { row: r.clone(), samples: vec![Vec::new(); infos.len()] }).collect();
     for rep in 0..spec.warmup + spec.repeats {
@@ -347,9 +357,9 @@ pub fn run(spec: Spec, mut progress: impl FnMut(&str)) -> Result<Outcome, String
 fn sample_of(rep: &test_vmalloc::Report, row: &Row) -> Sample {
     let cases: Vec<&test_vmalloc::CaseResult> = rep.workers.iter().flat_map(|w| &w.cases).collect();
     let measured = cases.iter().map(|c| c.elapsed_ns as f64).sum::<f64>() / cases.len().max(1) as f64;
-    let failure = cases.iter().find_map(|c| {
-        (c.failed > 0).then(|| c.first_error.clone().unwrap_or_else(|| "failed".to_string()))
-    });
+    let failure = cases
+        .iter()
+        .find_map(|c| (c.failed > 0).then(|| c.first_error.clone().unwrap_or_else(|| "failed".to_string())));
     // Modelled time is charged per CPU; with several workers, the mean.
     let modelled = rep.counters.modelled_ns() as f64 / rep.workers.len().max(1) as f64;
     Sample {
@@ -519,7 +529,8 @@ pub fn aligned(head: &[String], lines: &[Vec<String>]) -> String {
 
 /// A Markdown table.
 pub fn markdown(head: &[String], lines: &[Vec<String>]) -> String {
-    let row = |l: &[String]| format!("| {} |\n", l.iter().map(|c| c.replace('|', "\\|")).collect::<Vec<_>>().join(" | "));
+    let row =
+        |l: &[String]| format!("| {} |\n", l.iter().map(|c| c.replace('|', "\\|")).collect::<Vec<_>>().join(" | "));
     let mut s = row(head);
     s.push_str(&format!("|{}\n", "---|".repeat(head.len())));
     for l in lines {
@@ -562,7 +573,8 @@ pub fn render(o: &Outcome, format: Format, counters: &[CounterCol]) -> String {
 
 fn render_csv(o: &Outcome, counters: &[CounterCol]) -> String {
     let metric = o.spec.metric;
-    let mut s = String::from("test,variant,runs,mean_ns_per_call,ci_half_ns,change_pct,change_ci_lo_pct,change_ci_hi_pct,mark");
+    let mut s =
+        String::from("test,variant,runs,mean_ns_per_call,ci_half_ns,change_pct,change_ci_lo_pct,change_ci_hi_pct,mark");
     for c in counters {
         s.push(',');
         s.push_str(c.name);
@@ -770,6 +782,9 @@ mod tests {
         assert_eq!(aligned(&head, &lines), "test         n\na|b          1\nlong name  123\n");
         assert_eq!(markdown(&head, &lines), "| test | n |\n|---|---|\n| a\\|b | 1 |\n| long name | 123 |\n");
         assert_eq!(csv_field("a,\"b\""), "\"a,\"\"b\"\"\"");
-        assert_eq!((fmt_num(1234.56), fmt_num(12.345), fmt_pct(-3.14159)), ("1235".into(), "12.35".into(), "-3.14%".into()));
+        assert_eq!(
+            (fmt_num(1234.56), fmt_num(12.345), fmt_pct(-2.71528)),
+            ("1235".into(), "12.35".into(), "-2.72%".into())
+        );
     }
 }

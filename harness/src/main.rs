@@ -5,8 +5,6 @@
 //! exit with status 2. `test-vmalloc` exits with 1 when a test case failed.
 #![forbid(unsafe_code)]
 
-
-
 use clap::{Parser, Subcommand, ValueEnum};
 use mmlab_engine::addr::memparse;
 use mmlab_engine::trace::{TraceFormat, install_global};

@@ -218,7 +218,10 @@ mod tests {
         // An explicit backend wins, in either order; model takes the profile's costs.
         assert_eq!(with(&["barrier=count", "cost_profile=apple-m2"]), Ok(BarrierBackend::Count));
         assert_eq!(with(&["cost_profile=m2", "barrier=native"]), Ok(BarrierBackend::Native));
-        assert_eq!(with(&["barrier=model"]), Ok(BarrierBackend::Model(mmlab_engine::cost::CostProfile::native().barriers)));
+        assert_eq!(
+            with(&["barrier=model"]),
+            Ok(BarrierBackend::Model(mmlab_engine::cost::CostProfile::native().barriers))
+        );
         assert!(with(&["cost_profile=x86"]).unwrap_err().contains("native, apple-m2, ampere-altra"));
     }
 }

@@ -93,7 +93,13 @@ pub struct VmallocConfig {
 
 impl Default for VmallocConfig {
     fn default() -> Self {
-        VmallocConfig { vmap_allow_huge: true, contpte: true, huge_by_default: false, align_size_to_huge: true, pmd: true }
+        VmallocConfig {
+            vmap_allow_huge: true,
+            contpte: true,
+            huge_by_default: false,
+            align_size_to_huge: true,
+            pmd: true,
+        }
     }
 }
 

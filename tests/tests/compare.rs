@@ -1,0 +1,172 @@
+//! `mmlab compare` and `mmlab reproduce`: the A/B machinery on real runs,
+//! and the direction of every reproduction's counters.
+
+use mmlab_engine::MachineConfig;
+use mmlab_harness::compare::{self, Metric, Spec, Variant};
+use mmlab_harness::reproduce::{self, Length};
+use mmlab_harness::test_vmalloc::Params;
+use mmlab_tests::scale;
+
+fn rows(args: &[&str]) -> Vec<compare::Row> {
+    compare::rows_from_args(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+}
+
+fn spec(base: &str, new: &str, rows: Vec<compare::Row>, metric: Metric) -> Spec {
+    Spec {
+        machine: MachineConfig { mem_bytes: 1 << 30, nr_cpus: 2, ..Default::default() },
+        common: vec!["cost_profile=apple-m2".to_string()],
+        variants: vec![Variant::parse("base", base), Variant::parse("new", new)],
+        rows,
+        repeats: 3,
+        warmup: 1,
+        seed: 7,
+        metric,
+    }
+}
+
+/// A configuration against itself, seeded: every run does the same work on
+/// both sides, so the counted and modelled quantities are equal and no row
+/// may be marked (I) or (R).
+#[test]
+fn self_compare_marks_nothing() {
+    let loops = format!("test_loop_count={}", scale(200));
+    let r = rows(&["run_test_mask=0x209", "nr_pages=1,16", &loops]);
+    assert_eq!(r.len(), 6);
+    let o = compare::run(spec("", "", r, Metric::Modelled), |_| {}).unwrap();
+    assert!(!o.any_failed());
+    for row in &o.rows {
+        let c = row.comparison(1, Metric::Modelled).unwrap();
+        assert_eq!(c.mark, None, "{}", row.row.label);
+        assert_eq!(c.change_pct, 0.0, "{}", row.row.label);
+        for col in compare::COUNTERS.iter().filter(|c| c.name != "zone_lock_hold_ns") {
+            assert_eq!(row.counter_per_call(0, col), row.counter_per_call(1, col), "{} {}", row.row.label, col.name);
+        }
+    }
+    // The modelled time is not trivially zero: the comparison had something to compare.
+    assert!(o.rows[1].summary(0, Metric::Modelled).unwrap().mean > 0.0);
+}
+
+/// Batching on against off: fewer modelled barrier ns per 16-page vmalloc,
+/// marked (I), and the JSON names what it ran with.
+#[test]
+fn batching_is_an_improvement_in_modelled_time() {
+    let loops = format!("test_loop_count={}", scale(200));
+    let r = rows(&["run_test_mask=1", "nr_pages=16", &loops]);
+    let o = compare::run(
+        spec("arm64.lazy_mmu_barrier_batching=0", "arm64.lazy_mmu_barrier_batching=1", r, Metric::Modelled),
+        |_| {},
+    )
+    .unwrap();
+    let c = o.rows[0].comparison(1, Metric::Modelled).unwrap();
+    assert_eq!(c.mark, Some(mmlab_harness::stats::Mark::Improvement));
+    assert!(c.change_pct < -50.0, "{}", c.change_pct);
+    let pairs = compare::counter("barrier_pairs").unwrap();
+    assert_eq!(o.rows[0].counter_per_call(0, &pairs), 16.0);
+    assert!(o.rows[0].counter_per_call(1, &pairs) < 1.5);
+    let json = compare::render(&o, compare::Format::Json, &[pairs]);
+    for needle in [
+        "\"seed\":7",
+        "\"git_rev\":",
+        "\"host_arch\":",
+        "\"barrier_backend\":\"model\"",
+        "\"cost_profile\":\"apple-m2\"",
+        "\"lazy_mmu_barrier_batching\":false",
+        "\"mark\":\"(I)\"",
+        "\"nr_pages\":16",
+    ] {
+        assert!(json.contains(needle), "{needle} in {json}");
+    }
+    let table = compare::render(&o, compare::Format::Table, &[pairs]);
+    assert!(table.contains("(I)") && table.contains("16.00 → "), "{table}");
+    let csv = compare::render(&o, compare::Format::Csv, &[pairs]);
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    let md = compare::render(&o, compare::Format::Markdown, &[pairs]);
+    assert!(md.contains("| fix_size_alloc_test p:16 h:0 |"), "{md}");
+    let svg = compare::plot(&o, "t");
+    assert_eq!(svg.matches("class=\"bar\"").count(), 2);
+}
+
+#[test]
+fn bad_compare_input_is_an_error() {
+    let r = rows(&["run_test_mask=1", "test_loop_count=1"]);
+    let mut s = spec("", "bogus=1", r.clone(), Metric::Total);
+    assert!(compare::run(s.clone(), |_| {}).unwrap_err().contains("unknown setting"));
+    s.variants.truncate(1);
+    assert!(compare::run(s, |_| {}).is_err());
+    let mut s = spec("", "", r, Metric::Total);
+    s.repeats = 0;
+    assert!(compare::run(s.clone(), |_| {}).is_err());
+    s.repeats = 1;
+    s.rows[0].params = Params { nr_threads: 3, run_test_mask: 1, ..Params::default() };
+    assert!(compare::run(s, |_| {}).unwrap_err().contains("CPUs"));
+}
+
+/// A short run: a tenth of quick mode's loops (less under qemu), two runs a side.
+fn short() -> Length {
+    Length { loops_pct: if under_emulation() { 1 } else { 10 }, repeats: 2 }
+}
+
+fn under_emulation() -> bool {
+    scale(16) < 16
+}
+
+#[test]
+fn reproduce_contpte_directions() {
+    let r = reproduce::by_name("contpte", short(), 1).unwrap();
+    assert!(!r.failed);
+    // 16x fewer TLB entries at every size; a 2 MiB block for 2 MiB and up.
+    for kib in [64u64, 1024, 8192] {
+        let (pte, cont, pmd) = (
+            r.figure(&format!("{kib}.0.entries")).unwrap(),
+            r.figure(&format!("{kib}.1.entries")).unwrap(),
+            r.figure(&format!("{kib}.2.entries")).unwrap(),
+        );
+        assert_eq!(pte, 16.0 * cont, "{kib} KiB");
+        assert!(pmd <= cont);
+    }
+    assert_eq!(r.figure("8192.2.entries"), Some(4.0));
+    // 8 MiB of 4 KiB pages thrashes a 1280-entry TLB; contpte does not.
+    assert!(r.figure("8192.0.misses").unwrap() > r.figure("8192.1.misses").unwrap() * 16.0);
+    // Order-4 blocks bypass the pcp: more zone-lock acquisitions per call.
+    for i in 0..3 {
+        assert!(r.figure(&format!("h1.{i}.zone_lock_on")) > r.figure(&format!("h1.{i}.zone_lock_off")));
+    }
+    assert!(r.text.contains("agreement (TLB)") && r.text.contains("agreement (h:1)"));
+}
+
+#[test]
+fn reproduce_barrier_batching_directions() {
+    if under_emulation() {
+        eprintln!("skipped under MMLAB_TEST_SCALE: too slow for qemu; the x86_64 leg runs it");
+        return;
+    }
+    let r = reproduce::by_name("barrier-batching", short(), 1).unwrap();
+    assert!(!r.failed);
+    let f = |k: &str| r.figure(k).unwrap_or_else(|| panic!("figure {k}"));
+    // Batched: one pair per vmalloc of 512 pages instead of 512.
+    assert_eq!(f("fix_size_alloc_test_p:512_h:0.pairs_before"), 512.0);
+    assert!(f("fix_size_alloc_test_p:512_h:0.pairs_after") < 4.0);
+    assert!(f("fix_size_alloc_test_p:16_h:0.pairs_after") < f("fix_size_alloc_test_p:16_h:0.pairs_before"));
+    // One page: nothing to batch.
+    assert_eq!(f("fix_size_alloc_test_p:1_h:0.pairs_before"), f("fix_size_alloc_test_p:1_h:0.pairs_after"));
+    assert!(r.text.contains("M2 published") && r.text.matches("agreement: ").count() == 2, "{}", r.text);
+}
+
+#[test]
+fn reproduce_pcp_drain_directions() {
+    if under_emulation() {
+        eprintln!("skipped under MMLAB_TEST_SCALE: too slow for qemu; the x86_64 leg runs it");
+        return;
+    }
+    let r = reproduce::by_name("pcp-drain", short(), 1).unwrap();
+    assert!(!r.failed);
+    let f = |k: &str| r.figure(k).unwrap_or_else(|| panic!("figure {k}"));
+    // Huge by default takes its pages from the buddy lists and drains the
+    // pcp lists it fills with order-0 frees; mainline does neither.
+    assert!(f("long_busy_list.drain_pages_huge") > f("long_busy_list.drain_pages_mainline") + 50.0);
+    assert!(f("long_busy_list.buddy_pages_huge") >= 96.0);
+    assert_eq!(f("long_busy_list.buddy_pages_mainline"), 0.0);
+    assert_eq!(r.plots.len(), 2);
+    assert!(r.plots[1].1.contains("<polyline"));
+    assert!(reproduce::by_name("nope", short(), 1).is_err());
+}
