@@ -288,11 +288,6 @@ impl Outcome {
 /// The git revision the binary was built from.
 pub const GIT_REV: &str = env!("MMLAB_GIT_REV");
 
-/// One variant's booted machine.
-struct Booted<'m> {
-    pa: PageAllocator<'m>,
-}
-
 /// Run a comparison; `progress` gets a line per repetition.
 pub fn run(spec: Spec, mut progress: impl FnMut(&str)) -> Result<Outcome, String> {
     if spec.variants.len() < 2 {
@@ -319,17 +314,16 @@ pub fn run(spec: Spec, mut progress: impl FnMut(&str)) -> Result<Outcome, String
         .iter()
         .map(|i| Machine::boot(i.configs.machine.clone()).map_err(|e| format!("{}: boot failed: {e}", i.label)))
         .collect::<Result<Vec<_>, _>>()?;
-    let booted = machines
+    let allocators = machines
         .iter()
         .zip(&infos)
         .map(|(m, i)| {
             PageAllocator::boot(m, i.configs.allocator.clone())
-                .map(|pa| Booted { pa })
                 .map_err(|e| format!("{}: page allocator boot failed: {e}", i.label))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let vms: Vec<Vmalloc<'_, '_>> =
-        booted.iter().zip(&infos).map(|(b, i)| Vmalloc::new(&b.pa, i.configs.vmalloc)).collect();
+        allocators.iter().zip(&infos).map(|(pa, i)| Vmalloc::new(pa, i.configs.vmalloc)).collect();
     let mut rows: Vec<RowResult> =
         spec.rows.iter().map(|r| RowResult { row: r.clone(), samples: vec![Vec::new(); infos.len()] }).collect();
     for rep in 0..spec.warmup + spec.repeats {
@@ -342,8 +336,8 @@ pub fn run(spec: Spec, mut progress: impl FnMut(&str)) -> Result<Outcome, String
             if keep { spec.repeats } else { spec.warmup }
         ));
         for rr in rows.iter_mut() {
-            for (v, ((m, b), vm)) in machines.iter().zip(&booted).zip(&vms).enumerate() {
-                let rep = test_vmalloc::run(m, &b.pa, vm, &rr.row.params, seed)?;
+            for (v, ((m, pa), vm)) in machines.iter().zip(&allocators).zip(&vms).enumerate() {
+                let rep = test_vmalloc::run(m, pa, vm, &rr.row.params, seed)?;
                 if keep {
                     rr.samples[v].push(sample_of(&rep, &rr.row));
                 }
@@ -553,6 +547,12 @@ fn json_str(s: &str) -> String {
 
 fn json_num(x: f64) -> String {
     if x.is_finite() { format!("{x}") } else { "null".to_string() }
+}
+
+/// Just the table of an outcome, aligned for a terminal (no preamble).
+pub fn table(o: &Outcome, counters: &[CounterCol]) -> String {
+    let (h, l) = cells(o, counters);
+    aligned(&h, &l)
 }
 
 /// Render an outcome.

@@ -346,16 +346,17 @@ pub fn contpte(len: Length, seed: u64) -> Result<Reproduction, String> {
         s,
         "-- TLB entries to cover a vmalloc'd buffer, and TLB-model misses touching each 4 KiB page twice ({tlb_size}-entry TLB, Neoverse N1 L2; flushed first)"
     );
-    let kinds: [(&str, VmallocConfig, bool); 3] = [
-        ("4K PTEs", VmallocConfig { vmap_allow_huge: false, ..VmallocConfig::default() }, false),
-        ("contpte", VmallocConfig { pmd: false, ..VmallocConfig::default() }, true),
-        ("PMD (kernel's choice)", VmallocConfig::default(), true),
+    // (column, figure key, vmalloc switches, vmalloc_huge?)
+    let kinds: [(&str, &str, VmallocConfig, bool); 3] = [
+        ("4K PTEs", "pte", VmallocConfig { vmap_allow_huge: false, ..VmallocConfig::default() }, false),
+        ("contpte", "contpte", VmallocConfig { pmd: false, ..VmallocConfig::default() }, true),
+        ("PMD (kernel's choice)", "pmd", VmallocConfig::default(), true),
     ];
     let m = Machine::boot(mc).map_err(|e| format!("boot failed: {e}"))?;
     let pa = PageAllocator::boot(&m, Default::default()).map_err(|e| format!("page allocator boot failed: {e}"))?;
     let cpu = m.cpu(0).map_err(|e| e.to_string())?;
     let mut head = vec!["size".to_string()];
-    for (k, _, _) in &kinds {
+    for (k, _, _, _) in &kinds {
         head.push(format!("{k}: entries"));
         head.push("misses 1st/2nd pass".to_string());
     }
@@ -367,16 +368,15 @@ pub fn contpte(len: Length, seed: u64) -> Result<Reproduction, String> {
         let size = 1u64 << shift;
         let mut l = vec![if size >= 1 << 20 { format!("{} MiB", size >> 20) } else { format!("{} KiB", size >> 10) }];
         let mut entries = Vec::new();
-        for (_, vc, huge) in &kinds {
+        for (_, key, vc, huge) in &kinds {
             let vm = Vmalloc::new(&pa, *vc);
             let va = if *huge { vm.vmalloc_huge(&cpu, size, Gfp::GFP_KERNEL) } else { vm.vmalloc(&cpu, size) }
                 .map_err(|e| e.to_string())?;
             let r = touch_twice(&m, &cpu, va, size)?;
             vm.vfree(&cpu, va).map_err(|e| e.to_string())?;
             vm.purge_vmap_area_lazy(&cpu);
-            figures.push((format!("{}.{}.entries", size >> 10, entries.len()), r.entries as f64));
-            figures
-                .push((format!("{}.{}.misses", size >> 10, entries.len()), (r.misses_first + r.misses_second) as f64));
+            figures.push((format!("{}K.{key}.entries", size >> 10), r.entries as f64));
+            figures.push((format!("{}K.{key}.misses", size >> 10), (r.misses_first + r.misses_second) as f64));
             l.push(r.entries.to_string());
             l.push(format!("{}/{}", r.misses_first, r.misses_second));
             entries.push(r.entries);
@@ -417,7 +417,7 @@ pub fn contpte(len: Length, seed: u64) -> Result<Reproduction, String> {
         s,
         "   reason: 64 KiB blocks are order-4 allocations, which the pcp does not cache (pcp_allowed_order: order <= 3), so every one takes zone->lock"
     );
-    s.push_str(compare::render(&o, compare::Format::Table, &cols).split_once("\n\n").map_or("", |(_, t)| t));
+    s.push_str(&compare::table(&o, &cols));
     let regress = (0..o.rows.len()).filter(|&i| change(&o, i).0 > 0.0).count();
     let zl_up = o.rows.iter().all(|r| r.counter_per_call(1, &cols[0]) > r.counter_per_call(0, &cols[0]));
     let worst = (0..o.rows.len()).map(|i| change(&o, i).0).fold(f64::NAN, f64::max);
@@ -479,7 +479,7 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<Reproduction, String> {
         s,
         "   mainline; huge-by-default = RFC patches 1+2 (start aligned, tail in small pages); huge-no-patch1 = patch 2 alone (size rounded up to 64 KiB)"
     );
-    s.push_str(compare::render(&o, compare::Format::Table, &cols).split_once("\n\n").map_or("", |(_, t)| t));
+    s.push_str(&compare::table(&o, &cols));
     let mut head =
         vec!["configuration".to_string(), "ours".to_string(), "published".to_string(), "agreement".to_string()];
     let mut lines = Vec::new();
@@ -569,7 +569,7 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<Reproduction, String> {
         s,
         "\n-- msleep(1) between the vmallocs and the vfrees (emulated time: vmstat's decay_pcp_high runs each emulated second; the sleep itself is not counted), and fix_size p:512"
     );
-    s.push_str(compare::render(&o2, compare::Format::Table, &cols[..4]).split_once("\n\n").map_or("", |(_, t)| t));
+    s.push_str(&compare::table(&o2, &cols[..4]));
     let (sl, sl_mark) = change(&o2, 0);
     let (ch1, _) = o.rows[0].comparison(1, Metric::Total).map_or((f64::NAN, None), |c| (c.change_pct, c.mark));
     let (p5, p5_mark) = change(&o2, 1);

@@ -117,16 +117,16 @@ fn reproduce_contpte_directions() {
     // 16x fewer TLB entries at every size; a 2 MiB block for 2 MiB and up.
     for kib in [64u64, 1024, 8192] {
         let (pte, cont, pmd) = (
-            r.figure(&format!("{kib}.0.entries")).unwrap(),
-            r.figure(&format!("{kib}.1.entries")).unwrap(),
-            r.figure(&format!("{kib}.2.entries")).unwrap(),
+            r.figure(&format!("{kib}K.pte.entries")).unwrap(),
+            r.figure(&format!("{kib}K.contpte.entries")).unwrap(),
+            r.figure(&format!("{kib}K.pmd.entries")).unwrap(),
         );
         assert_eq!(pte, 16.0 * cont, "{kib} KiB");
         assert!(pmd <= cont);
     }
-    assert_eq!(r.figure("8192.2.entries"), Some(4.0));
+    assert_eq!(r.figure("8192K.pmd.entries"), Some(4.0));
     // 8 MiB of 4 KiB pages thrashes a 1280-entry TLB; contpte does not.
-    assert!(r.figure("8192.0.misses").unwrap() > r.figure("8192.1.misses").unwrap() * 16.0);
+    assert!(r.figure("8192K.pte.misses").unwrap() > r.figure("8192K.contpte.misses").unwrap() * 16.0);
     // Order-4 blocks bypass the pcp: more zone-lock acquisitions per call.
     for i in 0..3 {
         assert!(r.figure(&format!("h1.{i}.zone_lock_on")) > r.figure(&format!("h1.{i}.zone_lock_off")));
