@@ -110,10 +110,11 @@ pub struct Params {
     /// mmlab extension (instrumented, not in the module): long_busy_list
     /// sleeps this many ms between its two vmallocs and the two vfrees, as
     /// the `msleep(1)` experiment of the huge-vmalloc-by-default thread
-    /// did. The sleep is emulated time: it is not measured or modelled
-    /// (so it does not dilute the result), but the per-CPU vmstat work
-    /// (`vmstat_update` → `decay_pcp_high`) runs once per emulated
-    /// `sysctl_stat_interval` (1 s) that passes.
+    /// did. The sleep is emulated time (whole jiffies at HZ = 250, as
+    /// msleep rounds): it is not measured or modelled (so it does not
+    /// dilute the result), but the per-CPU vmstat work (`vmstat_update` →
+    /// `decay_pcp_high`) runs once per emulated `sysctl_stat_interval`
+    /// (1 s) that passes.
     pub msleep_before_free: u32,
     /// mmlab extension: sample the pages on the pcp lists every this many
     /// long_busy_list iterations (0: never), into [`Report::pcp_series`].
@@ -709,13 +710,20 @@ impl Ctx<'_, '_, '_> {
         addr.map_or(Ok(()), |a| self.vfree(a))
     }
 
-    /// `msleep(ms)` in emulated time: every `sysctl_stat_interval` (HZ =
+    /// `msleep(ms)` in emulated time: the task sleeps
+    /// `msecs_to_jiffies(ms) + 1` jiffies (HZ = 250, arm64's defconfig, so
+    /// msleep(1) is 8 ms), and every `sysctl_stat_interval` (HZ jiffies =
     /// 1 s) that passes runs this CPU's `vmstat_update`, whose
     /// `refresh_cpu_vm_stats` decays the pcp high (`decay_pcp_high`).
     fn msleep(&mut self, ms: u32) {
+        const HZ: u64 = 250;
         const STAT_INTERVAL_MS: u64 = 1000;
+        if ms == 0 {
+            return;
+        }
+        let jiffies = (u64::from(ms) * HZ).div_ceil(1000) + 1;
         let before = self.slept_ms / STAT_INTERVAL_MS;
-        self.slept_ms += u64::from(ms);
+        self.slept_ms += jiffies * 1000 / HZ;
         for _ in before..self.slept_ms / STAT_INTERVAL_MS {
             self.pa.decay_pcp_high(self.cpu);
         }
