@@ -519,9 +519,8 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<Reproduction, String> {
         ("pcp.high=2048", "pcp.high=2048"),
         ("pcp.high=8192", "pcp.high=8192"),
     ];
-    head = ["pcp high", "change", "drained pages/iter mainline → huge", "pageset high (CPU 0)"]
-        .map(String::from)
-        .to_vec();
+    head =
+        ["pcp high", "change", "drained pages/iter mainline → huge", "pageset high (CPU 0)"].map(String::from).to_vec();
     lines = Vec::new();
     let short = Length { repeats: len.repeats.min(3), ..len };
     let mut sweep_row = lbl.clone();
