@@ -90,8 +90,11 @@ pub struct CostProfile {
     pub dsb_ish_after_tlbi_ns: u32,
     /// Barrier costs for the `model` barrier backend.
     pub barriers: ModelCosts,
-    /// ns of one RCU grace period (`synchronize_rcu()`); placeholder.
+    /// ns of one RCU grace period (`synchronize_rcu()`).
     pub grace_period_ns: u64,
+    /// The barriers execute on the host (their time is measured), rather
+    /// than being modelled with [`CostProfile::barriers`].
+    pub native_barriers: bool,
 }
 
 /// `tlbi_ns` with one value for single ops and one for range ops.
@@ -122,7 +125,7 @@ impl CostProfile {
     /// Barriers executed on the host; TLBIs and grace periods modelled with
     /// the Ampere Altra numbers.
     pub fn native() -> CostProfile {
-        CostProfile { name: "native", ..Self::ampere_altra() }
+        CostProfile { name: "native", native_barriers: true, ..Self::ampere_altra() }
     }
 
     /// Ampere Altra (Neoverse N1), from the Altra VM and metal figures.
@@ -133,6 +136,7 @@ impl CostProfile {
             dsb_ish_after_tlbi_ns: 1640,
             barriers: pte_pair_barriers(),
             grace_period_ns: GRACE_PERIOD_NS,
+            native_barriers: false,
         }
     }
 
@@ -144,6 +148,7 @@ impl CostProfile {
             dsb_ish_after_tlbi_ns: 250,
             barriers: pte_pair_barriers(),
             grace_period_ns: GRACE_PERIOD_NS,
+            native_barriers: false,
         }
     }
 
@@ -161,7 +166,7 @@ impl CostProfile {
     /// The barrier backend this profile implies: `native` executes the
     /// barriers, the machine profiles model them with their costs.
     pub fn barrier_backend(&self) -> BarrierBackend {
-        if self.name == "native" { BarrierBackend::Native } else { BarrierBackend::Model(self.barriers) }
+        if self.native_barriers { BarrierBackend::Native } else { BarrierBackend::Model(self.barriers) }
     }
 
     /// Modelled ns to issue one TLBI of `kind`.

@@ -299,6 +299,12 @@ pub fn run(spec: Spec, mut progress: impl FnMut(&str)) -> Result<Outcome, String
     if spec.repeats == 0 {
         return Err("--repeat must be at least 1".to_string());
     }
+    if let Some(r) = spec.rows.iter().find(|r| {
+        let mask = r.params.run_test_mask as u32;
+        !mask.is_power_of_two() || mask.trailing_zeros() as usize >= TEST_CASES.len()
+    }) {
+        return Err(format!("row {:?}: run_test_mask must select exactly one test case", r.label));
+    }
     let threads = spec.rows.iter().map(|r| r.params.threads()).max().unwrap_or(1);
     if threads > spec.machine.nr_cpus {
         return Err(format!("nr_threads={threads} needs {threads} CPUs; --cpus is {}", spec.machine.nr_cpus));

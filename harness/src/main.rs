@@ -1,8 +1,11 @@
-//! `mmlab`: boot an emulated arm64 machine and look at its page allocator
-//! through the interfaces Linux offers (/proc files, kmem tracepoints).
+//! `mmlab`: boot an emulated arm64 machine and look at its memory
+//! management through the interfaces Linux offers (/proc files, kmem
+//! tracepoints, test_vmalloc), compare configurations, and reproduce
+//! published results.
 //!
 //! Errors in what the user asked for print `mmlab: <message>` on stderr and
-//! exit with status 2. `test-vmalloc` exits with 1 when a test case failed.
+//! exit with status 2. `test-vmalloc`, `compare` and `reproduce` exit with 1
+//! when a test case failed.
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -27,9 +30,12 @@ struct Cli {
     #[arg(long, global = true, value_name = "N")]
     cpus: Option<usize>,
     /// A boot parameter or sysctl, repeatable: percpu_pagelist_high_fraction,
-    /// min_free_kbytes, pcp.rules (7.2|6.12), lock_stat (0|1),
-    /// barrier (native|count|model), vmap_allow_huge, vmalloc.contpte,
-    /// vmalloc.huge_by_default, vmalloc.align_size_to_huge (on|off).
+    /// min_free_kbytes, pcp.rules (7.2|6.12), pcp.high (pages), lock_stat
+    /// (0|1), barrier (native|count|model), cost_profile
+    /// (native|apple-m2|ampere-altra), arm64.lazy_mmu_barrier_batching,
+    /// arm64.tlbi_range (0|1), tlb_entries, vmap_allow_huge, vmalloc.contpte,
+    /// vmalloc.pmd, vmalloc.huge_by_default, vmalloc.align_size_to_huge
+    /// (on|off). With compare: applied to every configuration.
     #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// Seed of the workload's random stream.
@@ -88,7 +94,9 @@ enum Command {
         /// Module parameters as modprobe takes them: run_test_mask (7),
         /// nr_threads (0 = 1), test_loop_count (1000000), test_repeat_count
         /// (1), sequential_test_order (0), nr_pages (0 = 1), use_huge (0),
-        /// nr_pcpu_objects (35000). They override the mode's.
+        /// nr_pcpu_objects (35000); mmlab's own: msleep_before_free (0, ms
+        /// of emulated sleep before long_busy_list's vfrees),
+        /// pcp_sample_interval (0). They override the mode's.
         #[arg(value_name = "KEY=VALUE")]
         params: Vec<String>,
         /// A mode of test_vmalloc.sh: performance (sequential_test_order=1

@@ -98,7 +98,11 @@ fn bad_compare_input_is_an_error() {
     assert!(compare::run(s.clone(), |_| {}).is_err());
     s.repeats = 1;
     s.rows[0].params = Params { nr_threads: 3, run_test_mask: 1, ..Params::default() };
-    assert!(compare::run(s, |_| {}).unwrap_err().contains("CPUs"));
+    assert!(compare::run(s.clone(), |_| {}).unwrap_err().contains("CPUs"));
+    for mask in [0, 3, 1 << 11] {
+        s.rows[0].params = Params { run_test_mask: mask, ..Params::default() };
+        assert!(compare::run(s.clone(), |_| {}).unwrap_err().contains("exactly one"), "{mask}");
+    }
 }
 
 /// A short run: a tenth of quick mode's loops (less under qemu), two runs a side.
