@@ -26,7 +26,7 @@ struct Cli {
     /// RAM of the machine, like `mem=` (K/M/G/T suffixes).
     #[arg(long, global = true, value_name = "SIZE", default_value = "4G")]
     mem: String,
-    /// Number of CPUs [default: 2; test-vmalloc: max(2, nr_threads)].
+    /// Number of CPUs [default: 2; test-vmalloc and compare: max(2, nr_threads)].
     #[arg(long, global = true, value_name = "N")]
     cpus: Option<usize>,
     /// A boot parameter or sysctl, repeatable: percpu_pagelist_high_fraction,

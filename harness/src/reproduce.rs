@@ -430,7 +430,7 @@ pub fn contpte(len: Length, seed: u64) -> Result<Reproduction, String> {
         if regress == o.rows.len() && zl_up && worst <= 16.0 {
             "agrees"
         } else if regress == o.rows.len() && zl_up {
-            "direction and cause agree; ours is much larger: the emulated order-0 path is cheap next to the kernel's, so the extra zone-lock work weighs more"
+            "direction and cause agree; ours is much larger, probably because the emulated order-0 path is cheap next to the kernel's, so the extra zone-lock work weighs more"
         } else if zl_up {
             "the cause agrees; the time does not"
         } else {
@@ -477,7 +477,8 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<Reproduction, String> {
     .collect::<Result<_, _>>()?;
     let _ = writeln!(
         s,
-        "   mainline; huge-by-default = RFC patches 1+2 (start aligned, tail in small pages); huge-no-patch1 = patch 2 alone (size rounded up to 64 KiB)"
+        "   mainline; huge-by-default = RFC patches 1+2 (start aligned, tail in small pages); huge-no-patch1 = patch 2 alone (size rounded up to 64 KiB)\n   cost profile ampere-altra, lock_stat=1 (zone_lock_hold_ns is measured); {} runs a side after 1 warm-up, interleaved",
+        len.repeats
     );
     s.push_str(&compare::table(&o, &cols));
     let mut head =
