@@ -586,7 +586,7 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<Reproduction, String> {
         if slept_drain < 0.8 * d1 && sl + 5.0 < ch1 {
             "agrees"
         } else {
-            "not reproduced: a decay_pcp_high every 125 iterations does not lower the drains; any difference in time is noise"
+            "not reproduced: a decay_pcp_high every 125 iterations leaves the drains per iteration unchanged"
         }
     );
     let _ = writeln!(
