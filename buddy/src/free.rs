@@ -95,6 +95,7 @@ impl<'m> Zone<'m> {
         z.split_large_buddy(pfn, order, fpi);
         drop(z);
         cpu.count(VmEvent::Pgfree, 1 << order);
+        cpu.count(VmEvent::FreeOnePagePages, 1 << order);
     }
 
     /// `__free_pages_core()` at boot (`memblock_free_all()`): the block's

@@ -45,8 +45,11 @@ vm_events! {
     PcpDrain = "pcp_drain",
     /// Pages moved from pcp lists back to the buddy lists.
     PcpDrainPages = "pcp_drain_pages",
-    /// Pages freed onto pcp lists (`free_frozen_page_commit`).
-    PcpFreePages = "pcp_free_pages",
+    /// Pages freed straight to the buddy lists under the zone lock
+    /// (`free_one_page`): orders the pcp does not cache, or a pcp trylock
+    /// failure. `pgfree` minus these is what went onto pcp lists (counted
+    /// this way so the pcp free path carries no extra counter).
+    FreeOnePagePages = "free_one_page_pages",
     /// Pages allocated straight from the buddy lists under the zone lock
     /// (`rmqueue_buddy`): orders the pcp does not cache, or a pcp miss
     /// that could not refill.

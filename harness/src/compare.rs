@@ -36,7 +36,7 @@
 
 use crate::settings::Configs;
 use crate::stats::{Better, Comparison, Mark, Summary};
-use crate::test_vmalloc::{self, Counters, Params, TEST_CASES};
+use crate::test_vmalloc::{self, Counters, Params, TEST_CASES, json_str};
 use mmlab_engine::{Machine, MachineConfig};
 use mmlab_pcp::PageAllocator;
 use mmlab_vmalloc::Vmalloc;
@@ -229,6 +229,8 @@ pub struct VariantInfo {
     pub label: String,
     pub sets: Vec<String>,
     pub configs: Configs,
+    /// CPU 0's pageset bounds at boot: `(high_min, high_max)`.
+    pub pcp_high: (i32, i32),
 }
 
 /// Results of one row.
@@ -313,7 +315,7 @@ pub fn run(spec: Spec, mut progress: impl FnMut(&str)) -> Result<Outcome, String
     for v in &spec.variants {
         let sets: Vec<String> = spec.common.iter().chain(&v.sets).cloned().collect();
         let configs = Configs::new(spec.machine.clone(), &sets).map_err(|e| format!("{}: {e}", v.label))?;
-        infos.push(VariantInfo { label: v.label.clone(), sets: v.sets.clone(), configs });
+        infos.push(VariantInfo { label: v.label.clone(), sets: v.sets.clone(), configs, pcp_high: (0, 0) });
     }
     let t0 = std::time::Instant::now();
     let machines = infos
@@ -328,6 +330,9 @@ pub fn run(spec: Spec, mut progress: impl FnMut(&str)) -> Result<Outcome, String
                 .map_err(|e| format!("{}: page allocator boot failed: {e}", i.label))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    for (i, pa) in infos.iter_mut().zip(&allocators) {
+        i.pcp_high = pa.pageset(0).map_or((0, 0), |p| (p.high_min, p.high_max));
+    }
     let vms: Vec<Vmalloc<'_, '_>> =
         allocators.iter().zip(&infos).map(|(pa, i)| Vmalloc::new(pa, i.configs.vmalloc)).collect();
     let mut rows: Vec<RowResult> =
@@ -545,12 +550,6 @@ fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
 }
 
-fn json_str(s: &str) -> String {
-    let mut o = String::new();
-    mmlab_engine::trace::json_str(&mut o, s);
-    o
-}
-
 fn json_num(x: f64) -> String {
     if x.is_finite() { format!("{x}") } else { "null".to_string() }
 }
@@ -617,7 +616,7 @@ fn variant_json(v: &VariantInfo) -> String {
         concat!(
             "{{\"label\":{},\"set\":[{}],\"cost_profile\":{},\"barrier_backend\":{},",
             "\"machine\":{{\"mem_bytes\":{},\"cpus\":{},\"lazy_mmu_barrier_batching\":{},\"tlbi_range\":{},\"tlb_entries\":{},\"lock_stat\":{}}},",
-            "\"pcp\":{{\"rules\":{},\"percpu_pagelist_high_fraction\":{},\"high_override\":{},\"min_free_kbytes\":{}}},",
+            "\"pcp\":{{\"rules\":{},\"percpu_pagelist_high_fraction\":{},\"high_override\":{},\"min_free_kbytes\":{},\"high_min\":{},\"high_max\":{}}},",
             "\"vmalloc\":{{\"vmap_allow_huge\":{},\"contpte\":{},\"pmd\":{},\"huge_by_default\":{},\"align_size_to_huge\":{}}}}}"
         ),
         json_str(&v.label),
@@ -634,6 +633,8 @@ fn variant_json(v: &VariantInfo) -> String {
         a.percpu_pagelist_high_fraction,
         a.pcp_high_override.map_or("null".to_string(), |h| h.to_string()),
         a.min_free_kbytes.map_or("null".to_string(), |k| k.to_string()),
+        v.pcp_high.0,
+        v.pcp_high.1,
         vc.vmap_allow_huge,
         vc.contpte,
         vc.pmd,

@@ -539,7 +539,7 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<Reproduction, String> {
             compare::run(spec(&common, variants, vec![sweep_row.clone()], short, seed), progress("pcp-drain sweep"))?;
         failed |= o.any_failed();
         let (ch, mark) = change(&o, 0);
-        let high = high_of(&o)?;
+        let (high_min, high_max) = o.variants[0].pcp_high;
         lines.push(vec![
             name.to_string(),
             cell(ch, mark),
@@ -548,7 +548,7 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<Reproduction, String> {
                 fmt_num(o.rows[0].counter_per_call(0, &drain)),
                 fmt_num(o.rows[0].counter_per_call(1, &drain))
             ),
-            high,
+            format!("high_min {high_min} high_max {high_max}"),
         ]);
     }
     s.push_str(&aligned(&head, &lines));
@@ -620,16 +620,7 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<Reproduction, String> {
     Ok(Reproduction { text: s, plots, failed, figures })
 }
 
-/// The base variant's pageset bounds (`high_min`, `high_max` of CPU 0 at
-/// boot), as text.
-fn high_of(o: &Outcome) -> Result<String, String> {
-    let c = &o.variants[0].configs;
-    let m = Machine::boot(c.machine.clone()).map_err(|e| e.to_string())?;
-    let pa = PageAllocator::boot(&m, c.allocator.clone()).map_err(|e| e.to_string())?;
-    Ok(pa.pageset(0).map_or("n/a".into(), |p| format!("high_min {} high_max {}", p.high_min, p.high_max)))
-}
-
-/// Pages on the pcp lists every 100 iterations of long_busy_list, for
+/// Pages on the pcp lists every 20 iterations of long_busy_list, for
 /// mainline and huge-by-default.
 fn pcp_series(row: &Row, len: Length, seed: u64) -> Result<Vec<crate::plot::Series>, String> {
     let mut out = Vec::new();
@@ -653,7 +644,7 @@ fn pcp_series(row: &Row, len: Length, seed: u64) -> Result<Vec<crate::plot::Seri
         let r = test_vmalloc::run(&m, &pa, &vm, &p, seed)?;
         out.push(crate::plot::Series {
             label: label.to_string(),
-            points: r.pcp_series.iter().map(|&(i, n)| (i as f64, n as f64)).collect(),
+            points: r.workers[0].pcp_series.iter().map(|&(i, n)| (i as f64, n as f64)).collect(),
         });
     }
     Ok(out)

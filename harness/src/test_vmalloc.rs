@@ -117,7 +117,8 @@ pub struct Params {
     /// (1 s) that passes.
     pub msleep_before_free: u32,
     /// mmlab extension: sample the pages on the pcp lists every this many
-    /// long_busy_list iterations (0: never), into [`Report::pcp_series`].
+    /// long_busy_list iterations (0: never), into
+    /// [`WorkerReport::pcp_series`].
     pub pcp_sample_interval: u32,
 }
 
@@ -364,7 +365,7 @@ pub struct Counters {
     pub pcp_refill_pages: u64,
     pub pcp_drain: u64,
     pub pcp_drain_pages: u64,
-    /// Pages freed onto pcp lists.
+    /// Pages freed onto pcp lists (`pgfree - free_one_page_pages`).
     pub pcp_free_pages: u64,
     /// Pages allocated straight from the buddy lists (bypassing the pcp).
     pub rmqueue_buddy_pages: u64,
@@ -434,9 +435,6 @@ pub struct Report {
     pub counters: Counters,
     /// Measured host time of the whole run (workers only), µs.
     pub wall_usec: u64,
-    /// `(iteration, pages on all pcp lists)` every `pcp_sample_interval`
-    /// long_busy_list iterations of worker 0 (empty unless asked for).
-    pub pcp_series: Vec<(u64, i64)>,
 }
 
 impl Report {
@@ -489,7 +487,7 @@ impl Snapshot {
             pcp_refill_pages: ev.get(VmEvent::PcpRefillPages),
             pcp_drain: ev.get(VmEvent::PcpDrain),
             pcp_drain_pages: ev.get(VmEvent::PcpDrainPages),
-            pcp_free_pages: ev.get(VmEvent::PcpFreePages),
+            pcp_free_pages: ev.get(VmEvent::Pgfree) - ev.get(VmEvent::FreeOnePagePages),
             rmqueue_buddy_pages: ev.get(VmEvent::RmqueueBuddyPages),
             pcp_decay_drain: ev.get(VmEvent::PcpDecayDrain),
             zone_lock_acquire: ev.get(VmEvent::ZoneLockAcquire),
@@ -581,7 +579,6 @@ pub fn run<'m>(
     pa.drain_all_pages(&cpu);
     let cfg = m.config();
     let vcfg = vm.config();
-    let pcp_series = workers.first().map(|w: &WorkerReport| w.pcp_series.clone()).unwrap_or_default();
     Ok(Report {
         params: params.clone(),
         seed,
@@ -599,7 +596,6 @@ pub fn run<'m>(
         workers,
         counters,
         wall_usec,
-        pcp_series,
     })
 }
 
@@ -1036,7 +1032,7 @@ fn counter_fields(c: &Counters) -> [(&'static str, u64); 24] {
 }
 
 /// A JSON string literal.
-fn json_str(s: &str) -> String {
+pub(crate) fn json_str(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 2);
     mmlab_engine::trace::json_str(&mut o, s);
     o

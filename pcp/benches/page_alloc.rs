@@ -84,8 +84,11 @@ fn measured<'a>(c: &'a mut Criterion, name: &str) -> criterion::BenchmarkGroup<'
     g
 }
 
-fn bench_pcp(c: &mut Criterion) {
-    let mut g = measured(c, "pcp/order0_alloc_free_pair");
+/// An alloc/free pair of `ORDER` through the front door (the pcp for
+/// cacheable orders), at each live-set size. `ORDER` is a constant, as at
+/// the kernel's call sites.
+fn bench_front_door_pair<const ORDER: u32>(c: &mut Criterion, name: &str) {
+    let mut g = measured(c, name);
     for l in LIVE {
         let m = boot(MEM);
         let pa = PageAllocator::boot(&m, AllocatorConfig::default()).expect("allocator");
@@ -93,13 +96,17 @@ fn bench_pcp(c: &mut Criterion) {
         let live = live_set(&pa, &cpu, l);
         g.bench_with_input(BenchmarkId::from_parameter(l), &l, |b, _| {
             b.iter(|| {
-                let p = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 0).expect("alloc");
-                pa.free_pages(&cpu, black_box(p), 0).expect("free");
+                let p = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, ORDER).expect("alloc");
+                pa.free_pages(&cpu, black_box(p), ORDER).expect("free");
             })
         });
         release(&pa, &cpu, live);
     }
     g.finish();
+}
+
+fn bench_pcp(c: &mut Criterion) {
+    bench_front_door_pair::<0>(c, "pcp/order0_alloc_free_pair");
 }
 
 fn bench_buddy(c: &mut Criterion) {
@@ -136,21 +143,7 @@ fn bench_buddy(c: &mut Criterion) {
 }
 
 fn bench_order4(c: &mut Criterion) {
-    let mut g = measured(c, "order4_alloc_free_pair");
-    for l in LIVE {
-        let m = boot(MEM);
-        let pa = PageAllocator::boot(&m, AllocatorConfig::default()).expect("allocator");
-        let cpu = m.cpu(0).expect("cpu 0");
-        let live = live_set(&pa, &cpu, l);
-        g.bench_with_input(BenchmarkId::from_parameter(l), &l, |b, _| {
-            b.iter(|| {
-                let p = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 4).expect("alloc");
-                pa.free_pages(&cpu, black_box(p), 4).expect("free");
-            })
-        });
-        release(&pa, &cpu, live);
-    }
-    g.finish();
+    bench_front_door_pair::<4>(c, "order4_alloc_free_pair");
 }
 
 fn bench_bsa(c: &mut Criterion) {

@@ -279,7 +279,6 @@ impl<'m> PageAllocator<'m> {
         let mem = self.m.memmap();
         pcp.alloc_factor >>= 1;
         cpu.count(VmEvent::Pgfree, 1 << order);
-        cpu.count(VmEvent::PcpFreePages, 1 << order);
         let pindex = order_to_pindex(mt, order);
         page.set_ext(PageExt::Pcp(order as u8));
         pcp.lists.add_page(mem, pindex, pfn, page);

@@ -68,6 +68,14 @@ fn is_free_block(m: &Machine, pfn: Pfn, order: u32) -> bool {
 const SMALL: [(u64, u32); 8] =
     [(0x43ffa, 0), (0x43ff8, 1), (0x43ff0, 3), (0x43fe0, 4), (0x43fc0, 5), (0x43f80, 6), (0x43f00, 7), (0x43c00, 9)];
 
+/// Take the [`SMALL`] blocks, checking each comes out where derived, so
+/// that only order-10 blocks are left free.
+fn take_small(z: &mut LockedZone<'_, '_>) {
+    for (pfn, order) in SMALL {
+        assert_eq!(take(z, order), Pfn(pfn));
+    }
+}
+
 #[test]
 fn boot_layout_is_as_derived() {
     let m = boot();
@@ -119,9 +127,7 @@ fn order0_from_order10_splits_into_one_half_per_order_and_merges_back() {
     let mut z = pa.zone().lock(&cpu);
     // Empty every order below 10: taking at orders 0, 1, 3..7 and 9 hits
     // exact matches (no split), in this order.
-    for (pfn, order) in SMALL {
-        assert_eq!(take(&mut z, order), Pfn(pfn));
-    }
+    take_small(&mut z);
     drop(z);
     let only_big = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15];
     assert_eq!(pa.zone().nr_free_per_order(), only_big);
@@ -180,9 +186,7 @@ fn order3_split_keeps_lowest_piece() {
     let pa = pa(&m);
     let cpu = m.cpu(0).unwrap();
     let mut z = pa.zone().lock(&cpu);
-    for (pfn, order) in SMALL {
-        assert_eq!(take(&mut z, order), Pfn(pfn));
-    }
+    take_small(&mut z);
     // Order 3 from order 10 inserts 10 - 3 = 7 halves: 0x40000 + 2^k at
     // order k for k = 9..3.
     let p = take(&mut z, 3);
@@ -205,9 +209,7 @@ fn buddies_merge_only_when_both_are_free() {
     let pa = pa(&m);
     let cpu = m.cpu(0).unwrap();
     let mut z = pa.zone().lock(&cpu);
-    for (pfn, order) in SMALL {
-        assert_eq!(take(&mut z, order), Pfn(pfn));
-    }
+    take_small(&mut z);
     // 0x40000 splits the order-10 block; 0x40001 is then the head of the
     // order-0 list: the two buddies of one order-1 pair.
     let a = take(&mut z, 0);
@@ -243,9 +245,7 @@ fn buddy_parked_on_a_pcp_list_blocks_the_merge() {
     let pa = pa(&m);
     let cpus = m.all_cpus().unwrap();
     let mut z = pa.zone().lock(&cpus[0]);
-    for (pfn, order) in SMALL {
-        assert_eq!(take(&mut z, order), Pfn(pfn));
-    }
+    take_small(&mut z);
     drop(z);
     // pcp sizing on 64M: batch = rounddown_pow2(3 + 1) - 1 = 3 (b = 16,123 >> 12
     // = 3). The first order-0 movable allocation on CPU 0 refills 3 blocks:
@@ -290,9 +290,7 @@ fn merge_likely_block_goes_to_the_tail() {
     let pa = pa(&m);
     let cpu = m.cpu(0).unwrap();
     let mut z = pa.zone().lock(&cpu);
-    for (pfn, order) in SMALL {
-        assert_eq!(take(&mut z, order), Pfn(pfn));
-    }
+    take_small(&mut z);
     // Four order-0 pages 0x40000..0x40003 (the split leaves 0x40004 at o2, ...).
     let a = take(&mut z, 0); // 0x40000, leaves 0x40001 at o0, 0x40002 at o1
     let b = take(&mut z, 0); // 0x40001
@@ -338,7 +336,6 @@ fn merge_likely_block_goes_to_the_tail() {
 }
 
 #[test]
-
 fn drained_upper_half_becomes_a_plain_tail() {
     // Same set-up as buddy_parked_on_a_pcp_list_blocks_the_merge: CPU 0's
     // pcp holds 0x40001 and 0x40002, and 0x40000 is freed to the buddy
@@ -347,9 +344,7 @@ fn drained_upper_half_becomes_a_plain_tail() {
     let pa = pa(&m);
     let cpus = m.all_cpus().unwrap();
     let mut z = pa.zone().lock(&cpus[0]);
-    for (pfn, order) in SMALL {
-        assert_eq!(take(&mut z, order), Pfn(pfn));
-    }
+    take_small(&mut z);
     drop(z);
     let p = pa.alloc_pages(&cpus[0], Gfp::GFP_HIGHUSER_MOVABLE, 0).unwrap();
     pa.free_pages(&cpus[1], p, 0).unwrap();
