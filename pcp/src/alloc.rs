@@ -89,6 +89,11 @@ impl<'m> PageAllocator<'m> {
             }
             return Err(AllocError::OrderTooLarge { order });
         }
+        // prepare_alloc_pages(): fail_page_alloc fails the request before
+        // any list is looked at.
+        if self.fail_page_alloc.should_fail_alloc_page(gfp, order) {
+            return Err(AllocError::NoMemory { order, gfp });
+        }
         let mt = gfp_mt(gfp);
         // prepare_alloc_pages + alloc_flags_nofragment: low watermark, and
         // ALLOC_KSWAPD mirrors __GFP_KSWAPD_RECLAIM.
@@ -241,6 +246,10 @@ impl<'m> PageAllocator<'m> {
             nr_populated += 1;
         }
         if nr_populated == nr {
+            return nr_populated;
+        }
+        // prepare_alloc_pages() of the bulk path.
+        if self.fail_page_alloc.should_fail_alloc_page(gfp, 0) {
             return nr_populated;
         }
         let missing = array[nr_populated..].iter().filter(|s| s.is_none()).count() as u64;

@@ -36,11 +36,13 @@
 
 mod alloc;
 mod check;
+mod fault;
 mod pcplist;
 mod rules;
 mod sizing;
 
 pub use alloc::{AllocError, FreeError};
+pub use fault::{FaultAttr, FaultAttrError};
 pub use pcplist::{
     NR_PCP_LISTS, PCPF_FREE_HIGH_BATCH, PCPF_PREV_FREE_HIGH_ORDER, PagesetInfo, PerCpuPages, order_to_pindex,
     pindex_to_order,
@@ -109,6 +111,8 @@ pub struct PageAllocator<'m> {
     llc_bytes_per_cpu: u64,
     pcp_high_override: Option<i32>,
     debug_checks: AtomicBool,
+    /// `fail_page_alloc`.
+    fail_page_alloc: fault::FailPageAlloc,
 }
 
 impl<'m> PageAllocator<'m> {
@@ -139,6 +143,7 @@ impl<'m> PageAllocator<'m> {
             llc_bytes_per_cpu: cfg.llc_bytes_per_cpu,
             pcp_high_override: cfg.pcp_high_override,
             debug_checks: AtomicBool::new(false),
+            fail_page_alloc: fault::FailPageAlloc::default(),
         };
         {
             // Boot work runs on the boot CPU.
@@ -231,6 +236,19 @@ impl<'m> PageAllocator<'m> {
     /// Pages on every CPU's pcp lists.
     pub fn pcp_pages(&self) -> i64 {
         self.pcp.iter().map(|p| p.lock().count as i64).sum()
+    }
+
+    /// Arm `fail_page_alloc` with `attr`, or disarm it with None (as writing
+    /// its debugfs attributes does).
+    ///
+    /// # Errors
+    /// An attribute out of its range; the previous setting stays.
+    pub fn set_fail_page_alloc(&self, attr: Option<FaultAttr>) -> Result<(), FaultAttrError> {
+        self.fail_page_alloc.set(attr)
+    }
+    /// Allocations `fail_page_alloc` failed since it was last armed.
+    pub fn fail_page_alloc_injected(&self) -> u64 {
+        self.fail_page_alloc.injected()
     }
 
     /// Turn the after-every-operation invariant check on or off.
