@@ -24,6 +24,8 @@ pub enum ContigError {
     Busy { pfn: Pfn },
     /// No free range of that size was found (`alloc_contig_pages`).
     NoRange { nr_pages: u64 },
+    /// The CPU handle belongs to another machine.
+    ForeignCpu { cpu: usize },
 }
 
 impl std::fmt::Display for ContigError {
@@ -34,6 +36,7 @@ impl std::fmt::Display for ContigError {
             }
             ContigError::Busy { pfn } => write!(f, "pfn {pfn} in the range is in use"),
             ContigError::NoRange { nr_pages } => write!(f, "no free contiguous range of {nr_pages} pages"),
+            ContigError::ForeignCpu { cpu } => write!(f, "cpu {cpu} is a handle of another machine"),
         }
     }
 }

@@ -298,6 +298,14 @@ impl Machine {
         crate::rcu::rcu_cpu_online(&cpu);
         Ok(cpu)
     }
+    /// Whether `cpu` is a handle of this machine (and not of another one
+    /// in the same process). Allocators check it at their entry points, so
+    /// a foreign handle is refused before it can index per-cpu data or
+    /// write into the other machine's tables.
+    #[inline]
+    pub fn owns(&self, cpu: &Cpu<'_>) -> bool {
+        std::ptr::eq(cpu.machine(), self)
+    }
     /// Handles of every CPU, in id order.
     pub fn all_cpus(&self) -> Result<Vec<Cpu<'_>>, CpuError> {
         (0..self.nr_cpus()).map(|i| self.cpu(i)).collect()

@@ -246,9 +246,15 @@ impl StructPage {
         self.refcount.fetch_add(1, Relaxed) + 1
     }
     /// `put_page_testzero()`: drop a reference, true if it was the last.
+    ///
+    /// The kernel's version is a plain `atomic_dec_and_test` behind a
+    /// `VM_BUG_ON_PAGE(page_ref_count(page) == 0)`; here the check and the
+    /// decrement are one compare-and-swap, so of two CPUs that race to free
+    /// a page holding its last reference exactly one wins, and the other
+    /// gets `None` with the count left at 0 (never -1).
     #[inline]
-    pub fn put_testzero(&self) -> bool {
-        self.refcount.fetch_sub(1, Relaxed) == 1
+    pub fn put_testzero(&self) -> Option<bool> {
+        self.refcount.fetch_update(Relaxed, Relaxed, |r| (r > 0).then(|| r - 1)).ok().map(|old| old == 1)
     }
     /// The instrumented allocator state.
     #[inline]

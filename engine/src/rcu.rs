@@ -79,8 +79,12 @@
 //! separately, the measured host time it actually waited.
 
 use crate::cpu::Cpu;
-use crate::sync::Mutex;
+// The grace-period machinery sleeps on a Condvar and drops its lock around
+// callbacks (`MutexGuard::unlocked`): it uses parking_lot directly rather
+// than the `sync` facade, whose loom build models the allocators' locks and
+// atomics, not RCU's sleeping waits.
 use parking_lot::Condvar;
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
@@ -402,7 +406,7 @@ impl RcuState {
     }
 
     /// `rcu_do_batch()`: run `batch` with the lock dropped, then account it.
-    fn invoke(&self, guard: &mut crate::sync::MutexGuard<'_, RcuInner>, batch: Vec<Callback>) {
+    fn invoke(&self, guard: &mut MutexGuard<'_, RcuInner>, batch: Vec<Callback>) {
         let n = batch.len() as u64;
         /// Clears `invoking` even if a callback panics.
         struct Done<'a>(&'a RcuState, u64);
@@ -415,7 +419,7 @@ impl RcuState {
                 self.0.wq.notify_all();
             }
         }
-        crate::sync::MutexGuard::unlocked(guard, || {
+        MutexGuard::unlocked(guard, || {
             let _done = Done(self, n);
             for cb in batch {
                 cb();
@@ -460,7 +464,7 @@ impl RcuState {
     }
 
     /// Wait on the queue, printing a stall warning now and then.
-    fn wait(&self, guard: &mut crate::sync::MutexGuard<'_, RcuInner>, what: &str) {
+    fn wait(&self, guard: &mut MutexGuard<'_, RcuInner>, what: &str) {
         if self.wq.wait_for(guard, RCU_CPU_STALL_TIMEOUT).timed_out() {
             let blocking: Vec<usize> = (0..guard.qsmask.len()).filter(|&i| guard.qsmask[i]).collect();
             let _ = writeln!(

@@ -1,4 +1,11 @@
-//! Locks, behind one facade so that a model checker (loom) can replace them.
+//! Locks and atomics, behind one facade so that a model checker (loom) can
+//! replace them.
+//!
+//! Built with `RUSTFLAGS="--cfg loom"`, [`Mutex`] and the [`atomic`] types
+//! are loom's, so code written against this module (vmalloc's lazy-area
+//! accounting, for one) can be model-checked as it is. Such a build only
+//! runs loom models: loom's primitives work inside `loom::model` alone, so a
+//! whole machine is never booted under it.
 //!
 //! mmlab's sleeping locks are parking_lot's. [`SpinLock`] is the kernel's
 //! `spinlock_t` for the per-cpu pagesets: a test-and-set lock whose release
@@ -8,7 +15,49 @@
 //! CPU and, when the machine's `lock_stat` switch is on (after the kernel's
 //! CONFIG_LOCK_STAT), the time the lock was held, in measured host time.
 
+#[cfg(not(loom))]
 pub use parking_lot::{Mutex, MutexGuard};
+
+#[cfg(loom)]
+pub use loom_lock::{Mutex, MutexGuard};
+
+/// Atomics (`std::sync::atomic`, or loom's under `--cfg loom`).
+pub mod atomic {
+    #[cfg(loom)]
+    pub use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+    #[cfg(not(loom))]
+    pub use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+}
+
+/// loom's Mutex with parking_lot's interface (no poisoning).
+#[cfg(loom)]
+mod loom_lock {
+    /// A mutex checked by loom.
+    #[derive(Debug)]
+    pub struct Mutex<T>(loom::sync::Mutex<T>);
+    /// Its guard.
+    pub type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+
+    impl<T> Mutex<T> {
+        /// A new unlocked mutex.
+        pub fn new(v: T) -> Self {
+            Mutex(loom::sync::Mutex::new(v))
+        }
+        /// Lock, blocking.
+        pub fn lock(&self) -> MutexGuard<'_, T> {
+            self.0.lock().unwrap_or_else(|e| e.into_inner())
+        }
+        /// Lock if free.
+        pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+            self.0.try_lock().ok()
+        }
+    }
+    impl<T: Default> Default for Mutex<T> {
+        fn default() -> Self {
+            Mutex::new(T::default())
+        }
+    }
+}
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};

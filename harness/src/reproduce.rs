@@ -374,7 +374,7 @@ pub fn contpte(len: Length, seed: u64) -> Result<Reproduction, String> {
                 .map_err(|e| e.to_string())?;
             let r = touch_twice(&m, &cpu, va, size)?;
             vm.vfree(&cpu, va).map_err(|e| e.to_string())?;
-            vm.purge_vmap_area_lazy(&cpu);
+            vm.purge_vmap_area_lazy(&cpu).expect("a CPU of this machine");
             figures.push((format!("{}K.{key}.entries", size >> 10), r.entries as f64));
             figures.push((format!("{}K.{key}.misses", size >> 10), (r.misses_first + r.misses_second) as f64));
             l.push(r.entries.to_string());

@@ -575,7 +575,7 @@ pub fn run<'m>(
     let cpu = m.cpu(0).map_err(|e| e.to_string())?;
     vm.kvfree_rcu_barrier(&cpu).map_err(|e| format!("teardown: {e}"))?;
     pcpu.shrink(vm, &cpu).map_err(|e| format!("teardown: {e}"))?;
-    vm.purge_vmap_area_lazy(&cpu);
+    vm.purge_vmap_area_lazy(&cpu).expect("a CPU of this machine");
     pa.drain_all_pages(&cpu);
     let cfg = m.config();
     let vcfg = vm.config();

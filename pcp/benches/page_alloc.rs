@@ -132,7 +132,7 @@ fn bench_buddy(c: &mut Criterion) {
                 let p = black_box(p);
                 // __free_pages() → free_one_page() under a second hold.
                 let page = m.page(p);
-                assert!(page.put_testzero());
+                assert_eq!(page.put_testzero(), Some(true));
                 page.set_ext(PageExt::Tail);
                 zone.free_one_page(&cpu, p, 0, Fpi::NONE);
             })
@@ -277,7 +277,7 @@ fn driver(kind: &str) {
                     page.set_ext(PageExt::Alloc(0, mt));
                     let p = black_box(p);
                     let page = m.page(p);
-                    assert!(page.put_testzero());
+                    assert_eq!(page.put_testzero(), Some(true));
                     page.set_ext(PageExt::Tail);
                     zone.free_one_page(&cpu, p, 0, Fpi::NONE);
                 });

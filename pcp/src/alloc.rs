@@ -16,6 +16,8 @@ pub enum AllocError {
     OrderTooLarge { order: u32 },
     /// No zone passed its watermark or no block was found, after the slow path.
     NoMemory { order: u32, gfp: Gfp },
+    /// The CPU handle belongs to another machine.
+    ForeignCpu { cpu: usize },
 }
 
 impl std::fmt::Display for AllocError {
@@ -27,6 +29,7 @@ impl std::fmt::Display for AllocError {
             AllocError::NoMemory { order, gfp } => {
                 write!(f, "page allocation failure: order:{order}, mode:{:#x}({gfp})", gfp.0)
             }
+            AllocError::ForeignCpu { cpu } => write!(f, "cpu {cpu} is a handle of another machine"),
         }
     }
 }
@@ -50,6 +53,8 @@ pub enum FreeError {
     WrongOrder { pfn: Pfn, allocated: u32, freed: u32 },
     /// The frame is reserved (memblock) and was never the allocator's.
     Reserved { pfn: Pfn },
+    /// The CPU handle belongs to another machine.
+    ForeignCpu { cpu: usize },
 }
 
 impl std::fmt::Display for FreeError {
@@ -63,6 +68,7 @@ impl std::fmt::Display for FreeError {
                 write!(f, "pfn {pfn} allocated at order {allocated}, freed at order {freed}")
             }
             FreeError::Reserved { pfn } => write!(f, "pfn {pfn} is reserved"),
+            FreeError::ForeignCpu { cpu } => write!(f, "cpu {cpu} is a handle of another machine"),
         }
     }
 }
@@ -83,6 +89,9 @@ impl<'m> PageAllocator<'m> {
 
     /// `__alloc_pages()` with the reason for a NULL.
     pub fn try_alloc_pages(&self, cpu: &Cpu<'m>, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
+        if self.foreign(cpu) {
+            return Err(AllocError::ForeignCpu { cpu: cpu.id() });
+        }
         if order > MAX_PAGE_ORDER {
             if !gfp.contains(Gfp::__GFP_NOWARN) {
                 tracing::warn!(target: "mmlab::page_alloc", order, "WARNING: order above MAX_PAGE_ORDER");
@@ -240,6 +249,9 @@ impl<'m> PageAllocator<'m> {
     /// `alloc_pages_bulk()`: fill the `None` slots of `array` with order-0
     /// pages; returns the number of populated slots (pre-filled included).
     pub fn alloc_pages_bulk(&self, cpu: &Cpu<'m>, gfp: Gfp, array: &mut [Option<Pfn>]) -> usize {
+        if self.foreign(cpu) {
+            return 0;
+        }
         let nr = array.len();
         let mut nr_populated = 0;
         while nr_populated < nr && array[nr_populated].is_some() {
@@ -298,6 +310,9 @@ impl<'m> PageAllocator<'m> {
     /// `__free_pages(page, order)`: drop the reference; on the last one,
     /// free the block. A bad free is refused with nothing changed.
     pub fn free_pages(&self, cpu: &Cpu<'m>, pfn: Pfn, order: u32) -> Result<(), FreeError> {
+        if self.foreign(cpu) {
+            return Err(FreeError::ForeignCpu { cpu: cpu.id() });
+        }
         if order > MAX_PAGE_ORDER {
             return Err(FreeError::OrderTooLarge { order });
         }
@@ -314,7 +329,13 @@ impl<'m> PageAllocator<'m> {
             PageExt::Reserved => return Err(FreeError::Reserved { pfn }),
             PageExt::Tail => return Err(FreeError::NotAllocated { pfn }),
         };
-        if !p.put_testzero() {
+        // The state check above and this decrement race with a concurrent
+        // free of the same page; the decrement is the arbiter: it refuses to
+        // drop a reference that is not there, so exactly one free wins.
+        let Some(last) = p.put_testzero() else {
+            return Err(FreeError::DoubleFree { pfn });
+        };
+        if !last {
             // Still referenced: like __free_pages() for a non-compound block,
             // free the upper halves and leave the first page to its holder.
             let mut o = order;
@@ -390,6 +411,9 @@ impl<'m> PageAllocator<'m> {
     /// `alloc_contig_pages()`: drain the pcps, then find and take `nr` free
     /// contiguous frames; each becomes an allocated order-0 page.
     pub fn alloc_contig_pages(&self, cpu: &Cpu<'m>, nr: u64, gfp: Gfp) -> Result<Pfn, ContigError> {
+        if self.foreign(cpu) {
+            return Err(ContigError::ForeignCpu { cpu: cpu.id() });
+        }
         self.drain_all_pages(cpu);
         let r = self.zone.alloc_contig_pages(cpu, nr, gfp_mt(gfp));
         self.after_op();
@@ -398,6 +422,9 @@ impl<'m> PageAllocator<'m> {
 
     /// `alloc_contig_range()`: exactly `[start, start + nr)`.
     pub fn alloc_contig_range(&self, cpu: &Cpu<'m>, start: Pfn, nr: u64, gfp: Gfp) -> Result<(), ContigError> {
+        if self.foreign(cpu) {
+            return Err(ContigError::ForeignCpu { cpu: cpu.id() });
+        }
         self.drain_all_pages(cpu);
         let r = self.zone.alloc_contig_range(cpu, start, nr, gfp_mt(gfp));
         self.after_op();
@@ -407,6 +434,9 @@ impl<'m> PageAllocator<'m> {
     /// `free_contig_range()`: free `nr` order-0 pages from `start`. Checks
     /// every page first, so a bad range changes nothing.
     pub fn free_contig_range(&self, cpu: &Cpu<'m>, start: Pfn, nr: u64) -> Result<(), FreeError> {
+        if self.foreign(cpu) {
+            return Err(FreeError::ForeignCpu { cpu: cpu.id() });
+        }
         for i in 0..nr {
             let pfn = start.add(i);
             if !self.m.memmap().pfn_valid(pfn) {

@@ -251,6 +251,22 @@ impl<'m> PageAllocator<'m> {
         self.fail_page_alloc.injected()
     }
 
+    /// Whether `cpu` is a handle of another machine. Every entry point that
+    /// takes a CPU refuses such a handle before touching per-cpu data:
+    /// Result-returning ones with a `ForeignCpu` error, `alloc_pages` with
+    /// None, `alloc_pages_bulk` with nothing populated, and the drains and
+    /// `decay_pcp_high` by doing nothing (with an error event in the log).
+    #[inline(always)]
+    pub(crate) fn foreign(&self, cpu: &Cpu<'m>) -> bool {
+        !self.m.owns(cpu) && Self::refuse_foreign(cpu)
+    }
+    #[cold]
+    #[inline(never)]
+    fn refuse_foreign(cpu: &Cpu<'m>) -> bool {
+        tracing::error!(target: "mmlab::page_alloc", cpu = cpu.id(), "a CPU handle of another machine was refused");
+        true
+    }
+
     /// Turn the after-every-operation invariant check on or off.
     pub fn set_debug_checks(&self, on: bool) {
         self.debug_checks.store(on, Relaxed);

@@ -409,6 +409,9 @@ impl<'m> PageAllocator<'m> {
 
     /// `drain_local_pages()`: empty this CPU's pcp lists.
     pub fn drain_local_pages(&self, cpu: &Cpu<'m>) {
+        if self.foreign(cpu) {
+            return;
+        }
         self.drain_pages_zone(cpu, cpu.id());
         self.after_op();
     }
@@ -417,6 +420,9 @@ impl<'m> PageAllocator<'m> {
     /// the work on each CPU; mmlab runs it on the calling CPU, taking each
     /// pcp's lock (simplified).
     pub fn drain_all_pages(&self, cpu: &Cpu<'m>) {
+        if self.foreign(cpu) {
+            return;
+        }
         cpu.count(VmEvent::DrainAllPages, 1);
         for target in 0..self.pcp.len() {
             if self.pcp[target].lock().count > 0 {
@@ -431,6 +437,9 @@ impl<'m> PageAllocator<'m> {
     /// `high_min`) and drain what is above it, in chunks of `batch`.
     /// Returns true if there is more to do on the next tick.
     pub fn decay_pcp_high(&self, cpu: &Cpu<'m>) -> bool {
+        if self.foreign(cpu) {
+            return false;
+        }
         let mut todo = false;
         let mut pcp = self.pcp[cpu.id()].lock();
         let (high_min, batch) = (pcp.high_min, pcp.batch);

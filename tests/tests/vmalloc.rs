@@ -36,7 +36,7 @@ fn lowest_address_first_with_a_guard_page_and_memory_that_works() {
     for x in [a, c, z] {
         vm.vfree(&cpu, x).unwrap();
     }
-    assert!(vm.purge_vmap_area_lazy(&cpu));
+    assert!(vm.purge_vmap_area_lazy(&cpu).unwrap());
     assert_eq!(vm.lazy_nr(), 0);
     vm.check().unwrap();
     pa.check_invariants().unwrap();
@@ -110,7 +110,7 @@ fn contpte_and_pmd_huge_mappings() {
     for x in [s, h] {
         vm.vfree(&cpu, x).unwrap();
     }
-    vm.purge_vmap_area_lazy(&cpu);
+    vm.purge_vmap_area_lazy(&cpu).expect("a CPU of this machine");
     vm.check().unwrap();
     pa.check_invariants().unwrap();
 }
@@ -170,7 +170,7 @@ fn bad_input_changes_nothing() {
     let free_pages = (pa.zone().nr_free_pages() + pa.pcp_pages()) as u64;
     let r = vm.vmalloc(&cpu, (free_pages - 64) * PAGE_SIZE);
     assert!(matches!(r, Err(VmallocError::NoMemory { .. })), "{r:?}");
-    vm.purge_vmap_area_lazy(&cpu);
+    vm.purge_vmap_area_lazy(&cpu).expect("a CPU of this machine");
     pa.drain_all_pages(&cpu);
     vm.check().unwrap();
     pa.check_invariants().unwrap();
@@ -302,7 +302,7 @@ fn two_cpus_filling_the_same_table_slots_lose_nothing() {
     for &a in addrs.iter().flatten() {
         vm.vfree(&cpu, a).unwrap();
     }
-    vm.purge_vmap_area_lazy(&cpu);
+    vm.purge_vmap_area_lazy(&cpu).expect("a CPU of this machine");
     pa.drain_all_pages(&cpu);
     vm.check().unwrap();
     pa.check_invariants().unwrap();
@@ -350,7 +350,7 @@ fn kvfree_rcu_frees_only_after_a_grace_period() {
     assert_eq!(vm.kvfree_pending(), 0);
     assert!(m.rcu_counts().grace_periods > gp);
     assert_eq!(m.rcu_counts().synchronize_rcu, sync_before);
-    vm.purge_vmap_area_lazy(&cpu);
+    vm.purge_vmap_area_lazy(&cpu).expect("a CPU of this machine");
     vm.check().unwrap();
 }
 
@@ -367,7 +367,7 @@ fn purged_small_ranges_go_to_their_node_pool() {
     let spacer = vm.vmalloc(&c0, PAGE_SIZE).unwrap();
     vm.vfree(&c0, a).unwrap();
     let before = vm.free_bytes();
-    assert!(vm.purge_vmap_area_lazy(&c0));
+    assert!(vm.purge_vmap_area_lazy(&c0).unwrap());
     assert_eq!(vm.free_bytes(), before, "the range went to node 0's pool, not the free tree");
     vm.check().unwrap();
     let b = vm.vmalloc(&c1, PAGE_SIZE).unwrap();

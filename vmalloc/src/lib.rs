@@ -34,9 +34,12 @@
 //! made for arrays over a page, as the kernel does, so its cost is paid).
 #![forbid(unsafe_code)]
 
+mod lazy;
 pub mod percpu;
 pub mod vmap_area;
 
+use bitvec::BitArr;
+use lazy::{LazyArea, LazyAreas};
 use mmlab_engine::gfp::Gfp;
 use mmlab_engine::layout::{VMALLOC_END, VMALLOC_START};
 use mmlab_engine::pgtable::desc::{CONT_PTE_SIZE, CONT_PTES, PAGE_KERNEL, PMD_SIZE};
@@ -51,7 +54,6 @@ use mmlab_engine::{Cpu, Machine, PAGE_SHIFT, PAGE_SIZE, Pfn};
 use mmlab_pcp::PageAllocator;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use vmap_area::FreeVmapTree;
 
 /// `VM_ALLOC`: a vmalloc area.
@@ -126,6 +128,12 @@ pub enum VmallocError {
     WrongKind { addr: u64 },
     /// The page tables refused the mapping (other than for lack of memory).
     Map(PgtableError),
+    /// The CPU handle belongs to another machine.
+    ForeignCpu { cpu: usize },
+    /// `vm_unmap_ram` with a page count other than the mapping's: the
+    /// mapping reserved `reserved` pages (a power of two in a vmap block,
+    /// the exact count for a mapping of its own), the call gave `given`.
+    WrongCount { addr: u64, reserved: u64, given: usize },
 }
 
 impl fmt::Display for VmallocError {
@@ -145,6 +153,10 @@ impl fmt::Display for VmallocError {
             VmallocError::DoubleFree { addr } => write!(f, "Trying to vfree() already freed area ({addr:#x})"),
             VmallocError::WrongKind { addr } => write!(f, "area at {addr:#x} is of another kind (vmalloc vs vmap)"),
             VmallocError::Map(e) => write!(f, "vmalloc: mapping failed: {e}"),
+            VmallocError::ForeignCpu { cpu } => write!(f, "cpu {cpu} is a handle of another machine"),
+            VmallocError::WrongCount { addr, reserved, given } => {
+                write!(f, "vm_unmap_ram({addr:#x}, {given}): the mapping there reserved {reserved} pages")
+            }
         }
     }
 }
@@ -192,10 +204,6 @@ pub struct VmallocCounts {
     pub huge_fallbacks: u64,
 }
 
-/// A lazily freed range: (start, size including the guard page, the vmap
-/// node whose pool it returns to).
-type LazyArea = (u64, u64, usize);
-
 /// `MAX_VA_SIZE_PAGES`: areas up to this many pages (guard included) are
 /// kept in per-node size pools after a purge (`node_pool_add_va`).
 pub const MAX_VA_SIZE_PAGES: u64 = 256;
@@ -209,7 +217,7 @@ pub const VMAP_BBMAP_BITS: u64 = 1024;
 pub const VMAP_BLOCK_SIZE: u64 = VMAP_BBMAP_BITS * PAGE_SIZE;
 
 /// `struct vmap_block`: a 4 MiB piece of VA handed out bump-pointer style.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct VmapBlock {
     va_start: u64,
     /// Pages not yet handed out.
@@ -218,6 +226,21 @@ struct VmapBlock {
     dirty: u64,
     /// The CPU whose free list holds the block.
     cpu: usize,
+    /// `vb->used_map`: a bit per page handed out and not yet given back.
+    used_map: BitArr!(for VMAP_BBMAP_BITS as usize, in u64),
+    /// Instrumented (page_owner-style, not in the kernel's struct): the
+    /// order of each live allocation by its first page, so that a
+    /// `vm_unmap_ram` with a wrong address or count is refused instead of
+    /// corrupting the block (the kernel's `vb_free` would BUG or silently
+    /// clear someone else's bits).
+    allocs: BTreeMap<u64, u32>,
+}
+
+impl VmapBlock {
+    /// Pages handed out so far (the bump pointer).
+    fn handed_out(&self) -> u64 {
+        VMAP_BBMAP_BITS - self.free
+    }
 }
 
 /// The vmalloc allocator of one machine.
@@ -230,10 +253,9 @@ pub struct Vmalloc<'a, 'm> {
     free: Mutex<FreeVmapTree>,
     /// Busy areas per vmap node (`vmap_nodes[i].busy`), by start address.
     busy: Box<[Mutex<BTreeMap<u64, VmArea>>]>,
-    /// Lazily freed areas per vmap node (`vmap_nodes[i].lazy`).
-    lazy: Box<[Mutex<Vec<LazyArea>>]>,
+    /// Lazily freed areas per vmap node (`vmap_nodes[i].lazy`) and
     /// `vmap_lazy_nr`.
-    lazy_nr: AtomicU64,
+    lazy: LazyAreas,
     /// `vmap_purge_lock`.
     purge_lock: Mutex<()>,
     counts: Mutex<VmallocCounts>,
@@ -248,7 +270,7 @@ pub struct Vmalloc<'a, 'm> {
 
 impl fmt::Debug for Vmalloc<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Vmalloc").field("cfg", &self.cfg).field("lazy_nr", &self.lazy_nr).finish()
+        f.debug_struct("Vmalloc").field("cfg", &self.cfg).field("lazy_nr", &self.lazy.nr()).finish()
     }
 }
 
@@ -270,8 +292,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             cfg,
             free: Mutex::new(FreeVmapTree::vmalloc_range()),
             busy: (0..nodes).map(|_| Mutex::new(BTreeMap::new())).collect(),
-            lazy: (0..nodes).map(|_| Mutex::new(Vec::new())).collect(),
-            lazy_nr: AtomicU64::new(0),
+            lazy: LazyAreas::new(nodes),
             purge_lock: Mutex::new(()),
             counts: Mutex::new(VmallocCounts::default()),
             blocks: Mutex::new(BTreeMap::new()),
@@ -290,14 +311,21 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     pub fn counts(&self) -> VmallocCounts {
         *self.counts.lock()
     }
-    /// `vmap_lazy_nr`: pages waiting for a purge.
-    pub fn lazy_nr(&self) -> u64 {
-        self.lazy_nr.load(Relaxed)
+    /// `vmap_lazy_nr`: pages waiting for a purge. Signed, as the kernel's
+    /// `atomic_long_t`; never negative (see the `lazy` module).
+    pub fn lazy_nr(&self) -> i64 {
+        self.lazy.nr()
     }
     /// `lazy_max_pages()`: fls(online CPUs) × 32 MiB / PAGE_SIZE.
     pub fn lazy_max_pages(&self) -> u64 {
         u64::from(fls(self.m.nr_cpus() as u64)) * ((32 << 20) / PAGE_SIZE)
     }
+    /// Refuse a CPU handle of another machine before it can index this
+    /// machine's per-cpu data or write into the other machine's tables.
+    fn this_machine(&self, cpu: &Cpu<'m>) -> Result<(), VmallocError> {
+        if self.m.owns(cpu) { Ok(()) } else { Err(VmallocError::ForeignCpu { cpu: cpu.id() }) }
+    }
+
     /// `addr_to_node_id()`: (addr / 64 KiB) mod nodes.
     fn node_of(&self, addr: u64) -> usize {
         ((addr >> 16) % self.busy.len() as u64) as usize
@@ -344,6 +372,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         vm_flags: u32,
         caller: &'static str,
     ) -> Result<u64, VmallocError> {
+        self.this_machine(cpu)?;
         // might_sleep(): a point where this CPU may be scheduled, which
         // reports a quiescent state to RCU.
         rcu::rcu_quiescent_state(cpu);
@@ -353,9 +382,14 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         if !align.is_power_of_two() {
             return Err(VmallocError::BadAlign { align });
         }
-        let real_size = size.next_multiple_of(PAGE_SIZE);
+        // PAGE_ALIGN(size) without wrapping: a size within a page of 2^64
+        // is simply too large (the kernel's `size > totalram` test).
+        let real_size = size.checked_next_multiple_of(PAGE_SIZE).ok_or(VmallocError::TooLarge { size })?;
         if real_size > self.pa.zone().managed_pages() * PAGE_SIZE || real_size > VMALLOC_END - VMALLOC_START {
             return Err(VmallocError::TooLarge { size });
+        }
+        if align > VMALLOC_END - VMALLOC_START {
+            return Err(VmallocError::NoVmapSpace { size, align });
         }
         let huge_ok = self.cfg.vmap_allow_huge && (vm_flags & VM_ALLOW_HUGE_VMAP != 0 || self.cfg.huge_by_default);
         let mut shift = PAGE_SHIFT;
@@ -629,7 +663,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 return Err(VmallocError::InsideArea { addr, start });
             }
         }
-        if self.lazy.iter().any(|l| l.lock().iter().any(|&(s, _, _)| s == addr)) {
+        if self.lazy.contains(addr) {
             return Err(VmallocError::DoubleFree { addr });
         }
         Err(VmallocError::NotVmalloc { addr })
@@ -637,6 +671,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
 
     /// `vfree(addr)`.
     pub fn vfree(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
+        self.this_machine(cpu)?;
         // vfree() may sleep (cond_resched between page frees): a quiescent state.
         rcu::rcu_quiescent_state(cpu);
         if !self.kvfree_pending.lock().is_empty() {
@@ -668,21 +703,22 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         self.free_vmap_area_noflush(cpu, area.addr, area.size, area.vn);
     }
 
-    /// `free_vmap_area_noflush()`: onto the lazy list; purge past the limit.
+    /// `free_vmap_area_noflush()`: counted in `vmap_lazy_nr`, then onto the
+    /// lazy list (in that order: see the `lazy` module); purge past the limit.
     fn free_vmap_area_noflush(&self, cpu: &Cpu<'m>, addr: u64, size: u64, vn: usize) {
-        self.lazy[self.node_of(addr)].lock().push((addr, size, vn));
-        let nr = self.lazy_nr.fetch_add(size / PAGE_SIZE, Relaxed) + size / PAGE_SIZE;
-        if nr > self.lazy_max_pages() {
+        let nr = self.lazy.add(self.node_of(addr), LazyArea { start: addr, size, vn });
+        if nr > self.lazy_max_pages() as i64 {
             // The kernel schedules drain_vmap_work; mmlab runs it here.
-            self.purge_vmap_area_lazy(cpu);
+            self.purge(cpu, false);
         }
     }
 
     /// `__purge_vmap_area_lazy()`: one TLB flush over the span of every
     /// lazy area, then the ranges go back to the free tree. Returns whether
     /// anything was purged.
-    pub fn purge_vmap_area_lazy(&self, cpu: &Cpu<'m>) -> bool {
-        self.purge(cpu, false)
+    pub fn purge_vmap_area_lazy(&self, cpu: &Cpu<'m>) -> Result<bool, VmallocError> {
+        self.this_machine(cpu)?;
+        Ok(self.purge(cpu, false))
     }
 
     /// `__purge_vmap_area_lazy(start, end, full_decay)`: decay the node
@@ -704,20 +740,17 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 free.free(a, n).expect("a pooled range was cut out of the free tree");
             }
         }
-        let mut all = Vec::new();
-        for l in self.lazy.iter() {
-            all.append(&mut l.lock());
-        }
+        let all = self.lazy.take_all();
         if all.is_empty() {
             return false;
         }
-        let start = all.iter().map(|&(s, _, _)| s).min().unwrap_or(0);
-        let end = all.iter().map(|&(s, n, _)| s + n).max().unwrap_or(0);
+        let start = all.iter().map(|a| a.start).min().unwrap_or(0);
+        let end = all.iter().map(|a| a.start + a.size).max().unwrap_or(0);
         TlbFlush::kernel_range(start, end).flush(cpu);
         let mut pages = 0;
         {
             let mut free = self.free.lock();
-            for &(s, n, vn) in &all {
+            for &LazyArea { start: s, size: n, vn } in &all {
                 pages += n / PAGE_SIZE;
                 if self.busy.len() > 1 && n / PAGE_SIZE <= MAX_VA_SIZE_PAGES {
                     // node_pool_add_va()
@@ -727,7 +760,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 }
             }
         }
-        self.lazy_nr.fetch_sub(pages, Relaxed);
+        self.lazy.purged(pages as i64);
         let mut c = self.counts.lock();
         c.purges += 1;
         c.purged_pages += pages;
@@ -741,6 +774,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// once the cookie's grace period has ended (the kernel's monitor work
     /// does this from a workqueue).
     pub fn kvfree_rcu(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
+        self.this_machine(cpu)?;
         self.check_live(addr)?;
         let cookie = rcu::start_poll_synchronize_rcu(cpu);
         self.kvfree_pending.lock().push((addr, cookie));
@@ -755,6 +789,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// back to `synchronize_rcu()` and an immediate `kvfree()`; the bulk
     /// arrays are not modelled, so that fallback never happens here.
     pub fn kvfree_rcu_mightsleep(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
+        self.this_machine(cpu)?;
         self.check_live(addr)?;
         rcu::rcu_quiescent_state(cpu);
         self.kvfree_rcu(cpu, addr)
@@ -763,6 +798,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// `kvfree_rcu_barrier()`: wait for a grace period and free everything
     /// queued by [`Vmalloc::kvfree_rcu`].
     pub fn kvfree_rcu_barrier(&self, cpu: &Cpu<'m>) -> Result<(), VmallocError> {
+        self.this_machine(cpu)?;
         rcu::synchronize_rcu(cpu);
         self.kvfree_drain_ready(cpu);
         let left: Vec<u64> = self.kvfree_pending.lock().drain(..).map(|(a, _)| a).collect();
@@ -814,6 +850,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
 
     /// `vmap(pages, count, flags, prot)`: map caller-owned pages.
     pub fn vmap(&self, cpu: &Cpu<'m>, pages: &[Pfn], prot: u64) -> Result<u64, VmallocError> {
+        self.this_machine(cpu)?;
         if pages.is_empty() {
             return Err(VmallocError::ZeroSize);
         }
@@ -843,6 +880,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
 
     /// `vunmap(addr)`: unmap a vmap area; the pages stay the caller's.
     pub fn vunmap(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
+        self.this_machine(cpu)?;
         let area = self.find_unlink(addr)?;
         if area.flags & VM_MAP == 0 {
             self.busy[self.node_of(addr)].lock().insert(addr, area);
@@ -857,6 +895,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// (`vb_alloc`: 2^get_order pages bump-allocated from a 4 MiB block);
     /// more get an area of their own without a guard page.
     pub fn vm_map_ram(&self, cpu: &Cpu<'m>, pages: &[Pfn]) -> Result<u64, VmallocError> {
+        self.this_machine(cpu)?;
         if pages.is_empty() {
             return Err(VmallocError::ZeroSize);
         }
@@ -887,26 +926,46 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         Ok(addr)
     }
 
-    /// `vb_alloc()`.
+    /// `vb_alloc()`: 2^order pages bump-allocated from one of this CPU's
+    /// blocks (a new block when none has room), marked in `used_map`.
     fn vb_alloc(&self, cpu: &Cpu<'m>, count: usize) -> Result<u64, VmallocError> {
         let n = (count as u64).next_power_of_two();
-        {
-            let mut blocks = self.blocks.lock();
-            if let Some(b) = blocks.values_mut().find(|b| b.cpu == cpu.id() && b.free >= n) {
-                let off = VMAP_BBMAP_BITS - b.free;
-                b.free -= n;
-                return Ok(b.va_start + off * PAGE_SIZE);
-            }
+        let take = |b: &mut VmapBlock| {
+            let off = b.handed_out();
+            b.free -= n;
+            b.used_map[off as usize..(off + n) as usize].fill(true);
+            b.allocs.insert(off, n.trailing_zeros());
+            b.va_start + off * PAGE_SIZE
+        };
+        if let Some(b) = self.blocks.lock().values_mut().find(|b| b.cpu == cpu.id() && b.free >= n) {
+            return Ok(take(b));
         }
         // new_vmap_block(): a 4 MiB area aligned to 4 MiB, no guard.
         let va = self.alloc_vmap_area(cpu, VMAP_BLOCK_SIZE, VMAP_BLOCK_SIZE)?;
-        let b = VmapBlock { va_start: va, free: VMAP_BBMAP_BITS - n, dirty: 0, cpu: cpu.id() };
+        let mut b = VmapBlock {
+            va_start: va,
+            free: VMAP_BBMAP_BITS,
+            dirty: 0,
+            cpu: cpu.id(),
+            used_map: Default::default(),
+            allocs: BTreeMap::new(),
+        };
+        let addr = take(&mut b);
         self.blocks.lock().insert(va, b);
-        Ok(va)
+        Ok(addr)
     }
 
-    /// `vm_unmap_ram(addr, count)`.
+    /// `vm_unmap_ram(addr, count)`: `count` must be the count the mapping
+    /// was made with. A wrong address or count is refused with nothing
+    /// changed (the kernel BUGs or corrupts the block).
+    ///
+    /// # Errors
+    /// [`VmallocError::NotVmalloc`], [`VmallocError::DoubleFree`],
+    /// [`VmallocError::WrongCount`], [`VmallocError::WrongKind`] for a
+    /// vmalloc or vmap area, [`VmallocError::ZeroSize`],
+    /// [`VmallocError::ForeignCpu`].
     pub fn vm_unmap_ram(&self, cpu: &Cpu<'m>, addr: u64, count: usize) -> Result<(), VmallocError> {
+        self.this_machine(cpu)?;
         self.vm_unmap_ram_inner(cpu, addr, count, true)
     }
 
@@ -914,40 +973,82 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         if count == 0 {
             return Err(VmallocError::ZeroSize);
         }
+        if !addr.is_multiple_of(PAGE_SIZE) || !(VMALLOC_START..VMALLOC_END).contains(&addr) {
+            return Err(VmallocError::NotVmalloc { addr });
+        }
         if count <= VMAP_MAX_ALLOC {
-            // vb_free(): unmap without a flush, count the pages dirty; a fully
-            // dirty block goes lazy as a whole.
-            let start = addr & !(VMAP_BLOCK_SIZE - 1);
-            let n = (count as u64).next_power_of_two();
-            let mut blocks = self.blocks.lock();
-            let Some(b) = blocks.get_mut(&start) else {
-                return Err(VmallocError::NotVmalloc { addr });
-            };
-            if addr + n * PAGE_SIZE > start + (VMAP_BBMAP_BITS - b.free) * PAGE_SIZE {
-                return Err(VmallocError::NotVmalloc { addr });
-            }
-            if unmap {
-                pgtable::unmap_range(cpu, &self.asp, addr, count as u64 * PAGE_SIZE)
-                    .map_err(|_| VmallocError::NotVmalloc { addr })?
-                    .ignore();
-            }
-            b.dirty += n;
-            if b.dirty == VMAP_BBMAP_BITS {
-                blocks.remove(&start);
-                drop(blocks);
-                self.free_vmap_area_noflush(cpu, start, VMAP_BLOCK_SIZE, self.node_of(start));
-            }
-            return Ok(());
+            return self.vb_free(cpu, addr, count, unmap);
+        }
+        let block_start = addr & !(VMAP_BLOCK_SIZE - 1);
+        if let Some(b) = self.blocks.lock().get(&block_start) {
+            // A block mapping given a count above VMAP_MAX_ALLOC.
+            let off = (addr - block_start) / PAGE_SIZE;
+            return Err(match b.allocs.get(&off) {
+                Some(&o) => VmallocError::WrongCount { addr, reserved: 1 << o, given: count },
+                None => VmallocError::NotVmalloc { addr },
+            });
         }
         let area = self.find_unlink(addr)?;
-        if area.caller != "vm_map_ram" {
+        let reserved = area.size / PAGE_SIZE;
+        let err = if area.caller != "vm_map_ram" {
+            Some(VmallocError::WrongKind { addr })
+        } else if reserved != count as u64 {
+            Some(VmallocError::WrongCount { addr, reserved, given: count })
+        } else {
+            None
+        };
+        if let Some(e) = err {
             self.busy[self.node_of(addr)].lock().insert(addr, area);
-            return Err(VmallocError::WrongKind { addr });
+            return Err(e);
         }
         if unmap {
             pgtable::unmap_range(cpu, &self.asp, addr, area.size).expect("a vm_map_ram area is mapped whole").ignore();
         }
         self.free_vmap_area_noflush(cpu, addr, area.size, area.vn);
+        Ok(())
+    }
+
+    /// `vb_free()`: check the range against the block's live allocations,
+    /// unmap it without a flush, clear its `used_map` bits and count its
+    /// pages dirty; a block whose every page is dirty goes lazy as a whole.
+    fn vb_free(&self, cpu: &Cpu<'m>, addr: u64, count: usize, unmap: bool) -> Result<(), VmallocError> {
+        let start = addr & !(VMAP_BLOCK_SIZE - 1);
+        let off = (addr - start) / PAGE_SIZE;
+        let n = (count as u64).next_power_of_two();
+        let mut blocks = self.blocks.lock();
+        let Some(b) = blocks.get_mut(&start) else {
+            drop(blocks);
+            // A block that went lazy, or a mapping of its own given a count
+            // small enough for a block.
+            if self.lazy.contains(start) {
+                return Err(VmallocError::DoubleFree { addr });
+            }
+            if let Some(a) = self.busy[self.node_of(addr)].lock().get(&addr)
+                && a.caller == "vm_map_ram"
+            {
+                return Err(VmallocError::WrongCount { addr, reserved: a.size / PAGE_SIZE, given: count });
+            }
+            return Err(VmallocError::NotVmalloc { addr });
+        };
+        match b.allocs.get(&off) {
+            Some(&o) if 1u64 << o == n => {}
+            Some(&o) => return Err(VmallocError::WrongCount { addr, reserved: 1 << o, given: count }),
+            None if off < b.handed_out() && !b.used_map[off as usize] => {
+                return Err(VmallocError::DoubleFree { addr });
+            }
+            None => return Err(VmallocError::NotVmalloc { addr }),
+        }
+        if unmap {
+            pgtable::unmap_range(cpu, &self.asp, addr, count as u64 * PAGE_SIZE).map_err(VmallocError::Map)?.ignore();
+        }
+        b.allocs.remove(&off);
+        b.used_map[off as usize..(off + n) as usize].fill(false);
+        b.dirty += n;
+        if b.dirty == VMAP_BBMAP_BITS {
+            blocks.remove(&start);
+            drop(blocks);
+            self.free_vmap_area_noflush(cpu, start, VMAP_BLOCK_SIZE, self.node_of(start));
+        }
         Ok(())
     }
 
@@ -987,10 +1088,8 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 ),
             ));
         }
-        for l in self.lazy.iter() {
-            for &(st, n, _) in l.lock().iter() {
-                lines.push((st, format!("0x{:016x}-0x{:016x} {:7} unpurged vm_area", st, st + n, n)));
-            }
+        for LazyArea { start: st, size: n, .. } in self.lazy.snapshot() {
+            lines.push((st, format!("0x{:016x}-0x{:016x} {:7} unpurged vm_area", st, st + n, n)));
         }
         lines.sort();
         for (_, l) in lines {
@@ -1034,9 +1133,8 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         let busy: Vec<(u64, u64)> = self.areas().iter().map(|a| (a.addr, a.addr + a.size)).collect();
         ranges.extend(busy.iter().map(|&(s, e)| (s, e, "busy")));
         ranges.extend(self.blocks.lock().values().map(|b| (b.va_start, b.va_start + VMAP_BLOCK_SIZE, "vmap block")));
-        for l in self.lazy.iter() {
-            ranges.extend(l.lock().iter().map(|&(s, n, _)| (s, s + n, "lazy")));
-        }
+        let lazy = self.lazy.snapshot();
+        ranges.extend(lazy.iter().map(|a| (a.start, a.start + a.size, "lazy")));
         for node in self.pools.iter() {
             for (i, pool) in node.lock().iter().enumerate() {
                 ranges.extend(pool.iter().map(|&a| (a, a + (i as u64 + 1) * PAGE_SIZE, "pool")));
@@ -1052,6 +1150,45 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         }
         if cur != VMALLOC_END {
             return Err(format!("ranges end at {cur:#x}, not VMALLOC_END"));
+        }
+        let waiting: i64 = lazy.iter().map(LazyArea::pages).sum();
+        if self.lazy.nr() != waiting {
+            return Err(format!("vmap_lazy_nr is {} but {waiting} pages wait on the lazy lists", self.lazy.nr()));
+        }
+        drop(free);
+        for b in self.blocks.lock().values() {
+            self.check_vmap_block(b)?;
+        }
+        Ok(())
+    }
+
+    /// One vmap block: its `used_map` is exactly the union of its live
+    /// allocations, live plus dirty pages are the pages handed out, and
+    /// nothing in the block is mapped outside a live allocation.
+    fn check_vmap_block(&self, b: &VmapBlock) -> Result<(), String> {
+        let what = format!("vmap block {:#x}", b.va_start);
+        let mut want: BitArr!(for VMAP_BBMAP_BITS as usize, in u64) = Default::default();
+        let mut live = 0;
+        for (&off, &o) in &b.allocs {
+            let r = off as usize..(off + (1 << o)) as usize;
+            if r.end as u64 > b.handed_out() || want[r.clone()].any() {
+                return Err(format!("{what}: allocation at page {off} (order {o}) overlaps or lies beyond the bump"));
+            }
+            want[r].fill(true);
+            live += 1u64 << o;
+        }
+        if want != b.used_map {
+            return Err(format!("{what}: used_map disagrees with the live allocations"));
+        }
+        if live + b.dirty != b.handed_out() || b.dirty >= VMAP_BBMAP_BITS {
+            return Err(format!("{what}: {live} live + {} dirty pages, but {} handed out", b.dirty, b.handed_out()));
+        }
+        for (va, span) in pgtable::leaves(self.m, &self.asp, b.va_start, b.va_start + VMAP_BLOCK_SIZE) {
+            let first = (va.max(b.va_start) - b.va_start) / PAGE_SIZE;
+            let last = ((va + span).min(b.va_start + VMAP_BLOCK_SIZE) - b.va_start) / PAGE_SIZE;
+            if !b.used_map[first as usize..last as usize].all() {
+                return Err(format!("{what}: {va:#x} is mapped but not part of a live vm_map_ram mapping"));
+            }
         }
         Ok(())
     }
