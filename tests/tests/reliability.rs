@@ -33,7 +33,7 @@ fn pa(m: &Machine) -> PageAllocator<'_> {
 /// with overflow" and the watcher read a count above 2^63.
 #[test]
 fn lazy_nr_never_goes_negative_under_concurrent_purges() {
-    let m = machine("256M", 3);
+    let m = machine("256M", 4);
     let pa = pa(&m);
     let vm = Vmalloc::new(&pa, VmallocConfig::default());
     let cpus = m.all_cpus().unwrap();
