@@ -126,6 +126,11 @@ pub enum VmallocError {
     WrongKind { addr: u64 },
     /// The page tables refused the mapping (other than for lack of memory).
     Map(PgtableError),
+    /// A page given to vmap/vm_map_ram is not RAM (`!pfn_valid()`).
+    InvalidPfn { pfn: Pfn },
+    /// A page given to vmap/vm_map_ram is not an allocated page (free,
+    /// reserved by memblock, or never handed out).
+    PageNotAllocated { pfn: Pfn },
 }
 
 impl fmt::Display for VmallocError {
@@ -145,6 +150,10 @@ impl fmt::Display for VmallocError {
             VmallocError::DoubleFree { addr } => write!(f, "Trying to vfree() already freed area ({addr:#x})"),
             VmallocError::WrongKind { addr } => write!(f, "area at {addr:#x} is of another kind (vmalloc vs vmap)"),
             VmallocError::Map(e) => write!(f, "vmalloc: mapping failed: {e}"),
+            VmallocError::InvalidPfn { pfn } => write!(f, "vmap: pfn {pfn} is not RAM (pfn_valid fails)"),
+            VmallocError::PageNotAllocated { pfn } => {
+                write!(f, "vmap: pfn {pfn} is not an allocated page (free, reserved or never handed out)")
+            }
         }
     }
 }
@@ -813,9 +822,20 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
 
     /// `vmap(pages, count, flags, prot)`: map caller-owned pages.
+    ///
+    /// Every page must be RAM and allocated (checked first, before any
+    /// virtual space is taken: [`VmallocError::InvalidPfn`],
+    /// [`VmallocError::PageNotAllocated`]); the kernel's `vmap_pages_pte_range()`
+    /// only WARNs on a NULL page and maps whatever pfn it is given.
     pub fn vmap(&self, cpu: &Cpu<'m>, pages: &[Pfn], prot: u64) -> Result<u64, VmallocError> {
         if pages.is_empty() {
             return Err(VmallocError::ZeroSize);
+        }
+        for &pfn in pages {
+            self.pa.check_allocated(pfn).map_err(|e| match e {
+                mmlab_pcp::FreeError::InvalidPfn { pfn } => VmallocError::InvalidPfn { pfn },
+                _ => VmallocError::PageNotAllocated { pfn },
+            })?;
         }
         let size = pages.len() as u64 * PAGE_SIZE;
         let va_size = size + PAGE_SIZE;
@@ -855,10 +875,17 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// `vm_map_ram(pages, count, node)`: map `pages` at a fresh address. Up
     /// to [`VMAP_MAX_ALLOC`] pages come from this CPU's vmap blocks
     /// (`vb_alloc`: 2^get_order pages bump-allocated from a 4 MiB block);
-    /// more get an area of their own without a guard page.
+    /// more get an area of their own without a guard page. The pages are
+    /// checked as [`Vmalloc::vmap`] checks them, before anything is taken.
     pub fn vm_map_ram(&self, cpu: &Cpu<'m>, pages: &[Pfn]) -> Result<u64, VmallocError> {
         if pages.is_empty() {
             return Err(VmallocError::ZeroSize);
+        }
+        for &pfn in pages {
+            self.pa.check_allocated(pfn).map_err(|e| match e {
+                mmlab_pcp::FreeError::InvalidPfn { pfn } => VmallocError::InvalidPfn { pfn },
+                _ => VmallocError::PageNotAllocated { pfn },
+            })?;
         }
         let count = pages.len();
         let addr = if count <= VMAP_MAX_ALLOC {
