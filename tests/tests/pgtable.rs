@@ -437,8 +437,13 @@ fn map_range_refused_for_break_before_make_changes_nothing() {
     let stats = pgtable::stats(&m, &k);
     let free = free_after_drain(&cpu, &pa);
     let va = base + (2 << 20) - 4 * PAGE_SIZE;
+    let tlbi = m.tlbi_counts();
     let r = pgtable::map_range(&cpu, &k, &pa, va, phys, 8 * PAGE_SIZE, PAGE_KERNEL, MapFlags::default());
     assert!(matches!(r, Err(PgtableError::BreakBeforeMake { .. })), "{r:?}");
+    // The four translations it made and took back may have been cached:
+    // the range is flushed, and the freed table leaves no walk cache entry.
+    let t = m.tlbi_counts().delta(&tlbi);
+    assert!(t.get(mmlab_engine::tlb::TlbiKind::Vaae1is) >= 1 && t.total() >= 2, "{t:?}");
     for i in 0..8 {
         let leaf = walk(&m, &k, va + i * PAGE_SIZE).leaf;
         if va + i * PAGE_SIZE == conflict {

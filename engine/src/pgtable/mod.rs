@@ -596,10 +596,13 @@ struct MapUndo {
 impl MapUndo {
     /// Note the `n` entries from `slot` before they are written.
     fn snapshot(&mut self, m: &Machine, slot: PhysAddr, n: usize) -> Undo {
+        // The common case, empty entries, is noted without allocating.
+        if (0..n).all(|i| m.read_desc(entry_pa(slot, i)).0 == 0) {
+            return Undo::Written { slot, n, old: None };
+        }
         let olds: Vec<u64> = (0..n).map(|i| m.read_desc(entry_pa(slot, i)).0).collect();
         self.live_changed |= olds.iter().any(|&d| Desc(d).is_valid());
-        let old = if olds.iter().all(|&d| d == 0) { None } else { Some(olds) };
-        Undo::Written { slot, n, old }
+        Undo::Written { slot, n, old: Some(olds) }
     }
 
     /// Success: free the table pages that blocks replaced.
@@ -618,6 +621,7 @@ impl MapUndo {
     fn rollback<'m>(self, cpu: &Cpu<'m>, asp: &AddressSpace, alloc: &dyn PgtableAlloc<'m>, va: u64, size: u64) {
         let m = cpu.machine();
         let mut restored_valid = false;
+        let wrote = self.log.iter().any(|u| matches!(u, Undo::Written { .. }));
         for u in self.log.into_iter().rev() {
             match u {
                 Undo::Written { slot, n, old } => {
@@ -651,8 +655,9 @@ impl MapUndo {
         if restored_valid {
             queue_pte_barriers(cpu);
         }
-        if self.live_changed {
-            // Another CPU may have cached a translation this call made.
+        if wrote {
+            // Any CPU may have cached (even speculatively) a translation
+            // this call made and has now taken away.
             asp.flush_for(va, va + size).flush(cpu);
         }
     }
@@ -675,8 +680,9 @@ impl MapUndo {
 /// **everything it changed is undone**: entries it wrote get their old
 /// values back, tables it allocated are freed if empty again, tables it
 /// took out for blocks are put back (their pages are freed only on
-/// success), and a TLB flush is issued if a live entry had changed
-/// meanwhile. This is mmlab's extension: the kernel's
+/// success), and the range is flushed from the TLBs if any entry had been
+/// written (its translation may have been cached meanwhile). This is
+/// mmlab's extension: the kernel's
 /// `__create_pgd_mapping()` treats a conflict as a bug (`BUG_ON` in
 /// `alloc_init_pte()` and friends) and has no error path to undo, and its
 /// table allocators panic rather than return NULL at boot. Undo was
