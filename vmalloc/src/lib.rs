@@ -823,10 +823,14 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
 
     /// `vmap(pages, count, flags, prot)`: map caller-owned pages.
     ///
-    /// Every page must be RAM and allocated (checked first, before any
-    /// virtual space is taken: [`VmallocError::InvalidPfn`],
-    /// [`VmallocError::PageNotAllocated`]); the kernel's `vmap_pages_pte_range()`
-    /// only WARNs on a NULL page and maps whatever pfn it is given.
+    /// Every page must be RAM and allocated, checked first, before any
+    /// virtual space is taken ([`VmallocError::InvalidPfn`],
+    /// [`VmallocError::PageNotAllocated`]). The kernel's
+    /// `vmap_pages_pte_range()` checks `pfn_valid()` page by page while
+    /// mapping (WARN, -EINVAL; `vmap()` then unmaps and frees the area);
+    /// checking up front gives the same result without the partial
+    /// mapping. The allocated-page check is mmlab's own: the kernel cannot
+    /// tell, and may vmap reserved (memblock) pages, which mmlab refuses.
     pub fn vmap(&self, cpu: &Cpu<'m>, pages: &[Pfn], prot: u64) -> Result<u64, VmallocError> {
         if pages.is_empty() {
             return Err(VmallocError::ZeroSize);
