@@ -125,6 +125,15 @@ impl Arena {
         unsafe { &*(self.map.as_ptr().add(off as usize) as *const AtomicU64) }
     }
 
+    /// [`Arena::word`] for an address that may lie outside RAM (or be
+    /// misaligned): None instead of a panic, for callers that take the
+    /// address from their own caller.
+    #[inline]
+    pub fn try_word(&self, pa: PhysAddr) -> Option<&AtomicU64> {
+        let off = pa.0.wrapping_sub(self.base.0);
+        (off < self.size && off.is_multiple_of(8)).then(|| self.word(pa))
+    }
+
     /// Zero `len` bytes at `pa` (8-byte aligned) with relaxed atomic stores, as
     /// `clear_page()` does for `__GFP_ZERO`.
     pub fn zero(&self, pa: PhysAddr, len: u64) {

@@ -148,6 +148,9 @@ pub struct Machine {
     swapper_pg_dir: PhysAddr,
     /// The vmemmap tables changed since the struct-page accessor last synced.
     pub(crate) vmemmap_dirty: std::sync::atomic::AtomicBool,
+    /// `memblock_free_all()` has handed memblock's free memory to a page
+    /// allocator (it may happen once per machine).
+    memblock_released: std::sync::atomic::AtomicBool,
     cpus: Box<[CachePadded<CpuData>]>,
     trace_clock: TraceClock,
     rcu: crate::rcu::RcuState,
@@ -195,6 +198,7 @@ impl Machine {
             memblock: Mutex::new(mb),
             swapper_pg_dir,
             vmemmap_dirty: std::sync::atomic::AtomicBool::new(false),
+            memblock_released: std::sync::atomic::AtomicBool::new(false),
             cpus,
             trace_clock: TraceClock::new(),
             rcu: crate::rcu::RcuState::new(nr_cpus),
@@ -250,6 +254,20 @@ impl Machine {
         p.set_flag(pg::PG_RESERVED);
         p.set_ext(PageExt::Reserved);
         Ok(pa)
+    }
+
+    /// Claim the one `memblock_free_all()` of this machine: true for the
+    /// first caller, false ever after. A page allocator calls this before
+    /// taking memblock's free memory, so that a second allocator on the
+    /// same machine cannot free the same frames again (in the kernel
+    /// `memblock_free_all()` runs once, from `mm_core_init()`).
+    pub fn claim_memblock_free_all(&self) -> bool {
+        !self.memblock_released.swap(true, Relaxed)
+    }
+    /// Whether `memblock_free_all()` has run (memblock's free memory now
+    /// belongs to a page allocator).
+    pub fn memblock_released(&self) -> bool {
+        self.memblock_released.load(Relaxed)
     }
 
     /// The configuration the machine was built with.

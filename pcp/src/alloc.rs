@@ -354,6 +354,43 @@ impl<'m> PageAllocator<'m> {
         Ok(())
     }
 
+    /// Whether `pfn` is a page the allocator handed out and that is still
+    /// live: the head of an allocation, or a page inside one (a tail of a
+    /// higher-order block; the kernel's vmap() takes such pages too).
+    /// Nothing is changed.
+    ///
+    /// # Errors
+    /// [`FreeError::InvalidPfn`] for a frame that is not RAM
+    /// (`!pfn_valid()`), [`FreeError::Reserved`] for a memblock
+    /// reservation, [`FreeError::NotAllocated`] for a free frame.
+    pub fn check_allocated(&self, pfn: Pfn) -> Result<(), FreeError> {
+        let mm = self.m.memmap();
+        if !mm.pfn_valid(pfn) {
+            return Err(FreeError::InvalidPfn { pfn });
+        }
+        match self.m.page(pfn).ext() {
+            PageExt::Alloc(..) => Ok(()),
+            PageExt::Reserved => Err(FreeError::Reserved { pfn }),
+            PageExt::Buddy(_) | PageExt::Pcp(_) => Err(FreeError::NotAllocated { pfn }),
+            PageExt::Tail => {
+                // Find the block's head: the nearest aligned frame below
+                // that is not a tail page.
+                for order in 1..=MAX_PAGE_ORDER {
+                    let head = Pfn(pfn.0 & !((1u64 << order) - 1));
+                    if !mm.pfn_valid(head) {
+                        break;
+                    }
+                    match self.m.page(head).ext() {
+                        PageExt::Tail => continue,
+                        PageExt::Alloc(o, _) if pfn.0 - head.0 < 1u64 << o => return Ok(()),
+                        _ => break,
+                    }
+                }
+                Err(FreeError::NotAllocated { pfn })
+            }
+        }
+    }
+
     /// `get_page()`: take another reference on an allocated page.
     pub fn get_page(&self, pfn: Pfn) -> Result<i32, FreeError> {
         if !self.m.memmap().pfn_valid(pfn) {

@@ -11,10 +11,12 @@
 //! is set), then asks the generic `should_fail()` of lib/fault-inject.c,
 //! which applies its attributes in this order:
 //!
+//! 0. `probability` 0: nothing else is looked at (no budget is spent);
 //! 1. `times`: once that many failures were injected, never again (-1: no
 //!    limit);
-//! 2. `space`: the first `space` bytes of requests pass (each request takes
-//!    its size off the budget);
+//! 2. `space`: requests pass while the budget is larger than their size,
+//!    each taking its size off it; fail_page_alloc passes `1 << order`, so
+//!    the budget counts pages;
 //! 3. `interval`: only every `interval`-th request that got this far is a
 //!    candidate;
 //! 4. `probability`: a candidate fails with this percentage.
@@ -27,8 +29,8 @@
 //! Fidelity: faithful attributes, filters and order of checks. Simplified:
 //! the random draw comes from a seeded xoshiro256** stream of this attribute
 //! (the kernel's `get_random_u32_below(100)`), so the same seed fails the
-//! same allocations on every host; the per-task filter (`make-it-fail`) and
-//! the stack-trace filter are not modelled.
+//! same allocations on every host; the per-task filter (`make-it-fail`),
+//! `fail-nth` and the stack-trace filter are not modelled.
 
 use mmlab_engine::Gfp;
 use mmlab_engine::rng::Xoshiro256StarStar;
@@ -44,7 +46,8 @@ pub struct FaultAttr {
     pub interval: u64,
     /// `times`: failures to inject in all; -1 for no limit.
     pub times: i64,
-    /// `space`: bytes of requests let through before any failure.
+    /// `space`: a budget, in pages for fail_page_alloc (each request of
+    /// order `o` takes `1 << o` off it while the budget exceeds that).
     pub space: u64,
     /// `min-order`: smaller orders never fail (the kernel's default is 1).
     pub min_order: u32,
@@ -173,11 +176,13 @@ impl FailPageAlloc {
         if a.ignore_gfp_reclaim && gfp.contains(Gfp::__GFP_DIRECT_RECLAIM) {
             return false;
         }
-        // should_fail(): times, space, interval, probability.
-        if s.times == 0 {
+        // should_fail_ex(): probability 0 short-cuts everything, then
+        // times, space, interval, probability.
+        if a.probability == 0 || s.times == 0 {
             return false;
         }
-        let size = mmlab_engine::PAGE_SIZE << order;
+        // __should_fail_alloc_page() passes the size in pages.
+        let size = 1u64 << order;
         if s.space > size {
             s.space -= size;
             return false;
@@ -196,5 +201,183 @@ impl FailPageAlloc {
         }
         s.injected += 1;
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The semantics of lib/fault-inject.c `should_fail_ex()` and
+    //! mm/fail_page_alloc.c `__should_fail_alloc_page()` (read from the
+    //! kernel source): filters first (min-order, __GFP_NOFAIL, highmem,
+    //! reclaim), then probability 0, times, space (in pages), interval,
+    //! probability; `times` is only spent by a failure.
+    use super::*;
+
+    /// Armed with `attr`; the flag fast path must agree with the slow path.
+    fn armed(attr: FaultAttr) -> FailPageAlloc {
+        let f = FailPageAlloc::default();
+        f.set(Some(attr)).unwrap();
+        f
+    }
+
+    /// Fail everything that gets through the filters.
+    fn always() -> FaultAttr {
+        FaultAttr { probability: 100, times: -1, min_order: 0, ignore_gfp_reclaim: false, ..FaultAttr::default() }
+    }
+
+    fn run(f: &FailPageAlloc, gfp: Gfp, order: u32, n: usize) -> Vec<bool> {
+        (0..n).map(|_| f.should_fail_alloc_page(gfp, order)).collect()
+    }
+
+    fn count(f: &FailPageAlloc) -> u64 {
+        f.state.lock().as_ref().unwrap().count
+    }
+    fn space(f: &FailPageAlloc) -> u64 {
+        f.state.lock().as_ref().unwrap().space
+    }
+
+    #[test]
+    fn defaults_are_the_kernels() {
+        let d = FaultAttr::default();
+        assert_eq!((d.probability, d.interval, d.times, d.space), (0, 1, 1, 0), "FAULT_ATTR_INITIALIZER");
+        assert_eq!((d.min_order, d.ignore_gfp_reclaim, d.ignore_gfp_highmem), (1, true, true));
+        // Only probability written: order >= 1 without direct reclaim fails
+        // once (times = 1); GFP_KERNEL (may reclaim) and order 0 never.
+        let f = armed(FaultAttr { probability: 100, ..d });
+        assert!(!f.should_fail_alloc_page(Gfp::GFP_KERNEL, 3));
+        assert!(!f.should_fail_alloc_page(Gfp::GFP_ATOMIC, 0));
+        assert!(f.should_fail_alloc_page(Gfp::GFP_ATOMIC, 1));
+        assert_eq!(run(&f, Gfp::GFP_ATOMIC, 1, 10), [false; 10], "times = 1 is spent");
+        assert_eq!(f.injected(), 1);
+    }
+
+    #[test]
+    fn disarmed_never_fails_and_rearming_starts_afresh() {
+        let f = FailPageAlloc::default();
+        assert_eq!(run(&f, Gfp::GFP_ATOMIC, 0, 5), [false; 5]);
+        f.set(Some(FaultAttr { times: 2, ..always() })).unwrap();
+        assert_eq!(run(&f, Gfp::GFP_ATOMIC, 0, 3), [true, true, false]);
+        f.set(None).unwrap();
+        assert!(!f.armed.load(Relaxed));
+        assert_eq!(run(&f, Gfp::GFP_ATOMIC, 0, 5), [false; 5]);
+        assert_eq!(f.injected(), 0, "disarmed: nothing counted");
+        f.set(Some(FaultAttr { times: 2, ..always() })).unwrap();
+        assert_eq!(run(&f, Gfp::GFP_ATOMIC, 0, 3), [true, true, false], "times starts again");
+        assert_eq!(f.injected(), 2);
+    }
+
+    #[test]
+    fn bad_attributes_are_refused_and_the_old_setting_stays() {
+        let f = armed(FaultAttr { times: 1, ..always() });
+        assert_eq!(f.set(Some(FaultAttr { probability: 101, ..always() })), Err(FaultAttrError::Probability(101)));
+        assert_eq!(f.set(Some(FaultAttr { times: -2, ..always() })), Err(FaultAttrError::Times(-2)));
+        assert!(f.should_fail_alloc_page(Gfp::GFP_KERNEL, 0), "still armed with times = 1");
+        assert!(!f.should_fail_alloc_page(Gfp::GFP_KERNEL, 0));
+    }
+
+    #[test]
+    fn nofail_never_fails_and_spends_nothing() {
+        let f = armed(FaultAttr { interval: 2, space: 3, times: 1, ..always() });
+        for order in 0..=10 {
+            assert!(!f.should_fail_alloc_page(Gfp::GFP_KERNEL | Gfp::__GFP_NOFAIL, order));
+            assert!(!f.should_fail_alloc_page(Gfp::GFP_ATOMIC | Gfp::__GFP_NOFAIL, order));
+        }
+        assert_eq!((space(&f), count(&f), f.injected()), (3, 0, 0), "filtered before should_fail");
+    }
+
+    #[test]
+    fn min_order_and_the_ignore_flags_filter_before_should_fail() {
+        let f = armed(FaultAttr { min_order: 2, ..always() });
+        assert!(!f.should_fail_alloc_page(Gfp::GFP_KERNEL, 0));
+        assert!(!f.should_fail_alloc_page(Gfp::GFP_KERNEL, 1));
+        assert!(f.should_fail_alloc_page(Gfp::GFP_KERNEL, 2));
+        assert!(f.should_fail_alloc_page(Gfp::GFP_KERNEL, 10));
+
+        let f = armed(FaultAttr { ignore_gfp_reclaim: true, ignore_gfp_highmem: false, ..always() });
+        assert!(!f.should_fail_alloc_page(Gfp::GFP_KERNEL, 0), "may direct-reclaim");
+        assert!(!f.should_fail_alloc_page(Gfp::__GFP_DIRECT_RECLAIM, 0));
+        assert!(f.should_fail_alloc_page(Gfp::GFP_NOWAIT, 0), "kswapd reclaim only is not ignored");
+        assert!(f.should_fail_alloc_page(Gfp::GFP_ATOMIC | Gfp::__GFP_HIGHMEM, 0));
+
+        let f = armed(FaultAttr { ignore_gfp_highmem: true, ..always() });
+        assert!(!f.should_fail_alloc_page(Gfp::GFP_HIGHUSER_MOVABLE, 0));
+        assert!(!f.should_fail_alloc_page(Gfp::GFP_ATOMIC | Gfp::__GFP_HIGHMEM, 0));
+        assert!(f.should_fail_alloc_page(Gfp::GFP_KERNEL, 0));
+        assert_eq!(f.injected(), 1);
+    }
+
+    #[test]
+    fn times_counts_failures_only() {
+        let f = armed(FaultAttr { times: 3, interval: 2, ..always() });
+        // Every second request is a candidate; three of them fail.
+        let got = run(&f, Gfp::GFP_KERNEL, 0, 10);
+        assert_eq!(got, [false, true, false, true, false, true, false, false, false, false]);
+        assert_eq!(f.injected(), 3);
+        // times == 0 is checked before interval: the count stops moving.
+        let c = count(&f);
+        assert_eq!(c, 6, "requests 7.. never reached the interval check");
+        let f = armed(FaultAttr { times: -1, ..always() });
+        assert_eq!(run(&f, Gfp::GFP_KERNEL, 0, 100), vec![true; 100], "-1: no limit");
+    }
+
+    #[test]
+    fn space_is_a_budget_in_pages_spent_before_the_interval() {
+        // Order 0 takes 1 off a budget of 10 while the budget exceeds 1:
+        // nine requests pass, the tenth is the first candidate.
+        let f = armed(FaultAttr { space: 10, ..always() });
+        let got = run(&f, Gfp::GFP_KERNEL, 0, 11);
+        assert_eq!(got[..9], [false; 9]);
+        assert_eq!(got[9..], [true, true]);
+        assert_eq!(space(&f), 1, "a budget not larger than the size stays");
+        // Order 2 takes 4 pages: 10 -> 6 -> 2, then 2 > 4 is false.
+        let f = armed(FaultAttr { space: 10, ..always() });
+        assert_eq!(run(&f, Gfp::GFP_KERNEL, 2, 3), [false, false, true]);
+        // A large request passes a budget only if the budget exceeds it.
+        let f = armed(FaultAttr { space: 512, ..always() });
+        assert!(f.should_fail_alloc_page(Gfp::GFP_KERNEL, 9), "512 > 512 is false");
+        // Space passes before the interval counts: with space 3 and
+        // interval 2, two requests pass on space, then every second fails.
+        let f = armed(FaultAttr { space: 3, interval: 2, ..always() });
+        assert_eq!(run(&f, Gfp::GFP_KERNEL, 0, 6), [false, false, false, true, false, true]);
+        assert_eq!(count(&f), 4);
+    }
+
+    #[test]
+    fn interval_fails_every_nth_candidate() {
+        for interval in [0u64, 1] {
+            let f = armed(FaultAttr { interval, ..always() });
+            assert_eq!(run(&f, Gfp::GFP_KERNEL, 0, 4), [true; 4], "interval {interval}: every request");
+            assert_eq!(count(&f), 0, "the count only moves for interval > 1");
+        }
+        let f = armed(FaultAttr { interval: 3, ..always() });
+        let got = run(&f, Gfp::GFP_KERNEL, 0, 9);
+        assert_eq!(got, [false, false, true, false, false, true, false, false, true]);
+    }
+
+    #[test]
+    fn probability_draws_from_a_seeded_stream() {
+        // Probability 0 returns before anything is spent (should_fail_ex).
+        let f = armed(FaultAttr { probability: 0, space: 5, interval: 2, ..always() });
+        assert_eq!(run(&f, Gfp::GFP_KERNEL, 0, 100), vec![false; 100]);
+        assert_eq!((space(&f), count(&f)), (5, 0));
+        // 100 always fails; a fraction fails about that often, the same
+        // requests for the same seed, other ones for another seed.
+        let f = armed(always());
+        assert!(run(&f, Gfp::GFP_KERNEL, 0, 1000).iter().all(|&x| x));
+        let draw =
+            |p: u32, seed: u64| run(&armed(FaultAttr { probability: p, seed, ..always() }), Gfp::GFP_KERNEL, 0, 10_000);
+        for p in [1u32, 10, 50, 90] {
+            let n = draw(p, 7).iter().filter(|&&x| x).count() as f64;
+            let want = 100.0 * f64::from(p);
+            assert!((n - want).abs() < 4.0 * (want * (1.0 - f64::from(p) / 100.0)).sqrt() + 5.0, "p {p}: {n} of 10000");
+        }
+        assert_eq!(draw(30, 42), draw(30, 42), "deterministic per seed");
+        assert_ne!(draw(30, 42), draw(30, 43));
+        // The interval picks the candidates, the probability draws only for
+        // them: with interval 2 no odd request ever fails.
+        let got =
+            run(&armed(FaultAttr { probability: 50, interval: 2, seed: 1, ..always() }), Gfp::GFP_KERNEL, 0, 1000);
+        assert!(got.iter().step_by(2).all(|&x| !x));
+        assert!(got.iter().skip(1).step_by(2).any(|&x| x));
     }
 }

@@ -85,6 +85,10 @@ pub enum SysctlError {
     HighFraction(u32),
     /// Bringing the allocator up runs on CPU 0, whose handle is taken.
     BootCpuBusy,
+    /// A page allocator was already brought up on this machine: its
+    /// memblock memory was handed out once (`memblock_free_all`), and a
+    /// second allocator would free the same frames into a second zone.
+    AlreadyBooted,
 }
 
 impl std::fmt::Display for SysctlError {
@@ -95,6 +99,9 @@ impl std::fmt::Display for SysctlError {
                 "percpu_pagelist_high_fraction must be 0 or at least {MIN_PERCPU_PAGELIST_HIGH_FRACTION}, got {v}"
             ),
             SysctlError::BootCpuBusy => write!(f, "CPU 0 is held by another handle during allocator boot"),
+            SysctlError::AlreadyBooted => {
+                write!(f, "a page allocator was already booted on this machine (memblock_free_all runs once)")
+            }
         }
     }
 }
@@ -120,11 +127,24 @@ impl<'m> PageAllocator<'m> {
     /// unreserved memory into the buddy lists (`memblock_free_all`), compute
     /// `min_free_kbytes` and the watermarks (`init_per_zone_wmark_min`), and
     /// size every CPU's pageset (`setup_per_cpu_pageset`).
+    ///
+    /// # Errors
+    /// A bad `percpu_pagelist_high_fraction`; CPU 0's handle held
+    /// elsewhere; or [`SysctlError::AlreadyBooted`] for a second allocator
+    /// on one machine. Nothing is changed in any of these cases.
     pub fn boot(m: &'m Machine, cfg: AllocatorConfig) -> Result<PageAllocator<'m>, SysctlError> {
         if cfg.percpu_pagelist_high_fraction != 0
             && cfg.percpu_pagelist_high_fraction < MIN_PERCPU_PAGELIST_HIGH_FRACTION
         {
             return Err(SysctlError::HighFraction(cfg.percpu_pagelist_high_fraction));
+        }
+        // Boot work runs on the boot CPU; take it before anything is
+        // claimed, so that a busy CPU 0 leaves the machine bootable.
+        let cpu0 = m.cpu(0).map_err(|_| SysctlError::BootCpuBusy)?;
+        // Before the zone and the pagesets are set up: they write list
+        // heads at fixed kernel addresses that a live allocator uses.
+        if !m.claim_memblock_free_all() {
+            return Err(SysctlError::AlreadyBooted);
         }
         let zone = Zone::new(m);
         let pcp = (0..m.nr_cpus())
@@ -145,11 +165,8 @@ impl<'m> PageAllocator<'m> {
             debug_checks: AtomicBool::new(false),
             fail_page_alloc: fault::FailPageAlloc::default(),
         };
-        {
-            // Boot work runs on the boot CPU.
-            let cpu0 = m.cpu(0).map_err(|_| SysctlError::BootCpuBusy)?;
-            m.memblock().for_each_free_block(|pfn, order| pa.zone.free_pages_core(&cpu0, pfn, order));
-        }
+        m.memblock().for_each_free_block(|pfn, order| pa.zone.free_pages_core(&cpu0, pfn, order));
+        drop(cpu0);
         let min_free = cfg.min_free_kbytes.unwrap_or_else(|| calculate_min_free_kbytes(pa.zone.managed_pages()));
         pa.zone.setup_per_zone_wmarks(min_free);
         pa.zone_pcp_update(0);

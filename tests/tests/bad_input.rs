@@ -292,3 +292,50 @@ fn bulk_edge_cases() {
     }
     pa.check_invariants().unwrap();
 }
+
+/// Issue 9, defect 6: a second `PageAllocator::boot` on one machine would
+/// run `memblock_free_all` again, re-initialise the list heads the live
+/// allocator uses, and free every frame a second time. It is refused, the
+/// live allocator untouched.
+#[test]
+fn second_allocator_boot_on_one_machine_is_refused() {
+    let m = boot();
+    let pa = pa(&m);
+    let cpu = m.cpu(0).unwrap();
+    // Some pages out, some on the pcp lists, so that lists are non-trivial.
+    let held: Vec<Pfn> = (0..40).map(|_| pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 0).unwrap()).collect();
+    for &p in &held[..20] {
+        pa.free_pages(&cpu, p, 0).unwrap();
+    }
+    drop(cpu);
+    let before = snap(&m, &pa);
+    let again = PageAllocator::boot(&m, AllocatorConfig::default());
+    assert_eq!(again.as_ref().err(), Some(&mmlab_pcp::SysctlError::AlreadyBooted));
+    drop(again);
+    assert_eq!(snap(&m, &pa), before, "the refused boot changed the live allocator");
+    pa.check_invariants().unwrap();
+    // The live allocator still works end to end: empty every list and
+    // fill them again.
+    let cpu = m.cpu(0).unwrap();
+    let all = exhaust(&m, &pa, &cpu);
+    assert!(all.len() > 15_000, "got {}", all.len());
+    for p in all.into_iter().chain(held[20..].iter().copied()) {
+        pa.free_pages(&cpu, p, 0).unwrap();
+    }
+    pa.drain_all_pages(&cpu);
+    pa.check_invariants().unwrap();
+    assert_eq!(pa.zone().nr_free_pages(), pa.zone().managed_pages() as i64);
+}
+
+/// A boot refused because CPU 0 is busy claims nothing: the machine can
+/// still get its allocator afterwards.
+#[test]
+fn allocator_boot_refused_for_a_busy_cpu0_leaves_the_machine_bootable() {
+    let m = boot();
+    let cpu0 = m.cpu(0).unwrap();
+    assert_eq!(PageAllocator::boot(&m, AllocatorConfig::default()).err(), Some(mmlab_pcp::SysctlError::BootCpuBusy));
+    drop(cpu0);
+    let pa = pa(&m);
+    assert_eq!(pa.zone().nr_free_pages(), pa.zone().managed_pages() as i64);
+    pa.check_invariants().unwrap();
+}

@@ -3,12 +3,13 @@
 //! vmemmap routing of struct-page access.
 
 use mmlab_engine::layout::{VMALLOC_START, VMEMMAP_START};
-use mmlab_engine::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO};
+use mmlab_engine::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PAGE_SHARED};
 use mmlab_engine::pgtable::mmu::{self, Access, FaultKind};
 use mmlab_engine::pgtable::{
     self, AddressSpace, Desc, DescKind, Level, MapFlags, PgtableError, arch_enter_lazy_mmu_mode,
     arch_leave_lazy_mmu_mode, entry_pa, walk,
 };
+use mmlab_engine::tlb::TlbFlush;
 use mmlab_engine::{Cpu, PAGE_SIZE, Pfn, PhysAddr};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
@@ -331,4 +332,244 @@ fn a_user_address_space_with_its_asid() {
     assert_eq!(t.get(mmlab_engine::tlb::TlbiKind::Vale1is), 1, "one page of ASID 5, last level");
     assert_eq!(t.total(), 1);
     assert!(mmu::translate(&cpu, &user, va, el0).is_err());
+}
+
+// ---------------------------------------------------------------------------
+// Issue 9, defect 6: bad input to the table operations is refused with a
+// typed error and changes nothing.
+// ---------------------------------------------------------------------------
+
+/// Free pages once every pcp list is drained (tables freed by a refused call
+/// land on the pcp lists first).
+fn free_after_drain(cpu: &Cpu<'_>, pa: &PageAllocator<'_>) -> i64 {
+    pa.drain_all_pages(cpu);
+    pa.zone().nr_free_pages()
+}
+
+/// A table allocator that hands out `budget` tables from the page allocator,
+/// then runs out (`PgtableError::NoMemory` inside map_range).
+struct FailingTables<'a, 'm> {
+    pa: &'a PageAllocator<'m>,
+    budget: std::cell::Cell<u32>,
+}
+
+impl<'m> pgtable::PgtableAlloc<'m> for FailingTables<'_, 'm> {
+    fn alloc_table(&self, cpu: &Cpu<'m>) -> Option<PhysAddr> {
+        let left = self.budget.get();
+        if left == 0 {
+            return None;
+        }
+        self.budget.set(left - 1);
+        self.pa.alloc_table(cpu)
+    }
+    fn free_table(&self, cpu: &Cpu<'m>, pa: PhysAddr) {
+        self.pa.free_table(cpu, pa);
+    }
+}
+
+#[test]
+fn map_range_refuses_an_address_of_the_other_half() {
+    let m = machine("64M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let page = pa.alloc_pages(&cpu, mmlab_engine::Gfp::GFP_KERNEL, 0).unwrap();
+    let free = free_after_drain(&cpu, &pa);
+    let kstats = pgtable::stats(&m, &k);
+    // VMALLOC_START with the top 16 bits cleared: a user (TTBR0) address
+    // whose table indexes are those of VMALLOC_START.
+    let user_va = VMALLOC_START & ((1 << 48) - 1);
+    let r = pgtable::map_range(&cpu, &k, &pa, user_va, page.phys().0, PAGE_SIZE, PAGE_KERNEL, MapFlags::default());
+    assert_eq!(r, Err(PgtableError::OutsideAddressSpace { va: user_va, size: PAGE_SIZE, kernel: true }));
+    assert!(walk(&m, &k, VMALLOC_START).leaf.is_none(), "the kernel address it aliases stays unmapped");
+    // A range that starts in the kernel half and wraps out of it, or
+    // starts between the halves, is refused too.
+    let between = 0x0001_0000_0000_0000u64;
+    assert!(matches!(
+        pgtable::map_range(&cpu, &k, &pa, between, page.phys().0, PAGE_SIZE, PAGE_KERNEL, MapFlags::default()),
+        Err(PgtableError::OutsideAddressSpace { kernel: true, .. })
+    ));
+    assert_eq!(pgtable::stats(&m, &k), kstats);
+    assert_eq!(pgtable::unmap_range(&cpu, &k, user_va, PAGE_SIZE).map(|f| f.ignore()).unwrap_err(), r.unwrap_err());
+
+    // And a kernel address into a user space.
+    let user = AddressSpace::alloc_user(&cpu, &pa, 7).unwrap();
+    let ustats = pgtable::stats(&m, &user);
+    let r =
+        pgtable::map_range(&cpu, &user, &pa, VMALLOC_START, page.phys().0, PAGE_SIZE, PAGE_KERNEL, MapFlags::default());
+    assert_eq!(r, Err(PgtableError::OutsideAddressSpace { va: VMALLOC_START, size: PAGE_SIZE, kernel: false }));
+    // The last user page is fine; one more page crosses out of the half.
+    let top = (1u64 << 48) - PAGE_SIZE;
+    let flags = MapFlags::default();
+    pgtable::map_range(&cpu, &user, &pa, top - PAGE_SIZE, page.phys().0, 2 * PAGE_SIZE, PAGE_SHARED, flags)
+        .unwrap()
+        .ignore();
+    pgtable::unmap_range(&cpu, &user, top - PAGE_SIZE, 2 * PAGE_SIZE).unwrap().flush(&cpu);
+    assert!(matches!(
+        pgtable::map_range(&cpu, &user, &pa, top, page.phys().0, 2 * PAGE_SIZE, PAGE_SHARED, MapFlags::default()),
+        Err(PgtableError::BadRange { .. }) | Err(PgtableError::OutsideAddressSpace { kernel: false, .. })
+    ));
+    assert!(walk(&m, &user, top).leaf.is_none());
+    assert_eq!(pgtable::stats(&m, &user).pages, ustats.pages);
+    assert_eq!(pgtable::stats(&m, &k), kstats);
+    pa.free_pages(&cpu, page, 0).unwrap();
+    assert_eq!(free_after_drain(&cpu, &pa), free + 1 - 4, "only the user pgd and its top page's three tables stay");
+    pa.check_invariants().unwrap();
+}
+
+#[test]
+fn map_range_refused_for_break_before_make_changes_nothing() {
+    let m = machine("256M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let phys = pa.alloc_contig_pages(&cpu, 1024, mmlab_engine::Gfp::GFP_KERNEL).unwrap().phys().0;
+    assert!(phys.is_multiple_of(2 << 20));
+    let other = pa.alloc_pages(&cpu, mmlab_engine::Gfp::GFP_KERNEL, 0).unwrap().phys().0;
+
+    // Case 1, pages: the range crosses from a PMD with no PTE table yet
+    // into one whose PTE table maps a page elsewhere (the conflict). The
+    // first table is allocated and four PTEs are written before the
+    // conflict is found.
+    let base = VMALLOC_START + (64 << 20);
+    let conflict = base + (2 << 20) + 2 * PAGE_SIZE;
+    pgtable::map_range(&cpu, &k, &pa, conflict, other, PAGE_SIZE, PAGE_KERNEL, MapFlags::default()).unwrap().ignore();
+    let stats = pgtable::stats(&m, &k);
+    let free = free_after_drain(&cpu, &pa);
+    let va = base + (2 << 20) - 4 * PAGE_SIZE;
+    let tlbi = m.tlbi_counts();
+    let r = pgtable::map_range(&cpu, &k, &pa, va, phys, 8 * PAGE_SIZE, PAGE_KERNEL, MapFlags::default());
+    assert!(matches!(r, Err(PgtableError::BreakBeforeMake { .. })), "{r:?}");
+    // The four translations it made and took back may have been cached:
+    // the range is flushed, and the freed table leaves no walk cache entry.
+    let t = m.tlbi_counts().delta(&tlbi);
+    assert!(t.get(mmlab_engine::tlb::TlbiKind::Vaae1is) >= 1 && t.total() >= 2, "{t:?}");
+    for i in 0..8 {
+        let leaf = walk(&m, &k, va + i * PAGE_SIZE).leaf;
+        if va + i * PAGE_SIZE == conflict {
+            assert_eq!(leaf.unwrap().pa.0, other, "the live entry is untouched");
+        } else {
+            assert!(leaf.is_none(), "page {i} left mapped after the refused call");
+        }
+    }
+    assert_eq!(pgtable::stats(&m, &k), stats, "tables as before the call");
+    assert_eq!(free_after_drain(&cpu, &pa), free, "the PTE table the call allocated was freed");
+
+    // Case 2, blocks: the first 2 MiB slot holds an empty PTE table (left
+    // by a map and unmap), which a block replaces; the second holds a
+    // block of other memory (phys, where the call wants phys + 2 MiB).
+    // The table must come back, still allocated.
+    let va = VMALLOC_START + (128 << 20);
+    pgtable::map_range(&cpu, &k, &pa, va, other, PAGE_SIZE, PAGE_KERNEL, MapFlags::default()).unwrap().ignore();
+    pgtable::unmap_range(&cpu, &k, va, PAGE_SIZE).unwrap().flush(&cpu);
+    let pte_table = walk(&m, &k, va).steps[2].desc;
+    assert_eq!(pte_table.kind(Level::Pmd), DescKind::Table);
+    let blocks = MapFlags { block: true, cont: false };
+    pgtable::map_range(&cpu, &k, &pa, va + (2 << 20), phys, 2 << 20, PAGE_KERNEL, blocks).unwrap().ignore();
+    let stats = pgtable::stats(&m, &k);
+    let free = free_after_drain(&cpu, &pa);
+    let r = pgtable::map_range(&cpu, &k, &pa, va, phys, 4 << 20, PAGE_KERNEL, blocks);
+    assert!(matches!(r, Err(PgtableError::BreakBeforeMake { .. })), "{r:?}");
+    assert_eq!(walk(&m, &k, va).steps[2].desc, pte_table, "the empty PTE table is back in its slot");
+    assert_eq!(walk(&m, &k, va + (2 << 20)).leaf.unwrap().desc, Desc::block(phys, PAGE_KERNEL));
+    assert!(walk(&m, &k, va).leaf.is_none());
+    assert_eq!(pgtable::stats(&m, &k), stats);
+    assert_eq!(free_after_drain(&cpu, &pa), free, "the replaced table page was not freed");
+    assert!(matches!(m.page(mmlab_engine::Pfn(pte_table.pfn())).ext(), mmlab_engine::page::PageExt::Alloc(0, _)));
+    pa.check_invariants().unwrap();
+}
+
+#[test]
+fn map_range_out_of_table_memory_changes_nothing() {
+    let m = machine("256M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let phys = pa.alloc_contig_pages(&cpu, 4096, mmlab_engine::Gfp::GFP_KERNEL).unwrap().phys().0;
+    // A fresh 1 GiB region: 16 MiB there need a pmd table and eight PTE
+    // tables (and a pud table if the pgd entry has none), so every budget
+    // below fails part-way, after mapping budget - 1 tables' worth or so.
+    let va = VMALLOC_START + (5u64 << 30);
+    for budget in 0..9 {
+        let stats = pgtable::stats(&m, &k);
+        let free = free_after_drain(&cpu, &pa);
+        let tables = FailingTables { pa: &pa, budget: std::cell::Cell::new(budget) };
+        let r = pgtable::map_range(&cpu, &k, &tables, va, phys, 16 << 20, PAGE_KERNEL, MapFlags::default());
+        assert_eq!(r, Err(PgtableError::NoMemory), "budget {budget}");
+        assert_eq!(pgtable::stats(&m, &k), stats, "budget {budget}: tables as before");
+        assert_eq!(free_after_drain(&cpu, &pa), free, "budget {budget}: every table allocated was freed");
+        assert!(pgtable::leaves(&m, &k, va, va + (16 << 20)).is_empty(), "budget {budget}");
+    }
+    // With enough tables the same call works.
+    let tables = FailingTables { pa: &pa, budget: std::cell::Cell::new(16) };
+    pgtable::map_range(&cpu, &k, &tables, va, phys, 16 << 20, PAGE_KERNEL, MapFlags::default()).unwrap().ignore();
+    assert_eq!(pgtable::leaves(&m, &k, va, va + (16 << 20)).len(), 4096);
+    pa.check_invariants().unwrap();
+}
+
+#[test]
+fn output_addresses_outside_ram_are_errors_not_panics() {
+    let m = machine("64M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let va = VMALLOC_START + 0x20_0000;
+    let table = pte_table_for(&cpu, &pa, va);
+    let slot = entry_pa(table, Level::Pte.index(va));
+    // A leaf may point outside RAM (device memory, ioremap): the write is
+    // accepted, and an access through it is an external abort.
+    let device = 0x1000_0000u64;
+    let dev = Desc::page(
+        device,
+        pgtable::desc::PROT_DEFAULT | pgtable::desc::bits::attrindx(pgtable::desc::bits::MT_DEVICE_NGNRE),
+    );
+    pgtable::set_pte(&cpu, slot, dev).unwrap();
+    let want = FaultKind::ExternalAbort { pa: PhysAddr(device + 8) };
+    assert_eq!(mmu::read_u64(&cpu, &k, va + 8).unwrap_err().kind, want);
+    assert_eq!(mmu::write_u64(&cpu, &k, va + 8, 1).unwrap_err().kind, want);
+    let mut buf = [0u8; 16];
+    assert_eq!(mmu::read_bytes(&cpu, &k, va + 8, &mut buf).unwrap_err().kind, want);
+    assert_eq!(mmu::write_bytes(&cpu, &k, va + 8, &buf).unwrap_err().kind, want);
+    // The translation itself is fine: the PA is what the leaf says.
+    assert_eq!(mmu::translate(&cpu, &k, va + 8, Access::READ), Ok(PhysAddr(device + 8)));
+    // A PA past the end of RAM, too.
+    pgtable::ptep_get_and_clear(&cpu, slot);
+    let past = m.arena().end().0 + (1 << 30);
+    pgtable::set_pte(&cpu, slot, Desc::page(past, PAGE_KERNEL)).unwrap();
+    TlbFlush::kernel_page(va).flush(&cpu);
+    assert_eq!(mmu::read_u64(&cpu, &k, va).unwrap_err().kind, FaultKind::ExternalAbort { pa: PhysAddr(past) });
+    pgtable::ptep_get_and_clear(&cpu, slot);
+    TlbFlush::kernel_page(va).flush(&cpu);
+
+    // A table descriptor must point at RAM: mmlab walks tables in its arena.
+    let pmd_slot = walk(&m, &k, va).steps[2].slot;
+    let pmd_before = m.read_desc(pmd_slot);
+    let next = va + (2 << 20);
+    let pmd_next = entry_pa(PhysAddr(pmd_slot.0 & !(PAGE_SIZE - 1)), Level::Pmd.index(next));
+    let bad = Desc::table(device, pgtable::desc::KERNEL_TABLE);
+    assert_eq!(
+        pgtable::set_pmd(&cpu, pmd_next, bad),
+        Err(PgtableError::TableOutsideRam { entry: pmd_next, table: PhysAddr(device) })
+    );
+    assert_eq!(
+        pgtable::set_pud(&cpu, pmd_next, bad),
+        Err(PgtableError::TableOutsideRam { entry: pmd_next, table: PhysAddr(device) })
+    );
+    assert_eq!(m.read_desc(pmd_next), Desc::INVALID, "nothing written");
+    assert_eq!(m.read_desc(pmd_slot), pmd_before);
+    assert!(walk(&m, &k, next).leaf.is_none());
+    // A block outside RAM is a leaf: accepted.
+    pgtable::set_pmd(&cpu, pmd_next, Desc::block(0x20_0000, PAGE_KERNEL)).unwrap();
+    assert!(matches!(mmu::read_u64(&cpu, &k, next).unwrap_err().kind, FaultKind::ExternalAbort { .. }));
+    pgtable::pte_clear(&cpu, pmd_next);
+    TlbFlush::kernel_range(next, next + (2 << 20)).flush(&cpu);
+
+    // The descriptor address itself outside RAM.
+    for bad_slot in [PhysAddr(device), PhysAddr(past), PhysAddr(table.0 + 4)] {
+        let e = Err(PgtableError::SlotOutsideRam { entry: bad_slot });
+        assert_eq!(pgtable::set_pte(&cpu, bad_slot, Desc::page(0x4000_0000, PAGE_KERNEL)), e);
+        assert_eq!(pgtable::set_ptes(&cpu, bad_slot, Desc::page(0x4000_0000, PAGE_KERNEL), 2, PAGE_SIZE), e);
+        assert_eq!(pgtable::set_pmd(&cpu, bad_slot, Desc::block(0x4000_0000, PAGE_KERNEL)), e);
+        assert_eq!(pgtable::set_pgd(&cpu, bad_slot, Desc::INVALID), e);
+    }
 }

@@ -379,3 +379,61 @@ fn purged_small_ranges_go_to_their_node_pool() {
     }
     vm.check().unwrap();
 }
+
+/// Issue 9, defect 6: vmap and vm_map_ram of pages that are not RAM, or not
+/// allocated, are refused before anything is taken (the kernel maps any
+/// pfn it is given; mmlab would map a hole or a free page).
+#[test]
+fn vmap_and_vm_map_ram_refuse_pages_outside_ram_or_free() {
+    use mmlab_engine::Pfn;
+    let m = machine("64M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let good = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 0).unwrap();
+    let free_page = {
+        let p = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 0).unwrap();
+        pa.free_pages(&cpu, p, 0).unwrap();
+        p
+    };
+    let memmap = m.memblock().reserved().iter().find(|r| r.name == "memmap").unwrap().base.pfn();
+    let end = m.memmap().end_pfn();
+    let stats = pgtable::stats(&m, &k);
+    let free_va = vm.free_bytes();
+    let nr_free = pa.zone().nr_free_pages() + pa.pcp_pages();
+    let cases: [(Vec<Pfn>, VmallocError); 5] = [
+        (vec![good, Pfn(0)], VmallocError::InvalidPfn { pfn: Pfn(0) }),
+        (vec![good, end], VmallocError::InvalidPfn { pfn: end }),
+        (vec![Pfn(u64::MAX >> 12)], VmallocError::InvalidPfn { pfn: Pfn(u64::MAX >> 12) }),
+        (vec![good, free_page], VmallocError::PageNotAllocated { pfn: free_page }),
+        (vec![memmap, good], VmallocError::PageNotAllocated { pfn: memmap }),
+    ];
+    for (pages, want) in &cases {
+        assert_eq!(vm.vmap(&cpu, pages, pgtable::desc::PAGE_KERNEL), Err(*want));
+        assert_eq!(vm.vm_map_ram(&cpu, pages), Err(*want));
+        // A vm_map_ram that would need an area of its own, too.
+        let mut many = vec![good; 70];
+        many.extend(pages);
+        assert_eq!(vm.vm_map_ram(&cpu, &many), Err(*want));
+    }
+    assert_eq!(vm.free_bytes(), free_va, "no virtual space taken");
+    assert!(vm.areas().is_empty());
+    assert!(!vm.vmallocinfo().contains("vm_map_ram"), "no vmap block taken");
+    assert_eq!(pgtable::stats(&m, &k), stats, "no table touched");
+    assert_eq!(pa.zone().nr_free_pages() + pa.pcp_pages(), nr_free);
+    vm.check().unwrap();
+    pa.check_invariants().unwrap();
+
+    // Pages inside a higher-order allocation are allocated pages: vmap
+    // takes them, as the kernel's does.
+    let block = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 2).unwrap();
+    let a = vm.vmap(&cpu, &[block.add(3), block.add(1), good], pgtable::desc::PAGE_KERNEL).unwrap();
+    mmu::write_u64(&cpu, &k, a + 16, 0x77).unwrap();
+    assert_eq!(
+        m.arena().word(mmlab_engine::PhysAddr(block.add(3).phys().0 + 16)).load(std::sync::atomic::Ordering::Relaxed),
+        0x77
+    );
+    vm.vunmap(&cpu, a).unwrap();
+    vm.check().unwrap();
+}

@@ -134,6 +134,11 @@ pub enum VmallocError {
     /// mapping reserved `reserved` pages (a power of two in a vmap block,
     /// the exact count for a mapping of its own), the call gave `given`.
     WrongCount { addr: u64, reserved: u64, given: usize },
+    /// A page given to vmap/vm_map_ram is not RAM (`!pfn_valid()`).
+    InvalidPfn { pfn: Pfn },
+    /// A page given to vmap/vm_map_ram is not an allocated page (free,
+    /// reserved by memblock, or never handed out).
+    PageNotAllocated { pfn: Pfn },
 }
 
 impl fmt::Display for VmallocError {
@@ -156,6 +161,10 @@ impl fmt::Display for VmallocError {
             VmallocError::ForeignCpu { cpu } => write!(f, "cpu {cpu} is a handle of another machine"),
             VmallocError::WrongCount { addr, reserved, given } => {
                 write!(f, "vm_unmap_ram({addr:#x}, {given}): the mapping there reserved {reserved} pages")
+            }
+            VmallocError::InvalidPfn { pfn } => write!(f, "vmap: pfn {pfn} is not RAM (pfn_valid fails)"),
+            VmallocError::PageNotAllocated { pfn } => {
+                write!(f, "vmap: pfn {pfn} is not an allocated page (free, reserved or never handed out)")
             }
         }
     }
@@ -849,10 +858,25 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
 
     /// `vmap(pages, count, flags, prot)`: map caller-owned pages.
+    ///
+    /// Every page must be RAM and allocated, checked first, before any
+    /// virtual space is taken ([`VmallocError::InvalidPfn`],
+    /// [`VmallocError::PageNotAllocated`]). The kernel's
+    /// `vmap_pages_pte_range()` checks `pfn_valid()` page by page while
+    /// mapping (WARN, -EINVAL; `vmap()` then unmaps and frees the area);
+    /// checking up front gives the same result without the partial
+    /// mapping. The allocated-page check is mmlab's own: the kernel cannot
+    /// tell, and may vmap reserved (memblock) pages, which mmlab refuses.
     pub fn vmap(&self, cpu: &Cpu<'m>, pages: &[Pfn], prot: u64) -> Result<u64, VmallocError> {
         self.this_machine(cpu)?;
         if pages.is_empty() {
             return Err(VmallocError::ZeroSize);
+        }
+        for &pfn in pages {
+            self.pa.check_allocated(pfn).map_err(|e| match e {
+                mmlab_pcp::FreeError::InvalidPfn { pfn } => VmallocError::InvalidPfn { pfn },
+                _ => VmallocError::PageNotAllocated { pfn },
+            })?;
         }
         let size = pages.len() as u64 * PAGE_SIZE;
         let va_size = size + PAGE_SIZE;
@@ -893,11 +917,18 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// `vm_map_ram(pages, count, node)`: map `pages` at a fresh address. Up
     /// to [`VMAP_MAX_ALLOC`] pages come from this CPU's vmap blocks
     /// (`vb_alloc`: 2^get_order pages bump-allocated from a 4 MiB block);
-    /// more get an area of their own without a guard page.
+    /// more get an area of their own without a guard page. The pages are
+    /// checked as [`Vmalloc::vmap`] checks them, before anything is taken.
     pub fn vm_map_ram(&self, cpu: &Cpu<'m>, pages: &[Pfn]) -> Result<u64, VmallocError> {
         self.this_machine(cpu)?;
         if pages.is_empty() {
             return Err(VmallocError::ZeroSize);
+        }
+        for &pfn in pages {
+            self.pa.check_allocated(pfn).map_err(|e| match e {
+                mmlab_pcp::FreeError::InvalidPfn { pfn } => VmallocError::InvalidPfn { pfn },
+                _ => VmallocError::PageNotAllocated { pfn },
+            })?;
         }
         let count = pages.len();
         let addr = if count <= VMAP_MAX_ALLOC {

@@ -4,8 +4,10 @@
 //! array of host-page pointers, like QEMU's softmmu TLB), then the CPU's TLB
 //! model, then a table walk that fills both. Permissions are checked on
 //! the leaf: a missing entry is a translation fault, a write to a read-only
-//! entry or a user access to a kernel entry a permission fault. A fault is a
-//! value ([`Fault`]) with the address and the descriptor, never a crash.
+//! entry or a user access to a kernel entry a permission fault, an access
+//! through a leaf whose output address has no RAM behind it (device
+//! memory, a hole) an external abort. A fault is a value ([`Fault`]) with
+//! the address and the descriptor, never a crash.
 //! TLBIs invalidate the cache and the model, so a stale translation lives
 //! exactly as long as it would on hardware.
 
@@ -39,6 +41,11 @@ pub enum FaultKind {
     Permission { level: Level },
     /// The leaf's access flag is clear.
     AccessFlag { level: Level },
+    /// The translation succeeded but nothing emulated lies behind the
+    /// output address `pa` (a leaf mapping device memory or a hole outside
+    /// RAM): on hardware a synchronous external abort, or a device access
+    /// mmlab does not model.
+    ExternalAbort { pa: PhysAddr },
 }
 
 /// A fault: the address, the kind, and the descriptor the walk stopped at.
@@ -149,11 +156,23 @@ fn translate_slow(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) ->
     Ok(pa)
 }
 
+/// `pa` translated from `va` must have `len` bytes of RAM behind it; else
+/// an [`FaultKind::ExternalAbort`] fault (leaves may map non-RAM output
+/// addresses, which the emulator has nothing behind).
+#[inline]
+fn ram_behind(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, pa: PhysAddr, len: u64) -> Result<PhysAddr, Fault> {
+    if cpu.machine().arena().contains(pa, len) {
+        return Ok(pa);
+    }
+    let desc = super::walk(cpu.machine(), asp, va).leaf.map_or(super::Desc::INVALID, |l| l.desc);
+    Err(Fault { va, kind: FaultKind::ExternalAbort { pa }, desc })
+}
+
 /// Read a u64 at `va`: one 64-bit load (`READ_ONCE`) when aligned.
 #[inline]
 pub fn read_u64(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64) -> Result<u64, Fault> {
     if va.is_multiple_of(8) {
-        let pa = translate(cpu, asp, va, Access::READ)?;
+        let pa = ram_behind(cpu, asp, va, translate(cpu, asp, va, Access::READ)?, 8)?;
         return Ok(cpu.machine().arena().word(pa).load(std::sync::atomic::Ordering::Relaxed));
     }
     let mut b = [0u8; 8];
@@ -165,7 +184,7 @@ pub fn read_u64(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64) -> Result<u64, Fault
 #[inline]
 pub fn write_u64(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, v: u64) -> Result<(), Fault> {
     if va.is_multiple_of(8) {
-        let pa = translate(cpu, asp, va, Access::WRITE)?;
+        let pa = ram_behind(cpu, asp, va, translate(cpu, asp, va, Access::WRITE)?, 8)?;
         cpu.machine().arena().word(pa).store(v, std::sync::atomic::Ordering::Relaxed);
         return Ok(());
     }
@@ -178,7 +197,7 @@ pub fn read_bytes(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, buf: &mut [u8]) ->
     while done < buf.len() {
         let cur = va + done as u64;
         let n = ((PAGE_SIZE - cur % PAGE_SIZE) as usize).min(buf.len() - done);
-        let pa = translate(cpu, asp, cur, Access::READ)?;
+        let pa = ram_behind(cpu, asp, cur, translate(cpu, asp, cur, Access::READ)?, n as u64)?;
         cpu.machine().arena().read(pa, &mut buf[done..done + n]);
         done += n;
     }
@@ -191,7 +210,7 @@ pub fn write_bytes(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, buf: &[u8]) -> Re
     while done < buf.len() {
         let cur = va + done as u64;
         let n = ((PAGE_SIZE - cur % PAGE_SIZE) as usize).min(buf.len() - done);
-        let pa = translate(cpu, asp, cur, Access::WRITE)?;
+        let pa = ram_behind(cpu, asp, cur, translate(cpu, asp, cur, Access::WRITE)?, n as u64)?;
         cpu.machine().arena().write(pa, &buf[done..done + n]);
         done += n;
     }

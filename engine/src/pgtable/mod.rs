@@ -78,6 +78,16 @@ pub enum PgtableError {
     NoMemory,
     /// Unmapping part of a block or contiguous run (it would need a split).
     PartialHugeUnmap { va: u64, level: Level },
+    /// The range is not in this address space's half of the VA space: a
+    /// user (TTBR0) address in the kernel's tables, or a kernel (TTBR1)
+    /// address in a user space's. The table index bits alone would alias
+    /// it to an address of the other half.
+    OutsideAddressSpace { va: u64, size: u64, kernel: bool },
+    /// A table descriptor whose next-level table is not a page of RAM:
+    /// mmlab keeps every table in its arena and cannot walk one elsewhere.
+    TableOutsideRam { entry: PhysAddr, table: PhysAddr },
+    /// The descriptor address itself is not an aligned word of RAM.
+    SlotOutsideRam { entry: PhysAddr },
 }
 
 impl std::fmt::Display for PgtableError {
@@ -95,6 +105,19 @@ impl std::fmt::Display for PgtableError {
             PgtableError::NoMemory => write!(f, "out of memory for a page-table page"),
             PgtableError::PartialHugeUnmap { va, level } => {
                 write!(f, "unmapping part of a {} block or contiguous run at {va:#x}", level.name())
+            }
+            PgtableError::OutsideAddressSpace { va, size, kernel } => {
+                let (which, other) = if *kernel { ("kernel (TTBR1)", "user") } else { ("user (TTBR0)", "kernel") };
+                write!(
+                    f,
+                    "range {va:#x}+{size:#x} is outside the {which} half of the address space (a {other} address?)"
+                )
+            }
+            PgtableError::TableOutsideRam { entry, table } => {
+                write!(f, "table descriptor at {entry} points at {table}, which is not a page of RAM")
+            }
+            PgtableError::SlotOutsideRam { entry } => {
+                write!(f, "descriptor address {entry} is not an aligned word of RAM")
             }
         }
     }
@@ -180,6 +203,27 @@ impl AddressSpace {
     /// The ASID (None: the kernel's, global entries).
     pub const fn asid(&self) -> Option<u16> {
         self.asid
+    }
+    /// Whether `[va, last]` (`va <= last`) lies in this space's half of the
+    /// VA space: `[-2^VA_BITS, 2^64)` for the kernel's (TTBR1), `[0,
+    /// 2^VA_BITS)` for a user space (TTBR0). Addresses between the halves
+    /// would fault on hardware (translation fault at level 0, as for
+    /// TCR.TxSZ); the table index bits alone would alias them.
+    pub const fn covers(&self, va: u64, last: u64) -> bool {
+        let span = 1u64 << self.va_bits();
+        match self.asid {
+            None => va >= span.wrapping_neg() && last >= va,
+            Some(_) => last < span && last >= va,
+        }
+    }
+    /// [`AddressSpace::covers`] as a typed error for `[va, va + size)`
+    /// (`size` > 0, not wrapping: checked before).
+    fn check_covers(&self, va: u64, size: u64) -> Result<(), PgtableError> {
+        if self.covers(va, va + (size - 1)) {
+            Ok(())
+        } else {
+            Err(PgtableError::OutsideAddressSpace { va, size, kernel: self.asid.is_none() })
+        }
     }
     /// Attributes of table descriptors in this space.
     const fn table_attrs(&self) -> u64 {
@@ -270,10 +314,30 @@ pub const fn entry_pa(table: PhysAddr, index: usize) -> PhysAddr {
     PhysAddr(table.0 + index as u64 * 8)
 }
 
+/// The descriptor word at `slot`, or [`PgtableError::SlotOutsideRam`] for
+/// an address the caller made up.
+#[inline(always)]
+fn slot_word(m: &Machine, slot: PhysAddr) -> Result<&AtomicU64, PgtableError> {
+    m.arena().try_word(slot).ok_or(PgtableError::SlotOutsideRam { entry: slot })
+}
+
 /// Check a write against the live entry (`__check_safe_pte_update`).
 #[inline]
 fn check_bbm(m: &Machine, slot: PhysAddr, new: Desc) -> Result<(), PgtableError> {
-    check_word(m.desc_slot(slot), slot, new)
+    check_word(slot_word(m, slot)?, slot, new)
+}
+
+/// A table descriptor written at `level` must point at a page of RAM: the
+/// next walk reads its entries from the arena. (A leaf may point anywhere:
+/// device memory and other non-RAM output addresses are legitimate, as
+/// with `ioremap`; an access through such a leaf is a
+/// [`mmu::FaultKind::ExternalAbort`].)
+#[inline(always)]
+fn check_table_in_ram(m: &Machine, slot: PhysAddr, d: Desc, level: Level) -> Result<(), PgtableError> {
+    if d.kind(level) == DescKind::Table && !m.arena().contains(PhysAddr(d.addr()), PAGE_SIZE) {
+        return Err(PgtableError::TableOutsideRam { entry: slot, table: PhysAddr(d.addr()) });
+    }
+    Ok(())
 }
 
 /// [`check_bbm`] on a slot already looked up.
@@ -289,9 +353,12 @@ fn check_word(word: &AtomicU64, slot: PhysAddr, new: Desc) -> Result<(), Pgtable
 
 /// `__set_pte()`: write one PTE; a valid kernel PTE is followed by the
 /// barrier pair (or marks it pending in a lazy-MMU section).
+///
+/// The output address may lie outside RAM (device memory); `ptep` itself
+/// must be a descriptor word in RAM, else [`PgtableError::SlotOutsideRam`].
 #[inline]
 pub fn set_pte(cpu: &Cpu<'_>, ptep: PhysAddr, pte: Desc) -> Result<(), PgtableError> {
-    let word = cpu.machine().desc_slot(ptep);
+    let word = slot_word(cpu.machine(), ptep)?;
     check_word(word, ptep, pte)?;
     word.store(pte.0, Relaxed);
     if pte.valid_not_user() {
@@ -342,7 +409,8 @@ impl<'m> PteTable<'m> {
 
 /// `__set_ptes_anysz()`: write `nr` entries from `ptep`, the output address
 /// advancing by `pgsize` per entry, then one barrier pair for the last.
-/// All entries are checked before any is written.
+/// All entries are checked before any is written (the slots must be words
+/// of RAM; the output addresses may lie anywhere, see [`set_pte`]).
 pub fn set_ptes(cpu: &Cpu<'_>, ptep: PhysAddr, pte: Desc, nr: usize, pgsize: u64) -> Result<(), PgtableError> {
     let m = cpu.machine();
     if nr == 0 {
@@ -361,9 +429,12 @@ pub fn set_ptes(cpu: &Cpu<'_>, ptep: PhysAddr, pte: Desc, nr: usize, pgsize: u64
 }
 
 /// `set_pmd()`: write; a valid entry (table or block) queues the barriers.
+/// A table descriptor must point at a page of RAM
+/// ([`PgtableError::TableOutsideRam`]); a block may map anything.
 #[inline]
 pub fn set_pmd(cpu: &Cpu<'_>, pmdp: PhysAddr, pmd: Desc) -> Result<(), PgtableError> {
     let m = cpu.machine();
+    check_table_in_ram(m, pmdp, pmd, Level::Pmd)?;
     check_bbm(m, pmdp, pmd)?;
     m.desc_slot(pmdp).store(pmd.0, Relaxed);
     if pmd.is_valid() {
@@ -379,9 +450,11 @@ pub fn set_pud(cpu: &Cpu<'_>, pudp: PhysAddr, pud: Desc) -> Result<(), PgtableEr
 }
 
 /// `set_pgd()` / `set_p4d()`: write; the barriers are queued unconditionally.
+/// A table descriptor must point at a page of RAM, as for [`set_pmd`].
 #[inline]
 pub fn set_pgd(cpu: &Cpu<'_>, pgdp: PhysAddr, pgd: Desc) -> Result<(), PgtableError> {
     let m = cpu.machine();
+    check_table_in_ram(m, pgdp, pgd, Level::Pgd)?;
     check_bbm(m, pgdp, pgd)?;
     m.desc_slot(pgdp).store(pgd.0, Relaxed);
     queue_pte_barriers(cpu);
@@ -421,10 +494,21 @@ fn table_below<'m>(
     slot: PhysAddr,
     level: Level,
 ) -> Result<PhysAddr, PgtableError> {
+    table_below_tracked(cpu, asp, alloc, slot, level).map(|(t, _)| t)
+}
+
+/// [`table_below`], also telling whether this call installed the table.
+fn table_below_tracked<'m>(
+    cpu: &Cpu<'m>,
+    asp: &AddressSpace,
+    alloc: &dyn PgtableAlloc<'m>,
+    slot: PhysAddr,
+    level: Level,
+) -> Result<(PhysAddr, bool), PgtableError> {
     let m = cpu.machine();
     let d = m.read_desc(slot);
     match d.kind(level) {
-        DescKind::Table => Ok(PhysAddr(d.addr())),
+        DescKind::Table => Ok((PhysAddr(d.addr()), false)),
         DescKind::Invalid => {
             // __pte_alloc_kernel(): allocate outside the lock, then install
             // only if the slot is still empty (the kernel re-checks under
@@ -438,12 +522,12 @@ fn table_below<'m>(
                     // set_pgd queues its barriers unconditionally, set_pud/set_pmd
                     // for a valid entry: either way one queued pair.
                     queue_pte_barriers(cpu);
-                    Ok(t)
+                    Ok((t, true))
                 }
                 Err(now) => {
                     alloc.free_table(cpu, t);
                     match Desc(now).kind(level) {
-                        DescKind::Table => Ok(PhysAddr(Desc(now).addr())),
+                        DescKind::Table => Ok((PhysAddr(Desc(now).addr()), false)),
                         _ => Err(PgtableError::BreakBeforeMake { entry: slot, old: Desc(now), new }),
                     }
                 }
@@ -459,12 +543,16 @@ fn table_below<'m>(
 /// so no walk cache keeps it, free the page). Returns false if the slot
 /// holds a table that still maps something: the caller then maps at the
 /// next level down instead, as `vmap_try_huge_pmd()` falls back.
+///
+/// With `defer`, the table page is not freed but recorded, so that
+/// [`map_range`] can put it back if it fails later.
 fn free_empty_table_for_block<'m>(
     cpu: &Cpu<'m>,
     alloc: &dyn PgtableAlloc<'m>,
     slot: PhysAddr,
     level: Level,
     va: u64,
+    defer: Option<&mut MapUndo>,
 ) -> bool {
     let m = cpu.machine();
     let d = m.read_desc(slot);
@@ -477,8 +565,102 @@ fn free_empty_table_for_block<'m>(
     }
     pte_clear(cpu, slot);
     TlbFlush::kernel_pgtable(va).flush(cpu);
-    alloc.free_table(cpu, table);
+    match defer {
+        Some(undo) => undo.log.push(Undo::Detached { slot, old: d, table }),
+        None => alloc.free_table(cpu, table),
+    }
     true
+}
+
+/// One change [`map_range`] made, in the order made.
+#[derive(Debug)]
+enum Undo {
+    /// `n` entries from `slot` written; their values before (None: all 0).
+    Written { slot: PhysAddr, n: usize, old: Option<Vec<u64>> },
+    /// A table allocated and installed in the empty entry at `slot`, for
+    /// addresses from `va`.
+    NewTable { slot: PhysAddr, table: PhysAddr, va: u64 },
+    /// An empty table taken out of `slot` (which held `old`) for a block;
+    /// its page is freed only when the whole call succeeds.
+    Detached { slot: PhysAddr, old: Desc, table: PhysAddr },
+}
+
+/// The journal of one [`map_range`] call.
+#[derive(Debug, Default)]
+struct MapUndo {
+    log: Vec<Undo>,
+    /// A live (valid) entry was changed.
+    live_changed: bool,
+}
+
+impl MapUndo {
+    /// Note the `n` entries from `slot` before they are written.
+    fn snapshot(&mut self, m: &Machine, slot: PhysAddr, n: usize) -> Undo {
+        // The common case, empty entries, is noted without allocating.
+        if (0..n).all(|i| m.read_desc(entry_pa(slot, i)).0 == 0) {
+            return Undo::Written { slot, n, old: None };
+        }
+        let olds: Vec<u64> = (0..n).map(|i| m.read_desc(entry_pa(slot, i)).0).collect();
+        self.live_changed |= olds.iter().any(|&d| Desc(d).is_valid());
+        Undo::Written { slot, n, old: Some(olds) }
+    }
+
+    /// Success: free the table pages that blocks replaced.
+    fn commit<'m>(self, cpu: &Cpu<'m>, alloc: &dyn PgtableAlloc<'m>) {
+        for u in self.log {
+            if let Undo::Detached { table, .. } = u {
+                alloc.free_table(cpu, table);
+            }
+        }
+    }
+
+    /// Failure: undo every change, last first, so that the tables are as
+    /// they were before the call. A table this call allocated is taken out
+    /// and freed only if it is empty again (another CPU may have started
+    /// using it meanwhile, as `table_below` lets it).
+    fn rollback<'m>(self, cpu: &Cpu<'m>, asp: &AddressSpace, alloc: &dyn PgtableAlloc<'m>, va: u64, size: u64) {
+        let m = cpu.machine();
+        let mut restored_valid = false;
+        let wrote = self.log.iter().any(|u| matches!(u, Undo::Written { .. }));
+        for u in self.log.into_iter().rev() {
+            match u {
+                Undo::Written { slot, n, old } => {
+                    for i in 0..n {
+                        let v = old.as_ref().map_or(0, |o| o[i]);
+                        restored_valid |= Desc(v).is_valid();
+                        m.desc_slot(entry_pa(slot, i)).store(v, Relaxed);
+                    }
+                }
+                Undo::NewTable { slot, table, va } => {
+                    if m.table(table).iter().any(|e| e.load(Relaxed) != 0) {
+                        continue;
+                    }
+                    let d = Desc::table(table.0, asp.table_attrs());
+                    if m.desc_slot(slot).compare_exchange(d.0, 0, Relaxed, Relaxed).is_ok() {
+                        // No walk cache may keep the table (as
+                        // pmd_free_pte_page() flushes before freeing).
+                        match asp.asid {
+                            None => TlbFlush::kernel_pgtable(va).flush(cpu),
+                            Some(asid) => TlbFlush::user_range(asid, va, va + PAGE_SIZE, PAGE_SIZE, false).flush(cpu),
+                        }
+                        alloc.free_table(cpu, table);
+                    }
+                }
+                Undo::Detached { slot, old, .. } => {
+                    m.desc_slot(slot).store(old.0, Relaxed);
+                    restored_valid = true;
+                }
+            }
+        }
+        if restored_valid {
+            queue_pte_barriers(cpu);
+        }
+        if wrote {
+            // Any CPU may have cached (even speculatively) a translation
+            // this call made and has now taken away.
+            asp.flush_for(va, va + size).flush(cpu);
+        }
+    }
 }
 
 /// Map `[va, va + size)` to `[pa, pa + size)` with `prot` (a page prot such
@@ -488,6 +670,26 @@ fn free_empty_table_for_block<'m>(
 /// allow. Creating mappings over empty entries needs no TLB maintenance;
 /// if a live entry changed (a permission change), the returned token asks
 /// for a flush of the range.
+///
+/// # Errors
+///
+/// The range must lie in `asp`'s half of the VA space
+/// ([`PgtableError::OutsideAddressSpace`]). An unsafe change of a live
+/// entry ([`PgtableError::BreakBeforeMake`]) or a table page that cannot be
+/// allocated ([`PgtableError::NoMemory`]) part-way stops the call, and
+/// **everything it changed is undone**: entries it wrote get their old
+/// values back, tables it allocated are freed if empty again, tables it
+/// took out for blocks are put back (their pages are freed only on
+/// success), and the range is flushed from the TLBs if any entry had been
+/// written (its translation may have been cached meanwhile). This is
+/// mmlab's extension: the kernel's
+/// `__create_pgd_mapping()` treats a conflict as a bug (`BUG_ON` in
+/// `alloc_init_pte()` and friends) and has no error path to undo, and its
+/// table allocators panic rather than return NULL at boot. Undo was
+/// chosen over a checking pass first because running out of memory for a
+/// table cannot be known in advance, and a second walk would double the
+/// cost of the linear-map experiment; the journal costs one entry per run
+/// written.
 #[allow(clippy::too_many_arguments)]
 pub fn map_range<'m>(
     cpu: &Cpu<'m>,
@@ -502,27 +704,77 @@ pub fn map_range<'m>(
     if size == 0 || !(va | pa | size).is_multiple_of(PAGE_SIZE) || va.checked_add(size - 1).is_none() {
         return Err(PgtableError::BadRange { va, size });
     }
+    asp.check_covers(va, size)?;
+    let mut undo = MapUndo::default();
+    match map_range_journaled(cpu, asp, alloc, va, pa, size, prot, flags, &mut undo) {
+        Ok(()) => {
+            let live_changed = undo.live_changed;
+            undo.commit(cpu, alloc);
+            Ok(if live_changed { asp.flush_for(va, va + size) } else { TlbFlush::none() })
+        }
+        Err(e) => {
+            undo.rollback(cpu, asp, alloc, va, size);
+            Err(e)
+        }
+    }
+}
+
+/// The work of [`map_range`], every change noted in `undo`.
+#[allow(clippy::too_many_arguments)]
+fn map_range_journaled<'m>(
+    cpu: &Cpu<'m>,
+    asp: &AddressSpace,
+    alloc: &dyn PgtableAlloc<'m>,
+    va: u64,
+    pa: u64,
+    size: u64,
+    prot: u64,
+    flags: MapFlags,
+    undo: &mut MapUndo,
+) -> Result<(), PgtableError> {
     let m = cpu.machine();
     let prot = prot & !PTE_CONT;
-    let mut live_changed = false;
     let end = va + (size - 1);
     let (mut va_cur, mut pa_cur) = (va, pa);
+    // table_below, noting a table it installs.
+    let below = |undo: &mut MapUndo, slot: PhysAddr, level: Level, va: u64| -> Result<PhysAddr, PgtableError> {
+        let (t, new) = table_below_tracked(cpu, asp, alloc, slot, level)?;
+        if new {
+            undo.log.push(Undo::NewTable { slot, table: t, va });
+        }
+        Ok(t)
+    };
+    // A write of `n` entries from `slot`, noted once it succeeded (a
+    // refused write changed nothing).
+    let write = |undo: &mut MapUndo, slot: PhysAddr, n: usize, w: &dyn Fn() -> Result<(), PgtableError>| {
+        let live = undo.live_changed;
+        let u = undo.snapshot(m, slot, n);
+        match w() {
+            Ok(()) => {
+                undo.log.push(u);
+                Ok(())
+            }
+            Err(e) => {
+                undo.live_changed = live;
+                Err(e)
+            }
+        }
+    };
     loop {
         let left = end - va_cur + 1;
         let pgd_slot = entry_pa(asp.pgd, Level::Pgd.index(va_cur));
-        let pud_t = table_below(cpu, asp, alloc, pgd_slot, Level::Pgd)?;
+        let pud_t = below(undo, pgd_slot, Level::Pgd, va_cur)?;
         let pud_slot = entry_pa(pud_t, Level::Pud.index(va_cur));
         let step;
         if flags.block
             && (va_cur | pa_cur).is_multiple_of(PUD_SIZE)
             && left >= PUD_SIZE
-            && free_empty_table_for_block(cpu, alloc, pud_slot, Level::Pud, va_cur)
+            && free_empty_table_for_block(cpu, alloc, pud_slot, Level::Pud, va_cur, Some(undo))
         {
-            live_changed |= m.read_desc(pud_slot).is_valid();
-            set_pud(cpu, pud_slot, Desc::block(pa_cur, prot))?;
+            write(undo, pud_slot, 1, &|| set_pud(cpu, pud_slot, Desc::block(pa_cur, prot)))?;
             step = PUD_SIZE;
         } else {
-            let pmd_t = table_below(cpu, asp, alloc, pud_slot, Level::Pud)?;
+            let pmd_t = below(undo, pud_slot, Level::Pud, va_cur)?;
             let pmd_slot = entry_pa(pmd_t, Level::Pmd.index(va_cur));
             let cont_pmd = flags.block
                 && flags.cont
@@ -535,27 +787,29 @@ pub fn map_range<'m>(
                         entry_pa(pmd_slot, i),
                         Level::Pmd,
                         va_cur + i as u64 * PMD_SIZE,
+                        Some(&mut *undo),
                     )
                 });
             if cont_pmd {
-                live_changed |= (0..CONT_PMDS).any(|i| m.read_desc(entry_pa(pmd_slot, i)).is_valid());
-                set_ptes(cpu, pmd_slot, Desc::block(pa_cur, prot | PTE_CONT), CONT_PMDS, PMD_SIZE)?;
+                write(undo, pmd_slot, CONT_PMDS, &|| {
+                    set_ptes(cpu, pmd_slot, Desc::block(pa_cur, prot | PTE_CONT), CONT_PMDS, PMD_SIZE)
+                })?;
                 step = CONT_PMD_SIZE;
             } else if flags.block
                 && (va_cur | pa_cur).is_multiple_of(PMD_SIZE)
                 && left >= PMD_SIZE
-                && free_empty_table_for_block(cpu, alloc, pmd_slot, Level::Pmd, va_cur)
+                && free_empty_table_for_block(cpu, alloc, pmd_slot, Level::Pmd, va_cur, Some(undo))
             {
-                live_changed |= m.read_desc(pmd_slot).is_valid();
-                set_pmd(cpu, pmd_slot, Desc::block(pa_cur, prot))?;
+                write(undo, pmd_slot, 1, &|| set_pmd(cpu, pmd_slot, Desc::block(pa_cur, prot)))?;
                 step = PMD_SIZE;
             } else {
-                let pte_t = table_below(cpu, asp, alloc, pmd_slot, Level::Pmd)?;
+                let pte_t = below(undo, pmd_slot, Level::Pmd, va_cur)?;
                 let idx = Level::Pte.index(va_cur);
                 let pte_slot = entry_pa(pte_t, idx);
                 if flags.cont && (va_cur | pa_cur) % CONT_PTE_SIZE == 0 && left >= CONT_PTE_SIZE {
-                    live_changed |= (0..CONT_PTES).any(|i| m.read_desc(entry_pa(pte_slot, i)).is_valid());
-                    set_ptes(cpu, pte_slot, Desc::page(pa_cur, prot | PTE_CONT), CONT_PTES, PAGE_SIZE)?;
+                    write(undo, pte_slot, CONT_PTES, &|| {
+                        set_ptes(cpu, pte_slot, Desc::page(pa_cur, prot | PTE_CONT), CONT_PTES, PAGE_SIZE)
+                    })?;
                     step = CONT_PTE_SIZE;
                 } else {
                     // Pages up to the end of this table, the range, or the
@@ -565,8 +819,7 @@ pub fn map_range<'m>(
                         let to_cont = ((CONT_PTE_SIZE - va_cur % CONT_PTE_SIZE) / PAGE_SIZE) as usize;
                         n = n.min(to_cont.max(1));
                     }
-                    live_changed |= (0..n).any(|i| m.read_desc(entry_pa(pte_slot, i)).is_valid());
-                    set_ptes(cpu, pte_slot, Desc::page(pa_cur, prot), n, PAGE_SIZE)?;
+                    write(undo, pte_slot, n, &|| set_ptes(cpu, pte_slot, Desc::page(pa_cur, prot), n, PAGE_SIZE))?;
                     step = n as u64 * PAGE_SIZE;
                 }
             }
@@ -577,7 +830,7 @@ pub fn map_range<'m>(
         va_cur += step;
         pa_cur += step;
     }
-    Ok(if live_changed { asp.flush_for(va, va + size) } else { TlbFlush::none() })
+    Ok(())
 }
 
 /// `pmd_alloc_track()` down from the pgd: the pmd slot for `va`, with the
@@ -620,7 +873,7 @@ pub fn try_huge_pmd<'m>(
     pa: u64,
     prot: u64,
 ) -> Result<bool, PgtableError> {
-    if !(va | pa).is_multiple_of(PMD_SIZE) || !free_empty_table_for_block(cpu, alloc, pmd_slot, Level::Pmd, va) {
+    if !(va | pa).is_multiple_of(PMD_SIZE) || !free_empty_table_for_block(cpu, alloc, pmd_slot, Level::Pmd, va, None) {
         return Ok(false);
     }
     set_pmd(cpu, pmd_slot, Desc::block(pa, prot & !PTE_CONT))?;
@@ -645,6 +898,7 @@ pub fn unmap_range(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Res
     if size == 0 || !(va | size).is_multiple_of(PAGE_SIZE) || va.checked_add(size - 1).is_none() {
         return Err(PgtableError::BadRange { va, size });
     }
+    asp.check_covers(va, size)?;
     visit_leaves(cpu, asp, va, va + (size - 1), false)?;
     visit_leaves(cpu, asp, va, va + (size - 1), true)?;
     Ok(asp.flush_for(va, va + size))
@@ -652,11 +906,13 @@ pub fn unmap_range(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Res
 
 /// `vunmap_range_noflush()` for a range the caller mapped whole (no block or
 /// contiguous run is cut): clear in one pass, without [`unmap_range`]'s
-/// checking pass. The flush is the caller's.
+/// checking pass. The flush is the caller's. Both refuse a range outside
+/// `asp`'s half ([`PgtableError::OutsideAddressSpace`]).
 pub fn vunmap_range_noflush(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Result<(), PgtableError> {
     if size == 0 || !(va | size).is_multiple_of(PAGE_SIZE) || va.checked_add(size - 1).is_none() {
         return Err(PgtableError::BadRange { va, size });
     }
+    asp.check_covers(va, size)?;
     visit_leaves(cpu, asp, va, va + (size - 1), true)
 }
 
