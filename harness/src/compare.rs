@@ -116,6 +116,7 @@ pub fn rows_from_args(args: &[String]) -> Result<Vec<Row>, String> {
         for kv in &set {
             p.set(kv)?;
         }
+        p.check_bounds()?;
         for index in (0..TEST_CASES.len()).filter(|&i| p.selected(i)) {
             rows.push(Row::case(index, &p));
         }
@@ -298,8 +299,11 @@ pub fn run(spec: Spec, mut progress: impl FnMut(&str)) -> Result<Outcome, String
     if spec.rows.is_empty() {
         return Err("compare needs at least one test".to_string());
     }
-    if spec.repeats == 0 {
-        return Err("--repeat must be at least 1".to_string());
+    if spec.repeats < 2 {
+        return Err(format!(
+            "--repeat {}: the 95 % interval and the (I)/(R) marks need at least 2 kept runs per side",
+            spec.repeats
+        ));
     }
     if let Some(r) = spec.rows.iter().find(|r| {
         let mask = r.params.run_test_mask as u32;
@@ -315,6 +319,9 @@ pub fn run(spec: Spec, mut progress: impl FnMut(&str)) -> Result<Outcome, String
     for v in &spec.variants {
         let sets: Vec<String> = spec.common.iter().chain(&v.sets).cloned().collect();
         let configs = Configs::new(spec.machine.clone(), &sets).map_err(|e| format!("{}: {e}", v.label))?;
+        for w in crate::settings::warnings(&configs) {
+            progress(&format!("warning: {}: {w}", v.label));
+        }
         infos.push(VariantInfo { label: v.label.clone(), sets: v.sets.clone(), configs, pcp_high: (0, 0) });
     }
     let t0 = std::time::Instant::now();

@@ -2,6 +2,7 @@
 //! that integration tests can drive exactly what the command does.
 #![forbid(unsafe_code)]
 
+pub mod cli;
 pub mod compare;
 pub mod pgtables;
 pub mod plot;

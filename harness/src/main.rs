@@ -9,11 +9,10 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand, ValueEnum};
-use mmlab_engine::addr::memparse;
 use mmlab_engine::trace::{TraceFormat, install_global};
 use mmlab_engine::{Machine, MachineConfig};
 use mmlab_harness::workload::RandomWorkload;
-use mmlab_harness::{pgtables, procfs, test_vmalloc};
+use mmlab_harness::{cli, pgtables, procfs, test_vmalloc};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmalloc::{Vmalloc, VmallocConfig};
 use std::io::{self, BufWriter, Write};
@@ -26,8 +25,8 @@ struct Cli {
     /// RAM of the machine, like `mem=` (K/M/G/T suffixes).
     #[arg(long, global = true, value_name = "SIZE", default_value = "4G")]
     mem: String,
-    /// Number of CPUs [default: 2; test-vmalloc and compare: max(2, nr_threads)].
-    #[arg(long, global = true, value_name = "N")]
+    /// Number of CPUs, 1..=256 [default: 2; test-vmalloc and compare: max(2, nr_threads)].
+    #[arg(long, global = true, value_name = "N", allow_negative_numbers = true, value_parser = cli::parse_cpus)]
     cpus: Option<usize>,
     /// A boot parameter or sysctl, repeatable: percpu_pagelist_high_fraction,
     /// min_free_kbytes, pcp.rules (7.2|6.12), pcp.high (pages), lock_stat
@@ -39,7 +38,7 @@ struct Cli {
     #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// Seed of the workload's random stream.
-    #[arg(long, global = true, value_name = "S", default_value_t = 1)]
+    #[arg(long, global = true, value_name = "S", default_value_t = 1, allow_negative_numbers = true, value_parser = cli::parse_seed)]
     seed: u64,
     #[command(subcommand)]
     command: Command,
@@ -53,8 +52,8 @@ enum Command {
         #[arg(value_enum)]
         file: StatFile,
         /// First run a seeded random workload of N operations over all CPUs
-        /// (its pages stay allocated).
-        #[arg(long, value_name = "N")]
+        /// (its pages stay allocated); N is at most 10^9.
+        #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = cli::parse_ops)]
         after_ops: Option<u64>,
         /// With `pagetables`: also print the kernel's ptdump
         /// (/sys/kernel/debug/kernel_page_tables).
@@ -79,8 +78,8 @@ enum Command {
         /// What to trace.
         #[arg(value_enum)]
         what: TraceWhat,
-        /// Operations (allocations plus frees).
-        #[arg(long, value_name = "N")]
+        /// Operations (allocations plus frees), at most 10^9.
+        #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = cli::parse_ops)]
         ops: u64,
         /// Output: ftrace text or JSON lines.
         #[arg(long, value_enum, default_value = "ftrace")]
@@ -91,9 +90,11 @@ enum Command {
     /// Times are measured host time of the emulation.
     #[command(name = "test-vmalloc")]
     TestVmalloc {
-        /// Module parameters as modprobe takes them: run_test_mask (7),
-        /// nr_threads (0 = 1), test_loop_count (1000000), test_repeat_count
-        /// (1), sequential_test_order (0), nr_pages (0 = 1), use_huge (0),
+        /// Module parameters as modprobe takes them: run_test_mask (7; 1 to
+        /// 0x7ff, a mask that selects no case is an error), nr_threads (0 =
+        /// 1), test_loop_count (1000000; <= 0 is taken as 1, as the module
+        /// does), test_repeat_count (1; likewise; loops x repeats at most
+        /// 2^31-1), sequential_test_order (0), nr_pages (0 = 1), use_huge (0),
         /// nr_pcpu_objects (35000); mmlab's own: msleep_before_free (0, ms
         /// of emulated sleep before long_busy_list's vfrees),
         /// pcp_sample_interval (0). They override the mode's.
@@ -141,11 +142,12 @@ struct CompareArgs {
     /// A configuration compared with the base (repeatable).
     #[arg(long, value_name = "\"KEY=VALUE ...\"", required = true)]
     new: Vec<String>,
-    /// Kept runs per test and configuration.
-    #[arg(long, default_value_t = 10)]
+    /// Kept runs per test and configuration, 2..=10000 (the 95 % interval
+    /// needs two).
+    #[arg(long, value_name = "N", default_value_t = 10, allow_negative_numbers = true, value_parser = cli::parse_repeat)]
     repeat: usize,
-    /// Runs per test and configuration thrown away first.
-    #[arg(long, default_value_t = 1)]
+    /// Runs per test and configuration thrown away first, 0..=10000.
+    #[arg(long, value_name = "N", default_value_t = 1, allow_negative_numbers = true, value_parser = cli::parse_warmup)]
     warmup: usize,
     /// Which time to compare: measured + modelled, or one of them.
     #[arg(long, value_enum, default_value = "total")]
@@ -246,9 +248,12 @@ impl From<FormatArg> for TraceFormat {
 
 /// Machine, allocator and vmalloc configuration from the global options.
 fn configs(cli: &Cli) -> Result<(MachineConfig, AllocatorConfig, VmallocConfig), String> {
-    let mem_bytes = memparse(&cli.mem).map_err(|e| format!("--mem: {e}"))?;
+    let mem_bytes = cli::parse_mem(&cli.mem)?;
     let mc = MachineConfig { mem_bytes, nr_cpus: cli.cpus.unwrap_or(2), ..Default::default() };
     let c = mmlab_harness::settings::Configs::new(mc, &cli.set)?;
+    for w in mmlab_harness::settings::warnings(&c) {
+        eprintln!("mmlab: warning: {w}");
+    }
     Ok((c.machine, c.allocator, c.vmalloc))
 }
 
@@ -288,6 +293,9 @@ fn run_test_vmalloc(
     json: bool,
 ) -> Result<bool, String> {
     let (params, nr_cpus) = test_vmalloc::resolve(args, mode.map(Into::into), cli.cpus)?;
+    for n in params.normalisation_notes() {
+        eprintln!("mmlab: note: {n}");
+    }
     mc.nr_cpus = nr_cpus;
     let m = boot(mc)?;
     let pa = boot_allocator(&m, ac)?;
@@ -302,7 +310,10 @@ fn run_test_vmalloc(
 /// `compare`; returns whether a test case failed.
 fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
     use mmlab_harness::compare::{self, Format, Metric, Spec, Variant};
-    let mem_bytes = memparse(&cli.mem).map_err(|e| format!("--mem: {e}"))?;
+    let mem_bytes = cli::parse_mem(&cli.mem)?;
+    if let Some(path) = &a.plot {
+        cli::check_writable("--plot", path)?;
+    }
     let rows = compare::rows_from_args(&a.params)?;
     let threads = rows.iter().map(|r| r.params.threads()).max().unwrap_or(1);
     let nr_cpus = cli.cpus.unwrap_or(threads.max(2));
@@ -356,6 +367,9 @@ fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::
         ReproduceWhat::PcpDrain => vec!["pcp-drain"],
         ReproduceWhat::All => reproduce::ALL.to_vec(),
     };
+    if let Some(path) = plot {
+        cli::check_dir_writable("--plot", path)?;
+    }
     let len = if full { Length::FULL } else { Length::QUICK };
     let t0 = std::time::Instant::now();
     let mut failed = false;
