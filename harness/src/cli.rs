@@ -108,6 +108,29 @@ pub fn parse_mem(s: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
+/// `compare --seeds`: `A..B` (half-open) or `A..=B`, not empty, at most
+/// [`MAX_RUNS`] seeds, in ascending order.
+pub fn parse_seed_range(s: &str) -> Result<Vec<u64>, String> {
+    let bad = |why: String| format!("--seeds {s}: {why}");
+    let (a, b, inclusive) = if let Some((a, b)) = s.split_once("..=") {
+        (a, b, true)
+    } else if let Some((a, b)) = s.split_once("..") {
+        (a, b, false)
+    } else {
+        return Err(bad("expected A..B (B excluded) or A..=B".to_string()));
+    };
+    let a = parse_seed(a).map_err(|e| bad(format!("start: {e}")))?;
+    let b = parse_seed(b).map_err(|e| bad(format!("end: {e}")))?;
+    let last = if inclusive { Some(b) } else { b.checked_sub(1) };
+    let Some(last) = last.filter(|&l| l >= a) else {
+        return Err(bad("the range is empty".to_string()));
+    };
+    if last - a >= MAX_RUNS as u64 {
+        return Err(bad(format!("{} seeds; at most {MAX_RUNS} in one run", u128::from(last - a) + 1)));
+    }
+    Ok((a..=last).collect())
+}
+
 /// Fail now, not after a long run, if `path` cannot be written: open it for
 /// writing (without truncating) if it exists, else create it and remove it
 /// again. `what` names the option in the error.
@@ -159,5 +182,11 @@ mod tests {
         assert!(parse_warmup("1000000000000").unwrap_err().contains("at most 10000"));
         assert!(parse_mem("1K").unwrap_err().contains("16M and 1T"));
         assert_eq!(parse_mem("64M"), Ok(64 << 20));
+        assert_eq!(parse_seed_range("3..6"), Ok(vec![3, 4, 5]));
+        assert_eq!(parse_seed_range("3..=6"), Ok(vec![3, 4, 5, 6]));
+        assert_eq!(parse_seed_range("18446744073709551615..=18446744073709551615"), Ok(vec![u64::MAX]));
+        for bad in ["5..5", "6..3", "3", "a..b", "-1..3", "0..10001", "..4"] {
+            assert!(parse_seed_range(bad).is_err(), "{bad}");
+        }
     }
 }

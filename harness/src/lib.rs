@@ -9,6 +9,7 @@ pub mod plot;
 pub mod procfs;
 pub mod reproduce;
 pub mod settings;
+pub mod shard;
 pub mod stats;
 pub mod test_vmalloc;
 pub mod workload;

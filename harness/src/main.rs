@@ -140,7 +140,7 @@ struct CompareArgs {
     #[arg(long, value_name = "\"KEY=VALUE ...\"", default_value = "")]
     base: String,
     /// A configuration compared with the base (repeatable).
-    #[arg(long, value_name = "\"KEY=VALUE ...\"", required = true)]
+    #[arg(long, value_name = "\"KEY=VALUE ...\"", required_unless_present = "merge")]
     new: Vec<String>,
     /// Kept runs per test and configuration, 2..=10000 (the 95 % interval
     /// needs two).
@@ -157,7 +157,19 @@ struct CompareArgs {
     /// pcp_refill_pages, zone_lock, zone_lock_hold_ns, buddy_merges, sync_rcu.
     #[arg(long, value_name = "LIST")]
     counters: Option<String>,
-    /// Output format.
+    /// Independent seeded blocks instead of --repeat: `A..B` (half-open,
+    /// B excluded) or `A..=B`. Per seed, every configuration boots afresh,
+    /// runs the warm-up, then one kept run per test, all with that seed;
+    /// disjoint seed ranges run as separate jobs merge exactly (--merge).
+    #[arg(long, value_name = "A..B", conflicts_with = "repeat")]
+    seeds: Option<String>,
+    /// Merge shards written by `--seeds ... --format jsonl` and print the
+    /// comparison over the union of their seeds (the shards must come from
+    /// the same build, settings and tests, with disjoint seeds).
+    #[arg(long, value_name = "FILE.jsonl", num_args = 1.., conflicts_with_all = ["params", "base", "new", "seeds", "repeat", "warmup"])]
+    merge: Vec<std::path::PathBuf>,
+    /// Output format; jsonl writes the samples (a shard) of a --seeds run
+    /// or of a merge.
     #[arg(long, value_enum, default_value = "table")]
     format: OutFormat,
     /// Also draw the table as bars with 95 % whiskers into this SVG file.
@@ -178,6 +190,8 @@ enum OutFormat {
     Markdown,
     Csv,
     Json,
+    /// One JSON line per sample, with a header line (a shard for --merge).
+    Jsonl,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -310,44 +324,74 @@ fn run_test_vmalloc(
 /// `compare`; returns whether a test case failed.
 fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
     use mmlab_harness::compare::{self, Format, Metric, Spec, Variant};
-    let mem_bytes = cli::parse_mem(&cli.mem)?;
+    use mmlab_harness::shard;
     if let Some(path) = &a.plot {
         cli::check_writable("--plot", path)?;
     }
-    let rows = compare::rows_from_args(&a.params)?;
-    let threads = rows.iter().map(|r| r.params.threads()).max().unwrap_or(1);
-    let nr_cpus = cli.cpus.unwrap_or(threads.max(2));
-    let mut variants = vec![Variant::parse("base", &a.base)];
-    for (i, n) in a.new.iter().enumerate() {
-        let label = if a.new.len() == 1 { "new".to_string() } else { format!("new{}", i + 1) };
-        variants.push(Variant::parse(&label, n));
-    }
+    let metric = match a.metric {
+        MetricArg::Total => Metric::Total,
+        MetricArg::Measured => Metric::Measured,
+        MetricArg::Modelled => Metric::Modelled,
+    };
     let counters = match a.counters.as_deref() {
         None => Vec::new(),
         Some("all") => compare::COUNTERS.to_vec(),
         Some(list) => list.split(',').map(|c| compare::counter(c.trim())).collect::<Result<Vec<_>, _>>()?,
     };
-    let spec = Spec {
-        machine: MachineConfig { mem_bytes, nr_cpus, ..Default::default() },
-        common: cli.set.clone(),
-        variants,
-        rows,
-        repeats: a.repeat,
-        warmup: a.warmup,
-        seed: cli.seed,
-        metric: match a.metric {
-            MetricArg::Total => Metric::Total,
-            MetricArg::Measured => Metric::Measured,
-            MetricArg::Modelled => Metric::Modelled,
-        },
+    let outcome = if a.merge.is_empty() {
+        let mem_bytes = cli::parse_mem(&cli.mem)?;
+        let rows = compare::rows_from_args(&a.params)?;
+        let threads = rows.iter().map(|r| r.params.threads()).max().unwrap_or(1);
+        let nr_cpus = cli.cpus.unwrap_or(threads.max(2));
+        let mut variants = vec![Variant::parse("base", &a.base)];
+        for (i, n) in a.new.iter().enumerate() {
+            let label = if a.new.len() == 1 { "new".to_string() } else { format!("new{}", i + 1) };
+            variants.push(Variant::parse(&label, n));
+        }
+        let spec = Spec {
+            machine: MachineConfig { mem_bytes, nr_cpus, ..Default::default() },
+            common: cli.set.clone(),
+            variants,
+            rows,
+            repeats: a.repeat,
+            warmup: a.warmup,
+            seed: cli.seed,
+            metric,
+        };
+        let progress = |p: &str| eprintln!("mmlab compare: {p}");
+        match &a.seeds {
+            Some(range) => compare::run_seeds(spec, &cli::parse_seed_range(range)?, progress)?,
+            None if matches!(a.format, OutFormat::Jsonl) => {
+                return Err("--format jsonl writes the samples of a --seeds run: give --seeds A..B".to_string());
+            }
+            None => compare::run(spec, progress)?,
+        }
+    } else {
+        if !cli.set.is_empty() || cli.cpus.is_some() || cli.mem != "4G" {
+            return Err("--merge takes the settings from the shards; --set, --cpus and --mem do not apply".to_string());
+        }
+        let mut shards = Vec::new();
+        for path in &a.merge {
+            let name = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| format!("--merge: reading {name}: {e}"))?;
+            shards.push((name.clone(), shard::read(&name, &text)?));
+        }
+        shard::merge(&shards, metric)?
     };
-    let outcome = compare::run(spec, |p| eprintln!("mmlab compare: {p}"))?;
     let format = match a.format {
+        OutFormat::Jsonl => return write_stdout(&shard::to_jsonl(&outcome)?).map(|()| outcome.any_failed()),
         OutFormat::Table => Format::Table,
         OutFormat::Markdown => Format::Markdown,
         OutFormat::Csv => Format::Csv,
         OutFormat::Json => Format::Json,
     };
+    if let Some(n) = outcome.rows.iter().flat_map(|r| r.samples.iter().map(Vec::len)).min()
+        && n < 2
+    {
+        return Err(format!(
+            "{n} sample per side: the 95 % interval needs at least 2 (give more seeds, or write --format jsonl and --merge the shards)"
+        ));
+    }
     write_stdout(&compare::render(&outcome, format, &counters))?;
     if let Some(path) = &a.plot {
         write_file(path, &compare::plot(&outcome, "mmlab compare"))?;

@@ -95,7 +95,7 @@ const KVFREE_ARRAY_OFFSET: u64 = 16;
 const BITS_PER_LONG: u32 = 64;
 
 /// The module parameters, as given (ints and bools like the module's).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Params {
     pub run_test_mask: i32,
     pub nr_threads: i32,
@@ -402,13 +402,15 @@ pub struct WorkerReport {
 }
 
 /// Counter deltas over the workers' run (teardown excluded).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Counters {
     /// Barriers by kind ("dsb(ishst)", "isb", ...), non-zero only.
+    #[serde(with = "crate::shard::static_names")]
     pub barriers: Vec<(&'static str, u64)>,
     /// Modelled barrier time (model backend only), ns.
     pub barrier_modelled_ns: u64,
     /// TLBIs by kind, non-zero only.
+    #[serde(with = "crate::shard::static_names")]
     pub tlbis: Vec<(&'static str, u64)>,
     /// Modelled TLBI time (cost profile), ns.
     pub tlbi_modelled_ns: u64,
