@@ -64,13 +64,13 @@ enum Command {
     /// every level's descriptor, decoded.
     Walk {
         /// The virtual address: hex with 0x, or decimal.
-        #[arg(value_name = "VA", required_unless_present = "struct_page")]
+        #[arg(value_name = "VA", required_unless_present = "struct_page", allow_negative_numbers = true)]
         va: Option<String>,
         /// Walk a user address space's tables instead (by ASID).
-        #[arg(long, value_name = "N", conflicts_with = "struct_page")]
+        #[arg(long, value_name = "N", conflicts_with = "struct_page", allow_negative_numbers = true)]
         asid: Option<String>,
         /// Walk to the struct page of this frame (`pfn_to_page()` in the vmemmap).
-        #[arg(long, value_name = "PFN", conflicts_with = "va")]
+        #[arg(long, value_name = "PFN", conflicts_with = "va", allow_negative_numbers = true)]
         struct_page: Option<String>,
     },
     /// Print kmem tracepoint events of a seeded random workload.

@@ -277,6 +277,16 @@ impl Params {
                 crate::cli::MAX_CALLS_PER_CASE
             ));
         }
+        // Each emulated second of msleep_before_free runs vmstat_update once
+        // per CPU, a loop of its own: bound those runs the same way.
+        let stat_runs = calls.saturating_mul(u64::from(self.msleep_before_free)) / 1000;
+        if stat_runs > crate::cli::MAX_CALLS_PER_CASE {
+            return Err(format!(
+                "msleep_before_free={} over {calls} loop iterations is {stat_runs} emulated vmstat_update runs; mmlab runs at most {}",
+                self.msleep_before_free,
+                crate::cli::MAX_CALLS_PER_CASE
+            ));
+        }
         Ok(())
     }
 

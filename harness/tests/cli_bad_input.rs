@@ -88,6 +88,10 @@ fn counts_that_drive_a_loop_are_bounded() {
         &["test_loop_count=2147483647 x test_repeat_count=2", "at most 2147483647"],
     );
     refused(&["--mem", "64M", "compare", "run_test_mask=1", big[0], big[1], "--new", ""], &["at most 2147483647"]);
+    refused(
+        &["test-vmalloc", "run_test_mask=4", "msleep_before_free=2147483647", "test_loop_count=1000000"],
+        &["msleep_before_free=2147483647", "vmstat_update runs", "at most 2147483647"],
+    );
 }
 
 #[test]
@@ -153,6 +157,15 @@ fn negative_numbers_name_the_option() {
     for (args, option) in cases {
         let o = refused(args, &[option, "is not a count"]);
         assert!(!o.stderr.contains("unexpected argument"), "{args:?}: {}", o.stderr);
+    }
+    // walk takes its numbers as text and names them in its own error.
+    let walks: [(&[&str], &str); 3] = [
+        (&["walk", "-1"], "bad virtual address \"-1\""),
+        (&["walk", "0xffff000000000000", "--asid", "-1"], "bad ASID \"-1\""),
+        (&["walk", "--struct-page", "-1"], "bad pfn \"-1\""),
+    ];
+    for (args, what) in walks {
+        refused(args, &[what]);
     }
 }
 
