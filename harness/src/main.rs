@@ -28,8 +28,11 @@ struct Cli {
     /// Number of CPUs, 1..=256 [default: 2; test-vmalloc and compare: max(2, nr_threads)].
     #[arg(long, global = true, value_name = "N", allow_negative_numbers = true, value_parser = cli::parse_cpus)]
     cpus: Option<usize>,
-    /// A boot parameter or sysctl, repeatable: percpu_pagelist_high_fraction,
-    /// min_free_kbytes, pcp.rules (7.2|6.12), pcp.high (pages), lock_stat
+    /// A boot parameter or sysctl, repeatable: percpu_pagelist_high_fraction
+    /// (0 or 8..=INT_MAX, else EINVAL as the sysctl), min_free_kbytes
+    /// (0..=INT_MAX; at or above RAM it is taken, as the kernel takes it,
+    /// with a warning: the watermarks then exceed the managed pages and
+    /// every allocation fails its watermark check), pcp.rules (7.2|6.12), pcp.high (pages), lock_stat
     /// (0|1), barrier (native|count|model), cost_profile
     /// (native|apple-m2|ampere-altra), arm64.lazy_mmu_barrier_batching,
     /// arm64.tlbi_range (0|1), tlb_entries, vmap_allow_huge, vmalloc.contpte,
@@ -37,7 +40,7 @@ struct Cli {
     /// (on|off). With compare: applied to every configuration.
     #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
     set: Vec<String>,
-    /// Seed of the workload's random stream.
+    /// Seed of the workload's random stream (compare --seeds gives its own).
     #[arg(long, global = true, value_name = "S", default_value_t = 1, allow_negative_numbers = true, value_parser = cli::parse_seed)]
     seed: u64,
     #[command(subcommand)]
