@@ -329,6 +329,9 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
     use mmlab_harness::compare::{self, Format, Metric, Spec, Variant};
     use mmlab_harness::shard;
     if let Some(path) = &a.plot {
+        if matches!(a.format, OutFormat::Jsonl) {
+            return Err("--plot draws the table; a jsonl shard has none (plot the --merge)".to_string());
+        }
         cli::check_writable("--plot", path)?;
     }
     let metric = match a.metric {

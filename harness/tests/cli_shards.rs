@@ -101,6 +101,9 @@ fn shard_options_are_checked() {
     let (code, _, err) = job(&["--seeds", "1..3", "--repeat", "4"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--repeat"), "{err}");
+    let (code, _, err) = job(&["--seeds", "1..3", "--format", "jsonl", "--plot", "/tmp/x.svg"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--plot draws the table"), "{err}");
     for bad in ["3..3", "4..2", "x..2", "1..20000"] {
         let (code, _, err) = job(&["--seeds", bad]);
         assert_eq!(code, Some(2), "{bad}");
