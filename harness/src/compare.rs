@@ -17,7 +17,15 @@
 //! away (the first run on a machine also allocates the vmalloc range's page
 //! tables, which later runs find in place, as a running kernel does).
 //!
-//! # What is compared
+//! # Independent seeds (`--seeds A..B`)
+//!
+//! [`run_seeds`] runs one independent block per seed instead: every variant
+//! boots afresh, runs `warmup` warm-up runs and then one kept run of every
+//! row (A B A B ...), all with that seed. It costs a boot per seed, and buys
+//! samples that depend on nothing but the build, the settings, the row and
+//! the seed, so that jobs over disjoint seed ranges, written as shards
+//! ([`crate::shard`]) and merged, give exactly the run over the union.
+//!
 //!
 //! The value of a run is nanoseconds per call (per loop iteration of the
 //! case, or per object for pcpu_alloc_test), in one of three kinds, kept
@@ -116,6 +124,7 @@ pub fn rows_from_args(args: &[String]) -> Result<Vec<Row>, String> {
         for kv in &set {
             p.set(kv)?;
         }
+        p.check_bounds()?;
         for index in (0..TEST_CASES.len()).filter(|&i| p.selected(i)) {
             rows.push(Row::case(index, &p));
         }
@@ -165,6 +174,8 @@ pub struct Spec {
 /// One run of one row on one variant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
+    /// The seed the run used.
+    pub seed: u64,
     /// Measured host ns of the case (all workers' mean).
     pub measured_ns: f64,
     /// Modelled ns ([`Counters::modelled_ns`]).
@@ -274,10 +285,14 @@ pub struct Outcome {
     pub spec: Spec,
     pub variants: Vec<VariantInfo>,
     pub rows: Vec<RowResult>,
-    pub host_arch: &'static str,
-    pub git_rev: &'static str,
-    /// Measured host time of the whole comparison, ms.
+    pub host_arch: String,
+    pub git_rev: String,
+    /// Measured host time of the whole comparison, ms (merged shards: the
+    /// sum of theirs).
     pub wall_ms: u64,
+    /// `--seeds` mode: the seeds, ascending (one independent block each,
+    /// [`run_seeds`]); `None` for `--repeat` mode.
+    pub seeds: Option<Vec<u64>>,
 }
 
 impl Outcome {
@@ -290,16 +305,13 @@ impl Outcome {
 /// The git revision the binary was built from.
 pub const GIT_REV: &str = env!("MMLAB_GIT_REV");
 
-/// Run a comparison; `progress` gets a line per repetition.
-pub fn run(spec: Spec, mut progress: impl FnMut(&str)) -> Result<Outcome, String> {
+/// Check a spec and settle every variant's configuration (nothing boots).
+fn prepare(spec: &Spec, progress: &mut impl FnMut(&str)) -> Result<Vec<VariantInfo>, String> {
     if spec.variants.len() < 2 {
         return Err("compare needs a base and at least one other configuration".to_string());
     }
     if spec.rows.is_empty() {
         return Err("compare needs at least one test".to_string());
-    }
-    if spec.repeats == 0 {
-        return Err("--repeat must be at least 1".to_string());
     }
     if let Some(r) = spec.rows.iter().find(|r| {
         let mask = r.params.run_test_mask as u32;
@@ -315,51 +327,150 @@ pub fn run(spec: Spec, mut progress: impl FnMut(&str)) -> Result<Outcome, String
     for v in &spec.variants {
         let sets: Vec<String> = spec.common.iter().chain(&v.sets).cloned().collect();
         let configs = Configs::new(spec.machine.clone(), &sets).map_err(|e| format!("{}: {e}", v.label))?;
+        for w in crate::settings::warnings(&configs) {
+            progress(&format!("warning: {}: {w}", v.label));
+        }
         infos.push(VariantInfo { label: v.label.clone(), sets: v.sets.clone(), configs, pcp_high: (0, 0) });
     }
-    let t0 = std::time::Instant::now();
+    Ok(infos)
+}
+
+/// The booted side of one variant: machine, page allocator and vmalloc.
+type Side<'a, 'm> = (&'m Machine, &'a PageAllocator<'m>, &'a Vmalloc<'a, 'm>);
+
+/// Boot a machine, page allocator and vmalloc per variant and hand them to
+/// `f`, with CPU 0's pageset bounds of each; everything is dropped after.
+fn with_booted<R>(
+    infos: &[VariantInfo],
+    f: impl FnOnce(&[Side<'_, '_>], Vec<(i32, i32)>) -> Result<R, String>,
+) -> Result<R, String> {
     let machines = infos
         .iter()
         .map(|i| Machine::boot(i.configs.machine.clone()).map_err(|e| format!("{}: boot failed: {e}", i.label)))
         .collect::<Result<Vec<_>, _>>()?;
     let allocators = machines
         .iter()
-        .zip(&infos)
+        .zip(infos)
         .map(|(m, i)| {
             PageAllocator::boot(m, i.configs.allocator.clone())
                 .map_err(|e| format!("{}: page allocator boot failed: {e}", i.label))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    for (i, pa) in infos.iter_mut().zip(&allocators) {
-        i.pcp_high = pa.pageset(0).map_or((0, 0), |p| (p.high_min, p.high_max));
-    }
+    let pcp_high = allocators.iter().map(|pa| pa.pageset(0).map_or((0, 0), |p| (p.high_min, p.high_max))).collect();
     let vms: Vec<Vmalloc<'_, '_>> =
-        allocators.iter().zip(&infos).map(|(pa, i)| Vmalloc::new(pa, i.configs.vmalloc)).collect();
-    let mut rows: Vec<RowResult> =
-        spec.rows.iter().map(|r| RowResult { row: r.clone(), samples: vec![Vec::new(); infos.len()] }).collect();
-    for rep in 0..spec.warmup + spec.repeats {
-        let keep = rep >= spec.warmup;
-        let seed = spec.seed.wrapping_add((rep.saturating_sub(spec.warmup)) as u64);
-        progress(&format!(
-            "{} {}/{}",
-            if keep { "run" } else { "warm-up" },
-            if keep { rep - spec.warmup + 1 } else { rep + 1 },
-            if keep { spec.repeats } else { spec.warmup }
-        ));
-        for rr in rows.iter_mut() {
-            for (v, ((m, pa), vm)) in machines.iter().zip(&allocators).zip(&vms).enumerate() {
-                let rep = test_vmalloc::run(m, pa, vm, &rr.row.params, seed)?;
-                if keep {
-                    rr.samples[v].push(sample_of(&rep, &rr.row));
-                }
+        allocators.iter().zip(infos).map(|(pa, i)| Vmalloc::new(pa, i.configs.vmalloc)).collect();
+    let sides: Vec<Side<'_, '_>> =
+        machines.iter().zip(&allocators).zip(&vms).map(|((m, pa), vm)| (m, pa, vm)).collect();
+    f(&sides, pcp_high)
+}
+
+/// One run of every row on every side (rows outer, sides inner: A B A B),
+/// with `seed`; the samples are pushed when `keep`.
+fn run_rows(sides: &[Side<'_, '_>], rows: &mut [RowResult], seed: u64, keep: bool) -> Result<(), String> {
+    for rr in rows.iter_mut() {
+        for (v, &(m, pa, vm)) in sides.iter().enumerate() {
+            let rep = test_vmalloc::run(m, pa, vm, &rr.row.params, seed)?;
+            if keep {
+                rr.samples[v].push(sample_of(&rep, &rr.row, seed));
             }
         }
     }
-    let wall_ms = t0.elapsed().as_millis() as u64;
-    Ok(Outcome { spec, variants: infos, rows, host_arch: std::env::consts::ARCH, git_rev: GIT_REV, wall_ms })
+    Ok(())
 }
 
-fn sample_of(rep: &test_vmalloc::Report, row: &Row) -> Sample {
+/// Run a comparison; `progress` gets a line per repetition.
+pub fn run(spec: Spec, mut progress: impl FnMut(&str)) -> Result<Outcome, String> {
+    if spec.repeats < 2 {
+        return Err(format!(
+            "--repeat {}: the 95 % interval and the (I)/(R) marks need at least 2 kept runs per side",
+            spec.repeats
+        ));
+    }
+    let mut infos = prepare(&spec, &mut progress)?;
+    let t0 = std::time::Instant::now();
+    let mut rows: Vec<RowResult> =
+        spec.rows.iter().map(|r| RowResult { row: r.clone(), samples: vec![Vec::new(); infos.len()] }).collect();
+    let pcp_high = with_booted(&infos, |sides, pcp_high| {
+        for rep in 0..spec.warmup + spec.repeats {
+            let keep = rep >= spec.warmup;
+            let seed = spec.seed.wrapping_add((rep.saturating_sub(spec.warmup)) as u64);
+            progress(&format!(
+                "{} {}/{}",
+                if keep { "run" } else { "warm-up" },
+                if keep { rep - spec.warmup + 1 } else { rep + 1 },
+                if keep { spec.repeats } else { spec.warmup }
+            ));
+            run_rows(sides, &mut rows, seed, keep)?;
+        }
+        Ok(pcp_high)
+    })?;
+    for (i, h) in infos.iter_mut().zip(pcp_high) {
+        i.pcp_high = h;
+    }
+    let wall_ms = t0.elapsed().as_millis() as u64;
+    Ok(Outcome {
+        spec,
+        variants: infos,
+        rows,
+        host_arch: std::env::consts::ARCH.to_string(),
+        git_rev: GIT_REV.to_string(),
+        wall_ms,
+        seeds: None,
+    })
+}
+
+/// Run a comparison as independent seeded blocks, one per seed in `seeds`
+/// (the `--seeds` mode, module docs): for each seed, boot every variant
+/// afresh, run `spec.warmup` warm-up runs and then one kept run of every row
+/// on every side, all with that seed. A sample is thus a function of the
+/// build, the settings, the row and its seed alone (its counted and
+/// modelled parts exactly, for single-worker rows), which is what lets
+/// shards over disjoint seed sets merge into the run over their union.
+/// `spec.repeats` and `spec.seed` are ignored (the outcome's are the number
+/// of seeds and the first seed). A single seed is allowed (a shard); a table
+/// needs two.
+pub fn run_seeds(mut spec: Spec, seeds: &[u64], mut progress: impl FnMut(&str)) -> Result<Outcome, String> {
+    let mut seeds = seeds.to_vec();
+    seeds.sort_unstable();
+    seeds.dedup();
+    let (Some(&first), n) = (seeds.first(), seeds.len()) else {
+        return Err("--seeds: no seed".to_string());
+    };
+    if n > crate::cli::MAX_RUNS {
+        return Err(format!("--seeds: {n} seeds; at most {}", crate::cli::MAX_RUNS));
+    }
+    spec.seed = first;
+    spec.repeats = n;
+    let mut infos = prepare(&spec, &mut progress)?;
+    let t0 = std::time::Instant::now();
+    let mut rows: Vec<RowResult> =
+        spec.rows.iter().map(|r| RowResult { row: r.clone(), samples: vec![Vec::new(); infos.len()] }).collect();
+    for (k, &seed) in seeds.iter().enumerate() {
+        progress(&format!("seed {seed} ({}/{n})", k + 1));
+        let pcp_high = with_booted(&infos, |sides, pcp_high| {
+            for _ in 0..spec.warmup {
+                run_rows(sides, &mut rows, seed, false)?;
+            }
+            run_rows(sides, &mut rows, seed, true)?;
+            Ok(pcp_high)
+        })?;
+        for (i, h) in infos.iter_mut().zip(pcp_high) {
+            i.pcp_high = h;
+        }
+    }
+    let wall_ms = t0.elapsed().as_millis() as u64;
+    Ok(Outcome {
+        spec,
+        variants: infos,
+        rows,
+        host_arch: std::env::consts::ARCH.to_string(),
+        git_rev: GIT_REV.to_string(),
+        wall_ms,
+        seeds: Some(seeds),
+    })
+}
+
+fn sample_of(rep: &test_vmalloc::Report, row: &Row, seed: u64) -> Sample {
     let cases: Vec<&test_vmalloc::CaseResult> = rep.workers.iter().flat_map(|w| &w.cases).collect();
     let measured = cases.iter().map(|c| c.elapsed_ns as f64).sum::<f64>() / cases.len().max(1) as f64;
     let failure = cases
@@ -368,6 +479,7 @@ fn sample_of(rep: &test_vmalloc::Report, row: &Row) -> Sample {
     // Modelled time is charged per CPU; with several workers, the mean.
     let modelled = rep.counters.modelled_ns() as f64 / rep.workers.len().max(1) as f64;
     Sample {
+        seed,
         measured_ns: measured,
         modelled_ns: modelled,
         counters: rep.counters.clone(),
@@ -459,14 +571,20 @@ fn cells(o: &Outcome, counters: &[CounterCol]) -> (Vec<String>, Vec<Vec<String>>
 fn preamble(o: &Outcome, counters: &[CounterCol], comment: &str) -> String {
     let mut s = String::new();
     let sp = &o.spec;
+    let runs = match &o.seeds {
+        None => format!("seed {}; {} runs per side after {} warm-up, interleaved", sp.seed, sp.repeats, sp.warmup),
+        Some(seeds) => format!(
+            "seeds {} ({} in all); per seed a fresh boot, {} warm-up and 1 kept run per side, interleaved",
+            seed_ranges(seeds),
+            seeds.len(),
+            sp.warmup
+        ),
+    };
     let _ = writeln!(
         s,
-        "{comment}mmlab compare: test_vmalloc (Linux 6.17) on an emulated arm64 machine, {} CPUs, {} MiB; seed {}; {} runs per side after {} warm-up, interleaved",
+        "{comment}mmlab compare: test_vmalloc (Linux 6.17) on an emulated arm64 machine, {} CPUs, {} MiB; {runs}",
         sp.machine.nr_cpus,
         sp.machine.mem_bytes >> 20,
-        sp.seed,
-        sp.repeats,
-        sp.warmup
     );
     for v in &o.variants {
         let c = &v.configs.machine;
@@ -499,6 +617,25 @@ fn preamble(o: &Outcome, counters: &[CounterCol], comment: &str) -> String {
         }
     }
     s
+}
+
+/// Ascending seeds as half-open ranges: `1..5, 9..10`.
+pub fn seed_ranges(seeds: &[u64]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < seeds.len() {
+        let mut j = i;
+        while j + 1 < seeds.len() && seeds[j + 1] == seeds[j].wrapping_add(1) && seeds[j] != u64::MAX {
+            j += 1;
+        }
+        out.push(if seeds[j] == u64::MAX {
+            format!("{}..={}", seeds[i], seeds[j])
+        } else {
+            format!("{}..{}", seeds[i], seeds[j] + 1)
+        });
+        i = j + 1;
+    }
+    out.join(", ")
 }
 
 /// Columns padded to their widths, two spaces apart.
@@ -703,13 +840,17 @@ fn render_json(o: &Outcome, counters: &[CounterCol]) -> String {
     format!(
         concat!(
             "{{\"tool\":\"mmlab compare\",\"workload\":\"lib/test_vmalloc.c (Linux 6.17)\",\"git_rev\":{},",
-            "\"host_arch\":{},\"seed\":{},\"repeats\":{},\"warmup\":{},\"metric\":{},",
+            "\"host_arch\":{},\"seed\":{},\"seeds\":{},\"repeats\":{},\"warmup\":{},\"metric\":{},",
             "\"time\":\"ns per call; measured = host wall time of the emulation, modelled = cost profile\",",
             "\"common_set\":[{}],\"variants\":[{}],\"rows\":[{}],\"wall_ms\":{}}}\n"
         ),
-        json_str(o.git_rev),
-        json_str(o.host_arch),
+        json_str(&o.git_rev),
+        json_str(&o.host_arch),
         o.spec.seed,
+        o.seeds.as_ref().map_or("null".to_string(), |v| format!(
+            "[{}]",
+            v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+        )),
         o.spec.repeats,
         o.spec.warmup,
         json_str(metric.name()),

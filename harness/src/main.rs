@@ -9,11 +9,10 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand, ValueEnum};
-use mmlab_engine::addr::memparse;
 use mmlab_engine::trace::{TraceFormat, install_global};
 use mmlab_engine::{Machine, MachineConfig};
 use mmlab_harness::workload::RandomWorkload;
-use mmlab_harness::{pgtables, procfs, test_vmalloc};
+use mmlab_harness::{cli, pgtables, procfs, test_vmalloc};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmalloc::{Vmalloc, VmallocConfig};
 use std::io::{self, BufWriter, Write};
@@ -26,11 +25,14 @@ struct Cli {
     /// RAM of the machine, like `mem=` (K/M/G/T suffixes).
     #[arg(long, global = true, value_name = "SIZE", default_value = "4G")]
     mem: String,
-    /// Number of CPUs [default: 2; test-vmalloc and compare: max(2, nr_threads)].
-    #[arg(long, global = true, value_name = "N")]
+    /// Number of CPUs, 1..=256 [default: 2; test-vmalloc and compare: max(2, nr_threads)].
+    #[arg(long, global = true, value_name = "N", allow_negative_numbers = true, value_parser = cli::parse_cpus)]
     cpus: Option<usize>,
-    /// A boot parameter or sysctl, repeatable: percpu_pagelist_high_fraction,
-    /// min_free_kbytes, pcp.rules (7.2|6.12), pcp.high (pages), lock_stat
+    /// A boot parameter or sysctl, repeatable: percpu_pagelist_high_fraction
+    /// (0 or 8..=INT_MAX, else EINVAL as the sysctl), min_free_kbytes
+    /// (0..=INT_MAX; at or above RAM it is taken, as the kernel takes it,
+    /// with a warning: the watermarks then exceed the managed pages and
+    /// every allocation fails its watermark check), pcp.rules (7.2|6.12), pcp.high (pages), lock_stat
     /// (0|1), barrier (native|count|model), cost_profile
     /// (native|apple-m2|ampere-altra), arm64.lazy_mmu_barrier_batching,
     /// arm64.tlbi_range (0|1), tlb_entries, vmap_allow_huge, vmalloc.contpte,
@@ -38,8 +40,8 @@ struct Cli {
     /// (on|off). With compare: applied to every configuration.
     #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
     set: Vec<String>,
-    /// Seed of the workload's random stream.
-    #[arg(long, global = true, value_name = "S", default_value_t = 1)]
+    /// Seed of the workload's random stream (compare --seeds gives its own).
+    #[arg(long, global = true, value_name = "S", default_value_t = 1, allow_negative_numbers = true, value_parser = cli::parse_seed)]
     seed: u64,
     #[command(subcommand)]
     command: Command,
@@ -53,8 +55,8 @@ enum Command {
         #[arg(value_enum)]
         file: StatFile,
         /// First run a seeded random workload of N operations over all CPUs
-        /// (its pages stay allocated).
-        #[arg(long, value_name = "N")]
+        /// (its pages stay allocated); N is at most 10^9.
+        #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = cli::parse_ops)]
         after_ops: Option<u64>,
         /// With `pagetables`: also print the kernel's ptdump
         /// (/sys/kernel/debug/kernel_page_tables).
@@ -65,13 +67,13 @@ enum Command {
     /// every level's descriptor, decoded.
     Walk {
         /// The virtual address: hex with 0x, or decimal.
-        #[arg(value_name = "VA", required_unless_present = "struct_page")]
+        #[arg(value_name = "VA", required_unless_present = "struct_page", allow_negative_numbers = true)]
         va: Option<String>,
         /// Walk a user address space's tables instead (by ASID).
-        #[arg(long, value_name = "N", conflicts_with = "struct_page")]
+        #[arg(long, value_name = "N", conflicts_with = "struct_page", allow_negative_numbers = true)]
         asid: Option<String>,
         /// Walk to the struct page of this frame (`pfn_to_page()` in the vmemmap).
-        #[arg(long, value_name = "PFN", conflicts_with = "va")]
+        #[arg(long, value_name = "PFN", conflicts_with = "va", allow_negative_numbers = true)]
         struct_page: Option<String>,
     },
     /// Print kmem tracepoint events of a seeded random workload.
@@ -79,8 +81,8 @@ enum Command {
         /// What to trace.
         #[arg(value_enum)]
         what: TraceWhat,
-        /// Operations (allocations plus frees).
-        #[arg(long, value_name = "N")]
+        /// Operations (allocations plus frees), at most 10^9.
+        #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = cli::parse_ops)]
         ops: u64,
         /// Output: ftrace text or JSON lines.
         #[arg(long, value_enum, default_value = "ftrace")]
@@ -91,9 +93,11 @@ enum Command {
     /// Times are measured host time of the emulation.
     #[command(name = "test-vmalloc")]
     TestVmalloc {
-        /// Module parameters as modprobe takes them: run_test_mask (7),
-        /// nr_threads (0 = 1), test_loop_count (1000000), test_repeat_count
-        /// (1), sequential_test_order (0), nr_pages (0 = 1), use_huge (0),
+        /// Module parameters as modprobe takes them: run_test_mask (7; 1 to
+        /// 0x7ff, a mask that selects no case is an error), nr_threads (0 =
+        /// 1), test_loop_count (1000000; <= 0 is taken as 1, as the module
+        /// does), test_repeat_count (1; likewise; loops x repeats at most
+        /// 2^31-1), sequential_test_order (0), nr_pages (0 = 1), use_huge (0),
         /// nr_pcpu_objects (35000); mmlab's own: msleep_before_free (0, ms
         /// of emulated sleep before long_busy_list's vfrees),
         /// pcp_sample_interval (0). They override the mode's.
@@ -139,13 +143,14 @@ struct CompareArgs {
     #[arg(long, value_name = "\"KEY=VALUE ...\"", default_value = "")]
     base: String,
     /// A configuration compared with the base (repeatable).
-    #[arg(long, value_name = "\"KEY=VALUE ...\"", required = true)]
+    #[arg(long, value_name = "\"KEY=VALUE ...\"", required_unless_present = "merge")]
     new: Vec<String>,
-    /// Kept runs per test and configuration.
-    #[arg(long, default_value_t = 10)]
+    /// Kept runs per test and configuration, 2..=10000 (the 95 % interval
+    /// needs two).
+    #[arg(long, value_name = "N", default_value_t = 10, allow_negative_numbers = true, value_parser = cli::parse_repeat)]
     repeat: usize,
-    /// Runs per test and configuration thrown away first.
-    #[arg(long, default_value_t = 1)]
+    /// Runs per test and configuration thrown away first, 0..=10000.
+    #[arg(long, value_name = "N", default_value_t = 1, allow_negative_numbers = true, value_parser = cli::parse_warmup)]
     warmup: usize,
     /// Which time to compare: measured + modelled, or one of them.
     #[arg(long, value_enum, default_value = "total")]
@@ -155,7 +160,19 @@ struct CompareArgs {
     /// pcp_refill_pages, zone_lock, zone_lock_hold_ns, buddy_merges, sync_rcu.
     #[arg(long, value_name = "LIST")]
     counters: Option<String>,
-    /// Output format.
+    /// Independent seeded blocks instead of --repeat: `A..B` (half-open,
+    /// B excluded) or `A..=B`. Per seed, every configuration boots afresh,
+    /// runs the warm-up, then one kept run per test, all with that seed;
+    /// disjoint seed ranges run as separate jobs merge exactly (--merge).
+    #[arg(long, value_name = "A..B", conflicts_with = "repeat")]
+    seeds: Option<String>,
+    /// Merge shards written by `--seeds ... --format jsonl` and print the
+    /// comparison over the union of their seeds (the shards must come from
+    /// the same build, settings and tests, with disjoint seeds).
+    #[arg(long, value_name = "FILE.jsonl", num_args = 1.., conflicts_with_all = ["params", "base", "new", "seeds", "repeat", "warmup"])]
+    merge: Vec<std::path::PathBuf>,
+    /// Output format; jsonl writes the samples (a shard) of a --seeds run
+    /// or of a merge.
     #[arg(long, value_enum, default_value = "table")]
     format: OutFormat,
     /// Also draw the table as bars with 95 % whiskers into this SVG file.
@@ -176,6 +193,8 @@ enum OutFormat {
     Markdown,
     Csv,
     Json,
+    /// One JSON line per sample, with a header line (a shard for --merge).
+    Jsonl,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -246,9 +265,12 @@ impl From<FormatArg> for TraceFormat {
 
 /// Machine, allocator and vmalloc configuration from the global options.
 fn configs(cli: &Cli) -> Result<(MachineConfig, AllocatorConfig, VmallocConfig), String> {
-    let mem_bytes = memparse(&cli.mem).map_err(|e| format!("--mem: {e}"))?;
+    let mem_bytes = cli::parse_mem(&cli.mem)?;
     let mc = MachineConfig { mem_bytes, nr_cpus: cli.cpus.unwrap_or(2), ..Default::default() };
     let c = mmlab_harness::settings::Configs::new(mc, &cli.set)?;
+    for w in mmlab_harness::settings::warnings(&c) {
+        eprintln!("mmlab: warning: {w}");
+    }
     Ok((c.machine, c.allocator, c.vmalloc))
 }
 
@@ -288,6 +310,9 @@ fn run_test_vmalloc(
     json: bool,
 ) -> Result<bool, String> {
     let (params, nr_cpus) = test_vmalloc::resolve(args, mode.map(Into::into), cli.cpus)?;
+    for n in params.normalisation_notes() {
+        eprintln!("mmlab: note: {n}");
+    }
     mc.nr_cpus = nr_cpus;
     let m = boot(mc)?;
     let pa = boot_allocator(&m, ac)?;
@@ -302,41 +327,77 @@ fn run_test_vmalloc(
 /// `compare`; returns whether a test case failed.
 fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
     use mmlab_harness::compare::{self, Format, Metric, Spec, Variant};
-    let mem_bytes = memparse(&cli.mem).map_err(|e| format!("--mem: {e}"))?;
-    let rows = compare::rows_from_args(&a.params)?;
-    let threads = rows.iter().map(|r| r.params.threads()).max().unwrap_or(1);
-    let nr_cpus = cli.cpus.unwrap_or(threads.max(2));
-    let mut variants = vec![Variant::parse("base", &a.base)];
-    for (i, n) in a.new.iter().enumerate() {
-        let label = if a.new.len() == 1 { "new".to_string() } else { format!("new{}", i + 1) };
-        variants.push(Variant::parse(&label, n));
+    use mmlab_harness::shard;
+    if let Some(path) = &a.plot {
+        if matches!(a.format, OutFormat::Jsonl) {
+            return Err("--plot draws the table; a jsonl shard has none (plot the --merge)".to_string());
+        }
+        cli::check_writable("--plot", path)?;
     }
+    let metric = match a.metric {
+        MetricArg::Total => Metric::Total,
+        MetricArg::Measured => Metric::Measured,
+        MetricArg::Modelled => Metric::Modelled,
+    };
     let counters = match a.counters.as_deref() {
         None => Vec::new(),
         Some("all") => compare::COUNTERS.to_vec(),
         Some(list) => list.split(',').map(|c| compare::counter(c.trim())).collect::<Result<Vec<_>, _>>()?,
     };
-    let spec = Spec {
-        machine: MachineConfig { mem_bytes, nr_cpus, ..Default::default() },
-        common: cli.set.clone(),
-        variants,
-        rows,
-        repeats: a.repeat,
-        warmup: a.warmup,
-        seed: cli.seed,
-        metric: match a.metric {
-            MetricArg::Total => Metric::Total,
-            MetricArg::Measured => Metric::Measured,
-            MetricArg::Modelled => Metric::Modelled,
-        },
+    let outcome = if a.merge.is_empty() {
+        let mem_bytes = cli::parse_mem(&cli.mem)?;
+        let rows = compare::rows_from_args(&a.params)?;
+        let threads = rows.iter().map(|r| r.params.threads()).max().unwrap_or(1);
+        let nr_cpus = cli.cpus.unwrap_or(threads.max(2));
+        let mut variants = vec![Variant::parse("base", &a.base)];
+        for (i, n) in a.new.iter().enumerate() {
+            let label = if a.new.len() == 1 { "new".to_string() } else { format!("new{}", i + 1) };
+            variants.push(Variant::parse(&label, n));
+        }
+        let spec = Spec {
+            machine: MachineConfig { mem_bytes, nr_cpus, ..Default::default() },
+            common: cli.set.clone(),
+            variants,
+            rows,
+            repeats: a.repeat,
+            warmup: a.warmup,
+            seed: cli.seed,
+            metric,
+        };
+        let progress = |p: &str| eprintln!("mmlab compare: {p}");
+        match &a.seeds {
+            Some(range) => compare::run_seeds(spec, &cli::parse_seed_range(range)?, progress)?,
+            None if matches!(a.format, OutFormat::Jsonl) => {
+                return Err("--format jsonl writes the samples of a --seeds run: give --seeds A..B".to_string());
+            }
+            None => compare::run(spec, progress)?,
+        }
+    } else {
+        if !cli.set.is_empty() || cli.cpus.is_some() || cli.mem != "4G" {
+            return Err("--merge takes the settings from the shards; --set, --cpus and --mem do not apply".to_string());
+        }
+        let mut shards = Vec::new();
+        for path in &a.merge {
+            let name = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| format!("--merge: reading {name}: {e}"))?;
+            shards.push((name.clone(), shard::read(&name, &text)?));
+        }
+        shard::merge(&shards, metric)?
     };
-    let outcome = compare::run(spec, |p| eprintln!("mmlab compare: {p}"))?;
     let format = match a.format {
+        OutFormat::Jsonl => return write_stdout(&shard::to_jsonl(&outcome)?).map(|()| outcome.any_failed()),
         OutFormat::Table => Format::Table,
         OutFormat::Markdown => Format::Markdown,
         OutFormat::Csv => Format::Csv,
         OutFormat::Json => Format::Json,
     };
+    if let Some(n) = outcome.rows.iter().flat_map(|r| r.samples.iter().map(Vec::len)).min()
+        && n < 2
+    {
+        return Err(format!(
+            "{n} sample per side: the 95 % interval needs at least 2 (give more seeds, or write --format jsonl and --merge the shards)"
+        ));
+    }
     write_stdout(&compare::render(&outcome, format, &counters))?;
     if let Some(path) = &a.plot {
         write_file(path, &compare::plot(&outcome, "mmlab compare"))?;
@@ -356,6 +417,9 @@ fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::
         ReproduceWhat::PcpDrain => vec!["pcp-drain"],
         ReproduceWhat::All => reproduce::ALL.to_vec(),
     };
+    if let Some(path) = plot {
+        cli::check_dir_writable("--plot", path)?;
+    }
     let len = if full { Length::FULL } else { Length::QUICK };
     let t0 = std::time::Instant::now();
     let mut failed = false;

@@ -17,8 +17,8 @@ use mmlab_vmalloc::VmallocConfig;
 
 /// The keys `--set` accepts, with the values each takes.
 pub const KEYS: &[(&str, &str)] = &[
-    ("percpu_pagelist_high_fraction", "0 or at least 8"),
-    ("min_free_kbytes", "0..=2147483647"),
+    ("percpu_pagelist_high_fraction", "0 or 8..=2147483647"),
+    ("min_free_kbytes", "0..=2147483647; above RAM every allocation fails its watermark, as in the kernel"),
     ("pcp.rules", "7.2|6.12"),
     ("lock_stat", "0|1"),
     ("barrier", "native|count|model"),
@@ -78,6 +78,34 @@ fn parse_on_off(key: &str, value: &str) -> Result<bool, String> {
     }
 }
 
+/// A value `proc_dointvec_minmax` with a minimum of 0 takes: 0..=INT_MAX.
+fn sysctl_int(key: &str, value: &str) -> Result<u32, String> {
+    let v: i64 = value.parse().map_err(|e| bad_value(key, value, format!("Invalid argument (EINVAL): {e}")))?;
+    u32::try_from(v).ok().filter(|&v| v <= i32::MAX as u32).ok_or_else(|| {
+        bad_value(key, value, format!("Invalid argument (EINVAL): the sysctl is an int in 0..={}", i32::MAX))
+    })
+}
+
+/// Settings the kernel accepts but that leave the machine unable to do
+/// much, worth a warning before the run: `min_free_kbytes` at or above the
+/// machine's RAM (every watermark is then above the managed pages, and
+/// every allocation that checks watermarks fails, as on a kernel).
+pub fn warnings(c: &Configs) -> Vec<String> {
+    let mut w = Vec::new();
+    if let Some(k) = c.allocator.min_free_kbytes
+        && k.saturating_mul(1024) >= c.machine.mem_bytes
+    {
+        w.push(format!(
+            "min_free_kbytes={k} ({} MiB) is not below the machine's RAM ({} MiB): as in the kernel \
+             (min_free_kbytes_sysctl_handler -> setup_per_zone_wmarks), the watermarks exceed the managed \
+             pages and every allocation that checks them fails",
+            k >> 10,
+            c.machine.mem_bytes >> 20
+        ));
+    }
+    w
+}
+
 fn valid_keys() -> String {
     KEYS.iter().map(|(k, v)| format!("{k} ({v})")).collect::<Vec<_>>().join(", ")
 }
@@ -99,19 +127,20 @@ pub fn apply_set(
     let (key, value) = (key.trim(), value.trim());
     match key {
         "percpu_pagelist_high_fraction" => {
-            let v: u32 = value.parse().map_err(|e| bad_value(key, value, e))?;
+            // percpu_pagelist_high_fraction_sysctl_handler: proc_dointvec_minmax
+            // (an int, minimum 0) refuses anything else with -EINVAL.
+            let v = sysctl_int(key, value)?;
             if v != 0 && v < MIN_PERCPU_PAGELIST_HIGH_FRACTION {
                 return Err(SysctlError::HighFraction(v).to_string());
             }
             ac.percpu_pagelist_high_fraction = v;
         }
         "min_free_kbytes" => {
-            // An int sysctl with a minimum of 0 (`proc_dointvec_minmax`).
-            let v: u64 = value.parse().map_err(|e| bad_value(key, value, e))?;
-            if v > i32::MAX as u64 {
-                return Err(bad_value(key, value, format!("at most {}", i32::MAX)));
-            }
-            ac.min_free_kbytes = Some(v);
+            // An int sysctl with a minimum of 0 (`proc_dointvec_minmax`) and
+            // no maximum: a value above RAM is taken, and
+            // setup_per_zone_wmarks() then puts every watermark above the
+            // managed pages ([`warnings`] says so).
+            ac.min_free_kbytes = Some(u64::from(sysctl_int(key, value)?));
         }
         "pcp.rules" => {
             ac.rules = value.parse::<KernelRules>().map_err(|e| bad_value(key, value, e))?;
@@ -177,6 +206,14 @@ mod tests {
         assert!(set("percpu_pagelist_high_fraction=3").unwrap_err().contains("at least 8"));
         assert_eq!(set("min_free_kbytes=4096").unwrap().1.min_free_kbytes, Some(4096));
         assert!(set("min_free_kbytes=-1").is_err());
+        for kv in ["percpu_pagelist_high_fraction=2147483648", "percpu_pagelist_high_fraction=4294967296"] {
+            assert!(set(kv).unwrap_err().contains("EINVAL"), "{kv}");
+        }
+        assert_eq!(
+            set("percpu_pagelist_high_fraction=2147483647").unwrap().1.percpu_pagelist_high_fraction,
+            i32::MAX as u32
+        );
+        assert!(set("min_free_kbytes=2147483648").unwrap_err().contains("EINVAL"));
         assert_eq!(set("pcp.rules=6.12").unwrap().1.rules, KernelRules::Linux6_12);
         assert!(set("pcp.rules=5.4").is_err());
         assert!(set("lock_stat=1").unwrap().0.lock_stat);

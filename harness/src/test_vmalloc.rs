@@ -95,7 +95,7 @@ const KVFREE_ARRAY_OFFSET: u64 = 16;
 const BITS_PER_LONG: u32 = 64;
 
 /// The module parameters, as given (ints and bools like the module's).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Params {
     pub run_test_mask: i32,
     pub nr_threads: i32,
@@ -197,7 +197,28 @@ impl Params {
             "test_loop_count" => self.test_loop_count = parse_int(key, value)?,
             "nr_pages" => self.nr_pages = parse_int(key, value)?,
             "use_huge" => self.use_huge = parse_bool(key, value)?,
-            "run_test_mask" => self.run_test_mask = parse_int(key, value)?,
+            "run_test_mask" => {
+                // The module tests bit i for each of its 11 cases and ignores
+                // the rest: mask 0 (or only higher bits) loads, runs nothing
+                // and reports nothing. mmlab refuses both rather than print
+                // a run of nothing that looks like success.
+                let v = parse_int(key, value)?;
+                let all = (1u32 << NR_TEST_CASES) - 1;
+                if v == 0 {
+                    return Err(format!(
+                        "run_test_mask={value} selects no test case (the module would run nothing); bits 0..={} select the {NR_TEST_CASES} cases, {all:#x} all of them",
+                        NR_TEST_CASES - 1
+                    ));
+                }
+                let extra = v as u32 & !all;
+                if extra != 0 {
+                    return Err(format!(
+                        "run_test_mask={value} has bits {extra:#x} above the {NR_TEST_CASES} test cases of Linux 6.17 (the module ignores them); bits 0..={} select cases, {all:#x} all of them",
+                        NR_TEST_CASES - 1
+                    ));
+                }
+                self.run_test_mask = v;
+            }
             "nr_pcpu_objects" => {
                 let v = parse_int(key, value)?;
                 if v <= 0 {
@@ -241,6 +262,45 @@ impl Params {
     /// Whether `run_test_mask` selects case `index`.
     pub fn selected(&self, index: usize) -> bool {
         (self.run_test_mask as u32) & (1 << index) != 0
+    }
+
+    /// mmlab's bound on the work of one case on one worker (see
+    /// [`crate::cli::MAX_CALLS_PER_CASE`]): `test_loop_count ×
+    /// test_repeat_count` after the module's normalisation.
+    pub fn check_bounds(&self) -> Result<(), String> {
+        let calls = self.loops().saturating_mul(self.repeats());
+        if calls > crate::cli::MAX_CALLS_PER_CASE {
+            return Err(format!(
+                "test_loop_count={} x test_repeat_count={} = {calls} loop iterations per case and worker; mmlab runs at most {} (INT_MAX, the largest test_loop_count the module takes)",
+                self.test_loop_count,
+                self.test_repeat_count,
+                crate::cli::MAX_CALLS_PER_CASE
+            ));
+        }
+        // Each emulated second of msleep_before_free runs vmstat_update once
+        // per CPU, a loop of its own: bound those runs the same way.
+        let stat_runs = calls.saturating_mul(u64::from(self.msleep_before_free)) / 1000;
+        if stat_runs > crate::cli::MAX_CALLS_PER_CASE {
+            return Err(format!(
+                "msleep_before_free={} over {calls} loop iterations is {stat_runs} emulated vmstat_update runs; mmlab runs at most {}",
+                self.msleep_before_free,
+                crate::cli::MAX_CALLS_PER_CASE
+            ));
+        }
+        Ok(())
+    }
+
+    /// What the module's normalisation changed in values given explicitly
+    /// (`init_test_configuration()`: `test_loop_count` and
+    /// `test_repeat_count` `<= 0` become 1), as notes for the user.
+    pub fn normalisation_notes(&self) -> Vec<String> {
+        let mut n = Vec::new();
+        for (key, v) in [("test_loop_count", self.test_loop_count), ("test_repeat_count", self.test_repeat_count)] {
+            if v <= 0 {
+                n.push(format!("{key}={v} is taken as 1, as test_vmalloc.c's init_test_configuration() does"));
+            }
+        }
+        n
     }
 
     /// The parameters after the module's normalisation, as `key=value`s.
@@ -299,6 +359,7 @@ pub fn resolve(args: &[String], mode: Option<Mode>, cpus: Option<usize>) -> Resu
     for kv in args {
         p.set(kv)?;
     }
+    p.check_bounds()?;
     let threads = p.threads();
     let nr_cpus = cpus.unwrap_or(threads.max(2));
     if nr_cpus > mmlab_engine::machine::NR_CPUS {
@@ -351,13 +412,15 @@ pub struct WorkerReport {
 }
 
 /// Counter deltas over the workers' run (teardown excluded).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Counters {
     /// Barriers by kind ("dsb(ishst)", "isb", ...), non-zero only.
+    #[serde(with = "crate::shard::static_names")]
     pub barriers: Vec<(&'static str, u64)>,
     /// Modelled barrier time (model backend only), ns.
     pub barrier_modelled_ns: u64,
     /// TLBIs by kind, non-zero only.
+    #[serde(with = "crate::shard::static_names")]
     pub tlbis: Vec<(&'static str, u64)>,
     /// Modelled TLBI time (cost profile), ns.
     pub tlbi_modelled_ns: u64,

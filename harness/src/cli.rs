@@ -1,0 +1,192 @@
+//! Checks of the `mmlab` command line that run before anything boots: typed
+//! parsers for the numeric options (so that clap names the option in its
+//! error, negative numbers included), mmlab's own bounds on the counts that
+//! drive a loop, and the check that an output file can be written.
+//!
+//! # Why bounds, not progress and Ctrl-C
+//!
+//! A count such as `--after-ops 18446744073709551615` or `--warmup
+//! 1000000000000` is a typo or a probe, not an experiment: no run of it can
+//! finish. mmlab refuses it with an error that names the option and the
+//! bound, before booting, rather than starting a run that only Ctrl-C (whose
+//! default action already ends the process) can stop. The bounds are
+//! mmlab's, not the kernel's; each is far above what the published
+//! experiments use:
+//!
+//! | count | bound | a run at the bound |
+//! |---|---|---|
+//! | `stat --after-ops`, `trace --ops` | [`MAX_WORKLOAD_OPS`] = 10^9 | minutes (release build); `trace` writes ~150 bytes per op |
+//! | `compare --repeat`, `--warmup` | [`MAX_RUNS`] = 10,000 | one test_vmalloc load per run, row and side |
+//! | `compare --seeds` | [`MAX_RUNS`] seeds | as `--repeat` |
+//! | test_vmalloc `test_loop_count × test_repeat_count` | [`MAX_CALLS_PER_CASE`] = 2^31 - 1 | the largest `test_loop_count` the module takes, once |
+
+use std::path::Path;
+
+/// Most operations of the seeded random workload (`stat --after-ops`,
+/// `trace --ops`).
+pub const MAX_WORKLOAD_OPS: u64 = 1_000_000_000;
+
+/// Most kept or warm-up runs per row and side of `compare`, and most seeds
+/// of `compare --seeds`.
+pub const MAX_RUNS: usize = 10_000;
+
+/// Most loop iterations one worker runs per test case:
+/// `test_loop_count × test_repeat_count` (after the module's `<= 0 → 1`).
+/// It is `INT_MAX`, the largest `test_loop_count` the module accepts, so any
+/// single repetition the module can run is allowed.
+pub const MAX_CALLS_PER_CASE: u64 = i32::MAX as u64;
+
+/// A whole non-negative number; the error names what was wrong.
+fn whole(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("empty; expected a whole number".to_string());
+    }
+    if t.starts_with('-') {
+        return Err(format!("{t} is not a count (negative)"));
+    }
+    t.parse::<u64>().map_err(|e| match e.kind() {
+        std::num::IntErrorKind::PosOverflow => format!("{t} is above {}", u64::MAX),
+        _ => format!("{t} is not a whole number"),
+    })
+}
+
+/// `--cpus`: 1..=NR_CPUS.
+pub fn parse_cpus(s: &str) -> Result<usize, String> {
+    let n = whole(s)?;
+    let max = mmlab_engine::machine::NR_CPUS;
+    if n == 0 || n > max as u64 {
+        return Err(format!("{n} CPUs: a machine has 1 to {max}"));
+    }
+    Ok(n as usize)
+}
+
+/// `--seed`: any u64.
+pub fn parse_seed(s: &str) -> Result<u64, String> {
+    whole(s).map_err(|e| format!("{e} (a seed is 0..={})", u64::MAX))
+}
+
+/// `--after-ops`, `--ops`: 0..=[`MAX_WORKLOAD_OPS`].
+pub fn parse_ops(s: &str) -> Result<u64, String> {
+    let n = whole(s)?;
+    if n > MAX_WORKLOAD_OPS {
+        return Err(format!("{n} operations: mmlab runs at most {MAX_WORKLOAD_OPS} (10^9) in one workload"));
+    }
+    Ok(n)
+}
+
+/// `compare --repeat`: 2..=[`MAX_RUNS`] (a 95 % interval needs two samples).
+pub fn parse_repeat(s: &str) -> Result<usize, String> {
+    let n = whole(s)?;
+    if n < 2 {
+        return Err(format!(
+            "{n} kept run(s): the 95 % interval and the (I)/(R) marks need at least 2 kept runs per side"
+        ));
+    }
+    if n > MAX_RUNS as u64 {
+        return Err(format!("{n} runs: at most {MAX_RUNS}"));
+    }
+    Ok(n as usize)
+}
+
+/// `compare --warmup`: 0..=[`MAX_RUNS`].
+pub fn parse_warmup(s: &str) -> Result<usize, String> {
+    let n = whole(s)?;
+    if n > MAX_RUNS as u64 {
+        return Err(format!("{n} runs: at most {MAX_RUNS}"));
+    }
+    Ok(n as usize)
+}
+
+/// `--mem`: a size as `mem=` takes it, a multiple of 2M in 16M..=1T (what
+/// the machine boots with).
+pub fn parse_mem(s: &str) -> Result<u64, String> {
+    let bytes = mmlab_engine::addr::memparse(s).map_err(|e| format!("--mem: {e}"))?;
+    if !(16 << 20..=1 << 40).contains(&bytes) || !bytes.is_multiple_of(2 << 20) {
+        return Err(format!("--mem {s}: the machine's RAM is a multiple of 2M between 16M and 1T"));
+    }
+    Ok(bytes)
+}
+
+/// `compare --seeds`: `A..B` (half-open) or `A..=B`, not empty, at most
+/// [`MAX_RUNS`] seeds, in ascending order.
+pub fn parse_seed_range(s: &str) -> Result<Vec<u64>, String> {
+    let bad = |why: String| format!("--seeds {s}: {why}");
+    let (a, b, inclusive) = if let Some((a, b)) = s.split_once("..=") {
+        (a, b, true)
+    } else if let Some((a, b)) = s.split_once("..") {
+        (a, b, false)
+    } else {
+        return Err(bad("expected A..B (B excluded) or A..=B".to_string()));
+    };
+    let a = parse_seed(a).map_err(|e| bad(format!("start: {e}")))?;
+    let b = parse_seed(b).map_err(|e| bad(format!("end: {e}")))?;
+    let last = if inclusive { Some(b) } else { b.checked_sub(1) };
+    let Some(last) = last.filter(|&l| l >= a) else {
+        return Err(bad("the range is empty".to_string()));
+    };
+    if last - a >= MAX_RUNS as u64 {
+        return Err(bad(format!("{} seeds; at most {MAX_RUNS} in one run", u128::from(last - a) + 1)));
+    }
+    Ok((a..=last).collect())
+}
+
+/// Fail now, not after a long run, if `path` cannot be written: open it for
+/// writing (without truncating) if it exists, else create it and remove it
+/// again. `what` names the option in the error.
+pub fn check_writable(what: &str, path: &Path) -> Result<(), String> {
+    let err = |e: std::io::Error| format!("{what}: cannot write {}: {e}", path.display());
+    if path.is_dir() {
+        return Err(format!("{what}: {} is a directory", path.display()));
+    }
+    if path.exists() {
+        return std::fs::OpenOptions::new().write(true).open(path).map(drop).map_err(err);
+    }
+    std::fs::OpenOptions::new().write(true).create_new(true).open(path).map_err(err)?;
+    std::fs::remove_file(path).map_err(err)
+}
+
+/// Fail now if no file can be created in the directory of `path` (for
+/// outputs whose names are derived from `path` after the run).
+pub fn check_dir_writable(what: &str, path: &Path) -> Result<(), String> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let probe = dir.join(format!(".mmlab-write-check-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(|e| format!("{what}: cannot create files in {}: {e}", dir.display()))?;
+    std::fs::remove_file(&probe).map_err(|e| format!("{what}: {}: {e}", probe.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts() {
+        assert_eq!(parse_cpus("4"), Ok(4));
+        assert!(parse_cpus("0").unwrap_err().contains("1 to 256"));
+        assert!(parse_cpus("1000").unwrap_err().contains("1 to 256"));
+        assert!(parse_cpus("-1").unwrap_err().contains("negative"));
+        assert!(parse_cpus("").unwrap_err().contains("empty"));
+        assert!(parse_seed("18446744073709551616").unwrap_err().contains("above"));
+        assert_eq!(parse_seed("18446744073709551615"), Ok(u64::MAX));
+        assert_eq!(parse_ops("1000000000"), Ok(MAX_WORKLOAD_OPS));
+        assert!(parse_ops("1000000001").unwrap_err().contains("at most"));
+        assert!(parse_repeat("1").unwrap_err().contains("at least 2"));
+        assert_eq!(parse_warmup("0"), Ok(0));
+        assert!(parse_warmup("1000000000000").unwrap_err().contains("at most 10000"));
+        assert!(parse_mem("1K").unwrap_err().contains("16M and 1T"));
+        assert_eq!(parse_mem("64M"), Ok(64 << 20));
+        assert_eq!(parse_seed_range("3..6"), Ok(vec![3, 4, 5]));
+        assert_eq!(parse_seed_range("3..=6"), Ok(vec![3, 4, 5, 6]));
+        assert_eq!(parse_seed_range("18446744073709551615..=18446744073709551615"), Ok(vec![u64::MAX]));
+        for bad in ["5..5", "6..3", "3", "a..b", "-1..3", "0..10001", "..4"] {
+            assert!(parse_seed_range(bad).is_err(), "{bad}");
+        }
+    }
+}

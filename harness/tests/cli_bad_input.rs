@@ -1,0 +1,188 @@
+//! The `mmlab` command refuses bad input up front, with an error that names
+//! the option, before it boots or runs anything (issue 9, defect 7).
+//!
+//! These tests run the built binary (`CARGO_BIN_EXE_mmlab`, available to
+//! this package's integration tests only, hence this file lives in
+//! harness/tests/). Every refused command must exit with status 2 and must
+//! not have started a run: `compare` prints a progress line per run on
+//! stderr, so "no `run 1/` line" is checked where that applies.
+
+use std::process::Command;
+
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn mmlab(args: &[&str]) -> Out {
+    let o = Command::new(env!("CARGO_BIN_EXE_mmlab")).args(args).output().expect("run mmlab");
+    Out {
+        code: o.status.code(),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// Exit status 2, nothing on stdout, stderr containing every needle.
+#[track_caller]
+fn refused(args: &[&str], needles: &[&str]) -> Out {
+    let o = mmlab(args);
+    assert_eq!(o.code, Some(2), "{args:?}: status; stderr: {}", o.stderr);
+    assert!(o.stdout.is_empty(), "{args:?}: stdout {}", o.stdout);
+    for n in needles {
+        assert!(o.stderr.contains(n), "{args:?}: {n:?} not in stderr: {}", o.stderr);
+    }
+    assert!(!o.stderr.contains("run 1/"), "{args:?}: started running: {}", o.stderr);
+    o
+}
+
+/// A small, quick comparison (one loop per run) with `extra` arguments.
+fn compare<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec!["--mem", "64M", "compare", "run_test_mask=1", "test_loop_count=1", "--new", ""];
+    v.extend_from_slice(extra);
+    v
+}
+
+#[test]
+fn compare_repeat_1_is_refused() {
+    // One kept run has no interval: no ±, no (I)/(R).
+    refused(&compare(&["--repeat", "1"]), &["--repeat", "at least 2 kept runs"]);
+    refused(&compare(&["--repeat", "0"]), &["--repeat", "at least 2 kept runs"]);
+}
+
+#[test]
+fn unwritable_plot_fails_before_the_run() {
+    let dir = "/nonexistent-mmlab-dir/x.svg";
+    refused(&compare(&["--plot", dir]), &["--plot", "nonexistent-mmlab-dir"]);
+    refused(&compare(&["--plot", "/"]), &["--plot", "is a directory"]);
+    refused(&["reproduce", "contpte", "--plot", dir], &["--plot", "nonexistent-mmlab-dir"]);
+}
+
+#[test]
+fn plot_check_leaves_no_file_behind() {
+    // The check creates the file and removes it again; the run then writes it.
+    let dir = std::env::temp_dir().join(format!("mmlab-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("t.svg");
+    let svg_s = svg.to_str().unwrap();
+    let o = mmlab(&compare(&["--repeat", "2", "--warmup", "0", "--plot", svg_s, "--base", "bogus=1"]));
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(!svg.exists(), "a refused run left {svg_s} behind");
+    let o = mmlab(&compare(&["--repeat", "2", "--warmup", "0", "--metric", "modelled", "--plot", svg_s]));
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn counts_that_drive_a_loop_are_bounded() {
+    refused(&["stat", "buddyinfo", "--after-ops", "18446744073709551615"], &["--after-ops", "at most 1000000000"]);
+    refused(&["stat", "vmallocinfo", "--after-ops", "1000000001"], &["--after-ops", "at most 1000000000"]);
+    refused(&["trace", "pages", "--ops", "18446744073709551615"], &["--ops", "at most 1000000000"]);
+    refused(&compare(&["--warmup", "1000000000000"]), &["--warmup", "at most 10000"]);
+    refused(&compare(&["--repeat", "10001"]), &["--repeat", "at most 10000"]);
+    let big = ["test_loop_count=2147483647", "test_repeat_count=2"];
+    refused(
+        &["test-vmalloc", "run_test_mask=1", big[0], big[1]],
+        &["test_loop_count=2147483647 x test_repeat_count=2", "at most 2147483647"],
+    );
+    refused(&["--mem", "64M", "compare", "run_test_mask=1", big[0], big[1], "--new", ""], &["at most 2147483647"]);
+    refused(
+        &["test-vmalloc", "run_test_mask=4", "msleep_before_free=2147483647", "test_loop_count=1000000"],
+        &["msleep_before_free=2147483647", "vmstat_update runs", "at most 2147483647"],
+    );
+}
+
+#[test]
+fn sysctls_refuse_what_the_kernel_refuses() {
+    for v in ["2147483648", "4294967296", "-1"] {
+        let kv = format!("percpu_pagelist_high_fraction={v}");
+        refused(&["--set", &kv, "stat", "zoneinfo"], &["percpu_pagelist_high_fraction", "EINVAL"]);
+    }
+    refused(&["--set", "min_free_kbytes=2147483648", "stat", "zoneinfo"], &["min_free_kbytes", "EINVAL"]);
+}
+
+#[test]
+fn min_free_kbytes_above_ram_is_taken_with_a_warning() {
+    // The kernel takes it (the sysctl has only a lower bound) and every
+    // allocation then fails its watermark: mmlab does the same, and says so.
+    let o = mmlab(&["--mem", "64M", "--set", "min_free_kbytes=65536", "stat", "zoneinfo"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stderr.contains("warning: min_free_kbytes=65536"), "{}", o.stderr);
+    assert!(o.stderr.contains("every allocation"), "{}", o.stderr);
+    // min = 65536 KiB / 4 KiB = 16384 pages, above the 16123 managed pages.
+    assert!(o.stdout.contains("min      16384"), "{}", o.stdout);
+    // Below RAM: no warning.
+    let o = mmlab(&["--mem", "64M", "--set", "min_free_kbytes=1024", "stat", "zoneinfo"]);
+    assert_eq!(o.code, Some(0));
+    assert!(!o.stderr.contains("warning"), "{}", o.stderr);
+    // compare warns too, naming the side.
+    let o = mmlab(&compare(&["--repeat", "2", "--warmup", "0", "--base", "min_free_kbytes=65536"]));
+    assert!(o.stderr.contains("warning: base: min_free_kbytes=65536"), "{}", o.stderr);
+}
+
+#[test]
+fn a_mask_that_selects_nothing_is_an_error_everywhere() {
+    for mask in ["0", "4096", "0x800"] {
+        let kv = format!("run_test_mask={mask}");
+        refused(&["test-vmalloc", &kv], &[&kv]);
+        refused(&["--mem", "64M", "compare", &kv, "--new", ""], &[&kv]);
+    }
+    // Bits above the 11 cases are refused even beside valid ones.
+    refused(&["test-vmalloc", "run_test_mask=0x1001"], &["bits 0x1000 above the 11 test cases"]);
+}
+
+#[test]
+fn loop_count_0_is_taken_as_1_and_said() {
+    // lib/test_vmalloc.c's init_test_configuration(): test_loop_count <= 0 → 1.
+    let o = mmlab(&["--mem", "64M", "test-vmalloc", "run_test_mask=1", "test_loop_count=0"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stderr.contains("note: test_loop_count=0 is taken as 1"), "{}", o.stderr);
+    assert!(o.stdout.contains("test_loop_count=1 "), "{}", o.stdout);
+    assert!(o.stdout.contains("loops: 1 "), "{}", o.stdout);
+}
+
+#[test]
+fn negative_numbers_name_the_option() {
+    let cases: [(&[&str], &str); 7] = [
+        (&["--cpus", "-1", "stat", "buddyinfo"], "'--cpus <N>'"),
+        (&["--seed", "-1", "stat", "buddyinfo"], "'--seed <S>'"),
+        (&["stat", "buddyinfo", "--after-ops", "-1"], "'--after-ops <N>'"),
+        (&["trace", "pages", "--ops", "-5"], "'--ops <N>'"),
+        (&["--mem", "64M", "compare", "--new", "", "--repeat", "-2"], "'--repeat <N>'"),
+        (&["--mem", "64M", "compare", "--new", "", "--warmup", "-1"], "'--warmup <N>'"),
+        (&["stat", "buddyinfo", "--cpus", "-1"], "'--cpus <N>'"),
+    ];
+    for (args, option) in cases {
+        let o = refused(args, &[option, "is not a count"]);
+        assert!(!o.stderr.contains("unexpected argument"), "{args:?}: {}", o.stderr);
+    }
+    // walk takes its numbers as text and names them in its own error.
+    let walks: [(&[&str], &str); 3] = [
+        (&["walk", "-1"], "bad virtual address \"-1\""),
+        (&["walk", "0xffff000000000000", "--asid", "-1"], "bad ASID \"-1\""),
+        (&["walk", "--struct-page", "-1"], "bad pfn \"-1\""),
+    ];
+    for (args, what) in walks {
+        refused(args, &[what]);
+    }
+}
+
+#[test]
+fn more_bad_values_name_the_option() {
+    refused(&["--cpus", "0", "stat", "buddyinfo"], &["'--cpus <N>'", "1 to 256"]);
+    refused(&["--cpus", "1000", "stat", "buddyinfo"], &["'--cpus <N>'", "1 to 256"]);
+    refused(&["--cpus", "", "stat", "buddyinfo"], &["'--cpus <N>'", "empty"]);
+    refused(&["--seed", "18446744073709551616", "stat", "buddyinfo"], &["'--seed <S>'", "above"]);
+    for mem in ["0", "1K", "100T", "3M", "abc", ""] {
+        refused(&["--mem", mem, "stat", "buddyinfo"], &["--mem"]);
+        refused(&["--mem", mem, "compare", "run_test_mask=1", "--new", ""], &["--mem"]);
+    }
+    refused(&["--set", "nope=1", "stat", "buddyinfo"], &["unknown setting \"nope\""]);
+    refused(&["--set", "min_free_kbytes=", "stat", "buddyinfo"], &["min_free_kbytes"]);
+    refused(&["--set", "", "stat", "buddyinfo"], &["key=value"]);
+    refused(&["test-vmalloc", "nr_pages="], &["nr_pages"]);
+    refused(&["--mem", "64M", "compare", "run_test_mask=1", "--new", "bogus=1"], &["new: unknown setting"]);
+    refused(&["--mem", "64M", "compare", "run_test_mask=1", "--new", "", "--counters", "nope"], &["unknown counter"]);
+}
