@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod compare;
+pub mod fuzz;
 pub mod pgtables;
 pub mod plot;
 pub mod procfs;
