@@ -126,6 +126,13 @@ pub struct Executor<'a, 'm> {
     percpu: &'a PercpuAllocator,
     cpus: Vec<Cpu<'m>>,
     handles: BTreeMap<Handle, Obj>,
+    /// Head pfn of every live unit -> (handle, unit index).
+    live_pfns: std::collections::HashMap<Pfn, (Handle, usize)>,
+    /// Dead handles, oldest first; only the last [`KEEP_DEAD`] are kept
+    /// (for double frees), so the table stays small in long runs.
+    dead: std::collections::VecDeque<Handle>,
+    /// Handles whose units changed in this step.
+    touched: Vec<Handle>,
     opts: ExecOptions,
     boot_buddyinfo: [u64; 11],
     pub coverage: Coverage,
@@ -140,6 +147,9 @@ impl std::fmt::Debug for Executor<'_, '_> {
 }
 
 type Expect = (Vec<Outcome>, bool);
+
+/// Dead handles kept for wrong calls on them.
+const KEEP_DEAD: usize = 256;
 
 fn only(o: Outcome) -> Expect {
     (vec![o], o.is_error())
@@ -168,6 +178,9 @@ impl<'a, 'm> Executor<'a, 'm> {
             percpu,
             cpus,
             handles: BTreeMap::new(),
+            live_pfns: std::collections::HashMap::new(),
+            dead: std::collections::VecDeque::new(),
+            touched: Vec::new(),
             opts,
             boot_buddyinfo: pa.zone().nr_free_per_order(),
             coverage: Coverage::default(),
@@ -249,10 +262,31 @@ impl<'a, 'm> Executor<'a, 'm> {
 
     /// Whether `pfn` heads one of the fuzzer's live units (then which).
     fn live_unit_at(&self, pfn: Pfn) -> Option<(Handle, usize)> {
-        self.handles.iter().find_map(|(h, o)| match o {
-            Obj::Pages(u) => u.iter().position(|u| u.live && u.pfn == pfn).map(|i| (*h, i)),
-            _ => None,
-        })
+        let (h, i) = *self.live_pfns.get(&pfn)?;
+        self.units(h)?.get(i).filter(|u| u.live && u.pfn == pfn).map(|_| (h, i))
+    }
+
+    /// Bring the pfn index and the dead list up to date for `h`.
+    fn reindex(&mut self, h: Handle) {
+        if let Some(Obj::Pages(units)) = self.handles.get(&h) {
+            for (i, u) in units.iter().enumerate() {
+                if u.live {
+                    self.live_pfns.insert(u.pfn, (h, i));
+                } else if self.live_pfns.get(&u.pfn) == Some(&(h, i)) {
+                    self.live_pfns.remove(&u.pfn);
+                }
+            }
+        }
+        if self.handles.contains_key(&h) && !self.is_live(h) && !self.dead.contains(&h) {
+            self.dead.push_back(h);
+            while self.dead.len() > KEEP_DEAD {
+                if let Some(old) = self.dead.pop_front()
+                    && !self.is_live(old)
+                {
+                    self.handles.remove(&old);
+                }
+            }
+        }
     }
 
     /// Acceptable outcomes of a page call on `pfn` that is not a live unit
@@ -553,6 +587,13 @@ impl<'a, 'm> Executor<'a, 'm> {
             }
         };
         self.ops_run += 1;
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.extend(op.uses());
+        touched.extend(op.binds());
+        for h in touched.drain(..) {
+            self.reindex(h);
+        }
+        self.touched = touched;
         *self.coverage.outcomes.entry(outcome.name().to_string()).or_default() += 1;
         let v = |kind, message: String| Violation { kind, op_index: Some(index), op_name: Some(op.name()), message };
         let mut violation = None;
@@ -610,7 +651,9 @@ impl<'a, 'm> Executor<'a, 'm> {
     }
 
     fn bind(&mut self, h: Handle, o: Obj) {
+        self.dead.retain(|d| *d != h);
         self.handles.insert(h, o);
+        self.touched.push(h);
     }
 
     /// Execute the call and update the model; (outcome, detail).
@@ -686,6 +729,8 @@ impl<'a, 'm> Executor<'a, 'm> {
                             && u[i].order > 0
                         {
                             let head = u[i];
+                            self.touched.push(h);
+                            let Some(u) = self.units_mut(h) else { return (Outcome::Ok, String::new()) };
                             *u = (0..1u64 << head.order)
                                 .map(|k| Unit { pfn: head.pfn.add(k), order: 0, refs: 1, live: true })
                                 .collect();
@@ -850,9 +895,9 @@ impl<'a, 'm> Executor<'a, 'm> {
 
     /// A successful free of `pfn`: drop one of the fuzzer's references.
     fn freed(&mut self, pfn: Pfn) {
-        if let Some((h, i)) = self.live_unit_at(pfn)
-            && let Some(u) = self.units_mut(h)
-        {
+        if let Some((h, i)) = self.live_unit_at(pfn) {
+            self.touched.push(h);
+            let Some(u) = self.units_mut(h) else { return };
             if u[i].refs > 1 {
                 // __free_pages with another reference: the upper halves go,
                 // the head stays allocated at order 0.
@@ -997,6 +1042,8 @@ impl<'a, 'm> Executor<'a, 'm> {
             }
         }
         self.handles.clear();
+        self.live_pfns.clear();
+        self.dead.clear();
         if let Err(e) = self.percpu.shrink(self.vm, cpu) {
             return v(ViolationKind::FinalState, format!("percpu shrink: {e}"));
         }

@@ -214,7 +214,10 @@ pub struct Op {
 }
 
 impl Op {
+    /// `check` runs on no CPU in particular: it is kept as CPU 0, so that
+    /// it prints and parses back the same.
     pub fn new(cpu: usize, call: Call) -> Op {
+        let cpu = if call == Call::Check { 0 } else { cpu };
         Op { cpu, call, expect: None }
     }
 
@@ -449,11 +452,11 @@ impl<'a> Args<'a> {
     }
     fn pages(&mut self) -> Result<Vec<Ref>, ParseOpError> {
         let s = self.take("pages")?;
-        let v: Vec<Ref> = s.split(',').map(parse_ref).collect::<Result<_, _>>()?;
-        if v.is_empty() {
-            return err("pages= is empty");
+        if s.is_empty() {
+            // `pages=`: no pages (a wrong call: size 0).
+            return Ok(Vec::new());
         }
-        Ok(v)
+        s.split(',').map(parse_ref).collect()
     }
     fn finish(self) -> Result<(), ParseOpError> {
         if let Some((k, _)) = self.keys.first() {
@@ -555,5 +558,6 @@ pub fn parse_line(line: &str) -> Result<Op, ParseOpError> {
         _ => return err(format!("unknown call `{name}`")),
     };
     a.finish()?;
+    let cpu = if call == Call::Check { 0 } else { cpu };
     Ok(Op { cpu, call, expect })
 }
