@@ -76,7 +76,8 @@ pub struct FuzzArgs {
     /// Leave out these wrong-call kinds (comma list): double_free,
     /// wrong_order, tail_page, bogus_pfn, order_too_large, vfree_inside,
     /// vfree_bogus, vfree_twice, vfree_after_kvfree_rcu, vfree_vmap, vunmap_vmalloc,
-    /// vm_unmap_ram_twice, vm_unmap_ram_wrong_count, bad_sysctl, bad_size.
+    /// vm_unmap_ram_twice, vm_unmap_ram_wrong_count, bad_sysctl, bad_size,
+    /// size_overflow.
     #[arg(long, value_name = "LIST")]
     pub exclude: Option<String>,
     /// Pages the sequence keeps live at most [default: a third of RAM].

@@ -15,7 +15,8 @@
 //! page, a bogus pfn, order above MAX_PAGE_ORDER, vfree of an inside or
 //! bogus address or of a vmap area, vfree or kvfree_rcu of an object
 //! already queued by kvfree_rcu, vunmap of a vmalloc area, vm_unmap_ram
-//! twice or with a wrong count, a bad sysctl value, size 0 or too large).
+//! twice or with a wrong count, a bad sysctl value, size 0 or too large,
+//! a size whose rounding up overflows).
 //! Frees are forced once the live pages pass `max_live_pages`.
 //!
 //! Generation never looks at the machine, so a sequence depends only on
@@ -88,7 +89,7 @@ pub struct GenConfig {
 }
 
 /// Names of the wrong-call kinds (for `--exclude`).
-pub const WRONG_KINDS: [&str; 15] = [
+pub const WRONG_KINDS: [&str; 16] = [
     "double_free",
     "wrong_order",
     "tail_page",
@@ -104,6 +105,7 @@ pub const WRONG_KINDS: [&str; 15] = [
     "vm_unmap_ram_wrong_count",
     "bad_sysctl",
     "bad_size",
+    "size_overflow",
 ];
 
 #[derive(Clone, Debug)]
@@ -548,6 +550,16 @@ impl Generator {
                         align: 8,
                         out: Handle { kind: HandleKind::Percpu, id: out.id },
                     },
+                }
+            }
+            "size_overflow" => {
+                // Sizes whose rounding up to a page (or more) overflows.
+                let out = self.handle(HandleKind::Vmalloc);
+                let size = [u64::MAX, u64::MAX - PAGE_SIZE + 2, u64::MAX - (1 << 20)][s.below(3)? as usize];
+                match s.below(3)? {
+                    0 => Call::Vmalloc { size, out },
+                    1 => Call::VmallocHuge { size, gfp: Gfp::GFP_KERNEL, out },
+                    _ => Call::VmallocNode { size, align: PAGE_SIZE, gfp: Gfp::GFP_KERNEL, out },
                 }
             }
             _ => return Some(None),

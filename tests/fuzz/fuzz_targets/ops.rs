@@ -14,7 +14,7 @@ use mmlab_harness::fuzz::cli::annotate;
 use mmlab_harness::fuzz::generate::{GenConfig, decode_with};
 use mmlab_harness::fuzz::run::{Setup, run_list};
 
-const KNOWN: [&str; 3] = ["vm_unmap_ram_twice", "vm_unmap_ram_wrong_count", "vfree_after_kvfree_rcu"];
+const KNOWN: [&str; 4] = ["vm_unmap_ram_twice", "vm_unmap_ram_wrong_count", "vfree_after_kvfree_rcu", "size_overflow"];
 
 fuzz_target!(|data: &[u8]| {
     let all = std::env::var("MMLAB_FUZZ_ALL").is_ok_and(|v| v == "1");
