@@ -77,7 +77,7 @@ pub struct FuzzArgs {
     /// wrong_order, tail_page, bogus_pfn, order_too_large, vfree_inside,
     /// vfree_bogus, vfree_twice, vfree_after_kvfree_rcu, vfree_vmap, vunmap_vmalloc,
     /// vm_unmap_ram_twice, vm_unmap_ram_wrong_count, bad_sysctl, bad_size,
-    /// size_overflow.
+    /// size_overflow, unmap_range_partial.
     #[arg(long, value_name = "LIST")]
     pub exclude: Option<String>,
     /// Pages the sequence keeps live at most [default: a third of RAM].
@@ -230,6 +230,8 @@ pub fn fuzz(g: &Globals, a: &FuzzArgs) -> Result<bool, String> {
     let mut seeds_run = 0u64;
     let mut coverage = Coverage::default();
     let mut last_progress = Instant::now();
+    let mut seen_ops = std::collections::BTreeSet::new();
+    let mut seen_outcomes = std::collections::BTreeSet::new();
     for seed in first..end {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
@@ -257,13 +259,18 @@ pub fn fuzz(g: &Globals, a: &FuzzArgs) -> Result<bool, String> {
                     Some(op)
                 },
                 None,
-                &mut |i, _, _| {
+                &mut |i, op, res| {
+                    seen_ops.insert(op.name());
+                    seen_outcomes.insert(res.outcome);
                     if i % 4096 == 0 && last_progress.elapsed() >= Duration::from_secs(1) {
                         last_progress = Instant::now();
                         let done = base_ops + i as u64;
                         eprintln!(
-                            "mmlab fuzz: seed {seed} op {i}: {done} ops, {:.0} ops/s, {violations} violations",
-                            done as f64 / t0.elapsed().as_secs_f64()
+                            "mmlab fuzz: seed {seed} op {i}: {done} ops, {:.0} ops/s, {violations} violations, \
+                             coverage {} calls {} outcomes",
+                            done as f64 / t0.elapsed().as_secs_f64(),
+                            seen_ops.len(),
+                            seen_outcomes.len()
                         );
                     }
                 },

@@ -56,10 +56,62 @@ struct Unit {
 #[derive(Clone, Debug)]
 enum Obj {
     Pages(Vec<Unit>),
-    Vmalloc { addr: u64, size: u64, live: bool, kvfree_pending: bool },
-    Vmap { addr: u64, live: bool },
-    MapRam { addr: u64, count: u64, live: bool },
-    Percpu { ptr: u64, live: bool },
+    Vmalloc {
+        addr: u64,
+        size: u64,
+        live: bool,
+        kvfree_pending: bool,
+    },
+    Vmap {
+        addr: u64,
+        live: bool,
+    },
+    MapRam {
+        addr: u64,
+        count: u64,
+        live: bool,
+    },
+    Percpu {
+        ptr: u64,
+        live: bool,
+    },
+    /// A map_range mapping of `pages` pages at `va` to `pa`.
+    Table {
+        va: u64,
+        pa: u64,
+        pages: u64,
+        live: bool,
+    },
+}
+
+/// Scratch slots for map_range: 4 MiB each in the modules region (which
+/// nothing else maps), slot = handle number mod 512.
+const SCRATCH_SLOT: u64 = 4 << 20;
+
+/// A translation for messages: the physical address, or `nothing`.
+fn show_pa(pa: Option<u64>) -> String {
+    pa.map_or_else(|| "nothing".to_string(), |p| format!("pa {p:#x}"))
+}
+
+/// The scratch slot of a map_range handle.
+fn scratch_slot(h: Handle) -> u64 {
+    mmlab_engine::layout::MODULES_VADDR
+        + (u64::from(h.id) % (mmlab_engine::layout::MODULES_VSIZE / SCRATCH_SLOT)) * SCRATCH_SLOT
+}
+
+/// Where in its slot a block of `pages` pages is mapped: blocks of 2 MiB
+/// or more at the slot's start (PMD blocks); smaller ones end just past the
+/// slot's middle, 64 KiB aligned, so that those over 64 KiB span two PTE
+/// tables (a table allocation can then fail half-way).
+fn scratch_va(h: Handle, pages: u64) -> u64 {
+    let size = pages * PAGE_SIZE;
+    let base = scratch_slot(h);
+    if size >= 2 << 20 {
+        base
+    } else {
+        let half = (size / 2) & !0xffff;
+        base + (2 << 20) - half.max(64 << 10)
+    }
 }
 
 /// A test-only extra check: called with the executor after every op;
@@ -133,6 +185,8 @@ pub struct Executor<'a, 'm> {
     dead: std::collections::VecDeque<Handle>,
     /// Handles whose units changed in this step.
     touched: Vec<Handle>,
+    /// A violation found while running the call (a wrong translation).
+    late: Option<(ViolationKind, String)>,
     opts: ExecOptions,
     boot_buddyinfo: [u64; 11],
     pub coverage: Coverage,
@@ -181,6 +235,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             live_pfns: std::collections::HashMap::new(),
             dead: std::collections::VecDeque::new(),
             touched: Vec::new(),
+            late: None,
             opts,
             boot_buddyinfo: pa.zone().nr_free_per_order(),
             coverage: Coverage::default(),
@@ -326,7 +381,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                 match self.handles.get(&h)? {
                     Obj::Vmalloc { addr, .. } | Obj::Vmap { addr, .. } | Obj::MapRam { addr, .. } => Some(addr + off),
                     Obj::Percpu { ptr, .. } => Some(ptr + off),
-                    Obj::Pages(_) => None,
+                    Obj::Pages(_) | Obj::Table { .. } => None,
                 }
             }
             Ref::Unit(..) => None,
@@ -340,7 +395,8 @@ impl<'a, 'm> Executor<'a, 'm> {
                 Obj::Vmalloc { live, .. }
                 | Obj::Vmap { live, .. }
                 | Obj::MapRam { live, .. }
-                | Obj::Percpu { live, .. },
+                | Obj::Percpu { live, .. }
+                | Obj::Table { live, .. },
             ) => *live,
             None => false,
         }
@@ -360,7 +416,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                     Obj::Vmap { .. } => HandleKind::Vmap,
                     Obj::MapRam { .. } => HandleKind::MapRam,
                     Obj::Percpu { .. } => HandleKind::Percpu,
-                    Obj::Pages(_) => return (vec![Outcome::Skipped], false),
+                    Obj::Pages(_) | Obj::Table { .. } => return (vec![Outcome::Skipped], false),
                 };
                 if right == kind {
                     only(Outcome::Ok)
@@ -556,6 +612,37 @@ impl<'a, 'm> Executor<'a, 'm> {
                 }
             }
             Call::FreePercpu { ptr } => self.area_expect(ptr, HandleKind::Percpu),
+            Call::MapRange { page, out } => {
+                let live = self.unit_of(page).and_then(|(h, i)| self.units(h).map(|u| u[i].live));
+                let slot = scratch_slot(*out);
+                let slot_busy = self
+                    .handles
+                    .values()
+                    .any(|o| matches!(*o, Obj::Table { va: v, live: true, .. } if v & !(SCRATCH_SLOT - 1) == slot));
+                if !bind_free(out) || live != Some(true) || slot_busy {
+                    (vec![O::Skipped], false)
+                } else {
+                    succeeds(&[O::Ok, O::NoMemory])
+                }
+            }
+            Call::UnmapRange { map } => {
+                let (h, k) = match *map {
+                    Ref::Whole(h) => (h, 0),
+                    Ref::Offset(h, k) => (h, k),
+                    _ => return (vec![O::Skipped], false),
+                };
+                match self.handles.get(&h) {
+                    Some(Obj::Table { live: true, .. }) if k == 0 => only(O::Ok),
+                    // Part of a mapping made of contiguous runs (16 pages)
+                    // or PMD blocks (512): refused unless the cut is on a
+                    // run or block boundary.
+                    Some(Obj::Table { pages, live: true, .. }) if *pages >= 16 && k < *pages => {
+                        let granule = if *pages >= 512 { 512 } else { 16 };
+                        if k % granule == 0 { only(O::Ok) } else { only(O::PartialHugeUnmap) }
+                    }
+                    _ => (vec![O::Skipped], false),
+                }
+            }
         }
     }
 
@@ -597,6 +684,7 @@ impl<'a, 'm> Executor<'a, 'm> {
         *self.coverage.outcomes.entry(outcome.name().to_string()).or_default() += 1;
         let v = |kind, message: String| Violation { kind, op_index: Some(index), op_name: Some(op.name()), message };
         let mut violation = None;
+        let late = self.late.take();
         if outcome == Outcome::Panic {
             violation = Some(v(ViolationKind::Panic, format!("`{op}` panicked: {detail}")));
         } else if !allowed.contains(&outcome) {
@@ -610,6 +698,8 @@ impl<'a, 'm> Executor<'a, 'm> {
         {
             violation =
                 Some(v(ViolationKind::ExpectMismatch, format!("`{op}` returned {outcome} ({detail}), expect={e}")));
+        } else if let Some((kind, msg)) = late {
+            violation = Some(v(kind, format!("`{op}`: {msg}")));
         } else if let Some(before) = before
             && outcome.is_error()
         {
@@ -890,7 +980,74 @@ impl<'a, 'm> Executor<'a, 'm> {
                 let did = self.vm.purge_vmap_area_lazy(cpu!());
                 (Outcome::Ok, if did { "purged".to_string() } else { String::new() })
             }
+            Call::MapRange { page, out } => {
+                let Some((h, i)) = self.unit_of(page) else { return (Outcome::Skipped, String::new()) };
+                let Some(u) = self.units(h).map(|u| u[i]) else { return (Outcome::Skipped, String::new()) };
+                let (pa, pages) = (u.pfn.phys().0, 1u64 << u.order);
+                let va = scratch_va(*out, pages);
+                let asp = self.m.kernel_as();
+                let flags = mmlab_engine::pgtable::MapFlags { block: true, cont: true };
+                let prot = mmlab_engine::pgtable::desc::PAGE_KERNEL;
+                let r = mmlab_engine::pgtable::map_range(cpu!(), &asp, self.pa, va, pa, pages * PAGE_SIZE, prot, flags);
+                match r {
+                    Ok(flush) => {
+                        flush.flush(cpu!());
+                        self.bind(*out, Obj::Table { va, pa, pages, live: true });
+                        for k in [0, pages - 1] {
+                            self.expect_translation(va + k * PAGE_SIZE, Some(pa + k * PAGE_SIZE));
+                        }
+                        (Outcome::Ok, format!("{va:#x} -> {pa:#x}, {pages} pages"))
+                    }
+                    Err(e) => {
+                        // A failed map_range must leave nothing mapped.
+                        self.expect_translation(va, None);
+                        (e.into(), e.to_string())
+                    }
+                }
+            }
+            Call::UnmapRange { map } => {
+                let (h, k) = match *map {
+                    Ref::Whole(h) => (h, 0),
+                    Ref::Offset(h, k) => (h, k),
+                    _ => return (Outcome::Skipped, String::new()),
+                };
+                let Some(&Obj::Table { va, pa, pages, .. }) = self.handles.get(&h) else {
+                    return (Outcome::Skipped, String::new());
+                };
+                let start = va + k * PAGE_SIZE;
+                let size = pages.saturating_sub(k) * PAGE_SIZE;
+                let asp = self.m.kernel_as();
+                match mmlab_engine::pgtable::unmap_range(cpu!(), &asp, start, size) {
+                    Ok(flush) => {
+                        flush.flush(cpu!());
+                        if let Some(Obj::Table { live, pages, .. }) = self.handles.get_mut(&h) {
+                            // The head stays mapped after a cut at page k.
+                            *pages = k;
+                            *live = k > 0;
+                        }
+                        self.expect_translation(start, None);
+                        (Outcome::Ok, format!("{start:#x}"))
+                    }
+                    Err(e) => {
+                        // Refused: still mapped as before.
+                        self.expect_translation(va, Some(pa));
+                        (e.into(), e.to_string())
+                    }
+                }
+            }
             Call::Check => (Outcome::Ok, String::new()),
+        }
+    }
+
+    /// Walk the kernel tables for `va`: it must translate to `want`
+    /// (None: no translation); else a late page-table violation.
+    fn expect_translation(&mut self, va: u64, want: Option<u64>) {
+        let got = mmlab_engine::pgtable::walk(self.m, &self.m.kernel_as(), va).leaf.map(|l| l.pa.0);
+        if got != want && self.late.is_none() {
+            self.late = Some((
+                ViolationKind::PageTable,
+                format!("va {va:#x} translates to {}, expected {}", show_pa(got), show_pa(want)),
+            ));
         }
     }
 
@@ -1035,6 +1192,11 @@ impl<'a, 'm> Executor<'a, 'm> {
                 }
                 Obj::Percpu { ptr, live: true } => {
                     self.percpu.free_percpu(self.vm, cpu, ptr).map_err(|e| e.to_string())
+                }
+                Obj::Table { va, pages, live: true, .. } => {
+                    mmlab_engine::pgtable::unmap_range(cpu, &self.m.kernel_as(), va, pages * PAGE_SIZE)
+                        .map(|f| f.flush(cpu))
+                        .map_err(|e| e.to_string())
                 }
                 _ => Ok(()),
             };

@@ -5,18 +5,20 @@
 //! [`Generator`] keeps its own model of the handles it has bound, assuming
 //! every allocation succeeds: live page handles (with their units, orders
 //! and extra references), live vmalloc areas, vmap and vm_map_ram
-//! mappings, percpu objects, and a short list of handles it has freed.
+//! mappings, percpu objects, map_range mappings, and a short list of handles it has freed.
 //! Each step draws a CPU and then an operation class by weight: right
 //! calls (allocate at every order and several gfp types, free what is
 //! live with the right order, bulk, get_page + extra free, split_page,
 //! drains, sysctls, vmalloc family, vmap/vm_map_ram of live pages,
-//! percpu, kvfree_rcu, purge, `check`) and, with about one chance in
+//! percpu, kvfree_rcu, purge, map_range/unmap_range of a scratch region,
+//! `check`) and, with about one chance in
 //! eight, a deliberately wrong call (double free, wrong order, a tail
 //! page, a bogus pfn, order above MAX_PAGE_ORDER, vfree of an inside or
 //! bogus address or of a vmap area, vfree or kvfree_rcu of an object
 //! already queued by kvfree_rcu, vunmap of a vmalloc area, vm_unmap_ram
 //! twice or with a wrong count, a bad sysctl value, size 0 or too large,
-//! a size whose rounding up overflows).
+//! a size whose rounding up overflows, unmapping part of a contiguous
+//! or block mapping).
 //! Frees are forced once the live pages pass `max_live_pages`.
 //!
 //! Generation never looks at the machine, so a sequence depends only on
@@ -89,7 +91,7 @@ pub struct GenConfig {
 }
 
 /// Names of the wrong-call kinds (for `--exclude`).
-pub const WRONG_KINDS: [&str; 16] = [
+pub const WRONG_KINDS: [&str; 17] = [
     "double_free",
     "wrong_order",
     "tail_page",
@@ -106,6 +108,7 @@ pub const WRONG_KINDS: [&str; 16] = [
     "bad_sysctl",
     "bad_size",
     "size_overflow",
+    "unmap_range_partial",
 ];
 
 #[derive(Clone, Debug)]
@@ -132,6 +135,8 @@ pub struct Generator {
     dead_maprams: Vec<(Handle, u64)>,
     percpus: Vec<Handle>,
     dead_percpus: Vec<Handle>,
+    /// map_range mappings and the order of the block they map.
+    tables: Vec<(Handle, u32)>,
     live_pages: u64,
 }
 
@@ -166,6 +171,7 @@ impl Generator {
             dead_maprams: Vec::new(),
             percpus: Vec::new(),
             dead_percpus: Vec::new(),
+            tables: Vec::new(),
             live_pages: 0,
         }
     }
@@ -376,6 +382,21 @@ impl Generator {
             }
             91 => Some(Call::KvfreeRcuBarrier),
             92 | 93 => Some(Call::PurgeVmapAreaLazy),
+            94 | 95 => {
+                // map_range of a live unit's block at a scratch VA.
+                let Some(i) = self.live_page_index(s)? else { return Some(None) };
+                let u = self.pick_live_unit(s, i)?;
+                let p = &self.pages[i];
+                let (order, r) = (p.units[u].0, unit_ref(p, u));
+                let out = self.handle(HandleKind::Table);
+                self.tables.push((out, order));
+                Some(Call::MapRange { page: r, out })
+            }
+            96 => {
+                let Some(i) = pick(s, &(0..self.tables.len()).collect::<Vec<_>>())? else { return Some(None) };
+                let (h, _) = self.tables.swap_remove(i);
+                Some(Call::UnmapRange { map: Ref::Whole(h) })
+            }
             _ => {
                 // Bias towards allocation again (order 0, the common case).
                 let gfp = GFPS[s.below(3)? as usize];
@@ -551,6 +572,13 @@ impl Generator {
                         out: Handle { kind: HandleKind::Percpu, id: out.id },
                     },
                 }
+            }
+            "unmap_range_partial" => {
+                // Part of a mapping of 16 pages or more (contiguous runs or
+                // blocks).
+                let big: Vec<(Handle, u32)> = self.tables.iter().copied().filter(|(_, o)| *o >= 4).collect();
+                let Some((h, order)) = pick(s, &big)? else { return Some(None) };
+                Call::UnmapRange { map: Ref::Offset(h, 1 + s.below((1 << order) - 1)?) }
             }
             "size_overflow" => {
                 // Sizes whose rounding up to a page (or more) overflows.

@@ -14,11 +14,12 @@
 //!
 //! Handle letters: `p` page blocks (alloc_pages, alloc_pages_bulk), `v`
 //! vmalloc areas, `m` vmap mappings, `r` vm_map_ram mappings, `c` percpu
-//! objects. A page handle holds units: one block for `alloc_pages`, one
+//! objects, `t` map_range mappings. A page handle holds units: one block for `alloc_pages`, one
 //! order-0 page per slot for `alloc_pages_bulk`, and 2^order order-0
 //! pages after `split_page`. `pH` is unit 0, `pH.K` unit K, `pH+K` the
 //! frame K pages after unit 0's head (a tail page, for wrong calls).
-//! `vH+OFF` is a byte offset inside a vmalloc area (for wrong calls).
+//! `vH+OFF` is a byte offset inside a vmalloc area (for wrong calls);
+//! `tH+K` is K pages into a map_range mapping.
 //!
 //! Printing and parsing are inverse: `parse_line(op.to_string())` gives
 //! the op back, and printing that gives the same text.
@@ -46,6 +47,8 @@ pub enum HandleKind {
     MapRam,
     /// A percpu object.
     Percpu,
+    /// A mapping made with map_range in the scratch region.
+    Table,
 }
 
 impl HandleKind {
@@ -56,6 +59,7 @@ impl HandleKind {
             HandleKind::Vmap => 'm',
             HandleKind::MapRam => 'r',
             HandleKind::Percpu => 'c',
+            HandleKind::Table => 't',
         }
     }
     fn from_letter(c: char) -> Option<HandleKind> {
@@ -65,6 +69,7 @@ impl HandleKind {
             'm' => HandleKind::Vmap,
             'r' => HandleKind::MapRam,
             'c' => HandleKind::Percpu,
+            't' => HandleKind::Table,
             _ => return None,
         })
     }
@@ -199,6 +204,17 @@ pub enum Call {
     },
     KvfreeRcuBarrier,
     PurgeVmapAreaLazy,
+    /// Map a page unit's block (2^order pages) at a scratch kernel VA in the
+    /// modules region, with block and contiguous mappings allowed.
+    MapRange {
+        page: Ref,
+        out: Handle,
+    },
+    /// Unmap a map_range mapping (`tH`), or from `tH+K` (K pages in) to its
+    /// end, and flush the TLB.
+    UnmapRange {
+        map: Ref,
+    },
     /// Run every invariant check now.
     Check,
 }
@@ -237,7 +253,8 @@ impl Op {
             | Call::VmallocNode { out, .. }
             | Call::Vmap { out, .. }
             | Call::VmMapRam { out, .. }
-            | Call::AllocPercpu { out, .. } => Some(*out),
+            | Call::AllocPercpu { out, .. }
+            | Call::MapRange { out, .. } => Some(*out),
             _ => None,
         }
     }
@@ -252,6 +269,8 @@ impl Op {
                 one(area)
             }
             Call::FreePercpu { ptr } => one(ptr),
+            Call::MapRange { page, .. } => one(page),
+            Call::UnmapRange { map } => one(map),
             Call::Vmap { pages, .. } | Call::VmMapRam { pages, .. } => pages.iter().filter_map(Ref::handle).collect(),
             _ => Vec::new(),
         }
@@ -286,6 +305,8 @@ impl Call {
             Call::KvfreeRcu { .. } => "kvfree_rcu",
             Call::KvfreeRcuBarrier => "kvfree_rcu_barrier",
             Call::PurgeVmapAreaLazy => "purge_vmap_area_lazy",
+            Call::MapRange { .. } => "map_range",
+            Call::UnmapRange { .. } => "unmap_range",
             Call::Check => "check",
         }
     }
@@ -349,6 +370,8 @@ impl fmt::Display for Op {
             }
             Call::AllocPercpu { size, align, .. } => write!(f, " size={size} align={align}")?,
             Call::FreePercpu { ptr } => target(f, "addr", ptr)?,
+            Call::MapRange { page, .. } => target(f, "pfn", page)?,
+            Call::UnmapRange { map } => target(f, "addr", map)?,
         }
         if let Some(e) = &self.expect {
             write!(f, " expect={e}")?;
@@ -554,6 +577,8 @@ pub fn parse_line(line: &str) -> Result<Op, ParseOpError> {
         "kvfree_rcu" => Call::KvfreeRcu { area: a.target("addr")? },
         "kvfree_rcu_barrier" => Call::KvfreeRcuBarrier,
         "purge_vmap_area_lazy" => Call::PurgeVmapAreaLazy,
+        "map_range" => Call::MapRange { page: a.target("pfn")?, out: a.out(K::Table)? },
+        "unmap_range" => Call::UnmapRange { map: a.target("addr")? },
         "check" => Call::Check,
         _ => return err(format!("unknown call `{name}`")),
     };

@@ -46,12 +46,16 @@ pub enum Outcome {
     HighFraction,
     BadRequest,
     NotPercpu,
+    BreakBeforeMake,
+    ContAlignment,
+    BadRange,
+    PartialHugeUnmap,
     /// The library panicked.
     Panic,
 }
 
 /// Every outcome, for parsing.
-pub const OUTCOMES: [Outcome; 21] = [
+pub const OUTCOMES: [Outcome; 25] = [
     Outcome::Ok,
     Outcome::Skipped,
     Outcome::NoMemory,
@@ -72,6 +76,10 @@ pub const OUTCOMES: [Outcome; 21] = [
     Outcome::HighFraction,
     Outcome::BadRequest,
     Outcome::NotPercpu,
+    Outcome::BreakBeforeMake,
+    Outcome::ContAlignment,
+    Outcome::BadRange,
+    Outcome::PartialHugeUnmap,
     Outcome::Panic,
 ];
 
@@ -98,6 +106,10 @@ impl Outcome {
             Outcome::HighFraction => "HighFraction",
             Outcome::BadRequest => "BadRequest",
             Outcome::NotPercpu => "NotPercpu",
+            Outcome::BreakBeforeMake => "BreakBeforeMake",
+            Outcome::ContAlignment => "ContAlignment",
+            Outcome::BadRange => "BadRange",
+            Outcome::PartialHugeUnmap => "PartialHugeUnmap",
             Outcome::Panic => "Panic",
         }
     }
@@ -163,6 +175,18 @@ impl From<PercpuError> for Outcome {
         }
     }
 }
+impl From<mmlab_engine::pgtable::PgtableError> for Outcome {
+    fn from(e: mmlab_engine::pgtable::PgtableError) -> Outcome {
+        use mmlab_engine::pgtable::PgtableError as P;
+        match e {
+            P::BreakBeforeMake { .. } => Outcome::BreakBeforeMake,
+            P::ContAlignment { .. } => Outcome::ContAlignment,
+            P::BadRange { .. } => Outcome::BadRange,
+            P::NoMemory => Outcome::NoMemory,
+            P::PartialHugeUnmap { .. } => Outcome::PartialHugeUnmap,
+        }
+    }
+}
 impl From<SysctlError> for Outcome {
     fn from(e: SysctlError) -> Outcome {
         match e {
@@ -197,6 +221,8 @@ pub enum ViolationKind {
     FinalState,
     /// The library panicked.
     Panic,
+    /// A map_range/unmap_range left a translation other than expected.
+    PageTable,
     /// A check installed by a test.
     Hook,
 }
@@ -214,6 +240,7 @@ impl ViolationKind {
             ViolationKind::Conservation => "conservation",
             ViolationKind::FinalState => "final-state",
             ViolationKind::Panic => "panic",
+            ViolationKind::PageTable => "page-table",
             ViolationKind::Hook => "hook",
         }
     }
@@ -244,6 +271,7 @@ impl Violation {
             | ViolationKind::ExpectMismatch
             | ViolationKind::StateChanged
             | ViolationKind::Panic
+            | ViolationKind::PageTable
             | ViolationKind::SpuriousNoMemory => self.op_name,
             _ => None,
         };
