@@ -717,10 +717,15 @@ impl<'a, 'm> Executor<'a, 'm> {
             && !self.opts.fault_injection
             && matches!(op.call, Call::AllocPages { order: 0, .. })
             && free_before > (self.pa.zone().managed_pages() / 4) as i64
+            && free_before > 2 * (self.pa.zone().high_wmark_pages() + self.pa.zone().watermark_boost()) as i64
         {
             violation = Some(v(
                 ViolationKind::SpuriousNoMemory,
-                format!("`{op}` failed with {free_before} of {} pages free", self.pa.zone().managed_pages()),
+                format!(
+                    "`{op}` failed with {free_before} of {} pages free (high watermark {})",
+                    self.pa.zone().managed_pages(),
+                    self.pa.zone().high_wmark_pages()
+                ),
             ));
         }
         if violation.is_none()

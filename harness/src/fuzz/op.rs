@@ -383,6 +383,10 @@ impl fmt::Display for Op {
     }
 }
 
+/// The largest `alloc_pages_bulk nr=` a replay may ask for (the array is
+/// host memory).
+pub const MAX_BULK: u32 = 1 << 16;
+
 /// A replay line that could not be understood (the caller adds the line
 /// number).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -536,7 +540,13 @@ pub fn parse_line(line: &str) -> Result<Op, ParseOpError> {
     let call = match name {
         "alloc_pages" => Call::AllocPages { order: a.u32("order")?, gfp: a.gfp()?, out: a.out(K::Pages)? },
         "free_pages" => Call::FreePages { page: a.target("pfn")?, order: a.u32("order")? },
-        "alloc_pages_bulk" => Call::AllocPagesBulk { nr: a.u32("nr")?, gfp: a.gfp()?, out: a.out(K::Pages)? },
+        "alloc_pages_bulk" => {
+            let nr = a.u32("nr")?;
+            if nr > MAX_BULK {
+                return err(format!("nr={nr} is too large (at most {MAX_BULK})"));
+            }
+            Call::AllocPagesBulk { nr, gfp: a.gfp()?, out: a.out(K::Pages)? }
+        }
         "release_pages" => match a.target("pfn")? {
             Ref::Whole(h) => Call::ReleasePages { page: h },
             r => return err(format!("release_pages takes a whole page handle, not `{r}`")),

@@ -205,8 +205,8 @@ pub enum ViolationKind {
     ExpectMismatch,
     /// A refused call changed state.
     StateChanged,
-    /// An order-0 allocation failed with most of memory free and no fault
-    /// injection.
+    /// An order-0 allocation failed with a quarter of memory and twice the
+    /// high watermark free, and no fault injection.
     SpuriousNoMemory,
     /// `PageAllocator::check_invariants` failed.
     Invariant,
