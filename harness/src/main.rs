@@ -115,8 +115,9 @@ enum Command {
     Compare(CompareArgs),
     /// Fuzz allocation sequences against the kernel's invariants: seeded
     /// random operations over every CPU (page allocator, vmalloc, vmap,
-    /// vm_map_ram, percpu, kvfree_rcu, with wrong calls mixed in), checked
-    /// by an oracle; a violation is shrunk and written as a replay file.
+    /// vm_map_ram, percpu, kvfree_rcu, map_range of a scratch region, with
+    /// wrong calls mixed in), checked by an oracle; a violation is shrunk
+    /// and written as a replay file.
     /// --mem defaults to 64M and --cpus to 4 here.
     Fuzz(mmlab_harness::fuzz::cli::FuzzArgs),
     /// Run a replay file (as `mmlab fuzz` writes, or hand-written) and
