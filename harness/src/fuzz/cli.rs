@@ -395,7 +395,7 @@ fn run_threads(
     let vm = Vmalloc::new(&pa, b.vc);
     let percpu = PercpuAllocator::new();
     let boot_buddyinfo = pa.zone().nr_free_per_order();
-    let opts = ExecOptions { fault_injection: setup.fault.is_some(), exclusive: false };
+    let opts = ExecOptions { fault_injection: setup.fault.is_some(), exclusive: false, lane: 0, lanes: threads as u64 };
     let results: Vec<Result<RunOutcome, String>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
             .map(|t| {
@@ -404,7 +404,7 @@ fn run_threads(
                 gcfg.nr_cpus = 1;
                 s.spawn(move || -> Result<RunOutcome, String> {
                     let cpu = m.cpu(t).map_err(|e| e.to_string())?;
-                    let mut ex = Executor::new(pa, vm, percpu, vec![cpu], opts);
+                    let mut ex = Executor::new(pa, vm, percpu, vec![cpu], ExecOptions { lane: t as u64, ..opts });
                     let mut rng = Xoshiro256StarStar::seed_from_u64(setup.seed ^ (t as u64).wrapping_mul(0x9e37_79b9));
                     let mut genr = Generator::new(gcfg);
                     let mut out = RunOutcome::default();
@@ -441,7 +441,7 @@ fn run_threads(
     }
     if total.violation.is_none() {
         let cpus = b.m.all_cpus().map_err(|e| e.to_string())?;
-        let mut ex = Executor::new(&pa, &vm, &percpu, cpus, ExecOptions { exclusive: true, ..opts });
+        let mut ex = Executor::new(&pa, &vm, &percpu, cpus, ExecOptions { exclusive: true, lane: 0, lanes: 1, ..opts });
         ex.set_boot_buddyinfo(boot_buddyinfo);
         total.violation = ex.finish().err();
     }

@@ -93,19 +93,19 @@ fn show_pa(pa: Option<u64>) -> String {
     pa.map_or_else(|| "nothing".to_string(), |p| format!("pa {p:#x}"))
 }
 
-/// The scratch slot of a map_range handle.
-fn scratch_slot(h: Handle) -> u64 {
-    mmlab_engine::layout::MODULES_VADDR
-        + (u64::from(h.id) % (mmlab_engine::layout::MODULES_VSIZE / SCRATCH_SLOT)) * SCRATCH_SLOT
+/// The scratch slot of a map_range handle for lane `lane` of `lanes`
+/// (threads share the region: each gets every `lanes`-th slot).
+fn scratch_slot(h: Handle, lane: u64, lanes: u64) -> u64 {
+    let per_lane = mmlab_engine::layout::MODULES_VSIZE / SCRATCH_SLOT / lanes.max(1);
+    mmlab_engine::layout::MODULES_VADDR + ((u64::from(h.id) % per_lane) * lanes.max(1) + lane) * SCRATCH_SLOT
 }
 
 /// Where in its slot a block of `pages` pages is mapped: blocks of 2 MiB
 /// or more at the slot's start (PMD blocks); smaller ones end just past the
 /// slot's middle, 64 KiB aligned, so that those over 64 KiB span two PTE
 /// tables (a table allocation can then fail half-way).
-fn scratch_va(h: Handle, pages: u64) -> u64 {
+fn scratch_va(base: u64, pages: u64) -> u64 {
     let size = pages * PAGE_SIZE;
-    let base = scratch_slot(h);
     if size >= 2 << 20 {
         base
     } else {
@@ -168,6 +168,10 @@ pub struct ExecOptions {
     /// Compare snapshots around refused calls and flag spurious NoMemory
     /// (off when other threads share the machine).
     pub exclusive: bool,
+    /// This executor's lane of the map_range scratch region, and the
+    /// number of lanes (threads); 0 and 1 for a single executor.
+    pub lane: u64,
+    pub lanes: u64,
 }
 
 /// The executor of one run.
@@ -614,7 +618,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             Call::FreePercpu { ptr } => self.area_expect(ptr, HandleKind::Percpu),
             Call::MapRange { page, out } => {
                 let live = self.unit_of(page).and_then(|(h, i)| self.units(h).map(|u| u[i].live));
-                let slot = scratch_slot(*out);
+                let slot = scratch_slot(*out, self.opts.lane, self.opts.lanes);
                 let slot_busy = self
                     .handles
                     .values()
@@ -989,7 +993,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                 let Some((h, i)) = self.unit_of(page) else { return (Outcome::Skipped, String::new()) };
                 let Some(u) = self.units(h).map(|u| u[i]) else { return (Outcome::Skipped, String::new()) };
                 let (pa, pages) = (u.pfn.phys().0, 1u64 << u.order);
-                let va = scratch_va(*out, pages);
+                let va = scratch_va(scratch_slot(*out, self.opts.lane, self.opts.lanes), pages);
                 let asp = self.m.kernel_as();
                 let flags = mmlab_engine::pgtable::MapFlags { block: true, cont: true };
                 let prot = mmlab_engine::pgtable::desc::PAGE_KERNEL;

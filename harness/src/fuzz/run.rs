@@ -123,7 +123,7 @@ pub fn run_ops(
     let vm = Vmalloc::new(&pa, b.vc);
     let percpu = PercpuAllocator::new();
     let cpus = b.m.all_cpus().map_err(|e| e.to_string())?;
-    let opts = ExecOptions { fault_injection: setup.fault.is_some(), exclusive: true };
+    let opts = ExecOptions { fault_injection: setup.fault.is_some(), exclusive: true, lane: 0, lanes: 1 };
     let mut ex = Executor::new(&pa, &vm, &percpu, cpus, opts);
     if let Some(h) = hook {
         ex.set_hook(h);
