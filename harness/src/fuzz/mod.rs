@@ -8,8 +8,8 @@
 //! a sequence of [`op::Op`]s over every CPU of the machine: allocations
 //! and frees at every order and several gfp types, bulk allocation,
 //! get_page, split_page, drains, decay, sysctl writes, the vmalloc family,
-//! vmap, vm_map_ram, percpu, kvfree_rcu, purges, and deliberately wrong
-//! calls. Generation is pure (it never looks at the machine), so a seed
+//! vmap, vm_map_ram, percpu, kvfree_rcu, purges, map_range/unmap_range of
+//! a scratch region of the kernel tables, and deliberately wrong calls. Generation is pure (it never looks at the machine), so a seed
 //! names a sequence on every host. [`exec::Executor`] runs the sequence
 //! from one host thread, switching between the CPU handles
 //! (`Machine::all_cpus()`), and for every op checks the outcome against
@@ -27,8 +27,9 @@
 //! `--threads N` runs N host threads at once, each with its own stream
 //! and CPU, on one machine, to hunt races: such runs are not replayable
 //! (the interleaving is the host's), only the per-op oracle and the
-//! end-of-run checks apply, and wrong calls that could touch another
-//! thread's memory (double frees, frees of freed areas) are left out.
+//! end-of-run checks apply, wrong calls that could touch another thread's
+//! memory (double frees, frees of freed areas) are left out, and each
+//! thread maps into its own slots of the scratch region.
 //!
 //! [`decode`] turns bytes (a libFuzzer input) into a sequence with the
 //! same generator, so the cargo-fuzz target under `tests/fuzz/` runs the
