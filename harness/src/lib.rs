@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod compare;
+pub mod fuzz;
 pub mod pgtables;
 pub mod plot;
 pub mod procfs;

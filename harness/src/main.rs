@@ -117,6 +117,16 @@ enum Command {
     /// configurations, interleaved and repeated, and print the A/B table:
     /// means, change with its 95 % CI, (I)/(R), and counters per call.
     Compare(CompareArgs),
+    /// Fuzz allocation sequences against the kernel's invariants: seeded
+    /// random operations over every CPU (page allocator, vmalloc, vmap,
+    /// vm_map_ram, percpu, kvfree_rcu, map_range of a scratch region, with
+    /// wrong calls mixed in), checked by an oracle; a violation is shrunk
+    /// and written as a replay file.
+    /// --mem defaults to 64M and --cpus to 4 here.
+    Fuzz(mmlab_harness::fuzz::cli::FuzzArgs),
+    /// Run a replay file (as `mmlab fuzz` writes, or hand-written) and
+    /// print each operation's result; exit 1 on a violation.
+    Replay(mmlab_harness::fuzz::cli::ReplayArgs),
     /// Reproduce a published kernel result and print ours beside it.
     Reproduce {
         #[arg(value_enum)]
@@ -448,6 +458,37 @@ fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::
     Ok(failed)
 }
 
+/// `fuzz`; returns whether a violation was found. The machine defaults
+/// to 64M and 4 CPUs (small enough to run out of memory often).
+fn run_fuzz(cli: &Cli, a: &mmlab_harness::fuzz::cli::FuzzArgs) -> Result<bool, String> {
+    let g = mmlab_harness::fuzz::cli::Globals {
+        mem: if cli.mem == "4G" { "64M".to_string() } else { cli.mem.clone() },
+        cpus: cli.cpus.unwrap_or(4),
+        sets: cli.set.clone(),
+        seed: cli.seed,
+    };
+    mmlab_harness::fuzz::cli::fuzz(&g, a)
+}
+
+/// `replay`; the machine and settings come from the file.
+fn run_replay(cli: &Cli, a: &mmlab_harness::fuzz::cli::ReplayArgs) -> Result<bool, String> {
+    if !cli.set.is_empty() || cli.cpus.is_some() || cli.mem != "4G" {
+        return Err("replay takes the machine and settings from the file; --set, --cpus and --mem do not apply".into());
+    }
+    if a.trace {
+        let sink = install_global(TraceFormat::Ftrace, Box::new(BufWriter::new(io::stdout())))
+            .map_err(|e| format!("cannot install the trace layer: {e}"))?;
+        let r = mmlab_harness::fuzz::cli::replay(a, io::stderr().lock());
+        if let Err(e) = sink.flush()
+            && e.kind() != io::ErrorKind::BrokenPipe
+        {
+            return Err(format!("writing output: {e}"));
+        }
+        return r;
+    }
+    mmlab_harness::fuzz::cli::replay(a, io::stdout().lock())
+}
+
 /// Write a file, with the path in the error.
 fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))
@@ -459,6 +500,12 @@ fn run(cli: Cli) -> Result<bool, String> {
     }
     if let Command::Reproduce { what, full, plot } = &cli.command {
         return run_reproduce(&cli, *what, *full, plot.as_deref());
+    }
+    if let Command::Fuzz(a) = &cli.command {
+        return run_fuzz(&cli, a);
+    }
+    if let Command::Replay(a) = &cli.command {
+        return run_replay(&cli, a);
     }
     let (mc, ac, vc) = configs(&cli)?;
     if let Command::TestVmalloc { params, mode, json } = &cli.command {
@@ -531,7 +578,11 @@ fn run(cli: Cli) -> Result<bool, String> {
                 _ => Ok(false),
             }
         }
-        Command::TestVmalloc { .. } | Command::Compare(_) | Command::Reproduce { .. } => {
+        Command::TestVmalloc { .. }
+        | Command::Compare(_)
+        | Command::Reproduce { .. }
+        | Command::Fuzz(_)
+        | Command::Replay(_) => {
             unreachable!("handled above")
         }
     }

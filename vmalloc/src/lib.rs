@@ -130,10 +130,9 @@ pub enum VmallocError {
     Map(PgtableError),
     /// The CPU handle belongs to another machine.
     ForeignCpu { cpu: usize },
-    /// `vm_unmap_ram` with a page count other than the mapping's: the
-    /// mapping reserved `reserved` pages (a power of two in a vmap block,
-    /// the exact count for a mapping of its own), the call gave `given`.
-    WrongCount { addr: u64, reserved: u64, given: usize },
+    /// `vm_unmap_ram` with a page count other than the `mapped` pages the
+    /// mapping at `addr` was made with.
+    WrongCount { addr: u64, mapped: u64, given: usize },
     /// A page given to vmap/vm_map_ram is not RAM (`!pfn_valid()`).
     InvalidPfn { pfn: Pfn },
     /// A page given to vmap/vm_map_ram is not an allocated page (free,
@@ -159,8 +158,8 @@ impl fmt::Display for VmallocError {
             VmallocError::WrongKind { addr } => write!(f, "area at {addr:#x} is of another kind (vmalloc vs vmap)"),
             VmallocError::Map(e) => write!(f, "vmalloc: mapping failed: {e}"),
             VmallocError::ForeignCpu { cpu } => write!(f, "cpu {cpu} is a handle of another machine"),
-            VmallocError::WrongCount { addr, reserved, given } => {
-                write!(f, "vm_unmap_ram({addr:#x}, {given}): the mapping there reserved {reserved} pages")
+            VmallocError::WrongCount { addr, mapped, given } => {
+                write!(f, "vm_unmap_ram({addr:#x}, {given}): the mapping there has {mapped} pages")
             }
             VmallocError::InvalidPfn { pfn } => write!(f, "vmap: pfn {pfn} is not RAM (pfn_valid fails)"),
             VmallocError::PageNotAllocated { pfn } => {
@@ -238,11 +237,11 @@ struct VmapBlock {
     /// `vb->used_map`: a bit per page handed out and not yet given back.
     used_map: BitArr!(for VMAP_BBMAP_BITS as usize, in u64),
     /// Instrumented (page_owner-style, not in the kernel's struct): the
-    /// order of each live allocation by its first page, so that a
-    /// `vm_unmap_ram` with a wrong address or count is refused instead of
-    /// corrupting the block (the kernel's `vb_free` would BUG or silently
-    /// clear someone else's bits).
-    allocs: BTreeMap<u64, u32>,
+    /// order and page count of each live allocation by its first page, so
+    /// that a `vm_unmap_ram` with a wrong address or count is refused
+    /// instead of corrupting the block (the kernel's `vb_free` would BUG or
+    /// silently clear someone else's bits; it sees only the order).
+    allocs: BTreeMap<u64, (u32, u64)>,
 }
 
 impl VmapBlock {
@@ -685,6 +684,11 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         rcu::rcu_quiescent_state(cpu);
         if !self.kvfree_pending.lock().is_empty() {
             self.kvfree_drain_ready(cpu);
+            // Queued by kvfree_rcu and not yet freed: the queue owns it, and
+            // this vfree is a second free (found by `mmlab fuzz`).
+            if self.kvfree_pending.lock().iter().any(|&(a, _)| a == addr) {
+                return Err(VmallocError::DoubleFree { addr });
+            }
         }
         let area = self.find_unlink(addr)?;
         if area.flags & VM_ALLOC == 0 {
@@ -965,7 +969,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             let off = b.handed_out();
             b.free -= n;
             b.used_map[off as usize..(off + n) as usize].fill(true);
-            b.allocs.insert(off, n.trailing_zeros());
+            b.allocs.insert(off, (n.trailing_zeros(), count as u64));
             b.va_start + off * PAGE_SIZE
         };
         if let Some(b) = self.blocks.lock().values_mut().find(|b| b.cpu == cpu.id() && b.free >= n) {
@@ -1015,7 +1019,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             // A block mapping given a count above VMAP_MAX_ALLOC.
             let off = (addr - block_start) / PAGE_SIZE;
             return Err(match b.allocs.get(&off) {
-                Some(&o) => VmallocError::WrongCount { addr, reserved: 1 << o, given: count },
+                Some(&(_, mapped)) => VmallocError::WrongCount { addr, mapped, given: count },
                 None => VmallocError::NotVmalloc { addr },
             });
         }
@@ -1024,7 +1028,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         let err = if area.caller != "vm_map_ram" {
             Some(VmallocError::WrongKind { addr })
         } else if reserved != count as u64 {
-            Some(VmallocError::WrongCount { addr, reserved, given: count })
+            Some(VmallocError::WrongCount { addr, mapped: reserved, given: count })
         } else {
             None
         };
@@ -1057,13 +1061,13 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             if let Some(a) = self.busy[self.node_of(addr)].lock().get(&addr)
                 && a.caller == "vm_map_ram"
             {
-                return Err(VmallocError::WrongCount { addr, reserved: a.size / PAGE_SIZE, given: count });
+                return Err(VmallocError::WrongCount { addr, mapped: a.size / PAGE_SIZE, given: count });
             }
             return Err(VmallocError::NotVmalloc { addr });
         };
         match b.allocs.get(&off) {
-            Some(&o) if 1u64 << o == n => {}
-            Some(&o) => return Err(VmallocError::WrongCount { addr, reserved: 1 << o, given: count }),
+            Some(&(_, mapped)) if mapped == count as u64 => {}
+            Some(&(_, mapped)) => return Err(VmallocError::WrongCount { addr, mapped, given: count }),
             None if off < b.handed_out() && !b.used_map[off as usize] => {
                 return Err(VmallocError::DoubleFree { addr });
             }
@@ -1200,7 +1204,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         let what = format!("vmap block {:#x}", b.va_start);
         let mut want: BitArr!(for VMAP_BBMAP_BITS as usize, in u64) = Default::default();
         let mut live = 0;
-        for (&off, &o) in &b.allocs {
+        for (&off, &(o, _)) in &b.allocs {
             let r = off as usize..(off + (1 << o)) as usize;
             if r.end as u64 > b.handed_out() || want[r.clone()].any() {
                 return Err(format!("{what}: allocation at page {off} (order {o}) overlaps or lies beyond the bump"));

@@ -1,0 +1,480 @@
+//! The `mmlab fuzz` and `mmlab replay` commands: argument parsing, the
+//! seed loop with progress and summary, JSON lines, the threaded mode,
+//! and replaying a file.
+//!
+//! # The seed loop
+//!
+//! Seeds are run one after the other (`--seeds A..B`, or from `--seed`
+//! upwards until `--time` runs out); each seed is an independent sequence
+//! of `--ops` operations on a freshly booted machine. Progress goes to
+//! stderr once a second. A violation is shrunk (unless `--no-shrink`),
+//! written as `fuzz-seed<S>-<kind>.replay` in `--out-dir`, and stops the
+//! loop unless `--keep-going`. `--jsonl FILE` appends one JSON object per
+//! seed, so shards run anywhere merge by concatenating their files.
+
+use super::exec::{Coverage, ExecOptions, Executor, StepResult};
+use super::generate::{GenConfig, Generator, WRONG_KINDS};
+use super::op::Op;
+use super::oracle::Outcome;
+use super::replay::{Replay, parse_fault_attr};
+use super::run::{self, RunOutcome, Setup, ShrinkBudget};
+use mmlab_engine::addr::memparse;
+use mmlab_engine::rng::Xoshiro256StarStar;
+use mmlab_vmalloc::Vmalloc;
+use mmlab_vmalloc::percpu::PercpuAllocator;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Arguments of `mmlab fuzz`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FuzzArgs {
+    /// Operations per seed.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub ops: u64,
+    /// Run seeds from --seed upwards until this much time has passed
+    /// (`90s`, `10m`, `2h`, or seconds); with --seeds, stop early.
+    #[arg(long, value_name = "DURATION")]
+    pub time: Option<String>,
+    /// Run seeds A..B (B excluded; `A..=B` includes it), each an
+    /// independent sequence of --ops operations.
+    #[arg(long, value_name = "A..B")]
+    pub seeds: Option<String>,
+    /// Run every check (invariants, conservation) every K operations.
+    #[arg(long, value_name = "K", default_value_t = 10_000)]
+    pub check_every: u64,
+    /// Arm fail_page_alloc with the kernel's attribute names, e.g.
+    /// `probability=10,interval=1,times=-1,space=0,min-order=0,ignore-gfp-wait=0`
+    /// (unset ones keep the kernel's defaults); seeded from the run's seed.
+    #[arg(long, value_name = "ATTRS")]
+    pub fail_page_alloc: Option<String>,
+    /// Append one JSON line per seed (seed, revision, settings, ops,
+    /// violations, coverage) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub jsonl: Option<PathBuf>,
+    /// Where replay files of violations are written.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub out_dir: PathBuf,
+    /// Time limit of shrinking one violation, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub shrink_time: u64,
+    /// Write the unshrunk sequence.
+    #[arg(long)]
+    pub no_shrink: bool,
+    /// Go on with the next seed after a violation.
+    #[arg(long)]
+    pub keep_going: bool,
+    /// Host threads running their own seeded streams at once on one
+    /// machine, each on its own CPU (race hunting; NOT replayable).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub threads: usize,
+    /// Wrong calls mixed in per 64 operations (0: none).
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub wrong: u64,
+    /// Leave out these wrong-call kinds (comma list): double_free,
+    /// wrong_order, tail_page, bogus_pfn, order_too_large, vfree_inside,
+    /// vfree_bogus, vfree_twice, vfree_after_kvfree_rcu, vfree_vmap, vunmap_vmalloc,
+    /// vm_unmap_ram_twice, vm_unmap_ram_wrong_count, bad_sysctl, bad_size,
+    /// size_overflow, unmap_range_partial.
+    #[arg(long, value_name = "LIST")]
+    pub exclude: Option<String>,
+    /// Pages the sequence keeps live at most [default: a third of RAM].
+    #[arg(long, value_name = "N")]
+    pub max_live_pages: Option<u64>,
+}
+
+/// Arguments of `mmlab replay`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReplayArgs {
+    /// The replay file.
+    pub file: PathBuf,
+    /// Print the kmem tracepoints (as `mmlab trace pages`) on stdout; the
+    /// op results then go to stderr.
+    #[arg(long)]
+    pub trace: bool,
+}
+
+/// Parse `90s`, `10m`, `2h`, `1d` or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, 's')) => (&s[..i], 1),
+        Some((i, 'm')) => (&s[..i], 60),
+        Some((i, 'h')) => (&s[..i], 3600),
+        Some((i, 'd')) => (&s[..i], 86400),
+        _ => (s, 1),
+    };
+    let n: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a duration (90s, 10m, 2h)"))?;
+    if !n.is_finite() || n < 0.0 {
+        return Err(format!("`{s}` is not a duration"));
+    }
+    Ok(Duration::from_secs_f64(n * mult as f64))
+}
+
+/// Parse `A..B` or `A..=B` into a half-open range.
+pub fn parse_seeds(s: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("--seeds `{s}`: expected A..B or A..=B");
+    let (a, b) = s.split_once("..").ok_or_else(bad)?;
+    let a: u64 = a.trim().parse().map_err(|_| bad())?;
+    let (b, incl) = match b.strip_prefix('=') {
+        Some(b) => (b, true),
+        None => (b, false),
+    };
+    let b: u64 = b.trim().parse().map_err(|_| bad())?;
+    let end = if incl { b.checked_add(1).ok_or_else(bad)? } else { b };
+    if end <= a {
+        return Err(format!("--seeds `{s}` is empty"));
+    }
+    Ok((a, end))
+}
+
+/// The settings part of a JSON line.
+#[derive(Serialize, Debug)]
+struct JsonSettings {
+    mem: String,
+    cpus: usize,
+    set: Vec<String>,
+    fail_page_alloc: Option<String>,
+    check_every: u64,
+    threads: usize,
+    wrong_per_64: u64,
+    exclude: Vec<String>,
+}
+
+/// One JSON line per seed.
+#[derive(Serialize, Debug)]
+struct JsonSeed {
+    seed: u64,
+    revision: &'static str,
+    settings: JsonSettings,
+    ops: u64,
+    elapsed_s: f64,
+    violations: Vec<String>,
+    replay: Option<String>,
+    coverage_ops: BTreeMap<String, u64>,
+    coverage_outcomes: BTreeMap<String, u64>,
+}
+
+/// Global options `mmlab fuzz` takes from the command line.
+#[derive(Debug, Clone)]
+pub struct Globals {
+    pub mem: String,
+    pub cpus: usize,
+    pub sets: Vec<String>,
+    pub seed: u64,
+}
+
+fn gen_config(g: &Globals, a: &FuzzArgs) -> Result<GenConfig, String> {
+    let exclude: Vec<String> = a
+        .exclude
+        .as_deref()
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    for e in &exclude {
+        if !WRONG_KINDS.contains(&e.as_str()) {
+            return Err(format!("--exclude: unknown wrong-call kind `{e}` ({})", WRONG_KINDS.join(", ")));
+        }
+    }
+    let mem = memparse(&g.mem).map_err(|e| format!("--mem: {e}"))?;
+    if a.wrong > 64 {
+        return Err(format!("--wrong {}: at most 64", a.wrong));
+    }
+    Ok(GenConfig {
+        nr_cpus: g.cpus,
+        max_live_pages: a.max_live_pages.unwrap_or(mem / mmlab_engine::PAGE_SIZE / 3),
+        wrong_per_64: a.wrong,
+        exclude,
+    })
+}
+
+/// `mmlab fuzz`; returns whether a violation was found.
+pub fn fuzz(g: &Globals, a: &FuzzArgs) -> Result<bool, String> {
+    let mut gcfg = gen_config(g, a)?;
+    if a.threads == 0 {
+        return Err("--threads must be at least 1".to_string());
+    }
+    let deadline = a.time.as_deref().map(parse_duration).transpose()?.map(|d| Instant::now() + d);
+    let (first, end) = match &a.seeds {
+        Some(s) => parse_seeds(s)?,
+        None if deadline.is_some() => (g.seed, u64::MAX),
+        None => (g.seed, g.seed.saturating_add(1)),
+    };
+    if a.threads > 1 {
+        for k in ["double_free", "vfree_twice", "vfree_after_kvfree_rcu", "vm_unmap_ram_twice", "vunmap_vmalloc"] {
+            if !gcfg.exclude.iter().any(|e| e == k) {
+                gcfg.exclude.push(k.to_string());
+            }
+        }
+    }
+    if a.threads > g.cpus {
+        return Err(format!("--threads {} needs as many CPUs (--cpus {})", a.threads, g.cpus));
+    }
+    let mut jsonl = match &a.jsonl {
+        Some(p) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| format!("opening {}: {e}", p.display()))?,
+        ),
+        None => None,
+    };
+    let t0 = Instant::now();
+    let mut total_ops = 0u64;
+    let mut violations = 0u64;
+    let mut seeds_run = 0u64;
+    let mut coverage = Coverage::default();
+    let mut last_progress = Instant::now();
+    let mut seen_ops = std::collections::BTreeSet::new();
+    let mut seen_outcomes = std::collections::BTreeSet::new();
+    for seed in first..end {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let fault = a.fail_page_alloc.as_deref().map(|s| parse_fault_attr(s, seed)).transpose()?;
+        let setup =
+            Setup { mem: g.mem.clone(), cpus: g.cpus, sets: g.sets.clone(), seed, fault, check_every: a.check_every };
+        let st = Instant::now();
+        let (out, ops) = if a.threads > 1 {
+            (run_threads(&setup, &gcfg, a.ops, a.threads, deadline)?, Vec::new())
+        } else {
+            let mut rng = Xoshiro256StarStar::seed_from_u64(seed);
+            let mut genr = Generator::new(gcfg.clone());
+            let mut ops: Vec<Op> = Vec::new();
+            let nops = a.ops;
+            let base_ops = total_ops;
+            let out = run::run_ops(
+                &setup,
+                &mut |i| {
+                    if i as u64 >= nops || (i % 1024 == 0 && deadline.is_some_and(|d| Instant::now() >= d)) {
+                        return None;
+                    }
+                    let op = genr.next_op(&mut rng)?;
+                    ops.push(op.clone());
+                    Some(op)
+                },
+                None,
+                &mut |i, op, res| {
+                    seen_ops.insert(op.name());
+                    seen_outcomes.insert(res.outcome);
+                    if i % 4096 == 0 && last_progress.elapsed() >= Duration::from_secs(1) {
+                        last_progress = Instant::now();
+                        let done = base_ops + i as u64;
+                        eprintln!(
+                            "mmlab fuzz: seed {seed} op {i}: {done} ops, {:.0} ops/s, {violations} violations, \
+                             coverage {} calls {} outcomes",
+                            done as f64 / t0.elapsed().as_secs_f64(),
+                            seen_ops.len(),
+                            seen_outcomes.len()
+                        );
+                    }
+                },
+            )?;
+            (out, ops)
+        };
+        seeds_run += 1;
+        total_ops += out.ops_run;
+        coverage.add(&out.coverage);
+        let mut replay_path = None;
+        let mut vtext = Vec::new();
+        if let Some(v) = &out.violation {
+            violations += 1;
+            eprintln!("mmlab fuzz: seed {seed}: VIOLATION {v}");
+            vtext.push(v.to_string());
+            if a.threads == 1 {
+                let path = write_violation(&setup, ops, v, a)?;
+                eprintln!("mmlab fuzz: replay written to {}", path.display());
+                println!("{}", path.display());
+                replay_path = Some(path.display().to_string());
+            } else {
+                eprintln!("mmlab fuzz: threaded runs are not replayable; rerun the seed with --threads 1");
+            }
+        }
+        if let Some(f) = jsonl.as_mut() {
+            let rec = JsonSeed {
+                seed,
+                revision: crate::compare::GIT_REV,
+                settings: JsonSettings {
+                    mem: g.mem.clone(),
+                    cpus: g.cpus,
+                    set: g.sets.clone(),
+                    fail_page_alloc: a.fail_page_alloc.clone(),
+                    check_every: a.check_every,
+                    threads: a.threads,
+                    wrong_per_64: a.wrong,
+                    exclude: gcfg.exclude.clone(),
+                },
+                ops: out.ops_run,
+                elapsed_s: st.elapsed().as_secs_f64(),
+                violations: vtext,
+                replay: replay_path,
+                coverage_ops: out.coverage.ops.clone(),
+                coverage_outcomes: out.coverage.outcomes.clone(),
+            };
+            let line = serde_json::to_string(&rec).map_err(|e| format!("--jsonl: {e}"))?;
+            writeln!(f, "{line}").map_err(|e| format!("--jsonl: {e}"))?;
+        }
+        if out.violation.is_some() && !a.keep_going {
+            break;
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "mmlab fuzz: {seeds_run} seed(s) from {first}, {total_ops} ops in {secs:.1} s ({:.0} ops/s), {violations} \
+         violation(s); mem={} cpus={} check_every={} threads={}",
+        total_ops as f64 / secs.max(1e-9),
+        g.mem,
+        g.cpus,
+        a.check_every,
+        a.threads
+    );
+    println!("ops:      {}", map_line(&coverage.ops));
+    println!("outcomes: {}", map_line(&coverage.outcomes));
+    Ok(violations > 0)
+}
+
+fn map_line(m: &BTreeMap<String, u64>) -> String {
+    m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+}
+
+/// Shrink (unless told not to) and write the replay file.
+fn write_violation(setup: &Setup, ops: Vec<Op>, v: &super::oracle::Violation, a: &FuzzArgs) -> Result<PathBuf, String> {
+    let n = ops.len();
+    let (ops, v) = if a.no_shrink {
+        (ops, v.clone())
+    } else {
+        eprintln!("mmlab fuzz: shrinking {n} ops (at most {} s)", a.shrink_time);
+        let (s, v2) = run::shrink(setup, ops, v, ShrinkBudget { time: Duration::from_secs(a.shrink_time) }, &|| None);
+        eprintln!("mmlab fuzz: shrunk to {} ops", s.len());
+        (s, v2)
+    };
+    let replay = annotate(setup, ops, &v);
+    std::fs::create_dir_all(&a.out_dir).map_err(|e| format!("{}: {e}", a.out_dir.display()))?;
+    let path = a.out_dir.join(format!("fuzz-seed{}-{}.replay", setup.seed, v.kind));
+    std::fs::write(&path, replay.to_string()).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// A replay of `ops` with the observed error outcomes as `expect=`, the
+/// skipped ops removed, and the violation as a comment.
+pub fn annotate(setup: &Setup, ops: Vec<Op>, v: &super::oracle::Violation) -> Replay {
+    let out = run::run_list(setup, &ops, None).unwrap_or_default();
+    let mut kept = Vec::new();
+    for (i, mut op) in ops.into_iter().enumerate() {
+        match out.outcomes.get(i) {
+            Some(Outcome::Skipped) => continue,
+            Some(o) if o.is_error() && Some(i) != v.op_index && *o != Outcome::Panic => {
+                op.expect = Some(o.name().to_string())
+            }
+            _ => {}
+        }
+        kept.push(op);
+    }
+    let mut r = setup.replay(kept);
+    r.comments.push(format!("violation: {v}"));
+    r.comments.push(format!("revision: {}", crate::compare::GIT_REV));
+    r
+}
+
+/// `--threads N`: N host threads, each with its own stream (seed ^ thread)
+/// and CPU, on one machine; the end-of-run checks after they join.
+fn run_threads(
+    setup: &Setup,
+    gcfg: &GenConfig,
+    nops: u64,
+    threads: usize,
+    deadline: Option<Instant>,
+) -> Result<RunOutcome, String> {
+    let b = run::boot(setup)?;
+    let pa = run::boot_allocator(&b, setup)?;
+    let vm = Vmalloc::new(&pa, b.vc);
+    let percpu = PercpuAllocator::new();
+    let boot_buddyinfo = pa.zone().nr_free_per_order();
+    let opts = ExecOptions { fault_injection: setup.fault.is_some(), exclusive: false, lane: 0, lanes: threads as u64 };
+    let results: Vec<Result<RunOutcome, String>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let (pa, vm, percpu, m) = (&pa, &vm, &percpu, &b.m);
+                let mut gcfg = gcfg.clone();
+                gcfg.nr_cpus = 1;
+                s.spawn(move || -> Result<RunOutcome, String> {
+                    let cpu = m.cpu(t).map_err(|e| e.to_string())?;
+                    let mut ex = Executor::new(pa, vm, percpu, vec![cpu], ExecOptions { lane: t as u64, ..opts });
+                    let mut rng = Xoshiro256StarStar::seed_from_u64(setup.seed ^ (t as u64).wrapping_mul(0x9e37_79b9));
+                    let mut genr = Generator::new(gcfg);
+                    let mut out = RunOutcome::default();
+                    for i in 0..nops as usize {
+                        if i % 1024 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+                            break;
+                        }
+                        let Some(op) = genr.next_op(&mut rng) else { break };
+                        let r: StepResult = ex.step(i, &op);
+                        out.ops_run += 1;
+                        if let Some(v) = r.violation {
+                            out.violation = Some(v);
+                            break;
+                        }
+                    }
+                    if let Err(e) = ex.release_all() {
+                        out.violation.get_or_insert(e);
+                    }
+                    out.coverage = ex.coverage.clone();
+                    Ok(out)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a fuzz thread panicked".to_string()))).collect()
+    });
+    let mut total = RunOutcome::default();
+    for r in results {
+        let r = r?;
+        total.ops_run += r.ops_run;
+        total.coverage.add(&r.coverage);
+        if total.violation.is_none() {
+            total.violation = r.violation;
+        }
+    }
+    if total.violation.is_none() {
+        let cpus = b.m.all_cpus().map_err(|e| e.to_string())?;
+        let mut ex = Executor::new(&pa, &vm, &percpu, cpus, ExecOptions { exclusive: true, lane: 0, lanes: 1, ..opts });
+        ex.set_boot_buddyinfo(boot_buddyinfo);
+        total.violation = ex.finish().err();
+    }
+    Ok(total)
+}
+
+/// `mmlab replay FILE`; returns whether a violation was found.
+pub fn replay(a: &ReplayArgs, mut out: impl Write) -> Result<bool, String> {
+    let text = std::fs::read_to_string(&a.file).map_err(|e| format!("reading {}: {e}", a.file.display()))?;
+    let r = Replay::parse(&text).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let setup = Setup::from_replay(&r);
+    let mut werr = None;
+    let res = run::run_list_with(&setup, &r.ops, &mut |i, op, res| {
+        let mut line = format!("{:5} {op}  => {}", i + 1, res.outcome);
+        if !res.detail.is_empty() {
+            line.push_str(&format!(" ({})", res.detail));
+        }
+        if let Some(v) = &res.violation {
+            line.push_str(&format!("\n      VIOLATION {v}"));
+        }
+        if let Err(e) = writeln!(out, "{line}") {
+            werr.get_or_insert(e);
+        }
+    })?;
+    if let Some(e) = werr
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        return Err(format!("writing output: {e}"));
+    }
+    let summary = match &res.violation {
+        Some(v) => format!("mmlab replay: {} ops, VIOLATION {v}", res.ops_run),
+        None => format!("mmlab replay: {} ops, no violation (end-of-run checks passed)", res.ops_run),
+    };
+    let _ = writeln!(out, "{summary}");
+    Ok(res.violation.is_some())
+}

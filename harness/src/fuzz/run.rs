@@ -1,0 +1,302 @@
+//! Booting a machine for a sequence, running it, shrinking a failing one.
+//!
+//! # The algorithm
+//!
+//! [`run_ops`] boots a fresh machine from a [`Setup`] (memory, CPUs,
+//! `--set` settings, fail_page_alloc armed with the seed), runs the ops
+//! from one host thread switching between the CPU handles, runs the
+//! checks every `check_every` ops, stops at the first violation, and if
+//! there was none, frees everything and runs the end-of-run checks.
+//!
+//! [`shrink`] is delta debugging over the op list, keeping the
+//! violation's kind (and, for a wrong outcome, the call): first the
+//! sequence is cut after the violating op; then chunks are removed,
+//! halving the chunk size down to single ops, and each time an op is
+//! removed the ops that use a handle no remaining op binds are dropped
+//! too; last, arguments are simplified one op at a time (CPU 0, order 0,
+//! GFP_KERNEL, one page, size one page). Every candidate is a full run
+//! on a fresh machine; a time budget bounds the whole.
+
+use super::exec::{Coverage, ExecOptions, Executor, Hook, StepResult};
+use super::op::{Call, Op};
+use super::oracle::{Outcome, Violation};
+use super::replay::Replay;
+use mmlab_engine::addr::memparse;
+use mmlab_engine::{Gfp, Machine, MachineConfig, PAGE_SIZE};
+use mmlab_pcp::{FaultAttr, PageAllocator};
+use mmlab_vmalloc::Vmalloc;
+use mmlab_vmalloc::percpu::PercpuAllocator;
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+/// The machine and settings a sequence runs on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Setup {
+    pub mem: String,
+    pub cpus: usize,
+    pub sets: Vec<String>,
+    pub seed: u64,
+    pub fault: Option<FaultAttr>,
+    pub check_every: u64,
+}
+
+impl Setup {
+    /// The replay header for this setup with `ops`.
+    pub fn replay(&self, ops: Vec<Op>) -> Replay {
+        Replay {
+            mem: self.mem.clone(),
+            cpus: self.cpus,
+            sets: self.sets.clone(),
+            seed: self.seed,
+            fault: self.fault,
+            check_every: self.check_every,
+            comments: Vec::new(),
+            ops,
+        }
+    }
+    pub fn from_replay(r: &Replay) -> Setup {
+        Setup {
+            mem: r.mem.clone(),
+            cpus: r.cpus,
+            sets: r.sets.clone(),
+            seed: r.seed,
+            fault: r.fault,
+            check_every: r.check_every,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default)]
+pub struct RunOutcome {
+    /// Ops run (skipped ones included).
+    pub ops_run: u64,
+    /// The first violation.
+    pub violation: Option<Violation>,
+    pub coverage: Coverage,
+    /// The outcome of every op run, in order.
+    pub outcomes: Vec<Outcome>,
+}
+
+/// Everything booted for a run.
+pub struct Booted {
+    pub m: Machine,
+    pub ac: mmlab_pcp::AllocatorConfig,
+    pub vc: mmlab_vmalloc::VmallocConfig,
+}
+
+impl std::fmt::Debug for Booted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Booted").field("cpus", &self.m.nr_cpus()).finish()
+    }
+}
+
+/// Boot the machine of `setup` (the allocator is booted by the caller, as
+/// it borrows the machine).
+pub fn boot(setup: &Setup) -> Result<Booted, String> {
+    let mem_bytes = memparse(&setup.mem).map_err(|e| format!("mem={}: {e}", setup.mem))?;
+    let mc = MachineConfig { mem_bytes, nr_cpus: setup.cpus, ..Default::default() };
+    let c = crate::settings::Configs::new(mc, &setup.sets)?;
+    let m = Machine::boot(c.machine).map_err(|e| format!("boot failed: {e}"))?;
+    Ok(Booted { m, ac: c.allocator, vc: c.vmalloc })
+}
+
+/// Boot the page allocator and arm fault injection.
+pub fn boot_allocator<'m>(b: &'m Booted, setup: &Setup) -> Result<PageAllocator<'m>, String> {
+    let pa = PageAllocator::boot(&b.m, b.ac.clone()).map_err(|e| format!("page allocator boot failed: {e}"))?;
+    if let Some(a) = setup.fault {
+        pa.set_fail_page_alloc(Some(a)).map_err(|e| e.to_string())?;
+    }
+    Ok(pa)
+}
+
+/// Run ops from `next` on a fresh machine (see the module documentation).
+/// `on_step` sees each op and its result.
+pub fn run_ops(
+    setup: &Setup,
+    next: &mut dyn FnMut(usize) -> Option<Op>,
+    hook: Option<Hook>,
+    on_step: &mut dyn FnMut(usize, &Op, &StepResult),
+) -> Result<RunOutcome, String> {
+    let b = boot(setup)?;
+    let pa = boot_allocator(&b, setup)?;
+    let vm = Vmalloc::new(&pa, b.vc);
+    let percpu = PercpuAllocator::new();
+    let cpus = b.m.all_cpus().map_err(|e| e.to_string())?;
+    let opts = ExecOptions { fault_injection: setup.fault.is_some(), exclusive: true, lane: 0, lanes: 1 };
+    let mut ex = Executor::new(&pa, &vm, &percpu, cpus, opts);
+    if let Some(h) = hook {
+        ex.set_hook(h);
+    }
+    let mut out = RunOutcome::default();
+    let mut i = 0;
+    while let Some(op) = next(i) {
+        let r = ex.step(i, &op);
+        on_step(i, &op, &r);
+        out.outcomes.push(r.outcome);
+        out.ops_run += 1;
+        if let Some(v) = r.violation {
+            out.violation = Some(v);
+            out.coverage = ex.coverage.clone();
+            return Ok(out);
+        }
+        i += 1;
+        if setup.check_every > 0
+            && (i as u64).is_multiple_of(setup.check_every)
+            && let Err(mut v) = ex.check()
+        {
+            v.op_index = Some(i - 1);
+            out.violation = Some(v);
+            out.coverage = ex.coverage.clone();
+            return Ok(out);
+        }
+    }
+    out.violation = ex.finish().err();
+    out.coverage = ex.coverage.clone();
+    Ok(out)
+}
+
+/// Run a fixed list.
+pub fn run_list(setup: &Setup, ops: &[Op], hook: Option<Hook>) -> Result<RunOutcome, String> {
+    run_ops(setup, &mut |i| ops.get(i).cloned(), hook, &mut |_, _, _| {})
+}
+
+/// Run a fixed list, showing each step to `on_step`.
+pub fn run_list_with(
+    setup: &Setup,
+    ops: &[Op],
+    on_step: &mut dyn FnMut(usize, &Op, &StepResult),
+) -> Result<RunOutcome, String> {
+    run_ops(setup, &mut |i| ops.get(i).cloned(), None, on_step)
+}
+
+/// Drop ops that use a handle no op before them binds (repeat until none).
+pub fn drop_orphans(ops: Vec<Op>) -> Vec<Op> {
+    let mut bound = HashSet::new();
+    let mut out = Vec::with_capacity(ops.len());
+    for op in ops {
+        if op.uses().iter().all(|h| bound.contains(h)) {
+            if let Some(h) = op.binds() {
+                bound.insert(h);
+            }
+            out.push(op);
+        }
+    }
+    out
+}
+
+/// Shrinking limits.
+#[derive(Clone, Copy, Debug)]
+pub struct ShrinkBudget {
+    pub time: Duration,
+}
+
+/// Shrink `ops` (which fail with `target`) to a small list failing the
+/// same way. `make_hook` gives each candidate run its hook (tests).
+pub fn shrink(
+    setup: &Setup,
+    ops: Vec<Op>,
+    target: &Violation,
+    budget: ShrinkBudget,
+    make_hook: &dyn Fn() -> Option<Hook>,
+) -> (Vec<Op>, Violation) {
+    let t0 = Instant::now();
+    let sig = target.signature();
+    let mut best_v = target.clone();
+    // Quiet panics while candidates run.
+    let prev_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let test = |cand: &[Op], best_v: &mut Violation| -> Option<usize> {
+        if t0.elapsed() > budget.time {
+            return None;
+        }
+        match run_list(setup, cand, make_hook()) {
+            Ok(RunOutcome { violation: Some(v), .. }) if v.signature() == sig => {
+                let cut = v.op_index.map_or(cand.len(), |i| i + 1);
+                *best_v = v;
+                Some(cut)
+            }
+            _ => None,
+        }
+    };
+    let mut ops = ops;
+    if let Some(i) = target.op_index {
+        ops.truncate(i + 1);
+    }
+    let mut chunk = (ops.len() / 2).max(1);
+    loop {
+        let mut removed = false;
+        let mut i = 0;
+        while i < ops.len() && t0.elapsed() < budget.time {
+            let end = (i + chunk).min(ops.len());
+            let mut cand: Vec<Op> = ops[..i].to_vec();
+            cand.extend_from_slice(&ops[end..]);
+            let cand = drop_orphans(cand);
+            if cand.len() < ops.len()
+                && let Some(cut) = test(&cand, &mut best_v)
+            {
+                ops = cand;
+                ops.truncate(cut);
+                removed = true;
+            } else {
+                i += chunk;
+            }
+        }
+        if t0.elapsed() >= budget.time || (chunk == 1 && !removed) {
+            break;
+        }
+        if !removed {
+            chunk = (chunk / 2).max(1);
+        }
+    }
+    // Simplify arguments.
+    for i in 0..ops.len() {
+        for cand_op in simpler(&ops[i]) {
+            if t0.elapsed() >= budget.time {
+                break;
+            }
+            let mut cand = ops.clone();
+            cand[i] = cand_op;
+            if let Some(cut) = test(&cand, &mut best_v) {
+                ops = cand;
+                ops.truncate(cut);
+                break;
+            }
+        }
+        if i + 1 >= ops.len() {
+            break;
+        }
+    }
+    std::panic::set_hook(prev_hook);
+    (ops, best_v)
+}
+
+/// Simpler variants of one op, simplest first.
+fn simpler(op: &Op) -> Vec<Op> {
+    let mut v = Vec::new();
+    let with = |call: Call| Op { cpu: op.cpu, call, expect: op.expect.clone() };
+    if op.cpu != 0 {
+        v.push(Op { cpu: 0, ..op.clone() });
+    }
+    match &op.call {
+        Call::AllocPages { order, gfp, out } if *gfp != Gfp::GFP_KERNEL => {
+            v.push(with(Call::AllocPages { order: *order, gfp: Gfp::GFP_KERNEL, out: *out }));
+        }
+        Call::AllocPagesBulk { nr, gfp, out } if *nr > 1 => {
+            v.push(with(Call::AllocPagesBulk { nr: 1, gfp: *gfp, out: *out }));
+        }
+        Call::Vmalloc { size, out } if *size > PAGE_SIZE => {
+            v.push(with(Call::Vmalloc { size: PAGE_SIZE, out: *out }));
+            v.push(with(Call::Vmalloc { size: size / 2, out: *out }));
+        }
+        Call::Vzalloc { size, out } => v.push(with(Call::Vmalloc { size: *size, out: *out })),
+        Call::VmallocHuge { size, out, .. } | Call::VmallocNode { size, out, .. } => {
+            v.push(with(Call::Vmalloc { size: *size, out: *out }));
+        }
+        Call::Vmap { pages, out } if pages.len() > 1 => {
+            v.push(with(Call::Vmap { pages: pages[..1].to_vec(), out: *out }))
+        }
+        _ => {}
+    }
+    v
+}
