@@ -52,19 +52,23 @@ pub fn calculate_min_free_kbytes(lowmem_pages: u64) -> u64 {
 
 impl Zone<'_> {
     /// `__setup_per_zone_wmarks()` for the only zone (which is all lowmem).
+    ///
+    /// The sysctl bounds `min_free_kbytes` to an int before it gets here;
+    /// called directly with more, the products saturate instead of wrapping.
     pub fn setup_per_zone_wmarks(&self, min_free_kbytes: u64) {
         let _z = self.lock.lock_unaccounted();
         let managed = self.managed_pages();
         let pages_min = min_free_kbytes >> (mmlab_engine::PAGE_SHIFT - 10);
         let lowmem_pages = managed;
-        let tmp = (pages_min * managed).checked_div(lowmem_pages).unwrap_or(0);
+        let tmp = pages_min.saturating_mul(managed).checked_div(lowmem_pages).unwrap_or(0);
         let min = tmp;
         let delta = (tmp >> 2).max(mult_frac(managed, WATERMARK_SCALE_FACTOR, 10000));
         self.watermark_boost.store(0, Relaxed);
         self.watermark[WMARK_MIN].store(min, Relaxed);
-        self.watermark[WMARK_LOW].store(min + delta, Relaxed);
-        self.watermark[WMARK_HIGH].store(min + 2 * delta, Relaxed);
-        self.watermark[WMARK_PROMO].store(min + 3 * delta, Relaxed);
+        let at = |n: u64| min.saturating_add(delta.saturating_mul(n));
+        self.watermark[WMARK_LOW].store(at(1), Relaxed);
+        self.watermark[WMARK_HIGH].store(at(2), Relaxed);
+        self.watermark[WMARK_PROMO].store(at(3), Relaxed);
         self.min_free_kbytes.store(min_free_kbytes, Relaxed);
     }
 

@@ -48,6 +48,8 @@ pub use pcplist::{
     pindex_to_order,
 };
 pub use rules::KernelRules;
+/// The largest `vm.min_free_kbytes` the sysctl accepts (`INT_MAX`).
+pub const MIN_FREE_KBYTES_MAX: u64 = i32::MAX as u64;
 pub use sizing::{MIN_PERCPU_PAGELIST_HIGH_FRACTION, PCP_BATCH_SCALE_MAX, zone_batchsize, zone_highsize};
 
 use crossbeam::utils::CachePadded;
@@ -85,6 +87,9 @@ pub enum SysctlError {
     HighFraction(u32),
     /// Bringing the allocator up runs on CPU 0, whose handle is taken.
     BootCpuBusy,
+    /// `vm.min_free_kbytes` is an int sysctl with a floor of 0
+    /// (`proc_dointvec_minmax`): above `INT_MAX` the write is refused.
+    MinFreeKbytes(u64),
     /// A page allocator was already brought up on this machine: its
     /// memblock memory was handed out once (`memblock_free_all`), and a
     /// second allocator would free the same frames into a second zone.
@@ -98,6 +103,9 @@ impl std::fmt::Display for SysctlError {
                 f,
                 "percpu_pagelist_high_fraction must be 0 or at least {MIN_PERCPU_PAGELIST_HIGH_FRACTION}, got {v}"
             ),
+            SysctlError::MinFreeKbytes(v) => {
+                write!(f, "min_free_kbytes must be in [0, {MIN_FREE_KBYTES_MAX}], got {v}")
+            }
             SysctlError::BootCpuBusy => write!(f, "CPU 0 is held by another handle during allocator boot"),
             SysctlError::AlreadyBooted => {
                 write!(f, "a page allocator was already booted on this machine (memblock_free_all runs once)")
@@ -129,7 +137,7 @@ impl<'m> PageAllocator<'m> {
     /// size every CPU's pageset (`setup_per_cpu_pageset`).
     ///
     /// # Errors
-    /// A bad `percpu_pagelist_high_fraction`; CPU 0's handle held
+    /// A bad `percpu_pagelist_high_fraction` or `min_free_kbytes`; CPU 0's handle held
     /// elsewhere; or [`SysctlError::AlreadyBooted`] for a second allocator
     /// on one machine. Nothing is changed in any of these cases.
     pub fn boot(m: &'m Machine, cfg: AllocatorConfig) -> Result<PageAllocator<'m>, SysctlError> {
@@ -137,6 +145,9 @@ impl<'m> PageAllocator<'m> {
             && cfg.percpu_pagelist_high_fraction < MIN_PERCPU_PAGELIST_HIGH_FRACTION
         {
             return Err(SysctlError::HighFraction(cfg.percpu_pagelist_high_fraction));
+        }
+        if let Some(k) = cfg.min_free_kbytes.filter(|&k| k > MIN_FREE_KBYTES_MAX) {
+            return Err(SysctlError::MinFreeKbytes(k));
         }
         // Boot work runs on the boot CPU; take it before anything is
         // claimed, so that a busy CPU 0 leaves the machine bootable.
@@ -241,9 +252,17 @@ impl<'m> PageAllocator<'m> {
 
     /// Write `vm.min_free_kbytes`: new watermarks, then new pagesets
     /// (`min_free_kbytes_sysctl_handler` → `setup_per_zone_wmarks`).
-    pub fn set_min_free_kbytes(&self, kbytes: u64) {
+    ///
+    /// # Errors
+    /// A value above [`MIN_FREE_KBYTES_MAX`] (the kernel's -EINVAL); the
+    /// watermarks stay as they were.
+    pub fn set_min_free_kbytes(&self, kbytes: u64) -> Result<(), SysctlError> {
+        if kbytes > MIN_FREE_KBYTES_MAX {
+            return Err(SysctlError::MinFreeKbytes(kbytes));
+        }
         self.zone.setup_per_zone_wmarks(kbytes);
         self.zone_pcp_update(0);
+        Ok(())
     }
 
     /// One CPU's pageset, as /proc/zoneinfo prints it.

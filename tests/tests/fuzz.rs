@@ -166,6 +166,7 @@ fn library_findings_replay_clean_once_fixed() {
         "vm-unmap-ram-wrong-count.replay",
         "vmalloc-size-overflow.replay",
         "map-range-partial-failure.replay",
+        "min-free-kbytes-overflow.replay",
     ] {
         let text = std::fs::read_to_string(format!("{dir}/{f}")).unwrap();
         let r = Replay::parse(&text).unwrap();

@@ -226,11 +226,30 @@ fn sizing_4g_2cpus_literal() {
 }
 
 #[test]
+fn min_free_kbytes_above_int_max_is_refused() {
+    let m = Machine::boot(MachineConfig::with("1G", 2).unwrap()).unwrap();
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let before: Vec<u64> = (0..4).map(|i| pa.zone().watermark_raw(i)).collect();
+    let max = mmlab_pcp::MIN_FREE_KBYTES_MAX;
+    for v in [max + 1, 1 << 40, u64::MAX] {
+        assert_eq!(pa.set_min_free_kbytes(v), Err(SysctlError::MinFreeKbytes(v)));
+        let now: Vec<u64> = (0..4).map(|i| pa.zone().watermark_raw(i)).collect();
+        assert_eq!(now, before, "a refused write leaves the watermarks alone");
+    }
+    // INT_MAX itself is accepted: min above every managed page, no overflow.
+    pa.set_min_free_kbytes(max).unwrap();
+    assert_eq!(pa.zone().watermark_raw(0), max >> 2);
+    pa.check_invariants().unwrap();
+}
+
+#[test]
 fn fraction_at_boot() {
     let m = Machine::boot(MachineConfig::with("1G", 2).unwrap()).unwrap();
     // Rejected at boot as well.
     let cfg = AllocatorConfig { percpu_pagelist_high_fraction: 3, ..Default::default() };
     assert_eq!(PageAllocator::boot(&m, cfg).unwrap_err(), SysctlError::HighFraction(3));
+    let cfg = AllocatorConfig { min_free_kbytes: Some(u64::MAX), ..Default::default() };
+    assert_eq!(PageAllocator::boot(&m, cfg).unwrap_err(), SysctlError::MinFreeKbytes(u64::MAX));
     // 1G, fraction 8, 2 CPUs: 258,044 / 8 = 32,255; / 2 = 16,127 (> 4 * 63).
     let cfg = AllocatorConfig { percpu_pagelist_high_fraction: 8, ..Default::default() };
     let pa = PageAllocator::boot(&m, cfg).unwrap();

@@ -13,17 +13,29 @@
 //! Inside a chunk, space is managed at `PCPU_MIN_ALLOC_SIZE` (4 bytes)
 //! granularity with two bitmaps, as `pcpu_alloc_area` does: `alloc_map`
 //! marks used slots and `bound_map` marks where each allocation starts (and
-//! where the next one would), so a free needs only the address. The search
-//! is first fit at the requested alignment, chunk by chunk in creation
-//! order (the kernel narrows it with per-block hints; mmlab keeps each
-//! chunk's free byte count and its largest free run, `contig_hint`, so that
-//! chunks that cannot hold the request are skipped). When nothing fits, a new chunk is created; a chunk that
-//! becomes empty is destroyed unless it is the only one (the kernel keeps
-//! spare empty chunks and frees the rest from a workqueue).
+//! where the next one would), so a free needs only the address.
+//!
+//! The search is first fit at the requested alignment, chunk by chunk in
+//! creation order. Each chunk keeps the kernel's chunk-wide hints
+//! (`struct pcpu_block_md`): `first_free`, and the longest free run
+//! `contig_hint` with its start. A chunk is scanned only if the request fits
+//! inside that run at the requested alignment (`pcpu_check_block_hint`), and
+//! the scan starts at `first_free`, so every scan succeeds: one bitmap scan
+//! per allocation however many chunks there are. (Without the alignment
+//! check, a workload of 35,000 small, highly aligned objects scans hundreds
+//! of chunks that pass a size-only test and fail the alignment, per
+//! allocation.) An allocation that cuts into the contig run rebuilds the
+//! hints (`pcpu_chunk_refresh_hint`); a free folds its merged run in
+//! (`pcpu_block_update`, which prefers the better-aligned of two equal runs).
+//! When nothing fits, a new chunk is created; a chunk that becomes empty is
+//! destroyed unless it is the only one (the kernel keeps spare empty chunks
+//! and frees the rest from a workqueue).
 //!
 //! Fidelity: simplified. Units are populated at creation, not page by page
 //! (`pcpu_populate_chunk`), there is no first (embedded) chunk and no
-//! reserved chunk.
+//! reserved chunk, the hints are kept per chunk only (the kernel also keeps
+//! them per `PCPU_BITMAP_BLOCK_SIZE` block), and chunks are searched in
+//! creation order rather than from the kernel's free-size slot lists.
 
 use crate::{Vmalloc, VmallocError};
 use bitvec::prelude::*;
@@ -65,8 +77,9 @@ impl fmt::Display for PercpuError {
 }
 impl std::error::Error for PercpuError {}
 
-/// `struct pcpu_chunk`.
-#[derive(Debug)]
+/// `struct pcpu_chunk`, with the chunk-wide `struct pcpu_block_md` hints
+/// folded in.
+#[derive(Clone, Debug)]
 struct Chunk {
     /// Start of the vmalloc area (CPU 0's unit).
     base: u64,
@@ -75,25 +88,77 @@ struct Chunk {
     free_bytes: u64,
     /// `contig_hint`: the longest free run, in slots.
     contig: usize,
+    /// `contig_hint_start`: where that run starts.
+    contig_start: usize,
+    /// `first_free`: the lowest free slot (`SLOTS` when full).
+    first_free: usize,
 }
 
 impl Chunk {
-    /// Recompute [`Chunk::contig`] by walking the free runs.
-    fn recompute_contig(&mut self) {
-        let (mut best, mut i) = (0, 0);
+    /// A fresh chunk: one free run over the whole unit.
+    fn new(base: u64) -> Chunk {
+        let mut bound_map = bitvec![0; SLOTS + 1];
+        bound_map.set(SLOTS, true);
+        Chunk {
+            base,
+            alloc_map: bitvec![0; SLOTS],
+            bound_map,
+            free_bytes: PCPU_UNIT_SIZE,
+            contig: SLOTS,
+            contig_start: 0,
+            first_free: 0,
+        }
+    }
+
+    /// `pcpu_block_update()`: fold the free run `[start, end)` into the
+    /// hints. A run as long as the hint replaces it if it starts at a better
+    /// alignment, as the kernel prefers.
+    fn block_update(&mut self, start: usize, end: usize) {
+        let len = end - start;
+        self.first_free = self.first_free.min(start);
+        if len > self.contig {
+            self.contig = len;
+            self.contig_start = start;
+        } else if len == self.contig
+            && len > 0
+            && self.contig_start != 0
+            && (start == 0 || start.trailing_zeros() > self.contig_start.trailing_zeros())
+        {
+            self.contig_start = start;
+        }
+    }
+
+    /// `pcpu_chunk_refresh_hint()`: rebuild the hints by walking every free
+    /// run from the first free slot.
+    fn refresh_hint(&mut self) {
+        self.contig = 0;
+        self.contig_start = 0;
+        self.first_free = self.alloc_map.first_zero().unwrap_or(SLOTS);
+        let mut i = self.first_free;
         while i < SLOTS {
             let Some(z) = self.alloc_map[i..].first_zero() else { break };
             let start = i + z;
             let len = self.alloc_map[start..].first_one().unwrap_or(SLOTS - start);
-            best = best.max(len);
+            self.block_update(start, start + len);
             i = start + len;
         }
-        self.contig = best;
     }
 
-    /// First fit of `slots` slots at `align_slots` alignment (`pcpu_find_block_fit`).
+    /// `pcpu_check_block_hint()`: does the contig hint hold `slots` at
+    /// `align_slots`? A chunk whose hint cannot is skipped without a scan,
+    /// even if a smaller aligned run elsewhere would do, as in the kernel.
+    fn hint_fits(&self, slots: usize, align_slots: usize) -> bool {
+        let start = self.contig_start.next_multiple_of(align_slots);
+        start + slots <= self.contig_start + self.contig
+    }
+
+    /// `pcpu_find_block_fit()`: first fit of `slots` slots at `align_slots`,
+    /// scanning from `first_free`, for a chunk whose hint fits.
     fn find_fit(&self, slots: usize, align_slots: usize) -> Option<usize> {
-        let mut i = 0;
+        if !self.hint_fits(slots, align_slots) {
+            return None;
+        }
+        let mut i = self.first_free;
         while i + slots <= SLOTS {
             let start = i.next_multiple_of(align_slots);
             if start + slots > SLOTS {
@@ -110,6 +175,43 @@ impl Chunk {
         }
         None
     }
+
+    /// `pcpu_alloc_area()`: mark `[off, off + slots)` used and update the
+    /// hints.
+    fn alloc_area(&mut self, off: usize, slots: usize) {
+        self.alloc_map[off..off + slots].fill(true);
+        self.bound_map.set(off, true);
+        self.bound_map.set(off + slots, true);
+        self.free_bytes -= slots as u64 * PCPU_MIN_ALLOC_SIZE;
+        let breaks_hint = off < self.contig_start + self.contig && self.contig_start < off + slots;
+        if breaks_hint {
+            self.refresh_hint();
+        } else if off == self.first_free {
+            self.first_free = self.alloc_map[off..].first_zero().map_or(SLOTS, |z| off + z);
+        }
+    }
+
+    /// `pcpu_free_area()`: free the allocation starting at slot `off`; the
+    /// number of bytes freed.
+    fn free_area(&mut self, off: usize) -> u64 {
+        // The allocation ends at the next boundary bit.
+        let end = off + 1 + self.bound_map[off + 1..].first_one().expect("the map ends with a boundary");
+        self.alloc_map[off..end].fill(false);
+        // The start bit stays if the previous allocation ends here.
+        if off == 0 || !self.alloc_map[off - 1] {
+            self.bound_map.set(off, false);
+        }
+        // Keep the end boundary only if an allocation starts there.
+        if end < SLOTS && !self.alloc_map[end] {
+            self.bound_map.set(end, false);
+        }
+        let bytes = (end - off) as u64 * PCPU_MIN_ALLOC_SIZE;
+        self.free_bytes += bytes;
+        let left = self.alloc_map[..off].last_one().map_or(0, |i| i + 1);
+        let right = self.alloc_map[end..].first_one().map_or(SLOTS, |i| end + i);
+        self.block_update(left, right);
+        bytes
+    }
 }
 
 /// Counters.
@@ -119,6 +221,9 @@ pub struct PercpuCounts {
     pub frees: u64,
     pub chunks_created: u64,
     pub chunks_destroyed: u64,
+    /// Bitmap scans of a chunk (`pcpu_find_block_fit` past the hint check).
+    /// Instrumented, mmlab's own: with the hints, one per allocation.
+    pub chunk_scans: u64,
 }
 
 /// The percpu allocator.
@@ -171,11 +276,15 @@ impl PercpuAllocator {
         let slots = (bytes / PCPU_MIN_ALLOC_SIZE) as usize;
         let align_slots = (align / PCPU_MIN_ALLOC_SIZE) as usize;
         let mut chunks = self.chunks.lock();
+        let mut scans = 0;
         let found = chunks
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.free_bytes >= bytes && c.contig >= slots)
-            .find_map(|(i, c)| c.find_fit(slots, align_slots).map(|off| (i, off)));
+            .filter(|(_, c)| c.free_bytes >= bytes && c.hint_fits(slots, align_slots))
+            .find_map(|(i, c)| {
+                scans += 1;
+                c.find_fit(slots, align_slots).map(|off| (i, off))
+            });
         let (ci, off) = match found {
             Some(x) => x,
             None => {
@@ -192,14 +301,8 @@ impl PercpuAllocator {
                         "pcpu_create_chunk",
                     )
                     .map_err(PercpuError::NoMemory)?;
-                let mut c = Chunk {
-                    base,
-                    alloc_map: bitvec![0; SLOTS],
-                    bound_map: bitvec![0; SLOTS + 1],
-                    free_bytes: PCPU_UNIT_SIZE,
-                    contig: SLOTS,
-                };
-                c.bound_map.set(SLOTS, true);
+                let c = Chunk::new(base);
+                scans += 1;
                 let off = c.find_fit(slots, align_slots).expect("an empty chunk fits any legal request");
                 chunks.push(c);
                 self.counts.lock().chunks_created += 1;
@@ -207,11 +310,7 @@ impl PercpuAllocator {
             }
         };
         let c = &mut chunks[ci];
-        c.alloc_map[off..off + slots].fill(true);
-        c.bound_map.set(off, true);
-        c.bound_map.set(off + slots, true);
-        c.free_bytes -= bytes;
-        c.recompute_contig();
+        c.alloc_area(off, slots);
         let ptr = c.base + off as u64 * PCPU_MIN_ALLOC_SIZE;
         drop(chunks);
         // pcpu_alloc() zeroes every CPU's copy.
@@ -223,8 +322,43 @@ impl PercpuAllocator {
                 &vec![0; bytes as usize],
             );
         }
-        self.counts.lock().allocs += 1;
+        let mut counts = self.counts.lock();
+        counts.allocs += 1;
+        counts.chunk_scans += scans;
         Ok(ptr)
+    }
+
+    /// Check every chunk against its bitmaps: the free byte count, the
+    /// boundary map (a boundary wherever a used run starts or ends), and the
+    /// hints, which must be exact (`contig` the longest free run, starting at
+    /// `contig_start`; `first_free` the first free slot).
+    pub fn check(&self) -> Result<(), String> {
+        for c in self.chunks.lock().iter() {
+            let at = c.base;
+            let free = c.alloc_map.count_zeros() as u64 * PCPU_MIN_ALLOC_SIZE;
+            if free != c.free_bytes {
+                return Err(format!("percpu chunk {at:#x}: free_bytes {} but {free} bytes free", c.free_bytes));
+            }
+            for i in 0..=SLOTS {
+                let before = i > 0 && c.alloc_map[i - 1];
+                let here = i < SLOTS && c.alloc_map[i];
+                if here != before && !c.bound_map[i] {
+                    return Err(format!("percpu chunk {at:#x}: used run edge at slot {i} without a boundary"));
+                }
+            }
+            let mut exact = c.clone();
+            exact.refresh_hint();
+            if (exact.contig, exact.first_free) != (c.contig, c.first_free)
+                || c.contig_start + c.contig > SLOTS
+                || c.alloc_map[c.contig_start..c.contig_start + c.contig].any()
+            {
+                return Err(format!(
+                    "percpu chunk {at:#x}: hints contig {} at {} first_free {}, bitmap says contig {} first_free {}",
+                    c.contig, c.contig_start, c.first_free, exact.contig, exact.first_free
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Destroy every empty chunk, the last one too (the balance work's job;
@@ -254,21 +388,7 @@ impl PercpuAllocator {
         if !(ptr - c.base).is_multiple_of(PCPU_MIN_ALLOC_SIZE) || !c.bound_map[off] || !c.alloc_map[off] {
             return Err(PercpuError::NotPercpu { ptr });
         }
-        // The allocation ends at the next boundary bit.
-        let end = off + 1 + c.bound_map[off + 1..].first_one().expect("the map ends with a boundary");
-        c.alloc_map[off..end].fill(false);
-        // The start bit stays if the previous allocation ends here.
-        if off == 0 || !c.alloc_map[off - 1] {
-            c.bound_map.set(off, false);
-        }
-        // Keep the end boundary only if an allocation starts there.
-        if end < SLOTS && !c.alloc_map[end] {
-            c.bound_map.set(end, false);
-        }
-        c.free_bytes += (end - off) as u64 * PCPU_MIN_ALLOC_SIZE;
-        let left = c.alloc_map[..off].last_one().map_or(0, |i| i + 1);
-        let right = c.alloc_map[end..].first_one().map_or(SLOTS, |i| end + i);
-        c.contig = c.contig.max(right - left);
+        c.free_area(off);
         let destroy = c.free_bytes == PCPU_UNIT_SIZE && chunks.len() > 1;
         let base = chunks[ci].base;
         if destroy {

@@ -546,7 +546,13 @@ impl<'a, 'm> Executor<'a, 'm> {
                     only(O::Ok)
                 }
             }
-            Call::Sysctl(Sysctl::MinFreeKbytes(_)) => only(O::Ok),
+            Call::Sysctl(Sysctl::MinFreeKbytes(v)) => {
+                if *v > mmlab_pcp::MIN_FREE_KBYTES_MAX {
+                    only(O::MinFreeKbytes)
+                } else {
+                    only(O::Ok)
+                }
+            }
             Call::Vmalloc { size, out }
             | Call::Vzalloc { size, out }
             | Call::VmallocHuge { size, out, .. }
@@ -858,10 +864,10 @@ impl<'a, 'm> Executor<'a, 'm> {
                     Err(e) => (e.clone().into(), e.to_string()),
                 }
             }
-            Call::Sysctl(Sysctl::MinFreeKbytes(v)) => {
-                self.pa.set_min_free_kbytes(*v);
-                (Outcome::Ok, String::new())
-            }
+            Call::Sysctl(Sysctl::MinFreeKbytes(v)) => match self.pa.set_min_free_kbytes(*v) {
+                Ok(()) => (Outcome::Ok, String::new()),
+                Err(e) => (e.clone().into(), e.to_string()),
+            },
             Call::Vmalloc { size, out }
             | Call::Vzalloc { size, out }
             | Call::VmallocHuge { size, out, .. }
@@ -1119,7 +1125,7 @@ impl<'a, 'm> Executor<'a, 'm> {
         if let Err(e) = self.pa.check_invariants() {
             return v(ViolationKind::Invariant, e);
         }
-        if let Err(e) = self.vm.check() {
+        if let Err(e) = self.vm.check().and_then(|()| self.percpu.check()) {
             return v(ViolationKind::VmallocCheck, e);
         }
         for (h, o) in &self.handles {

@@ -558,7 +558,12 @@ impl Generator {
                 }
                 Call::VmUnmapRam { area: Ref::Whole(h), count: wrong }
             }
-            "bad_sysctl" => Call::Sysctl(Sysctl::PercpuPagelistHighFraction(1 + s.below(7)? as u32)),
+            "bad_sysctl" => match s.below(2)? {
+                0 => Call::Sysctl(Sysctl::PercpuPagelistHighFraction(1 + s.below(7)? as u32)),
+                _ => Call::Sysctl(Sysctl::MinFreeKbytes(
+                    mmlab_pcp::MIN_FREE_KBYTES_MAX + 1 + [0, 1 << 40, u64::MAX >> 1][s.below(3)? as usize],
+                )),
+            },
             "bad_size" => {
                 let out = self.handle(HandleKind::Vmalloc);
                 let size = [0, 1 << 40, 1 << 46][s.below(3)? as usize];

@@ -44,6 +44,7 @@ pub enum Outcome {
     WrongKind,
     Map,
     HighFraction,
+    MinFreeKbytes,
     BadRequest,
     NotPercpu,
     BreakBeforeMake,
@@ -60,7 +61,7 @@ pub enum Outcome {
 }
 
 /// Every outcome, for parsing.
-pub const OUTCOMES: [Outcome; 30] = [
+pub const OUTCOMES: [Outcome; 31] = [
     Outcome::Ok,
     Outcome::Skipped,
     Outcome::NoMemory,
@@ -79,6 +80,7 @@ pub const OUTCOMES: [Outcome; 30] = [
     Outcome::WrongKind,
     Outcome::Map,
     Outcome::HighFraction,
+    Outcome::MinFreeKbytes,
     Outcome::BadRequest,
     Outcome::NotPercpu,
     Outcome::BreakBeforeMake,
@@ -114,6 +116,7 @@ impl Outcome {
             Outcome::WrongKind => "WrongKind",
             Outcome::Map => "Map",
             Outcome::HighFraction => "HighFraction",
+            Outcome::MinFreeKbytes => "MinFreeKbytes",
             Outcome::BadRequest => "BadRequest",
             Outcome::NotPercpu => "NotPercpu",
             Outcome::BreakBeforeMake => "BreakBeforeMake",
@@ -214,6 +217,7 @@ impl From<SysctlError> for Outcome {
     fn from(e: SysctlError) -> Outcome {
         match e {
             SysctlError::HighFraction(_) => Outcome::HighFraction,
+            SysctlError::MinFreeKbytes(_) => Outcome::MinFreeKbytes,
             SysctlError::BootCpuBusy | SysctlError::AlreadyBooted => Outcome::Panic,
         }
     }
