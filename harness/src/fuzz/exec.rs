@@ -368,13 +368,19 @@ impl<'a, 'm> Executor<'a, 'm> {
     /// Whether `addr` starts a busy vmalloc area, or lies in a live
     /// mapping of ours, so a wrong call on it would hit a live object.
     fn addr_in_use(&self, addr: u64) -> bool {
-        let ours = self.handles.values().any(|o| match *o {
+        self.held_live(addr) || self.vm.areas().iter().any(|a| a.addr == addr)
+    }
+
+    /// Whether a live handle of any kind covers `addr` (an address freed
+    /// once may since have been handed out again, to a vmalloc, a vmap, a
+    /// vm_map_ram block or a percpu chunk).
+    fn held_live(&self, addr: u64) -> bool {
+        self.handles.values().any(|o| match *o {
             Obj::Vmalloc { addr: a, live: true, .. } | Obj::Vmap { addr: a, live: true } => a == addr,
             Obj::MapRam { addr: a, count, live: true } => addr >= a && addr < a + count * PAGE_SIZE,
             Obj::Percpu { ptr, live: true } => ptr == addr,
             _ => false,
-        });
-        ours || self.vm.areas().iter().any(|a| a.addr == addr)
+        })
     }
 
     fn area_addr(&self, r: &Ref) -> Option<u64> {
@@ -441,8 +447,9 @@ impl<'a, 'm> Executor<'a, 'm> {
                 }
             }
             Some(Obj::Vmalloc { kvfree_pending: true, live: false, .. }) if !offset && kind == HandleKind::Vmalloc => {
-                // Queued by kvfree_rcu: freeing it again is a double free.
-                if self.handles.values().any(|o| matches!(*o, Obj::Vmalloc { addr: a, live: true, .. } if a == addr)) {
+                // Queued by kvfree_rcu: freeing it again is a double free,
+                // unless the address was reused after the grace period.
+                if self.held_live(addr) {
                     (vec![Outcome::Skipped], false)
                 } else {
                     errors(&[Outcome::DoubleFree, Outcome::NotVmalloc, Outcome::InsideArea])
