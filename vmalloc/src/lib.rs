@@ -826,6 +826,10 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     pub fn kvfree_pending(&self) -> usize {
         self.kvfree_pending.lock().len()
     }
+    /// Whether `addr` is queued by `kvfree_rcu` and not yet freed.
+    pub fn kvfree_queued(&self, addr: u64) -> bool {
+        self.kvfree_pending.lock().iter().any(|&(a, _)| a == addr)
+    }
 
     /// Free the queued objects whose grace period has ended.
     fn kvfree_drain_ready(&self, cpu: &Cpu<'m>) {
