@@ -25,7 +25,7 @@ m trace pages --ops 2000 >"$OUT/trace-pages.txt"
 strip_host_time() {
 	python3 -c '
 import json, re, sys
-HOST = re.compile(r"(usec|_ns$|^ns|cycles|wall|git_rev|measured|ci|stddev|mean|change|rsd|samples|verdict|^t$|^p$)")
+HOST = re.compile(r"(usec|_ns$|^ns|cycles|wall|git_rev|measured|ci|stddev|mean|change|rsd|samples|verdict|^sd$|^mark$|^t$|^p$)")
 def walk(v):
     if isinstance(v, dict):
         return {k: walk(x) for k, x in v.items() if not HOST.search(k) or k.endswith("_modelled_ns") or k == "zone_lock_hold_ns"}
@@ -37,6 +37,6 @@ print(json.dumps(walk(json.load(sys.stdin)), indent=1, sort_keys=False))
 }
 m --cpus 3 test-vmalloc --json run_test_mask=2047 nr_threads=1 test_loop_count=50 nr_pcpu_objects=2000 |
 	strip_host_time >"$OUT/test-vmalloc.json"
-m compare --base "" --new "vmalloc.contpte=off" --repeat 2 --warmup 0 --format json \
+m compare --base "" --new "vmalloc.contpte=off" --repeat 2 --warmup 0 --counters all --format json \
 	run_test_mask=7 test_loop_count=50 2>/dev/null | strip_host_time >"$OUT/compare.json"
 echo "outputs in $OUT"
