@@ -1,16 +1,27 @@
 //! The `mmlab` command's library: workloads and the /proc-style reports, so
 //! that integration tests can drive exactly what the command does.
+//!
+//! The harness is a thin shell around the library crates:
+//! - [`cli`]: the command line's parsers, bounds and value enums;
+//! - [`workloads`]: test_vmalloc (parameters, cases, runner, rendering) and
+//!   the seeded random workload;
+//! - [`experiment`]: compare, reproduce, their statistics and shards;
+//! - [`output`]: charts, translation-table reports and the JSON writer;
+//! - [`procfs`], [`settings`] and [`fuzz`].
+//!
+//! The modules' earlier paths (`mmlab_harness::compare`, `::test_vmalloc`,
+//! `::workload`, ...) stay as re-exports.
 #![forbid(unsafe_code)]
 
 pub mod cli;
-pub mod compare;
+pub mod experiment;
 pub mod fuzz;
-pub mod pgtables;
-pub mod plot;
+pub mod output;
 pub mod procfs;
-pub mod reproduce;
 pub mod settings;
-pub mod shard;
-pub mod stats;
-pub mod test_vmalloc;
-pub mod workload;
+pub mod workloads;
+
+pub use experiment::{compare, reproduce, shard, stats};
+pub use output::{pgtables, plot};
+pub use workloads::random as workload;
+pub use workloads::test_vmalloc;

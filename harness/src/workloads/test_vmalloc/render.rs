@@ -1,0 +1,192 @@
+//! Rendering a test_vmalloc [`Report`]: the module's `pr_info` summary
+//! lines with mmlab's `#` header and counters ([`render_text`]), or one
+//! JSON object ([`render_json`]).
+
+use super::cases::TEST_CASES;
+use super::runner::{Counters, Report};
+use std::fmt::Write as _;
+
+/// The module's pr_info lines, with a header saying what is measured and
+/// what is counted, and the counters at the end (as `#` lines).
+pub fn render_text(r: &Report, settings: &[String]) -> String {
+    let mut s = String::new();
+    let mi = &r.machine;
+    let params: Vec<String> = r.params.effective().iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let _ = writeln!(
+        s,
+        "# mmlab test-vmalloc: lib/test_vmalloc.c (Linux 6.17) on an emulated arm64 machine: {} CPUs, {} MiB, seed {}",
+        mi.nr_cpus,
+        mi.mem_bytes >> 20,
+        r.seed
+    );
+    let _ = writeln!(s, "# parameters: {}", params.join(" "));
+    let _ = writeln!(
+        s,
+        "# vmalloc: vmap_allow_huge={} contpte={} huge_by_default={} align_size_to_huge={}; barrier backend {}; cost profile {}; host {}{}",
+        u8::from(mi.vmap_allow_huge),
+        u8::from(mi.contpte),
+        u8::from(mi.huge_by_default),
+        u8::from(mi.align_size_to_huge),
+        mi.barrier_backend,
+        mi.cost_profile,
+        mi.host_arch,
+        if settings.is_empty() { String::new() } else { format!("; --set {}", settings.join(" --set ")) }
+    );
+    let _ = writeln!(
+        s,
+        "# avg usec and cycles are MEASURED host time of the emulation (wall clock; cycles = host counter ticks), not kernel time."
+    );
+    let _ = writeln!(
+        s,
+        "# Counters below are counted events of the emulation (barriers, TLBIs, pcp refills/drains, zone lock, merges, purges);"
+    );
+    let _ = writeln!(
+        s,
+        "# *_modelled_ns are MODELLED (cost profile / model backend); zone_lock_hold_ns is measured host time (lock_stat=1 only)."
+    );
+    for w in &r.workers {
+        for c in &w.cases {
+            let _ = writeln!(
+                s,
+                "Summary: {} passed: {} failed: {} xfailed: {} repeat: {} loops: {} avg: {} usec",
+                c.name, c.passed, c.failed, c.xfailed, c.repeat, c.loops, c.avg_usec
+            );
+        }
+        let _ = writeln!(s, "All test took worker{}={} cycles", w.worker, w.cycles);
+    }
+    for w in &r.workers {
+        for c in &w.cases {
+            if let Some(e) = &c.first_error {
+                let kind = if TEST_CASES[c.index].xfail { "expected failure" } else { "failure" };
+                let _ = writeln!(s, "# worker{} {}: {kind}: {e}", w.worker, c.name);
+            }
+        }
+    }
+    let c = &r.counters;
+    let _ = writeln!(s, "# counters over the run (workers only; teardown excluded), {} usec wall:", r.wall_usec);
+    let bars: Vec<String> = c.barriers.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    let _ = writeln!(s, "#   barriers: {} (modelled {} ns)", or_none(&bars), c.barrier_modelled_ns);
+    let tlbis: Vec<String> = c.tlbis.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    let _ = writeln!(s, "#   tlbi: {} (modelled {} ns)", or_none(&tlbis), c.tlbi_modelled_ns);
+    for (k, v) in counter_fields(c) {
+        let _ = writeln!(s, "#   {k}: {v}");
+    }
+    s
+}
+
+fn or_none(v: &[String]) -> String {
+    if v.is_empty() { "none".to_string() } else { v.join(" ") }
+}
+
+/// The scalar counters by name, in report order.
+fn counter_fields(c: &Counters) -> [(&'static str, u64); 24] {
+    [
+        ("pcp_refill", c.pcp_refill),
+        ("pcp_refill_pages", c.pcp_refill_pages),
+        ("pcp_drain", c.pcp_drain),
+        ("pcp_drain_pages", c.pcp_drain_pages),
+        ("pcp_free_pages", c.pcp_free_pages),
+        ("rmqueue_buddy_pages", c.rmqueue_buddy_pages),
+        ("pcp_decay_drain", c.pcp_decay_drain),
+        ("zone_lock_acquire", c.zone_lock_acquire),
+        ("zone_lock_contended", c.zone_lock_contended),
+        ("zone_lock_hold_ns", c.zone_lock_hold_ns),
+        ("buddy_merge", c.buddy_merge),
+        ("pgalloc_normal", c.pgalloc_normal),
+        ("pgfree", c.pgfree),
+        ("pgalloc_fail", c.pgalloc_fail),
+        ("vmallocs", c.vmallocs),
+        ("vfrees", c.vfrees),
+        ("vmalloc_purges", c.vmalloc_purges),
+        ("purged_pages", c.purged_pages),
+        ("huge_fallbacks", c.huge_fallbacks),
+        ("grace_periods", c.grace_periods),
+        ("synchronize_rcu", c.synchronize_rcu),
+        ("rcu_modelled_ns", c.rcu_modelled_ns),
+        ("barrier_modelled_ns", c.barrier_modelled_ns),
+        ("tlbi_modelled_ns", c.tlbi_modelled_ns),
+    ]
+}
+
+/// A JSON string literal.
+pub(crate) fn json_str(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    mmlab_engine::trace::json_str(&mut o, s);
+    o
+}
+
+fn json_map(pairs: &[(&str, u64)]) -> String {
+    let v: Vec<String> = pairs.iter().map(|(k, n)| format!("{}:{n}", json_str(k))).collect();
+    format!("{{{}}}", v.join(","))
+}
+
+/// The report as one JSON object (one line).
+pub fn render_json(r: &Report, settings: &[String]) -> String {
+    let mi = &r.machine;
+    let params: Vec<String> = r.params.effective().iter().map(|(k, v)| format!("{}:{v}", json_str(k))).collect();
+    let sets: Vec<String> = settings.iter().map(|s| json_str(s)).collect();
+    let workers: Vec<String> = r
+        .workers
+        .iter()
+        .map(|w| {
+            let cases: Vec<String> = w
+                .cases
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{{\"name\":{},\"passed\":{},\"failed\":{},\"xfailed\":{},\"repeat\":{},\"loops\":{},\"avg_usec\":{},\"error\":{}}}",
+                        json_str(c.name),
+                        c.passed,
+                        c.failed,
+                        c.xfailed,
+                        c.repeat,
+                        c.loops,
+                        c.avg_usec,
+                        c.first_error.as_deref().map_or("null".to_string(), json_str)
+                    )
+                })
+                .collect();
+            let order: Vec<String> = w.run_order.iter().map(|n| json_str(n)).collect();
+            format!(
+                "{{\"worker\":{},\"cycles\":{},\"run_order\":[{}],\"tests\":[{}]}}",
+                w.worker,
+                w.cycles,
+                order.join(","),
+                cases.join(",")
+            )
+        })
+        .collect();
+    let c = &r.counters;
+    let mut counters: Vec<String> =
+        vec![format!("\"barriers\":{}", json_map(&c.barriers)), format!("\"tlbi\":{}", json_map(&c.tlbis))];
+    counters.extend(counter_fields(c).iter().map(|(k, v)| format!("{}:{v}", json_str(k))));
+    format!(
+        concat!(
+            "{{\"tool\":\"mmlab test-vmalloc\",\"module\":\"lib/test_vmalloc.c (Linux 6.17)\",",
+            "\"params\":{{{}}},\"seed\":{},",
+            "\"machine\":{{\"cpus\":{},\"mem_bytes\":{},\"host_arch\":{},\"barrier_backend\":{},\"cost_profile\":{},",
+            "\"vmalloc\":{{\"vmap_allow_huge\":{},\"contpte\":{},\"huge_by_default\":{},\"align_size_to_huge\":{}}},",
+            "\"set\":[{}]}},",
+            "\"time\":{{\"kind\":\"measured host wall time of the emulation\",\"wall_usec\":{}}},",
+            "\"workers\":[{}],",
+            "\"counters\":{{\"scope\":\"workers only, teardown excluded\",{}}},",
+            "\"failed\":{}}}\n"
+        ),
+        params.join(","),
+        r.seed,
+        mi.nr_cpus,
+        mi.mem_bytes,
+        json_str(mi.host_arch),
+        json_str(mi.barrier_backend),
+        json_str(mi.cost_profile),
+        mi.vmap_allow_huge,
+        mi.contpte,
+        mi.huge_by_default,
+        mi.align_size_to_huge,
+        sets.join(","),
+        r.wall_usec,
+        workers.join(","),
+        counters.join(","),
+        r.any_failed()
+    )
+}
