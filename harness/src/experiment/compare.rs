@@ -42,9 +42,10 @@
 //! columns ([`COUNTERS`]) are per call, averaged over the runs; they are
 //! counted, not timed, and explain the change.
 
+use crate::output::json;
 use crate::settings::Configs;
 use crate::stats::{Better, Comparison, Mark, Summary};
-use crate::test_vmalloc::{self, Counters, Params, TEST_CASES, json_str};
+use crate::test_vmalloc::{self, Counters, Params, TEST_CASES};
 use mmlab_engine::{Machine, MachineConfig};
 use mmlab_pcp::PageAllocator;
 use mmlab_vmalloc::Vmalloc;
@@ -687,10 +688,6 @@ fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
 }
 
-fn json_num(x: f64) -> String {
-    if x.is_finite() { format!("{x}") } else { "null".to_string() }
-}
-
 /// Just the table of an outcome, aligned for a terminal (no preamble).
 pub fn table(o: &Outcome, counters: &[CounterCol]) -> String {
     let (h, l) = cells(o, counters);
@@ -745,120 +742,179 @@ fn render_csv(o: &Outcome, counters: &[CounterCol]) -> String {
     s
 }
 
-/// Every setting a variant's machine ran with, as JSON members.
-fn variant_json(v: &VariantInfo) -> String {
-    let (m, a, vc) = (&v.configs.machine, &v.configs.allocator, &v.configs.vmalloc);
-    let sets: Vec<String> = v.sets.iter().map(|s| json_str(s)).collect();
-    format!(
-        concat!(
-            "{{\"label\":{},\"set\":[{}],\"cost_profile\":{},\"barrier_backend\":{},",
-            "\"machine\":{{\"mem_bytes\":{},\"cpus\":{},\"lazy_mmu_barrier_batching\":{},\"tlbi_range\":{},\"tlb_entries\":{},\"lock_stat\":{}}},",
-            "\"pcp\":{{\"rules\":{},\"percpu_pagelist_high_fraction\":{},\"high_override\":{},\"min_free_kbytes\":{},\"high_min\":{},\"high_max\":{}}},",
-            "\"vmalloc\":{{\"vmap_allow_huge\":{},\"contpte\":{},\"pmd\":{},\"huge_by_default\":{},\"align_size_to_huge\":{}}}}}"
-        ),
-        json_str(&v.label),
-        sets.join(","),
-        json_str(m.cost_profile.name),
-        json_str(m.barrier_backend.name()),
-        m.mem_bytes,
-        m.nr_cpus,
-        m.lazy_mmu_barrier_batching,
-        m.tlbi_range,
-        m.tlb_entries,
-        m.lock_stat,
-        json_str(&a.rules.to_string()),
-        a.percpu_pagelist_high_fraction,
-        a.pcp_high_override.map_or("null".to_string(), |h| h.to_string()),
-        a.min_free_kbytes.map_or("null".to_string(), |k| k.to_string()),
-        v.pcp_high.0,
-        v.pcp_high.1,
-        vc.vmap_allow_huge,
-        vc.contpte,
-        vc.pmd,
-        vc.huge_by_default,
-        vc.align_size_to_huge
-    )
+/// The JSON object of a compare run ([`render`] with [`Format::Json`]).
+#[derive(serde::Serialize)]
+struct JsonOutcome<'a> {
+    tool: &'static str,
+    workload: &'static str,
+    git_rev: &'a str,
+    host_arch: &'a str,
+    seed: u64,
+    seeds: Option<&'a [u64]>,
+    repeats: usize,
+    warmup: usize,
+    metric: &'static str,
+    time: &'static str,
+    common_set: &'a [String],
+    variants: Vec<JsonVariant<'a>>,
+    rows: Vec<JsonRow<'a>>,
+    wall_ms: u64,
+}
+
+/// Every setting a variant's machine ran with.
+#[derive(serde::Serialize)]
+struct JsonVariant<'a> {
+    label: &'a str,
+    set: &'a [String],
+    cost_profile: &'a str,
+    barrier_backend: &'a str,
+    machine: JsonMachine,
+    pcp: JsonPcp,
+    vmalloc: JsonVmalloc,
+}
+
+#[derive(serde::Serialize)]
+struct JsonMachine {
+    mem_bytes: u64,
+    cpus: usize,
+    lazy_mmu_barrier_batching: bool,
+    tlbi_range: bool,
+    tlb_entries: usize,
+    lock_stat: bool,
+}
+
+#[derive(serde::Serialize)]
+struct JsonPcp {
+    rules: String,
+    percpu_pagelist_high_fraction: u32,
+    high_override: Option<i32>,
+    min_free_kbytes: Option<u64>,
+    high_min: i32,
+    high_max: i32,
+}
+
+#[derive(serde::Serialize)]
+struct JsonVmalloc {
+    vmap_allow_huge: bool,
+    contpte: bool,
+    pmd: bool,
+    huge_by_default: bool,
+    align_size_to_huge: bool,
+}
+
+#[derive(serde::Serialize)]
+struct JsonRow<'a> {
+    test: &'a str,
+    #[serde(serialize_with = "json::pairs_as_map")]
+    params: Vec<(&'static str, i64)>,
+    failure: Option<&'a str>,
+    results: Vec<JsonSide<'a>>,
+}
+
+/// One variant's results on one row.
+#[derive(serde::Serialize)]
+struct JsonSide<'a> {
+    variant: &'a str,
+    runs: usize,
+    mean_ns_per_call: Option<f64>,
+    sd: Option<f64>,
+    ci_half: Option<f64>,
+    change_pct: Option<f64>,
+    change_ci_pct: Option<(f64, f64)>,
+    mark: Option<&'static str>,
+    #[serde(serialize_with = "json::pairs_as_map")]
+    counters_per_call: Vec<(&'static str, f64)>,
+    samples: Vec<JsonSample>,
+}
+
+#[derive(serde::Serialize)]
+struct JsonSample {
+    measured_ns: f64,
+    modelled_ns: f64,
+    calls: u64,
+}
+
+impl<'a> JsonVariant<'a> {
+    fn of(v: &'a VariantInfo) -> JsonVariant<'a> {
+        let (m, a, vc) = (&v.configs.machine, &v.configs.allocator, &v.configs.vmalloc);
+        JsonVariant {
+            label: &v.label,
+            set: &v.sets,
+            cost_profile: m.cost_profile.name,
+            barrier_backend: m.barrier_backend.name(),
+            machine: JsonMachine {
+                mem_bytes: m.mem_bytes,
+                cpus: m.nr_cpus,
+                lazy_mmu_barrier_batching: m.lazy_mmu_barrier_batching,
+                tlbi_range: m.tlbi_range,
+                tlb_entries: m.tlb_entries,
+                lock_stat: m.lock_stat,
+            },
+            pcp: JsonPcp {
+                rules: a.rules.to_string(),
+                percpu_pagelist_high_fraction: a.percpu_pagelist_high_fraction,
+                high_override: a.pcp_high_override,
+                min_free_kbytes: a.min_free_kbytes,
+                high_min: v.pcp_high.0,
+                high_max: v.pcp_high.1,
+            },
+            vmalloc: JsonVmalloc {
+                vmap_allow_huge: vc.vmap_allow_huge,
+                contpte: vc.contpte,
+                pmd: vc.pmd,
+                huge_by_default: vc.huge_by_default,
+                align_size_to_huge: vc.align_size_to_huge,
+            },
+        }
+    }
 }
 
 fn render_json(o: &Outcome, counters: &[CounterCol]) -> String {
     let metric = o.spec.metric;
-    let variants: Vec<String> = o.variants.iter().map(variant_json).collect();
-    let rows: Vec<String> = o
-        .rows
-        .iter()
-        .map(|r| {
-            let params: Vec<String> =
-                r.row.params.effective().iter().map(|(k, v)| format!("{}:{v}", json_str(k))).collect();
-            let sides: Vec<String> = (0..o.variants.len())
-                .map(|v| {
-                    let sm = r.summary(v, metric);
-                    let samples: Vec<String> = r.samples[v]
-                        .iter()
-                        .map(|x| {
-                            format!(
-                                "{{\"measured_ns\":{},\"modelled_ns\":{},\"calls\":{}}}",
-                                json_num(x.measured_ns),
-                                json_num(x.modelled_ns),
-                                x.calls
-                            )
-                        })
-                        .collect();
-                    let cs: Vec<String> = counters
-                        .iter()
-                        .map(|c| format!("{}:{}", json_str(c.name), json_num(r.counter_per_call(v, c))))
-                        .collect();
-                    let cmp = if v == 0 { None } else { r.comparison(v, metric) };
-                    format!(
-                        "{{\"variant\":{},\"runs\":{},\"mean_ns_per_call\":{},\"sd\":{},\"ci_half\":{},\"change_pct\":{},\"change_ci_pct\":{},\"mark\":{},\"counters_per_call\":{{{}}},\"samples\":[{}]}}",
-                        json_str(&o.variants[v].label),
-                        r.samples[v].len(),
-                        sm.map_or("null".into(), |s| json_num(s.mean)),
-                        sm.map_or("null".into(), |s| json_num(s.sd)),
-                        sm.map_or("null".into(), |s| json_num(s.ci_half)),
-                        cmp.map_or("null".into(), |c| json_num(c.change_pct)),
-                        cmp.map_or("null".into(), |c| format!(
-                            "[{},{}]",
-                            json_num(c.change_ci_pct.0),
-                            json_num(c.change_ci_pct.1)
-                        )),
-                        cmp.and_then(|c| c.mark).map_or("null".into(), |m: Mark| json_str(m.tag())),
-                        cs.join(","),
-                        samples.join(",")
-                    )
-                })
-                .collect();
-            format!(
-                "{{\"test\":{},\"params\":{{{}}},\"failure\":{},\"results\":[{}]}}",
-                json_str(&r.row.label),
-                params.join(","),
-                r.failure().map_or("null".into(), |(_, f)| json_str(f)),
-                sides.join(",")
-            )
-        })
-        .collect();
-    let common: Vec<String> = o.spec.common.iter().map(|s| json_str(s)).collect();
-    format!(
-        concat!(
-            "{{\"tool\":\"mmlab compare\",\"workload\":\"lib/test_vmalloc.c (Linux 6.17)\",\"git_rev\":{},",
-            "\"host_arch\":{},\"seed\":{},\"seeds\":{},\"repeats\":{},\"warmup\":{},\"metric\":{},",
-            "\"time\":\"ns per call; measured = host wall time of the emulation, modelled = cost profile\",",
-            "\"common_set\":[{}],\"variants\":[{}],\"rows\":[{}],\"wall_ms\":{}}}\n"
-        ),
-        json_str(&o.git_rev),
-        json_str(&o.host_arch),
-        o.spec.seed,
-        o.seeds.as_ref().map_or("null".to_string(), |v| format!(
-            "[{}]",
-            v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
-        )),
-        o.spec.repeats,
-        o.spec.warmup,
-        json_str(metric.name()),
-        common.join(","),
-        variants.join(","),
-        rows.join(","),
-        o.wall_ms
-    )
+    let side = |r: &'_ RowResult, v: usize| {
+        let sm = r.summary(v, metric);
+        let cmp = if v == 0 { None } else { r.comparison(v, metric) };
+        JsonSide {
+            variant: &o.variants[v].label,
+            runs: r.samples[v].len(),
+            mean_ns_per_call: sm.map(|s| s.mean),
+            sd: sm.map(|s| s.sd),
+            ci_half: sm.map(|s| s.ci_half),
+            change_pct: cmp.map(|c| c.change_pct),
+            change_ci_pct: cmp.map(|c| c.change_ci_pct),
+            mark: cmp.and_then(|c| c.mark).map(Mark::tag),
+            counters_per_call: counters.iter().map(|c| (c.name, r.counter_per_call(v, c))).collect(),
+            samples: r.samples[v]
+                .iter()
+                .map(|x| JsonSample { measured_ns: x.measured_ns, modelled_ns: x.modelled_ns, calls: x.calls })
+                .collect(),
+        }
+    };
+    json::to_line(&JsonOutcome {
+        tool: "mmlab compare",
+        workload: "lib/test_vmalloc.c (Linux 6.17)",
+        git_rev: &o.git_rev,
+        host_arch: &o.host_arch,
+        seed: o.spec.seed,
+        seeds: o.seeds.as_deref(),
+        repeats: o.spec.repeats,
+        warmup: o.spec.warmup,
+        metric: metric.name(),
+        time: "ns per call; measured = host wall time of the emulation, modelled = cost profile",
+        common_set: &o.spec.common,
+        variants: o.variants.iter().map(JsonVariant::of).collect(),
+        rows: o
+            .rows
+            .iter()
+            .map(|r| JsonRow {
+                test: &r.row.label,
+                params: r.row.params.effective(),
+                failure: r.failure().map(|(_, f)| f),
+                results: (0..o.variants.len()).map(|v| side(r, v)).collect(),
+            })
+            .collect(),
+        wall_ms: o.wall_ms,
+    })
 }
 
 /// Bars relative to the base mean (base = 100 %) with 95 % whiskers, one

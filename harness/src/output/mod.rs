@@ -1,6 +1,12 @@
 //! Rendering that is the harness's own, not a kernel file's: SVG charts
-//! ([`plot`]) and the translation-table reports of `stat pagetables` and
-//! `walk` ([`pgtables`]).
+//! ([`plot`]), the translation-table reports of `stat pagetables` and
+//! `walk` ([`pgtables`]), and the JSON writer every machine-readable report
+//! goes through ([`json`]).
+//!
+//! Reports are typed structs deriving `serde::Serialize`; [`json`] writes
+//! them with serde_json, keeping the number and string spelling mmlab's
+//! JSON has always had.
 
+pub mod json;
 pub mod pgtables;
 pub mod plot;

@@ -50,6 +50,5 @@ mod runner;
 
 pub use cases::{NR_TEST_CASES, TEST_CASES, TestCase};
 pub use params::{Mode, PARAM_NAMES, Params, resolve};
-pub(crate) use render::json_str;
 pub use render::{render_json, render_text};
 pub use runner::{CaseResult, Counters, MachineInfo, Report, WorkerReport, run};

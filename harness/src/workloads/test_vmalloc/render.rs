@@ -4,6 +4,7 @@
 
 use super::cases::TEST_CASES;
 use super::runner::{Counters, Report};
+use crate::output::json;
 use std::fmt::Write as _;
 
 /// The module's pr_info lines, with a header saying what is measured and
@@ -108,85 +109,144 @@ fn counter_fields(c: &Counters) -> [(&'static str, u64); 24] {
     ]
 }
 
-/// A JSON string literal.
-pub(crate) fn json_str(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    mmlab_engine::trace::json_str(&mut o, s);
-    o
+/// The JSON object of [`render_json`], field by field in output order.
+#[derive(serde::Serialize)]
+struct JsonReport<'a> {
+    tool: &'static str,
+    module: &'static str,
+    /// The parameters after the module's normalisation.
+    #[serde(serialize_with = "json::pairs_as_map")]
+    params: Vec<(&'static str, i64)>,
+    seed: u64,
+    machine: JsonMachine<'a>,
+    time: JsonTime,
+    workers: Vec<JsonWorker<'a>>,
+    counters: JsonCounters<'a>,
+    failed: bool,
 }
 
-fn json_map(pairs: &[(&str, u64)]) -> String {
-    let v: Vec<String> = pairs.iter().map(|(k, n)| format!("{}:{n}", json_str(k))).collect();
-    format!("{{{}}}", v.join(","))
+#[derive(serde::Serialize)]
+struct JsonMachine<'a> {
+    cpus: usize,
+    mem_bytes: u64,
+    host_arch: &'a str,
+    barrier_backend: &'a str,
+    cost_profile: &'a str,
+    vmalloc: JsonVmalloc,
+    /// The `--set` settings as given.
+    set: &'a [String],
+}
+
+#[derive(serde::Serialize)]
+struct JsonVmalloc {
+    vmap_allow_huge: bool,
+    contpte: bool,
+    huge_by_default: bool,
+    align_size_to_huge: bool,
+}
+
+#[derive(serde::Serialize)]
+struct JsonTime {
+    kind: &'static str,
+    wall_usec: u64,
+}
+
+#[derive(serde::Serialize)]
+struct JsonWorker<'a> {
+    worker: usize,
+    cycles: u64,
+    run_order: &'a [&'static str],
+    tests: Vec<JsonCase<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct JsonCase<'a> {
+    name: &'a str,
+    passed: u64,
+    failed: u64,
+    xfailed: u64,
+    repeat: u64,
+    loops: u64,
+    avg_usec: u64,
+    error: Option<&'a str>,
+}
+
+#[derive(serde::Serialize)]
+struct JsonCounters<'a> {
+    scope: &'static str,
+    /// Barriers by kind, non-zero only.
+    #[serde(serialize_with = "json::pairs_as_map")]
+    barriers: &'a [(&'static str, u64)],
+    /// TLBIs by kind, non-zero only.
+    #[serde(serialize_with = "json::pairs_as_map")]
+    tlbi: &'a [(&'static str, u64)],
+    /// The scalar counters ([`counter_fields`]), as members of this object.
+    #[serde(flatten)]
+    fields: Named,
+}
+
+/// `(name, value)` pairs serialised as an object's members.
+struct Named([(&'static str, u64); 24]);
+
+impl serde::Serialize for Named {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        json::pairs_as_map(&self.0, s)
+    }
 }
 
 /// The report as one JSON object (one line).
 pub fn render_json(r: &Report, settings: &[String]) -> String {
     let mi = &r.machine;
-    let params: Vec<String> = r.params.effective().iter().map(|(k, v)| format!("{}:{v}", json_str(k))).collect();
-    let sets: Vec<String> = settings.iter().map(|s| json_str(s)).collect();
-    let workers: Vec<String> = r
-        .workers
-        .iter()
-        .map(|w| {
-            let cases: Vec<String> = w
-                .cases
-                .iter()
-                .map(|c| {
-                    format!(
-                        "{{\"name\":{},\"passed\":{},\"failed\":{},\"xfailed\":{},\"repeat\":{},\"loops\":{},\"avg_usec\":{},\"error\":{}}}",
-                        json_str(c.name),
-                        c.passed,
-                        c.failed,
-                        c.xfailed,
-                        c.repeat,
-                        c.loops,
-                        c.avg_usec,
-                        c.first_error.as_deref().map_or("null".to_string(), json_str)
-                    )
-                })
-                .collect();
-            let order: Vec<String> = w.run_order.iter().map(|n| json_str(n)).collect();
-            format!(
-                "{{\"worker\":{},\"cycles\":{},\"run_order\":[{}],\"tests\":[{}]}}",
-                w.worker,
-                w.cycles,
-                order.join(","),
-                cases.join(",")
-            )
-        })
-        .collect();
     let c = &r.counters;
-    let mut counters: Vec<String> =
-        vec![format!("\"barriers\":{}", json_map(&c.barriers)), format!("\"tlbi\":{}", json_map(&c.tlbis))];
-    counters.extend(counter_fields(c).iter().map(|(k, v)| format!("{}:{v}", json_str(k))));
-    format!(
-        concat!(
-            "{{\"tool\":\"mmlab test-vmalloc\",\"module\":\"lib/test_vmalloc.c (Linux 6.17)\",",
-            "\"params\":{{{}}},\"seed\":{},",
-            "\"machine\":{{\"cpus\":{},\"mem_bytes\":{},\"host_arch\":{},\"barrier_backend\":{},\"cost_profile\":{},",
-            "\"vmalloc\":{{\"vmap_allow_huge\":{},\"contpte\":{},\"huge_by_default\":{},\"align_size_to_huge\":{}}},",
-            "\"set\":[{}]}},",
-            "\"time\":{{\"kind\":\"measured host wall time of the emulation\",\"wall_usec\":{}}},",
-            "\"workers\":[{}],",
-            "\"counters\":{{\"scope\":\"workers only, teardown excluded\",{}}},",
-            "\"failed\":{}}}\n"
-        ),
-        params.join(","),
-        r.seed,
-        mi.nr_cpus,
-        mi.mem_bytes,
-        json_str(mi.host_arch),
-        json_str(mi.barrier_backend),
-        json_str(mi.cost_profile),
-        mi.vmap_allow_huge,
-        mi.contpte,
-        mi.huge_by_default,
-        mi.align_size_to_huge,
-        sets.join(","),
-        r.wall_usec,
-        workers.join(","),
-        counters.join(","),
-        r.any_failed()
-    )
+    json::to_line(&JsonReport {
+        tool: "mmlab test-vmalloc",
+        module: "lib/test_vmalloc.c (Linux 6.17)",
+        params: r.params.effective(),
+        seed: r.seed,
+        machine: JsonMachine {
+            cpus: mi.nr_cpus,
+            mem_bytes: mi.mem_bytes,
+            host_arch: mi.host_arch,
+            barrier_backend: mi.barrier_backend,
+            cost_profile: mi.cost_profile,
+            vmalloc: JsonVmalloc {
+                vmap_allow_huge: mi.vmap_allow_huge,
+                contpte: mi.contpte,
+                huge_by_default: mi.huge_by_default,
+                align_size_to_huge: mi.align_size_to_huge,
+            },
+            set: settings,
+        },
+        time: JsonTime { kind: "measured host wall time of the emulation", wall_usec: r.wall_usec },
+        workers: r
+            .workers
+            .iter()
+            .map(|w| JsonWorker {
+                worker: w.worker,
+                cycles: w.cycles,
+                run_order: &w.run_order,
+                tests: w
+                    .cases
+                    .iter()
+                    .map(|c| JsonCase {
+                        name: c.name,
+                        passed: c.passed,
+                        failed: c.failed,
+                        xfailed: c.xfailed,
+                        repeat: c.repeat,
+                        loops: c.loops,
+                        avg_usec: c.avg_usec,
+                        error: c.first_error.as_deref(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+        counters: JsonCounters {
+            scope: "workers only, teardown excluded",
+            barriers: &c.barriers,
+            tlbi: &c.tlbis,
+            fields: Named(counter_fields(c)),
+        },
+        failed: r.any_failed(),
+    })
 }
