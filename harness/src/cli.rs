@@ -3,6 +3,15 @@
 //! error, negative numbers included), mmlab's own bounds on the counts that
 //! drive a loop, and the check that an output file can be written.
 //!
+//! The options that name a value of a library type parse straight into
+//! that type, so the command mirrors no enum: `compare --metric` into
+//! [`Metric`] (which derives `clap::ValueEnum`), `test-vmalloc --mode` into
+//! [`Mode`] and `compare --format` into [`OutFormat`] (a [`Format`] or a
+//! jsonl shard), both through a `ValueEnum` here whose values carry no help
+//! of their own (the option's help describes them), and `trace --format`
+//! into the engine's [`TraceFormat`] through its own `FromStr`
+//! ([`trace_format`]).
+//!
 //! # Why bounds, not progress and Ctrl-C
 //!
 //! A count such as `--after-ops 18446744073709551615` or `--warmup
@@ -20,7 +29,15 @@
 //! | `compare --seeds` | [`MAX_RUNS`] seeds | as `--repeat` |
 //! | test_vmalloc `test_loop_count × test_repeat_count` | [`MAX_CALLS_PER_CASE`] = 2^31 - 1 | the largest `test_loop_count` the module takes, once |
 
+use crate::compare::Format;
+use crate::test_vmalloc::Mode;
+use clap::ValueEnum;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use mmlab_engine::trace::TraceFormat;
 use std::path::Path;
+
+#[cfg(doc)]
+use crate::compare::Metric;
 
 /// Most operations of the seeded random workload (`stat --after-ops`,
 /// `trace --ops`).
@@ -160,6 +177,53 @@ pub fn check_dir_writable(what: &str, path: &Path) -> Result<(), String> {
         .open(&probe)
         .map_err(|e| format!("{what}: cannot create files in {}: {e}", dir.display()))?;
     std::fs::remove_file(&probe).map_err(|e| format!("{what}: {}: {e}", probe.display()))
+}
+
+impl ValueEnum for Mode {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Mode::Performance, Mode::Smoke, Mode::Stress]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()))
+    }
+}
+
+/// What `compare --format` writes: the table in one of the [`Format`]s, or
+/// the samples of a `--seeds` run as a jsonl shard (for `--merge`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutFormat {
+    /// The comparison, rendered.
+    Report(Format),
+    /// One JSON line per sample, with a header line.
+    Jsonl,
+}
+
+impl ValueEnum for OutFormat {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            OutFormat::Report(Format::Table),
+            OutFormat::Report(Format::Markdown),
+            OutFormat::Report(Format::Csv),
+            OutFormat::Report(Format::Json),
+            OutFormat::Jsonl,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            OutFormat::Report(f) => PossibleValue::new(f.name()),
+            OutFormat::Jsonl => {
+                PossibleValue::new("jsonl").help("One JSON line per sample, with a header line (a shard for --merge)")
+            }
+        })
+    }
+}
+
+/// `trace --format`: `ftrace` or `json`, parsed by [`TraceFormat`]'s own
+/// `FromStr` (the possible values are listed for the help and the error).
+pub fn trace_format() -> impl TypedValueParser<Value = TraceFormat> {
+    PossibleValuesParser::new(["ftrace", "json"]).try_map(|s| s.parse::<TraceFormat>())
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use mmlab_engine::trace::{TraceFormat, install_global};
 use mmlab_engine::{Machine, MachineConfig};
+use mmlab_harness::cli::OutFormat;
+use mmlab_harness::compare::{Format, Metric};
 use mmlab_harness::workload::RandomWorkload;
 use mmlab_harness::{cli, pgtables, procfs, test_vmalloc};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
@@ -85,8 +87,8 @@ enum Command {
         #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = cli::parse_ops)]
         ops: u64,
         /// Output: ftrace text or JSON lines.
-        #[arg(long, value_enum, default_value = "ftrace")]
-        format: FormatArg,
+        #[arg(long, value_parser = cli::trace_format(), default_value = "ftrace")]
+        format: TraceFormat,
     },
     /// Run lib/test_vmalloc.c (Linux 6.17) on the machine: nr_threads
     /// workers, each on an emulated CPU of its own, sharing one vmalloc.
@@ -108,7 +110,7 @@ enum Command {
         /// test_repeat_count=10), stress (nr_threads=<cpus>
         /// test_repeat_count=20).
         #[arg(long, value_enum)]
-        mode: Option<ModeArg>,
+        mode: Option<test_vmalloc::Mode>,
         /// One JSON object instead of the module's log lines.
         #[arg(long)]
         json: bool,
@@ -164,7 +166,7 @@ struct CompareArgs {
     warmup: usize,
     /// Which time to compare: measured + modelled, or one of them.
     #[arg(long, value_enum, default_value = "total")]
-    metric: MetricArg,
+    metric: Metric,
     /// Counter columns (comma list, or `all`): barrier_pairs, tlbi,
     /// pcp_drains, pcp_drain_pages, pcp_free_pages, buddy_pages,
     /// pcp_refill_pages, zone_lock, zone_lock_hold_ns, buddy_merges, sync_rcu.
@@ -191,23 +193,6 @@ struct CompareArgs {
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
-enum MetricArg {
-    Total,
-    Measured,
-    Modelled,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum OutFormat {
-    Table,
-    Markdown,
-    Csv,
-    Json,
-    /// One JSON line per sample, with a header line (a shard for --merge).
-    Jsonl,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
 enum ReproduceWhat {
     /// Barrier batching in vmalloc (seeds §1, the test_vmalloc table).
     BarrierBatching,
@@ -217,23 +202,6 @@ enum ReproduceWhat {
     PcpDrain,
     /// Every reproduction above, in quick mode unless --full.
     All,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum ModeArg {
-    Performance,
-    Smoke,
-    Stress,
-}
-
-impl From<ModeArg> for test_vmalloc::Mode {
-    fn from(m: ModeArg) -> test_vmalloc::Mode {
-        match m {
-            ModeArg::Performance => test_vmalloc::Mode::Performance,
-            ModeArg::Smoke => test_vmalloc::Mode::Smoke,
-            ModeArg::Stress => test_vmalloc::Mode::Stress,
-        }
-    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -256,21 +224,6 @@ enum StatFile {
 enum TraceWhat {
     /// The page allocator's kmem events (mm_page_alloc, mm_page_free, ...).
     Pages,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum FormatArg {
-    Ftrace,
-    Json,
-}
-
-impl From<FormatArg> for TraceFormat {
-    fn from(f: FormatArg) -> TraceFormat {
-        match f {
-            FormatArg::Ftrace => TraceFormat::Ftrace,
-            FormatArg::Json => TraceFormat::Json,
-        }
-    }
 }
 
 /// Machine, allocator and vmalloc configuration from the global options.
@@ -316,10 +269,10 @@ fn run_test_vmalloc(
     ac: AllocatorConfig,
     vc: VmallocConfig,
     args: &[String],
-    mode: Option<ModeArg>,
+    mode: Option<test_vmalloc::Mode>,
     json: bool,
 ) -> Result<bool, String> {
-    let (params, nr_cpus) = test_vmalloc::resolve(args, mode.map(Into::into), cli.cpus)?;
+    let (params, nr_cpus) = test_vmalloc::resolve(args, mode, cli.cpus)?;
     for n in params.normalisation_notes() {
         eprintln!("mmlab: note: {n}");
     }
@@ -336,7 +289,7 @@ fn run_test_vmalloc(
 
 /// `compare`; returns whether a test case failed.
 fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
-    use mmlab_harness::compare::{self, Format, Metric, Spec, Variant};
+    use mmlab_harness::compare::{self, Spec, Variant};
     use mmlab_harness::shard;
     if let Some(path) = &a.plot {
         if matches!(a.format, OutFormat::Jsonl) {
@@ -344,11 +297,7 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
         }
         cli::check_writable("--plot", path)?;
     }
-    let metric = match a.metric {
-        MetricArg::Total => Metric::Total,
-        MetricArg::Measured => Metric::Measured,
-        MetricArg::Modelled => Metric::Modelled,
-    };
+    let metric = a.metric;
     let counters = match a.counters.as_deref() {
         None => Vec::new(),
         Some("all") => compare::COUNTERS.to_vec(),
@@ -394,12 +343,9 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
         }
         shard::merge(&shards, metric)?
     };
-    let format = match a.format {
+    let format: Format = match a.format {
         OutFormat::Jsonl => return write_stdout(&shard::to_jsonl(&outcome)?).map(|()| outcome.any_failed()),
-        OutFormat::Table => Format::Table,
-        OutFormat::Markdown => Format::Markdown,
-        OutFormat::Csv => Format::Csv,
-        OutFormat::Json => Format::Json,
+        OutFormat::Report(f) => f,
     };
     if let Some(n) = outcome.rows.iter().flat_map(|r| r.samples.iter().map(Vec::len)).min()
         && n < 2
@@ -494,70 +440,28 @@ fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
-fn run(cli: Cli) -> Result<bool, String> {
-    if let Command::Compare(a) = &cli.command {
-        return run_compare(&cli, a);
-    }
-    if let Command::Reproduce { what, full, plot } = &cli.command {
-        return run_reproduce(&cli, *what, *full, plot.as_deref());
-    }
-    if let Command::Fuzz(a) = &cli.command {
-        return run_fuzz(&cli, a);
-    }
-    if let Command::Replay(a) = &cli.command {
-        return run_replay(&cli, a);
-    }
-    let (mc, ac, vc) = configs(&cli)?;
-    if let Command::TestVmalloc { params, mode, json } = &cli.command {
-        return run_test_vmalloc(&cli, mc, ac, vc, params, *mode, *json);
-    }
-    match cli.command {
-        Command::Stat { file, after_ops, ptdump } => {
-            if ptdump && !matches!(file, StatFile::Pagetables) {
-                return Err("--ptdump applies to `stat pagetables` only".to_string());
-            }
-            let m = boot(mc)?;
-            let pa = boot_allocator(&m, ac)?;
-            if matches!(file, StatFile::Vmallocinfo | StatFile::Meminfo) {
-                let vm = mmlab_vmalloc::Vmalloc::new(&pa, vc);
-                if let Some(n) = after_ops {
-                    vmalloc_workload(&m, &vm, n, cli.seed)?;
-                }
-                let text = if matches!(file, StatFile::Vmallocinfo) { vm.vmallocinfo() } else { vm.meminfo() };
-                return write_stdout(&text).map(|()| false);
-            }
-            if let Some(n) = after_ops {
-                run_workload(&m, &pa, n, cli.seed)?;
-            }
-            let text = match file {
-                StatFile::Buddyinfo => procfs::buddyinfo(&pa),
-                StatFile::Zoneinfo => procfs::zoneinfo(&pa),
-                StatFile::Pagetypeinfo => procfs::pagetypeinfo(&pa),
-                StatFile::Vmstat => procfs::vmstat(&m, &pa),
-                StatFile::Costs => procfs::costs(&m),
-                StatFile::Vmallocinfo | StatFile::Meminfo => unreachable!("handled above"),
-                StatFile::Pagetables => {
-                    let asp = m.kernel_as();
-                    let mut s = pgtables::summary(&m, &asp);
-                    if ptdump {
-                        s.push('\n');
-                        s.push_str(&pgtables::ptdump(&m, &asp, &pgtables::kernel_markers(&m)));
-                    }
-                    s
-                }
-            };
-            write_stdout(&text).map(|()| false)
+fn run(cli: &Cli) -> Result<bool, String> {
+    match &cli.command {
+        Command::Compare(a) => run_compare(cli, a),
+        Command::Reproduce { what, full, plot } => run_reproduce(cli, *what, *full, plot.as_deref()),
+        Command::Fuzz(a) => run_fuzz(cli, a),
+        Command::Replay(a) => run_replay(cli, a),
+        Command::TestVmalloc { params, mode, json } => {
+            let (mc, ac, vc) = configs(cli)?;
+            run_test_vmalloc(cli, mc, ac, vc, params, *mode, *json)
         }
+        &Command::Stat { file, after_ops, ptdump } => run_stat(cli, file, after_ops, ptdump),
         Command::Walk { va, asid, struct_page } => {
+            let (mc, _, _) = configs(cli)?;
             if let Some(pfn) = struct_page {
-                let pfn = pgtables::parse_number("pfn", &pfn)?;
+                let pfn = pgtables::parse_number("pfn", pfn)?;
                 let m = boot(mc)?;
                 return write_stdout(&pgtables::walk_struct_page(&m, pfn)?).map(|()| false);
             }
-            let va = va.ok_or("walk needs a virtual address or --struct-page PFN")?;
-            let va = pgtables::parse_number("virtual address", &va)?;
+            let va = va.as_deref().ok_or("walk needs a virtual address or --struct-page PFN")?;
+            let va = pgtables::parse_number("virtual address", va)?;
             if let Some(asid) = asid {
-                let asid = pgtables::parse_number("ASID", &asid)?;
+                let asid = pgtables::parse_number("ASID", asid)?;
                 if asid > u64::from(u16::MAX) {
                     return Err(format!("ASID {asid} out of range (0..=65535)"));
                 }
@@ -567,10 +471,11 @@ fn run(cli: Cli) -> Result<bool, String> {
             let m = boot(mc)?;
             write_stdout(&pgtables::walk_report(&m, &m.kernel_as(), va)).map(|()| false)
         }
-        Command::Trace { what: TraceWhat::Pages, ops, format } => {
+        &Command::Trace { what: TraceWhat::Pages, ops, format } => {
+            let (mc, ac, _) = configs(cli)?;
             let m = boot(mc)?;
             let pa = boot_allocator(&m, ac)?;
-            let sink = install_global(format.into(), Box::new(BufWriter::new(io::stdout())))
+            let sink = install_global(format, Box::new(BufWriter::new(io::stdout())))
                 .map_err(|e| format!("cannot install the trace layer: {e}"))?;
             run_workload(&m, &pa, ops, cli.seed)?;
             match sink.flush() {
@@ -578,14 +483,50 @@ fn run(cli: Cli) -> Result<bool, String> {
                 _ => Ok(false),
             }
         }
-        Command::TestVmalloc { .. }
-        | Command::Compare(_)
-        | Command::Reproduce { .. }
-        | Command::Fuzz(_)
-        | Command::Replay(_) => {
-            unreachable!("handled above")
-        }
     }
+}
+
+/// `stat FILE`: boot, run the seeded workload of `--after-ops` (the
+/// vmalloc one for vmallocinfo and meminfo, the page one otherwise), print
+/// the file.
+fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> Result<bool, String> {
+    let (mc, ac, vc) = configs(cli)?;
+    if ptdump && !matches!(file, StatFile::Pagetables) {
+        return Err("--ptdump applies to `stat pagetables` only".to_string());
+    }
+    let m = boot(mc)?;
+    let pa = boot_allocator(&m, ac)?;
+    let vmalloc_file = |print: fn(&Vmalloc<'_, '_>) -> String| -> Result<String, String> {
+        let vm = Vmalloc::new(&pa, vc);
+        if let Some(n) = after_ops {
+            vmalloc_workload(&m, &vm, n, cli.seed)?;
+        }
+        Ok(print(&vm))
+    };
+    let page_workload = || match after_ops {
+        Some(n) => run_workload(&m, &pa, n, cli.seed),
+        None => Ok(()),
+    };
+    let text = match file {
+        StatFile::Vmallocinfo => vmalloc_file(|vm| vm.vmallocinfo())?,
+        StatFile::Meminfo => vmalloc_file(|vm| vm.meminfo())?,
+        StatFile::Buddyinfo => page_workload().map(|()| procfs::buddyinfo(&pa))?,
+        StatFile::Zoneinfo => page_workload().map(|()| procfs::zoneinfo(&pa))?,
+        StatFile::Pagetypeinfo => page_workload().map(|()| procfs::pagetypeinfo(&pa))?,
+        StatFile::Vmstat => page_workload().map(|()| procfs::vmstat(&m, &pa))?,
+        StatFile::Costs => page_workload().map(|()| procfs::costs(&m))?,
+        StatFile::Pagetables => {
+            page_workload()?;
+            let asp = m.kernel_as();
+            let mut s = pgtables::summary(&m, &asp);
+            if ptdump {
+                s.push('\n');
+                s.push_str(&pgtables::ptdump(&m, &asp, &pgtables::kernel_markers(&m)));
+            }
+            s
+        }
+    };
+    write_stdout(&text).map(|()| false)
 }
 
 fn main() -> ExitCode {
@@ -602,7 +543,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(cli) {
+    match run(&cli) {
         Ok(false) => ExitCode::SUCCESS,
         Ok(true) => ExitCode::from(1),
         Err(e) => {

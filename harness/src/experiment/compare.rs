@@ -136,8 +136,8 @@ pub fn rows_from_args(args: &[String]) -> Result<Vec<Row>, String> {
     Ok(rows)
 }
 
-/// Which time a comparison is about (module docs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which time a comparison is about (module docs); `compare --metric`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Metric {
     Total,
     Measured,
@@ -497,6 +497,18 @@ pub enum Format {
     Markdown,
     Csv,
     Json,
+}
+
+impl Format {
+    /// The name `compare --format` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Table => "table",
+            Format::Markdown => "markdown",
+            Format::Csv => "csv",
+            Format::Json => "json",
+        }
+    }
 }
 
 /// Mean ± half-width, compactly.

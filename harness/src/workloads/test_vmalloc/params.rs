@@ -246,6 +246,15 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// The name test_vmalloc.sh (and `test-vmalloc --mode`) gives the mode.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Performance => "performance",
+            Mode::Smoke => "smoke",
+            Mode::Stress => "stress",
+        }
+    }
+
     /// The parameters the script passes for this mode, for a machine of
     /// `cpus` CPUs.
     pub fn params(self, cpus: usize) -> Vec<String> {
