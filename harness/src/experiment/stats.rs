@@ -27,30 +27,20 @@
 //! interval is `(I)`, wholly above is `(R)`. [`Better::Higher`] flips that
 //! for throughputs.
 
-/// Two-sided 95 % quantiles of Student's t for 1..=30 degrees of freedom
-/// (t such that P(|T| ≤ t) = 0.95), to four decimals.
-const T975: [f64; 30] = [
-    12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281, 2.2010, 2.1788, 2.1604, 2.1448,
-    2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860, 2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484,
-    2.0452, 2.0423,
-];
-
-/// The 97.5th percentile of the standard normal distribution.
-const Z975: f64 = 1.959_963_985;
-
 /// Student's t quantile for a two-sided 95 % interval with `df` degrees of
-/// freedom. Exact to four decimals up to 30; above, the Cornish–Fisher
-/// expansion of the t quantile around the normal one (error < 1e-4 there).
+/// freedom: t such that P(|T| ≤ t) = 0.95, i.e. the 0.975 quantile, from
+/// statrs' Student's t distribution (exact to double precision, where the
+/// usual printed tables give four decimals). Infinite for 0 degrees of
+/// freedom (no spread can be estimated).
 pub fn t975(df: u64) -> f64 {
-    match df {
-        0 => f64::INFINITY,
-        1..=30 => T975[df as usize - 1],
-        _ => {
-            let (z, v) = (Z975, df as f64);
-            let z3 = z * z * z;
-            let z5 = z3 * z * z;
-            z + (z3 + z) / (4.0 * v) + (5.0 * z5 + 16.0 * z3 + 3.0 * z) / (96.0 * v * v)
-        }
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    if df == 0 {
+        return f64::INFINITY;
+    }
+    match StudentsT::new(0.0, 1.0, df as f64) {
+        Ok(t) => t.inverse_cdf(0.975),
+        // df > 0 is always a valid parameter.
+        Err(_) => f64::INFINITY,
     }
 }
 
@@ -194,12 +184,27 @@ mod tests {
 
     #[test]
     fn t_quantiles() {
-        assert_eq!(t975(1), 12.7062);
-        assert_eq!(t975(9), 2.2622);
-        // Tabulated values above 30: 40 → 2.0211, 60 → 2.0003, 120 → 1.9799.
-        assert!(close(t975(40), 2.0211, 2e-4), "{}", t975(40));
-        assert!(close(t975(60), 2.0003, 2e-4), "{}", t975(60));
-        assert!(close(t975(120), 1.9799, 2e-4), "{}", t975(120));
+        // The printed tables' values, to their four decimals.
+        let table = [
+            (1, 12.7062),
+            (2, 4.3027),
+            (3, 3.1824),
+            (4, 2.7764),
+            (9, 2.2622),
+            (10, 2.2281),
+            (20, 2.0860),
+            (30, 2.0423),
+            (40, 2.0211),
+            (60, 2.0003),
+            (120, 1.9799),
+        ];
+        for (df, t) in table {
+            assert!(close(t975(df), t, 5e-5), "df {df}: {} against {t}", t975(df));
+        }
+        // Large df, toward the normal quantile 1.959964.
+        for (df, t) in [(200, 1.971_896), (1000, 1.962_339), (10_000, 1.960_201)] {
+            assert!(close(t975(df), t, 1e-5), "df {df}: {} against {t}", t975(df));
+        }
         assert!(t975(0).is_infinite());
     }
 

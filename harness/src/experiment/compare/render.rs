@@ -220,10 +220,6 @@ pub fn markdown(head: &[String], lines: &[Vec<String>]) -> String {
     s
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
-}
-
 /// Just the table of an outcome, aligned for a terminal (no preamble).
 pub fn table(o: &Outcome, counters: &[CounterCol]) -> String {
     let (h, l) = cells(o, counters);
@@ -246,22 +242,32 @@ pub fn render(o: &Outcome, format: Format, counters: &[CounterCol]) -> String {
     }
 }
 
+/// CSV through the `csv` crate: one record per (test, variant), fields
+/// quoted only where RFC 4180 needs it (a comma, a quote or a line break).
 fn render_csv(o: &Outcome, counters: &[CounterCol]) -> String {
     let metric = o.spec.metric;
-    let mut s =
-        String::from("test,variant,runs,mean_ns_per_call,ci_half_ns,change_pct,change_ci_lo_pct,change_ci_hi_pct,mark");
-    for c in counters {
-        s.push(',');
-        s.push_str(c.name);
-    }
-    s.push('\n');
+    let mut w = csv::WriterBuilder::new().from_writer(Vec::new());
+    let mut head: Vec<&str> = vec![
+        "test",
+        "variant",
+        "runs",
+        "mean_ns_per_call",
+        "ci_half_ns",
+        "change_pct",
+        "change_ci_lo_pct",
+        "change_ci_hi_pct",
+        "mark",
+    ];
+    head.extend(counters.iter().map(|c| c.name));
+    // Writing into a Vec<u8> cannot fail.
+    let _ = w.write_record(&head);
     for r in &o.rows {
         for (v, vi) in o.variants.iter().enumerate() {
             let sm = r.summary(v, metric);
             let cmp = if v == 0 { None } else { r.comparison(v, metric) };
             let mut f = vec![
-                csv_field(&r.row.label),
-                csv_field(&vi.label),
+                r.row.label.clone(),
+                vi.label.clone(),
                 r.samples[v].len().to_string(),
                 sm.map_or(String::new(), |s| format!("{:.3}", s.mean)),
                 sm.map_or(String::new(), |s| format!("{:.3}", s.ci_half)),
@@ -271,11 +277,10 @@ fn render_csv(o: &Outcome, counters: &[CounterCol]) -> String {
                 cmp.and_then(|c| c.mark).map_or(String::new(), |m| m.tag().to_string()),
             ];
             f.extend(counters.iter().map(|c| format!("{:.4}", r.counter_per_call(v, c))));
-            s.push_str(&f.join(","));
-            s.push('\n');
+            let _ = w.write_record(&f);
         }
     }
-    s
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
 /// The JSON object of a compare run ([`render`] with [`Format::Json`]).
@@ -489,7 +494,10 @@ mod tests {
         let lines = vec![vec!["a|b".to_string(), "1".to_string()], vec!["long name".to_string(), "123".to_string()]];
         assert_eq!(aligned(&head, &lines), "test         n\na|b          1\nlong name  123\n");
         assert_eq!(markdown(&head, &lines), "| test | n |\n|---|---|\n| a\\|b | 1 |\n| long name | 123 |\n");
-        assert_eq!(csv_field("a,\"b\""), "\"a,\"\"b\"\"\"");
+        // The CSV quoting the reports rely on: only where needed, quotes doubled.
+        let mut w = csv::WriterBuilder::new().from_writer(Vec::new());
+        w.write_record(["a,\"b\"", "plain", ""]).unwrap();
+        assert_eq!(String::from_utf8(w.into_inner().unwrap()).unwrap(), "\"a,\"\"b\"\"\",plain,\n");
         assert_eq!(
             (fmt_num(1234.56), fmt_num(12.345), fmt_pct(-2.71528)),
             ("1235".into(), "12.35".into(), "-2.72%".into())
