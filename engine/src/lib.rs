@@ -21,26 +21,31 @@
 //! All of mmlab's `unsafe` lives in this crate (arena views, the memmap
 //! pointer, inline assembly), each block with its reasoning.
 
+pub mod arch;
+pub mod kernel;
+pub mod mm;
+
 pub mod addr;
 pub mod arena;
-pub mod barrier;
 pub mod clock;
-pub mod cost;
-pub mod cpu;
-pub mod gfp;
-pub mod layout;
-pub mod list;
 pub mod machine;
-pub mod memblock;
-pub mod mm;
-pub mod page;
-pub mod pgtable;
-pub mod rcu;
 pub mod rng;
-pub mod sync;
-pub mod tlb;
 pub mod trace;
-pub mod vmstat;
+
+// The stable API: every path the other crates use, as before the regrouping.
+pub use arch::arm64::{barrier, cost, memory as layout, tlb};
+pub use kernel::{cpu, rcu, sync};
+pub use mm::{gfp, list, memblock, page, vmstat};
+
+/// arm64 translation tables ([`arch::arm64::pgtable`]), with the vmemmap
+/// under its former path `pgtable::vmemmap`.
+pub mod pgtable {
+    pub use crate::arch::arm64::pgtable::*;
+    /// The vmemmap ([`crate::mm::sparse_vmemmap`]).
+    pub mod vmemmap {
+        pub use crate::mm::sparse_vmemmap::*;
+    }
+}
 
 pub use addr::{PAGE_SHIFT, PAGE_SIZE, Pfn, PhysAddr, VirtAddr};
 pub use cpu::Cpu;

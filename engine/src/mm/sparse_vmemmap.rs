@@ -11,12 +11,12 @@
 //! vmemmap addresses), so a remapped vmemmap page is seen by every later
 //! struct-page access.
 
-use super::{AddressSpace, MapFlags, MemblockTables, PgtableError, desc, map_range, walk};
 use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
 use crate::cpu::Cpu;
 use crate::layout::{VMEMMAP_END, VMEMMAP_START};
 use crate::machine::Machine;
 use crate::page::{PAGES_PER_VMEMMAP_PAGE, STRUCT_PAGE_SIZE};
+use crate::pgtable::{AddressSpace, MapFlags, MemblockTables, PgtableError, desc, map_range, walk};
 
 /// `PAGES_PER_SECTION` with `SECTION_SIZE_BITS` = 27 (128 MiB sections).
 pub const PAGES_PER_SECTION: u64 = 1 << (27 - 12);

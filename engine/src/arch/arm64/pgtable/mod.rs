@@ -43,7 +43,6 @@
 
 pub mod desc;
 pub mod mmu;
-pub mod vmemmap;
 
 pub use desc::{Desc, DescKind, Level};
 
