@@ -41,9 +41,10 @@ pub use mm::{gfp, list, memblock, page, vmstat};
 /// under its former path `pgtable::vmemmap`.
 pub mod pgtable {
     pub use crate::arch::arm64::pgtable::*;
-    /// The vmemmap ([`crate::mm::sparse_vmemmap`]).
+    /// The vmemmap ([`crate::mm::sparse_vmemmap`], [`crate::mm::vmemmap`]).
     pub mod vmemmap {
         pub use crate::mm::sparse_vmemmap::*;
+        pub use crate::mm::vmemmap::*;
     }
 }
 

@@ -110,6 +110,9 @@ pub struct Machine {
     pub(crate) swapper_pg_dir: PhysAddr,
     /// The vmemmap tables changed since the struct-page accessor last synced.
     pub(crate) vmemmap_dirty: std::sync::atomic::AtomicBool,
+    /// The secondary TLB that every TLBI reaches, registered at boot
+    /// ([`Machine::vmemmap_tlbi`]).
+    pub(crate) secondary_tlb: crate::tlb::SecondaryTlbHook,
     /// `memblock_free_all()` has handed memblock's free memory to a page
     /// allocator (it may happen once per machine).
     pub(crate) memblock_released: std::sync::atomic::AtomicBool,

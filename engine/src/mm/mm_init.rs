@@ -105,6 +105,9 @@ impl Machine {
             memblock: Mutex::new(mb),
             swapper_pg_dir,
             vmemmap_dirty: std::sync::atomic::AtomicBool::new(false),
+            // The struct-page accessor caches vmemmap translations: TLBIs
+            // must reach it.
+            secondary_tlb: Machine::vmemmap_tlbi,
             memblock_released: std::sync::atomic::AtomicBool::new(false),
             cpus,
             trace_clock: TraceClock::new(),

@@ -12,8 +12,10 @@
 //! - [`vmstat`]: event counters (`mm/vmstat.c`).
 //! - [`mm_init`]: boot: `Machine::boot`, memmap initialisation
 //!   (`mm/mm_init.c`), apart from the run-time code as in the kernel.
-//! - [`sparse_vmemmap`]: the vmemmap: its population at boot and the
-//!   struct-page accessor's view of it at run time (`mm/sparse-vmemmap.c`).
+//! - [`sparse_vmemmap`]: the vmemmap's population at boot
+//!   (`mm/sparse-vmemmap.c`).
+//! - [`vmemmap`]: the struct-page accessor's view of the vmemmap at run
+//!   time, kept coherent by the TLBI hook registered at boot.
 
 pub mod gfp;
 pub mod list;
@@ -22,6 +24,7 @@ pub mod mm_init;
 pub mod mmzone;
 pub mod page;
 pub mod sparse_vmemmap;
+pub mod vmemmap;
 pub mod vmstat;
 
 pub use mmzone::*;

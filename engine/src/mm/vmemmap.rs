@@ -1,0 +1,86 @@
+//! The vmemmap at run time: the struct-page accessor as a secondary TLB of
+//! the kernel's vmemmap mapping.
+//!
+//! [`crate::page::Memmap`] reaches each struct page through a cached host
+//! address per vmemmap page, found by walking the kernel tables at boot
+//! ([`Machine::vmemmap_sync`]). When the vmemmap's tables change (a remap
+//! such as the hugetlb vmemmap optimisation), the changer calls
+//! [`Machine::note_vmemmap_change`]; the next TLBI that covers the changed
+//! addresses reaches [`Machine::vmemmap_tlbi`] (the
+//! [`SecondaryTlbHook`](crate::tlb::SecondaryTlbHook) registered at boot),
+//! which drops the cached translations in its range so that the next access
+//! to each walks the tables, as a TLB miss would. Without a change noted,
+//! the hook returns at once.
+
+use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
+use crate::layout::{VMEMMAP_END, VMEMMAP_START};
+use crate::machine::Machine;
+use crate::page::PAGES_PER_VMEMMAP_PAGE;
+use crate::pgtable::{AddressSpace, walk};
+
+impl Machine {
+    /// Note that the vmemmap's tables were changed (by a remap such as the
+    /// hugetlb vmemmap optimisation): the next TLBI that covers the changed
+    /// addresses makes struct-page accesses follow the new tables.
+    pub fn note_vmemmap_change(&self) {
+        self.vmemmap_dirty.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// A TLBI covered `[start, end)`: if the vmemmap tables changed since the
+    /// last full synchronisation, drop the struct-page accessor's cached
+    /// translations in that range, so the next access to each walks the
+    /// tables, as a TLB miss would. Cheap when nothing changed.
+    pub(crate) fn vmemmap_tlbi(&self, start: u64, end: u64) {
+        if end <= VMEMMAP_START
+            || start >= VMEMMAP_END
+            || !self.vmemmap_dirty.load(std::sync::atomic::Ordering::Acquire)
+        {
+            return;
+        }
+        // Drop the cached translations; the next access walks (a TLB miss).
+        let mem = self.memmap();
+        let first_va = mem.vmemmap_page_va(0);
+        let lo = start.max(first_va);
+        let hi = end.min(first_va + mem.vmemmap_pages() as u64 * PAGE_SIZE);
+        if lo < hi {
+            mem.invalidate(((lo - first_va) / PAGE_SIZE) as usize, ((hi - 1 - first_va) / PAGE_SIZE) as usize);
+        }
+        if start <= VMEMMAP_START && end >= VMEMMAP_END {
+            self.vmemmap_dirty.store(false, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    /// Re-read the kernel tables for the vmemmap pages in `[start, end)` and
+    /// point the struct-page accessor at what they map now.
+    pub fn vmemmap_sync(&self, start: u64, end: u64) {
+        let mem = self.memmap();
+        let first_va = mem.vmemmap_page_va(0);
+        let n = mem.vmemmap_pages();
+        let lo = start.max(first_va);
+        let hi = end.min(first_va + n as u64 * PAGE_SIZE);
+        if lo >= hi {
+            return;
+        }
+        let asp = self.kernel_as();
+        let mut i = ((lo - first_va) / PAGE_SIZE) as usize;
+        let last = (hi - 1 - first_va) / PAGE_SIZE;
+        while i as u64 <= last {
+            let va = first_va + i as u64 * PAGE_SIZE;
+            let host = match walk(self, &asp, va).leaf {
+                Some(l) => self.arena().host_addr(PhysAddr(l.pa.0 & !(PAGE_SIZE - 1)), PAGE_SIZE).unwrap_or(0),
+                None => 0,
+            };
+            mem.set_backing(i, host);
+            i += 1;
+        }
+    }
+
+    /// The physical address a vmemmap VA translates to in the kernel tables.
+    pub fn vmemmap_pa(&self, pfn: Pfn) -> Option<PhysAddr> {
+        let asp: AddressSpace = self.kernel_as();
+        walk(self, &asp, self.memmap().page_va(pfn)).leaf.map(|l| l.pa)
+    }
+}
+
+/// Struct pages per vmemmap page, re-exported for the HVO code.
+pub const STRUCT_PAGES_PER_PAGE: u64 = PAGES_PER_VMEMMAP_PAGE;
