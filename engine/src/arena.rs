@@ -32,7 +32,12 @@ unsafe impl ArenaPod for AtomicU64 {}
 #[derive(Debug)]
 pub enum ArenaError {
     /// Size zero, not page-aligned, or the base is not page-aligned.
-    BadGeometry { base: PhysAddr, size: u64 },
+    BadGeometry {
+        /// The base asked for.
+        base: PhysAddr,
+        /// The size asked for.
+        size: u64,
+    },
     /// The host refused the mapping.
     Map(std::io::Error),
 }

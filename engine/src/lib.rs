@@ -21,6 +21,8 @@
 //! All of mmlab's `unsafe` lives in this crate (arena views, the memmap
 //! pointer, inline assembly), each block with its reasoning.
 
+#![deny(missing_docs)]
+
 pub mod arch;
 pub mod kernel;
 pub mod mm;

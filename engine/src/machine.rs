@@ -81,9 +81,17 @@ impl MachineConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CpuError {
     /// No such CPU.
-    NoSuchCpu { cpu: usize, nr_cpus: usize },
+    NoSuchCpu {
+        /// The id asked for.
+        cpu: usize,
+        /// CPUs the machine has.
+        nr_cpus: usize,
+    },
     /// A handle for this CPU is alive elsewhere.
-    InUse { cpu: usize },
+    InUse {
+        /// The id asked for.
+        cpu: usize,
+    },
 }
 
 impl std::fmt::Display for CpuError {

@@ -14,8 +14,11 @@ use crate::mm::MAX_PAGE_ORDER;
 /// A physical range with the name of its owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Region {
+    /// First byte.
     pub base: PhysAddr,
+    /// Length in bytes.
     pub size: u64,
+    /// The owner ("memmap", "pgtable", ...), as memblock debug output names it.
     pub name: &'static str,
 }
 
@@ -30,9 +33,21 @@ impl Region {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MemblockError {
     /// No free range of `size` bytes aligned to `align`.
-    NoSpace { size: u64, align: u64, name: &'static str },
+    NoSpace {
+        /// Bytes asked for.
+        size: u64,
+        /// Alignment asked for.
+        align: u64,
+        /// The would-be owner.
+        name: &'static str,
+    },
     /// A reservation outside RAM or overlapping an existing one.
-    BadReserve { base: PhysAddr, size: u64 },
+    BadReserve {
+        /// First byte of the reservation.
+        base: PhysAddr,
+        /// Its length.
+        size: u64,
+    },
 }
 
 impl std::fmt::Display for MemblockError {

@@ -40,9 +40,13 @@ use std::sync::atomic::Ordering::Relaxed;
 /// Why a machine could not be built.
 #[derive(Debug)]
 pub enum BootError {
+    /// A configuration value out of range (the message says which).
     Config(String),
+    /// Mapping the memmap at the vmemmap failed.
     Pgtable(crate::pgtable::PgtableError),
+    /// The host refused the RAM mapping.
     Arena(ArenaError),
+    /// memblock could not place the memmap, the usemap or a table.
     Memblock(MemblockError),
 }
 

@@ -128,9 +128,13 @@ pub mod bits {
     pub const TABLE_UXN: u64 = 1 << 60;
     /// `MT_NORMAL`, `MT_NORMAL_TAGGED`, `MT_NORMAL_NC`, `MT_DEVICE_nGnRnE`, `MT_DEVICE_nGnRE`.
     pub const MT_NORMAL: u64 = 0;
+    /// `MT_NORMAL_TAGGED`: normal memory with MTE tags.
     pub const MT_NORMAL_TAGGED: u64 = 1;
+    /// `MT_NORMAL_NC`: normal non-cacheable.
     pub const MT_NORMAL_NC: u64 = 2;
+    /// `MT_DEVICE_nGnRnE`: strongly ordered device memory.
     pub const MT_DEVICE_NGNRNE: u64 = 3;
+    /// `MT_DEVICE_nGnRE`: device memory with early write acknowledgement.
     pub const MT_DEVICE_NGNRE: u64 = 4;
     /// `PTE_ATTRINDX(t)`.
     pub const fn attrindx(t: u64) -> u64 {
@@ -167,9 +171,13 @@ pub const USER_TABLE: u64 = PMD_TYPE_TABLE | TABLE_AF | TABLE_PXN;
 /// What a descriptor is at its level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DescKind {
+    /// Bit 0 clear: no translation.
     Invalid,
+    /// Points to the next-level table (levels 0 to 2).
     Table,
+    /// A leaf above level 3 (1 GiB at the pud, 2 MiB at the pmd).
     Block,
+    /// A leaf at level 3 (4 KiB).
     Page,
     /// `0b01` at level 3 or a block at level 0: treated as invalid by the MMU.
     Reserved,

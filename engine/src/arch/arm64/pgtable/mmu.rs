@@ -20,6 +20,7 @@ use crate::tlb::{self, TlbEntry, TlbPerms};
 /// What the access does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Access {
+    /// A write (needs a writable leaf).
     pub write: bool,
     /// An EL0 access (needs `PTE_USER`).
     pub user: bool,
@@ -36,23 +37,38 @@ impl Access {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultKind {
     /// No valid entry at `level`.
-    Translation { level: Level },
+    Translation {
+        /// The level whose entry was invalid.
+        level: Level,
+    },
     /// The leaf forbids the access.
-    Permission { level: Level },
+    Permission {
+        /// The level of the leaf.
+        level: Level,
+    },
     /// The leaf's access flag is clear.
-    AccessFlag { level: Level },
+    AccessFlag {
+        /// The level of the leaf.
+        level: Level,
+    },
     /// The translation succeeded but nothing emulated lies behind the
     /// output address `pa` (a leaf mapping device memory or a hole outside
     /// RAM): on hardware a synchronous external abort, or a device access
     /// mmlab does not model.
-    ExternalAbort { pa: PhysAddr },
+    ExternalAbort {
+        /// The output address of the translation.
+        pa: PhysAddr,
+    },
 }
 
 /// A fault: the address, the kind, and the descriptor the walk stopped at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fault {
+    /// The faulting virtual address.
     pub va: u64,
+    /// Why it faulted.
     pub kind: FaultKind,
+    /// The descriptor the walk stopped at (invalid for a translation fault).
     pub desc: Desc,
 }
 

@@ -78,26 +78,65 @@ pub struct LazyMmu {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PgtableError {
     /// A live entry would change in a way that needs break-before-make.
-    BreakBeforeMake { entry: PhysAddr, old: Desc, new: Desc },
+    BreakBeforeMake {
+        /// Address of the entry.
+        entry: PhysAddr,
+        /// The live descriptor.
+        old: Desc,
+        /// The refused descriptor.
+        new: Desc,
+    },
     /// A contiguous run whose VA or PA is not aligned to the run size, or
     /// which is not 16 entries inside one table.
-    ContAlignment { va: u64, pa: u64, size: u64 },
+    ContAlignment {
+        /// First VA of the run.
+        va: u64,
+        /// First PA of the run.
+        pa: u64,
+        /// Bytes the run maps (64 KiB or 32 MiB).
+        size: u64,
+    },
     /// The range is empty, unaligned to pages, or wraps.
-    BadRange { va: u64, size: u64 },
+    BadRange {
+        /// Start of the range.
+        va: u64,
+        /// Its length in bytes.
+        size: u64,
+    },
     /// No memory for a table page.
     NoMemory,
     /// Unmapping part of a block or contiguous run (it would need a split).
-    PartialHugeUnmap { va: u64, level: Level },
+    PartialHugeUnmap {
+        /// An address of the block or run that would be cut.
+        va: u64,
+        /// The level of its entries.
+        level: Level,
+    },
     /// The range is not in this address space's half of the VA space: a
     /// user (TTBR0) address in the kernel's tables, or a kernel (TTBR1)
     /// address in a user space's. The table index bits alone would alias
     /// it to an address of the other half.
-    OutsideAddressSpace { va: u64, size: u64, kernel: bool },
+    OutsideAddressSpace {
+        /// Start of the range.
+        va: u64,
+        /// Its length in bytes.
+        size: u64,
+        /// The address space is the kernel's.
+        kernel: bool,
+    },
     /// A table descriptor whose next-level table is not a page of RAM:
     /// mmlab keeps every table in its arena and cannot walk one elsewhere.
-    TableOutsideRam { entry: PhysAddr, table: PhysAddr },
+    TableOutsideRam {
+        /// Address of the table descriptor.
+        entry: PhysAddr,
+        /// The next-level table address it holds.
+        table: PhysAddr,
+    },
     /// The descriptor address itself is not an aligned word of RAM.
-    SlotOutsideRam { entry: PhysAddr },
+    SlotOutsideRam {
+        /// The descriptor address asked for.
+        entry: PhysAddr,
+    },
 }
 
 impl std::fmt::Display for PgtableError {

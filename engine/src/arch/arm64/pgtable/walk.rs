@@ -16,17 +16,22 @@ use super::*;
 /// One level of a walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WalkStep {
+    /// The level read.
     pub level: Level,
     /// Physical address of the descriptor.
     pub slot: PhysAddr,
+    /// The descriptor read there.
     pub desc: Desc,
 }
 
 /// The leaf a walk ended at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Leaf {
+    /// The level of the leaf (pud, pmd or pte).
     pub level: Level,
+    /// Physical address of the leaf descriptor.
     pub slot: PhysAddr,
+    /// The leaf descriptor.
     pub desc: Desc,
     /// The translated physical address of the walked VA.
     pub pa: PhysAddr,
@@ -44,8 +49,11 @@ impl Leaf {
 /// A table walk of one VA.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Walk {
+    /// The VA walked.
     pub va: u64,
+    /// Every descriptor read, from the pgd down.
     pub steps: Vec<WalkStep>,
+    /// The leaf reached, `None` if the walk hit an invalid entry.
     pub leaf: Option<Leaf>,
 }
 

@@ -87,7 +87,14 @@ pub enum TlbEntryError {
     /// Not one of 4K, 64K, 2M, 32M, 1G.
     BadSize(u64),
     /// VA or PA not aligned to the size.
-    Misaligned { va: u64, pa: u64, size: u64 },
+    Misaligned {
+        /// First VA of the entry.
+        va: u64,
+        /// First PA of the entry.
+        pa: u64,
+        /// Its size.
+        size: u64,
+    },
 }
 
 impl fmt::Display for TlbEntryError {

@@ -62,24 +62,74 @@ pub(super) const fn sign_extend(x: u64, bit: u32) -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Tlbi {
     /// By VA and ASID, last level only (`tlbi vale1is`).
-    Vale1is { va: u64, asid: u16 },
+    Vale1is {
+        /// The virtual address (bits [55:12] are encoded).
+        va: u64,
+        /// The address space identifier.
+        asid: u16,
+    },
     /// By VA and ASID, all levels (`tlbi vae1is`).
-    Vae1is { va: u64, asid: u16 },
+    Vae1is {
+        /// The virtual address (bits [55:12] are encoded).
+        va: u64,
+        /// The address space identifier.
+        asid: u16,
+    },
     /// By VA, all ASIDs, last level only (`tlbi vaale1is`).
-    Vaale1is { va: u64 },
+    Vaale1is {
+        /// The virtual address (bits [55:12] are encoded).
+        va: u64,
+    },
     /// By VA, all ASIDs, all levels (`tlbi vaae1is`).
-    Vaae1is { va: u64 },
+    Vaae1is {
+        /// The virtual address (bits [55:12] are encoded).
+        va: u64,
+    },
     /// Everything at EL1&0 (`tlbi vmalle1is`).
     Vmalle1is,
     /// Every non-global entry of one ASID (`tlbi aside1is`).
-    Aside1is { asid: u16 },
+    Aside1is {
+        /// The address space identifier.
+        asid: u16,
+    },
     /// Range, all ASIDs, last level (`tlbi rvaale1is`).
-    Rvaale1is { base_va: u64, scale: u8, num: u8, ttl: u8 },
+    Rvaale1is {
+        /// First VA of the range (bits [48:12] are encoded).
+        base_va: u64,
+        /// `SCALE`: the range is `(num + 1) << (5 * scale + 1)` pages.
+        scale: u8,
+        /// `NUM` (0..=31).
+        num: u8,
+        /// `TTL`: level hint of the leaves, 0 for unknown.
+        ttl: u8,
+    },
     /// Range, one ASID, last level (`tlbi rvale1is`).
-    Rvale1is { base_va: u64, asid: u16, scale: u8, num: u8, ttl: u8 },
+    Rvale1is {
+        /// First VA of the range (bits [48:12] are encoded).
+        base_va: u64,
+        /// The address space identifier.
+        asid: u16,
+        /// `SCALE`: the range is `(num + 1) << (5 * scale + 1)` pages.
+        scale: u8,
+        /// `NUM` (0..=31).
+        num: u8,
+        /// `TTL`: level hint of the leaves, 0 for unknown.
+        ttl: u8,
+    },
     /// Range, one ASID, all levels (`tlbi rvae1is`), issued by user
     /// `__flush_tlb_range()` when `last_level` is false.
-    Rvae1is { base_va: u64, asid: u16, scale: u8, num: u8, ttl: u8 },
+    Rvae1is {
+        /// First VA of the range (bits [48:12] are encoded).
+        base_va: u64,
+        /// The address space identifier.
+        asid: u16,
+        /// `SCALE`: the range is `(num + 1) << (5 * scale + 1)` pages.
+        scale: u8,
+        /// `NUM` (0..=31).
+        num: u8,
+        /// `TTL`: level hint of the leaves, 0 for unknown.
+        ttl: u8,
+    },
 }
 
 macro_rules! tlbi_kinds {
@@ -87,7 +137,7 @@ macro_rules! tlbi_kinds {
         /// The kind of a [`Tlbi`], for counting.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(usize)]
-        pub enum TlbiKind { $($id,)* }
+        pub enum TlbiKind { $(#[doc = concat!("`tlbi ", $name, "`.")] $id,)* }
         impl TlbiKind {
             /// Every kind, in report order.
             pub const ALL: [TlbiKind; NR_TLBI_KINDS] = [$(TlbiKind::$id,)*];
