@@ -71,6 +71,10 @@ impl Default for MachineConfig {
 
 impl MachineConfig {
     /// Config with `mem` parsed like `mem=` (e.g. "4G") and `cpus` CPUs.
+    ///
+    /// # Errors
+    ///
+    /// [`BootError::Config`] if `mem` does not parse.
     pub fn with(mem: &str, cpus: usize) -> Result<MachineConfig, BootError> {
         let mem_bytes = memparse(mem).map_err(BootError::Config)?;
         Ok(MachineConfig { mem_bytes, nr_cpus: cpus, ..Default::default() })
@@ -139,6 +143,10 @@ impl Machine {
     /// `early_pgtable_alloc()`: a zeroed page from memblock for a table,
     /// marked reserved in its struct page. Only valid before the page
     /// allocator takes over memblock's free memory.
+    ///
+    /// # Errors
+    ///
+    /// [`MemblockError::NoSpace`] if memblock has no free page left.
     pub fn early_table_page(&self) -> Result<PhysAddr, MemblockError> {
         let pa = self.memblock.lock().alloc(PAGE_SIZE, PAGE_SIZE, "pgtable")?;
         self.arena.zero(pa, PAGE_SIZE);
@@ -199,6 +207,11 @@ impl Machine {
         self.cpus.len()
     }
     /// Take the handle of CPU `id`.
+    ///
+    /// # Errors
+    ///
+    /// [`CpuError::NoSuchCpu`] for an id beyond the machine's CPUs; [`CpuError::InUse`] while
+    /// another handle of that CPU is alive.
     pub fn cpu(&self, id: usize) -> Result<Cpu<'_>, CpuError> {
         let data = self.cpus.get(id).ok_or(CpuError::NoSuchCpu { cpu: id, nr_cpus: self.cpus.len() })?;
         if !data.try_claim() {
@@ -217,6 +230,10 @@ impl Machine {
         std::ptr::eq(cpu.machine(), self)
     }
     /// Handles of every CPU, in id order.
+    ///
+    /// # Errors
+    ///
+    /// [`CpuError::InUse`] if a handle of any CPU is alive.
     pub fn all_cpus(&self) -> Result<Vec<Cpu<'_>>, CpuError> {
         (0..self.nr_cpus()).map(|i| self.cpu(i)).collect()
     }

@@ -92,6 +92,11 @@ impl Memblock {
     }
 
     /// `memblock_reserve()`.
+    ///
+    /// # Errors
+    ///
+    /// [`MemblockError::BadReserve`] for an empty range, one outside RAM, or one overlapping an
+    /// existing reservation.
     pub fn reserve(&mut self, base: PhysAddr, size: u64, name: &'static str) -> Result<(), MemblockError> {
         let end = base.0.checked_add(size).ok_or(MemblockError::BadReserve { base, size })?;
         if size == 0 || !self.in_memory(base.0, end) || self.reserved.iter().any(|r| base.0 < r.end() && r.base.0 < end)
@@ -126,6 +131,11 @@ impl Memblock {
 
     /// `memblock_phys_alloc()`: `size` bytes aligned to `align`, searched
     /// top-down, and reserved under `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`MemblockError::NoSpace`] if `size` is 0, `align` is not a power of two, or no free range
+    /// fits.
     pub fn alloc(&mut self, size: u64, align: u64, name: &'static str) -> Result<PhysAddr, MemblockError> {
         let err = MemblockError::NoSpace { size, align, name };
         if size == 0 || !align.is_power_of_two() {

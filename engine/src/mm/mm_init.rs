@@ -69,6 +69,13 @@ impl From<MemblockError> for BootError {
 
 impl Machine {
     /// Build and boot a machine (see the module documentation).
+    ///
+    /// # Errors
+    ///
+    /// [`BootError::Config`] for a memory size that is not a multiple of 2 MiB in 16 MiB..=1 TiB or
+    /// a CPU count outside 1..=`NR_CPUS`; [`BootError::Arena`] if the host refuses the RAM mapping;
+    /// [`BootError::Memblock`] or [`BootError::Pgtable`] if the memmap, the usemap or the vmemmap
+    /// tables cannot be placed.
     pub fn boot(config: MachineConfig) -> Result<Machine, BootError> {
         let mem = config.mem_bytes;
         if !(16 << 20..=MAX_MEM).contains(&mem) || !mem.is_multiple_of(2 << 20) {

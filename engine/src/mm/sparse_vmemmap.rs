@@ -7,7 +7,7 @@
 //! partial section with 4 KiB pages (`vmemmap_populate_basepages`); the
 //! tables come from memblock. Then the struct-page accessor
 //! ([`crate::page::Memmap`]) is pointed at what the tables map
-//! ([`Machine::vmemmap_sync`]); from then on it follows them at run time
+//! ([`Machine::vmemmap_sync`](crate::Machine::vmemmap_sync)); from then on it follows them at run time
 //! ([`crate::mm::vmemmap`]).
 
 use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};

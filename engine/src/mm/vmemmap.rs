@@ -6,7 +6,7 @@
 //! ([`Machine::vmemmap_sync`]). When the vmemmap's tables change (a remap
 //! such as the hugetlb vmemmap optimisation), the changer calls
 //! [`Machine::note_vmemmap_change`]; the next TLBI that covers the changed
-//! addresses reaches [`Machine::vmemmap_tlbi`] (the
+//! addresses reaches `Machine::vmemmap_tlbi` (the
 //! [`SecondaryTlbHook`](crate::tlb::SecondaryTlbHook) registered at boot),
 //! which drops the cached translations in its range so that the next access
 //! to each walks the tables, as a TLB miss would. Without a change noted,

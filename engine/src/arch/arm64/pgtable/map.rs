@@ -386,6 +386,11 @@ fn map_range_journaled<'m>(
 /// `pmd_alloc_track()` down from the pgd: the pmd slot for `va`, with the
 /// pud table allocated if missing (its descriptor written with barriers, as
 /// `pud_populate` does, outside any lazy-MMU section).
+///
+/// # Errors
+///
+/// [`PgtableError::NoMemory`] if a table page cannot be allocated;
+/// [`PgtableError::BreakBeforeMake`] if an entry on the way holds a leaf rather than a table.
 pub fn pmd_alloc<'m>(
     cpu: &Cpu<'m>,
     asp: &AddressSpace,
@@ -401,6 +406,10 @@ pub fn pmd_alloc<'m>(
 
 /// `pte_alloc_kernel_track()`: the PTE table under the pmd slot for `va`,
 /// allocated and installed (`pmd_populate_kernel`) if missing.
+///
+/// # Errors
+///
+/// As [`pmd_alloc`], one level further down.
 pub fn pte_alloc_kernel<'m>(
     cpu: &Cpu<'m>,
     asp: &AddressSpace,
@@ -415,6 +424,11 @@ pub fn pte_alloc_kernel<'m>(
 /// `vmap_try_huge_pmd()` + `pmd_set_huge()`: map one 2 MiB block at the pmd
 /// slot if VA and PA are aligned and the slot is empty or holds an empty
 /// table (freed first). Returns false when a block cannot be used here.
+///
+/// # Errors
+///
+/// What [`set_pmd`] refuses (an unsafe change of a live entry, [`PgtableError::BreakBeforeMake`]).
+/// A block that cannot be used is `Ok(false)`, not an error.
 pub fn try_huge_pmd<'m>(
     cpu: &Cpu<'m>,
     alloc: &dyn PgtableAlloc<'m>,
@@ -433,6 +447,11 @@ pub fn try_huge_pmd<'m>(
 /// Write one contiguous run of 16 PTEs mapping `va` → `pa` (`set_huge_pte_at`
 /// for a 64 KiB contpte mapping into empty slots). Both addresses must be
 /// 64 KiB aligned.
+///
+/// # Errors
+///
+/// [`PgtableError::ContAlignment`] if `va` or `pa` is not 64 KiB aligned or `ptep` is not the slot
+/// of `va`; what [`set_ptes`] refuses.
 pub fn set_cont_ptes(cpu: &Cpu<'_>, ptep: PhysAddr, va: u64, pa: u64, prot: u64) -> Result<(), PgtableError> {
     if !(va | pa).is_multiple_of(CONT_PTE_SIZE) || Level::Pte.index(va) != ((ptep.0 % PAGE_SIZE) / 8) as usize {
         return Err(PgtableError::ContAlignment { va, pa, size: CONT_PTE_SIZE });
@@ -444,6 +463,12 @@ pub fn set_cont_ptes(cpu: &Cpu<'_>, ptep: PhysAddr, va: u64, pa: u64, prot: u64)
 /// clear, no barriers) and return the flush the caller owes. Blocks and
 /// contiguous runs must be covered whole; this is checked for the whole
 /// range before anything is cleared.
+///
+/// # Errors
+///
+/// [`PgtableError::BadRange`] for an empty, unaligned or wrapping range;
+/// [`PgtableError::OutsideAddressSpace`]; [`PgtableError::PartialHugeUnmap`] if a block or
+/// contiguous run would be cut. Nothing is cleared when an error is returned.
 pub fn unmap_range(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Result<TlbFlush, PgtableError> {
     if size == 0 || !(va | size).is_multiple_of(PAGE_SIZE) || va.checked_add(size - 1).is_none() {
         return Err(PgtableError::BadRange { va, size });
@@ -458,6 +483,12 @@ pub fn unmap_range(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Res
 /// contiguous run is cut): clear in one pass, without [`unmap_range`]'s
 /// checking pass. The flush is the caller's. Both refuse a range outside
 /// `asp`'s half ([`PgtableError::OutsideAddressSpace`]).
+///
+/// # Errors
+///
+/// [`PgtableError::BadRange`] and [`PgtableError::OutsideAddressSpace`] as [`unmap_range`];
+/// [`PgtableError::PartialHugeUnmap`] when the clearing walk meets a block or run it would cut
+/// (entries before it are already cleared: the caller promised a range it mapped whole).
 pub fn vunmap_range_noflush(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Result<(), PgtableError> {
     if size == 0 || !(va | size).is_multiple_of(PAGE_SIZE) || va.checked_add(size - 1).is_none() {
         return Err(PgtableError::BadRange { va, size });

@@ -46,7 +46,7 @@
 //! This file holds the types (address spaces, errors, the table allocator
 //! interface), the single-entry writes with their barrier and lazy-MMU
 //! rules, and the break-before-make checks; [`desc`] the descriptor format;
-//! [`map`] whole-range mapping and unmapping; [`walk`] read-only walks and
+//! [`map`] whole-range mapping and unmapping; [`walk`](mod@walk) read-only walks and
 //! table statistics; [`mmu`] memory access through the TLB model.
 
 pub mod desc;
@@ -233,6 +233,10 @@ impl AddressSpace {
     }
     /// `mm_alloc()` + `pgd_alloc()`: a new user address space with an empty
     /// root table from `alloc`.
+    ///
+    /// # Errors
+    ///
+    /// [`PgtableError::NoMemory`] if `alloc` has no page for the root table.
     pub fn alloc_user<'m>(
         cpu: &Cpu<'m>,
         alloc: &dyn PgtableAlloc<'m>,
@@ -405,6 +409,11 @@ fn check_word(word: &AtomicU64, slot: PhysAddr, new: Desc) -> Result<(), Pgtable
 ///
 /// The output address may lie outside RAM (device memory); `ptep` itself
 /// must be a descriptor word in RAM, else [`PgtableError::SlotOutsideRam`].
+///
+/// # Errors
+///
+/// [`PgtableError::SlotOutsideRam`] if `ptep` is not a word of RAM;
+/// [`PgtableError::BreakBeforeMake`] for an unsafe change of a live entry. Nothing is written then.
 #[inline]
 pub fn set_pte(cpu: &Cpu<'_>, ptep: PhysAddr, pte: Desc) -> Result<(), PgtableError> {
     let word = slot_word(cpu.machine(), ptep)?;
@@ -439,6 +448,10 @@ impl<'m> PteTable<'m> {
         Desc(self.slots[i].load(Relaxed))
     }
     /// [`set_pte`] on entry `i`.
+    ///
+    /// # Errors
+    ///
+    /// [`PgtableError::BreakBeforeMake`] for an unsafe change of a live entry.
     #[inline]
     pub fn set_pte(&self, cpu: &Cpu<'_>, i: usize, pte: Desc) -> Result<(), PgtableError> {
         let word = &self.slots[i];
@@ -460,6 +473,10 @@ impl<'m> PteTable<'m> {
 /// advancing by `pgsize` per entry, then one barrier pair for the last.
 /// All entries are checked before any is written (the slots must be words
 /// of RAM; the output addresses may lie anywhere, see [`set_pte`]).
+///
+/// # Errors
+///
+/// As [`set_pte`], for any of the `nr` entries; nothing is written then.
 pub fn set_ptes(cpu: &Cpu<'_>, ptep: PhysAddr, pte: Desc, nr: usize, pgsize: u64) -> Result<(), PgtableError> {
     let m = cpu.machine();
     if nr == 0 {
@@ -480,6 +497,11 @@ pub fn set_ptes(cpu: &Cpu<'_>, ptep: PhysAddr, pte: Desc, nr: usize, pgsize: u64
 /// `set_pmd()`: write; a valid entry (table or block) queues the barriers.
 /// A table descriptor must point at a page of RAM
 /// ([`PgtableError::TableOutsideRam`]); a block may map anything.
+///
+/// # Errors
+///
+/// [`PgtableError::TableOutsideRam`] for a table descriptor whose table is not a page of RAM;
+/// [`PgtableError::SlotOutsideRam`] and [`PgtableError::BreakBeforeMake`] as [`set_pte`].
 #[inline]
 pub fn set_pmd(cpu: &Cpu<'_>, pmdp: PhysAddr, pmd: Desc) -> Result<(), PgtableError> {
     let m = cpu.machine();
@@ -493,6 +515,10 @@ pub fn set_pmd(cpu: &Cpu<'_>, pmdp: PhysAddr, pmd: Desc) -> Result<(), PgtableEr
 }
 
 /// `set_pud()`: as [`set_pmd`].
+///
+/// # Errors
+///
+/// As [`set_pmd`].
 #[inline]
 pub fn set_pud(cpu: &Cpu<'_>, pudp: PhysAddr, pud: Desc) -> Result<(), PgtableError> {
     set_pmd(cpu, pudp, pud)
@@ -500,6 +526,10 @@ pub fn set_pud(cpu: &Cpu<'_>, pudp: PhysAddr, pud: Desc) -> Result<(), PgtableEr
 
 /// `set_pgd()` / `set_p4d()`: write; the barriers are queued unconditionally.
 /// A table descriptor must point at a page of RAM, as for [`set_pmd`].
+///
+/// # Errors
+///
+/// As [`set_pmd`].
 #[inline]
 pub fn set_pgd(cpu: &Cpu<'_>, pgdp: PhysAddr, pgd: Desc) -> Result<(), PgtableError> {
     let m = cpu.machine();

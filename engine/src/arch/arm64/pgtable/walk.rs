@@ -1,5 +1,5 @@
 //! Reading the tables without changing them, as the MMU's table walker
-//! does (no TLB involved): one walk for a VA ([`walk`], [`walk_with`]), the
+//! does (no TLB involved): one walk for a VA ([`walk()`], [`walk_with`]), the
 //! leaves covering a range ([`leaves`], what the TLB needs to cache it), and
 //! counts over every table of an address space ([`stats`], for
 //! `mmlab stat pagetables`).

@@ -373,6 +373,11 @@ impl TlbFlush {
     /// anything; two user ranges of one ASID and stride merge likewise
     /// (last-level only if both are). Anything else cannot merge and is
     /// handed back unchanged as `Err((self, other))`.
+    ///
+    /// # Errors
+    ///
+    /// `Err((self, other))`, both unchanged, when the two cannot be covered by one flush (different
+    /// kinds, ASIDs or strides).
     pub fn merge(self, other: TlbFlush) -> Result<TlbFlush, (TlbFlush, TlbFlush)> {
         let hull = |s1: u64, e1: u64, s2: u64, e2: u64| {
             if s1 >= e1 {

@@ -19,7 +19,7 @@
 //!
 //! The module has three parts, one job each:
 //!
-//! - [`tlbi`]: the instructions as data: [`Tlbi`] with its operand
+//! - [`tlbi`](mod@tlbi): the instructions as data: [`Tlbi`] with its operand
 //!   encoding (bit for bit), [`TlbiKind`], and the per-CPU TLBI counters.
 //!   It depends on nothing else in the crate.
 //! - [`model`]: what a CPU caches: [`CpuTlb`], a CLOCK-replaced TLB model

@@ -125,6 +125,11 @@ const GLOBAL_TAG: u32 = 1 << 16;
 impl TlbEntry {
     /// An entry mapping `[va, va + size)` to `[pa, pa + size)`; `asid` None
     /// for a global (nG clear) mapping.
+    ///
+    /// # Errors
+    ///
+    /// [`TlbEntryError::BadSize`] for a size other than 4K, 64K, 2M, 32M or 1G;
+    /// [`TlbEntryError::Misaligned`] if `va` or `pa` is not aligned to it.
     pub fn new(va: u64, pa: u64, size: u64, perms: TlbPerms, asid: Option<u16>) -> Result<TlbEntry, TlbEntryError> {
         let class = size_class(size).ok_or(TlbEntryError::BadSize(size))?;
         if (va | pa) & (size - 1) != 0 {

@@ -63,26 +63,26 @@ pub(super) const fn sign_extend(x: u64, bit: u32) -> u64 {
 pub enum Tlbi {
     /// By VA and ASID, last level only (`tlbi vale1is`).
     Vale1is {
-        /// The virtual address (bits [55:12] are encoded).
+        /// The virtual address (bits 55:12 are encoded).
         va: u64,
         /// The address space identifier.
         asid: u16,
     },
     /// By VA and ASID, all levels (`tlbi vae1is`).
     Vae1is {
-        /// The virtual address (bits [55:12] are encoded).
+        /// The virtual address (bits 55:12 are encoded).
         va: u64,
         /// The address space identifier.
         asid: u16,
     },
     /// By VA, all ASIDs, last level only (`tlbi vaale1is`).
     Vaale1is {
-        /// The virtual address (bits [55:12] are encoded).
+        /// The virtual address (bits 55:12 are encoded).
         va: u64,
     },
     /// By VA, all ASIDs, all levels (`tlbi vaae1is`).
     Vaae1is {
-        /// The virtual address (bits [55:12] are encoded).
+        /// The virtual address (bits 55:12 are encoded).
         va: u64,
     },
     /// Everything at EL1&0 (`tlbi vmalle1is`).
@@ -94,7 +94,7 @@ pub enum Tlbi {
     },
     /// Range, all ASIDs, last level (`tlbi rvaale1is`).
     Rvaale1is {
-        /// First VA of the range (bits [48:12] are encoded).
+        /// First VA of the range (bits 48:12 are encoded).
         base_va: u64,
         /// `SCALE`: the range is `(num + 1) << (5 * scale + 1)` pages.
         scale: u8,
@@ -105,7 +105,7 @@ pub enum Tlbi {
     },
     /// Range, one ASID, last level (`tlbi rvale1is`).
     Rvale1is {
-        /// First VA of the range (bits [48:12] are encoded).
+        /// First VA of the range (bits 48:12 are encoded).
         base_va: u64,
         /// The address space identifier.
         asid: u16,
@@ -119,7 +119,7 @@ pub enum Tlbi {
     /// Range, one ASID, all levels (`tlbi rvae1is`), issued by user
     /// `__flush_tlb_range()` when `last_level` is false.
     Rvae1is {
-        /// First VA of the range (bits [48:12] are encoded).
+        /// First VA of the range (bits 48:12 are encoded).
         base_va: u64,
         /// The address space identifier.
         asid: u16,
@@ -309,7 +309,7 @@ impl fmt::Display for Tlbi {
 // ---------------------------------------------------------------------------
 
 /// TLBI counts by kind and modelled TLBI time of one CPU, counted on the
-/// issuing CPU. Single writer (the CPU's thread, through its [`Cpu`]
+/// issuing CPU. Single writer (the CPU's thread, through its [`Cpu`](crate::cpu::Cpu)
 /// handle), so each bump is a relaxed load and store, as in
 /// [`crate::vmstat`].
 #[derive(Debug, Default)]
