@@ -94,6 +94,11 @@ impl fmt::Display for VirtAddr {
 
 /// Parse a size such as `4G`, `512M`, `64K`, `4096` (binary units, as the
 /// kernel's `memparse()` reads `mem=`).
+///
+/// # Errors
+///
+/// A message if `s` is not a number with an optional K/M/G/T suffix, or if the size overflows 64
+/// bits.
 pub fn memparse(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (num, shift) = match s.as_bytes().last().map(|b| b.to_ascii_uppercase()) {

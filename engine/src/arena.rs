@@ -32,7 +32,12 @@ unsafe impl ArenaPod for AtomicU64 {}
 #[derive(Debug)]
 pub enum ArenaError {
     /// Size zero, not page-aligned, or the base is not page-aligned.
-    BadGeometry { base: PhysAddr, size: u64 },
+    BadGeometry {
+        /// The base asked for.
+        base: PhysAddr,
+        /// The size asked for.
+        size: u64,
+    },
     /// The host refused the mapping.
     Map(std::io::Error),
 }
@@ -59,6 +64,11 @@ pub struct Arena {
 
 impl Arena {
     /// Map `size` bytes of emulated RAM that appears at physical address `base`.
+    ///
+    /// # Errors
+    ///
+    /// [`ArenaError::BadGeometry`] for a zero or unaligned size or base; [`ArenaError::Map`] if the
+    /// host refuses the mapping.
     pub fn new(base: PhysAddr, size: u64) -> Result<Arena, ArenaError> {
         if size == 0 || !size.is_multiple_of(PAGE_SIZE) || !base.0.is_multiple_of(PAGE_SIZE) {
             return Err(ArenaError::BadGeometry { base, size });

@@ -1,35 +1,23 @@
-//! The emulated machine and its early boot.
+//! The emulated machine: RAM, memmap, memblock, CPUs and their per-cpu
+//! data, the barrier backend, the trace clock and RCU, as one value.
 //!
-//! [`Machine::boot`] does what arm64's `setup_arch()` / `bootmem_init()` and
-//! mm_init's early steps do for the page allocator's benefit:
+//! The kernel has no such object (its state is global); mmlab keeps one per
+//! [`Machine`] so that tests can run several machines in one process.
+//! Building one is boot, which lives apart in [`crate::mm::mm_init`] (as
+//! mm/mm_init.c is apart from mm/page_alloc.c); this module holds the
+//! configuration, the run-time accessors and the sums of the per-CPU
+//! counter families.
 //!
-//! 1. map the arena (RAM at [`PHYS_OFFSET`]) and register it with memblock;
-//! 2. allocate the memmap (64 bytes per frame) and the pageblock flags from
-//!    memblock, top-down, as sparse_init/vmemmap_populate and
-//!    `setup_usemap()` do;
-//! 3. initialise every struct page (`memmap_init_range()` →
-//!    `__init_single_page()`: zone and node in `flags`, refcount 1, no page
-//!    type, an empty `lru`), mark every pageblock MOVABLE, and mark reserved
-//!    frames PG_reserved (`reserve_bootmem_region()`).
-//!
-//! Handing the unreserved frames to the buddy allocator
-//! (`memblock_free_all()`) is left to the allocator crate, which owns the
-//! zone: it calls [`Machine::memblock`] and [`crate::memblock::Memblock::for_each_free_block`].
-//!
-//! Faithful: memmap contents and layout, memblock's top-down placement, the
-//! order of initialisation. Simplified: one node, one zone (Normal), one
-//! contiguous memmap (the vmemmap mapping of it arrives with the page tables).
-
-use crate::addr::{PAGE_SHIFT, PAGE_SIZE, Pfn, PhysAddr, memparse};
-use crate::arena::{Arena, ArenaError};
+//! The machine also holds the hooks registered at boot that lower layers
+//! call instead of calling up into the layers that own the state: the
+//! secondary-TLB hook a TLBI calls (see [`crate::tlb::SecondaryTlbHook`]).
+use crate::addr::{PAGE_SIZE, Pfn, PhysAddr, memparse};
+use crate::arena::Arena;
 use crate::barrier::{BarrierBackend, BarrierCounts};
 use crate::cpu::{Cpu, CpuData};
-use crate::layout::PHYS_OFFSET;
 use crate::memblock::{Memblock, MemblockError};
-use crate::mm::{Migratetype, PAGEBLOCK_ORDER, ZoneType};
-use crate::page::{
-    LRU_OFFSET, Memmap, NODES_PGSHIFT, PAGE_TYPE_NONE, PageExt, STRUCT_PAGE_SIZE, StructPage, ZONES_PGSHIFT, pg,
-};
+pub use crate::mm::mm_init::BootError;
+use crate::page::{Memmap, PageExt, StructPage, pg};
 use crate::sync::Mutex;
 use crate::trace::TraceClock;
 use crate::vmstat::VmCounts;
@@ -83,35 +71,13 @@ impl Default for MachineConfig {
 
 impl MachineConfig {
     /// Config with `mem` parsed like `mem=` (e.g. "4G") and `cpus` CPUs.
+    ///
+    /// # Errors
+    ///
+    /// [`BootError::Config`] if `mem` does not parse.
     pub fn with(mem: &str, cpus: usize) -> Result<MachineConfig, BootError> {
         let mem_bytes = memparse(mem).map_err(BootError::Config)?;
         Ok(MachineConfig { mem_bytes, nr_cpus: cpus, ..Default::default() })
-    }
-}
-
-/// Why a machine could not be built.
-#[derive(Debug)]
-pub enum BootError {
-    Config(String),
-    Pgtable(crate::pgtable::PgtableError),
-    Arena(ArenaError),
-    Memblock(MemblockError),
-}
-
-impl std::fmt::Display for BootError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BootError::Config(s) => write!(f, "bad machine configuration: {s}"),
-            BootError::Arena(e) => e.fmt(f),
-            BootError::Memblock(e) => e.fmt(f),
-            BootError::Pgtable(e) => write!(f, "building the vmemmap: {e}"),
-        }
-    }
-}
-impl std::error::Error for BootError {}
-impl From<MemblockError> for BootError {
-    fn from(e: MemblockError) -> Self {
-        BootError::Memblock(e)
     }
 }
 
@@ -119,9 +85,17 @@ impl From<MemblockError> for BootError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CpuError {
     /// No such CPU.
-    NoSuchCpu { cpu: usize, nr_cpus: usize },
+    NoSuchCpu {
+        /// The id asked for.
+        cpu: usize,
+        /// CPUs the machine has.
+        nr_cpus: usize,
+    },
     /// A handle for this CPU is alive elsewhere.
-    InUse { cpu: usize },
+    InUse {
+        /// The id asked for.
+        cpu: usize,
+    },
 }
 
 impl std::fmt::Display for CpuError {
@@ -137,107 +111,29 @@ impl std::error::Error for CpuError {}
 /// The machine: RAM, memmap, memblock, CPUs, barrier backend, trace clock.
 #[derive(Debug)]
 pub struct Machine {
-    config: MachineConfig,
+    pub(crate) config: MachineConfig,
     // Declared before `arena` so that it is dropped first: it points into it.
-    memmap: Memmap,
-    pageblock_flags: PhysAddr,
-    nr_pageblocks: usize,
-    arena: Arena,
-    memblock: Mutex<Memblock>,
+    pub(crate) memmap: Memmap,
+    pub(crate) pageblock_flags: PhysAddr,
+    pub(crate) nr_pageblocks: usize,
+    pub(crate) arena: Arena,
+    pub(crate) memblock: Mutex<Memblock>,
     /// `swapper_pg_dir`: the kernel's root table.
-    swapper_pg_dir: PhysAddr,
+    pub(crate) swapper_pg_dir: PhysAddr,
     /// The vmemmap tables changed since the struct-page accessor last synced.
     pub(crate) vmemmap_dirty: std::sync::atomic::AtomicBool,
+    /// The secondary TLB that every TLBI reaches, registered at boot
+    /// ([`Machine::vmemmap_tlbi`]).
+    pub(crate) secondary_tlb: crate::tlb::SecondaryTlbHook,
     /// `memblock_free_all()` has handed memblock's free memory to a page
     /// allocator (it may happen once per machine).
-    memblock_released: std::sync::atomic::AtomicBool,
-    cpus: Box<[CachePadded<CpuData>]>,
-    trace_clock: TraceClock,
-    rcu: crate::rcu::RcuState,
+    pub(crate) memblock_released: std::sync::atomic::AtomicBool,
+    pub(crate) cpus: Box<[CachePadded<CpuData>]>,
+    pub(crate) trace_clock: TraceClock,
+    pub(crate) rcu: crate::rcu::RcuState,
 }
 
 impl Machine {
-    /// Build and boot a machine (see the module documentation).
-    pub fn boot(config: MachineConfig) -> Result<Machine, BootError> {
-        let mem = config.mem_bytes;
-        if !(16 << 20..=MAX_MEM).contains(&mem) || !mem.is_multiple_of(2 << 20) {
-            return Err(BootError::Config(format!("mem must be a multiple of 2M between 16M and 1T, got {mem:#x}")));
-        }
-        if config.nr_cpus == 0 || config.nr_cpus > NR_CPUS {
-            return Err(BootError::Config(format!("cpus must be between 1 and {NR_CPUS}, got {}", config.nr_cpus)));
-        }
-        let arena = Arena::new(PhysAddr(PHYS_OFFSET), mem).map_err(BootError::Arena)?;
-        let mut mb = Memblock::default();
-        mb.add(arena.base(), mem);
-
-        let start_pfn = arena.base().pfn();
-        let nr_pages = mem >> PAGE_SHIFT;
-        // The memmap: vmemmap_populate() backs it with PMD-sized blocks.
-        let memmap_bytes = (nr_pages * STRUCT_PAGE_SIZE).next_multiple_of(PAGE_SIZE);
-        let memmap_pa = mb.alloc(memmap_bytes, 2 << 20, "memmap")?;
-        // Pageblock flags (usemap), one byte per pageblock here.
-        let nr_pageblocks = nr_pages.div_ceil(1 << PAGEBLOCK_ORDER) as usize;
-        let usemap_pa = mb.alloc((nr_pageblocks as u64).next_multiple_of(64), 64, "usemap")?;
-
-        let pages = arena.slice::<StructPage>(memmap_pa, nr_pages as usize);
-        // SAFETY: `pages` lies in `arena`, which the Machine owns and drops
-        // after the Memmap (field order), and whose mapping never moves.
-        let memmap = unsafe { Memmap::new(pages, start_pfn, &arena) };
-
-        let nr_cpus = config.nr_cpus;
-        let cpus = (0..config.nr_cpus).map(|_| CachePadded::new(CpuData::new(&config))).collect();
-        // swapper_pg_dir: one page, zeroed, from memblock.
-        let swapper_pg_dir = mb.alloc(PAGE_SIZE, PAGE_SIZE, "pgtable")?;
-        arena.zero(swapper_pg_dir, PAGE_SIZE);
-        let m = Machine {
-            config,
-            memmap,
-            pageblock_flags: usemap_pa,
-            nr_pageblocks,
-            arena,
-            memblock: Mutex::new(mb),
-            swapper_pg_dir,
-            vmemmap_dirty: std::sync::atomic::AtomicBool::new(false),
-            memblock_released: std::sync::atomic::AtomicBool::new(false),
-            cpus,
-            trace_clock: TraceClock::new(),
-            rcu: crate::rcu::RcuState::new(nr_cpus),
-        };
-        m.memmap_init();
-        m.memmap.set_pgd(swapper_pg_dir);
-        {
-            // paging_init() on the boot CPU: map the memmap at the vmemmap.
-            let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
-            crate::pgtable::vmemmap::vmemmap_populate(&cpu0, memmap_pa).map_err(BootError::Pgtable)?;
-        }
-        Ok(m)
-    }
-
-    /// `memmap_init_range()` + `reserve_bootmem_region()`.
-    fn memmap_init(&self) {
-        let flags = (ZoneType::Normal as u64) << ZONES_PGSHIFT | 0 << NODES_PGSHIFT;
-        let start = self.memmap.start_pfn().0;
-        for pfn in start..self.memmap.end_pfn().0 {
-            let p = self.memmap.page(Pfn(pfn));
-            p.set_flags(flags);
-            p.set_refcount(1);
-            p.set_page_type(PAGE_TYPE_NONE);
-            let lru = self.memmap.page_va(Pfn(pfn)) + LRU_OFFSET;
-            p.set_lru_next(lru);
-            p.set_lru_prev(lru);
-        }
-        for b in self.pageblock_flags() {
-            b.store(Migratetype::Movable as u8, Relaxed);
-        }
-        for r in self.memblock.lock().reserved() {
-            for pfn in r.base.0 >> PAGE_SHIFT..r.end().div_ceil(PAGE_SIZE) {
-                let p = self.memmap.page(Pfn(pfn));
-                p.set_flag(pg::PG_RESERVED);
-                p.set_ext(PageExt::Reserved);
-            }
-        }
-    }
-
     /// The kernel's address space (`init_mm`: `swapper_pg_dir`, no ASID).
     #[inline]
     pub fn kernel_as(&self) -> crate::pgtable::AddressSpace {
@@ -247,6 +143,10 @@ impl Machine {
     /// `early_pgtable_alloc()`: a zeroed page from memblock for a table,
     /// marked reserved in its struct page. Only valid before the page
     /// allocator takes over memblock's free memory.
+    ///
+    /// # Errors
+    ///
+    /// [`MemblockError::NoSpace`] if memblock has no free page left.
     pub fn early_table_page(&self) -> Result<PhysAddr, MemblockError> {
         let pa = self.memblock.lock().alloc(PAGE_SIZE, PAGE_SIZE, "pgtable")?;
         self.arena.zero(pa, PAGE_SIZE);
@@ -307,6 +207,11 @@ impl Machine {
         self.cpus.len()
     }
     /// Take the handle of CPU `id`.
+    ///
+    /// # Errors
+    ///
+    /// [`CpuError::NoSuchCpu`] for an id beyond the machine's CPUs; [`CpuError::InUse`] while
+    /// another handle of that CPU is alive.
     pub fn cpu(&self, id: usize) -> Result<Cpu<'_>, CpuError> {
         let data = self.cpus.get(id).ok_or(CpuError::NoSuchCpu { cpu: id, nr_cpus: self.cpus.len() })?;
         if !data.try_claim() {
@@ -325,6 +230,10 @@ impl Machine {
         std::ptr::eq(cpu.machine(), self)
     }
     /// Handles of every CPU, in id order.
+    ///
+    /// # Errors
+    ///
+    /// [`CpuError::InUse`] if a handle of any CPU is alive.
     pub fn all_cpus(&self) -> Result<Vec<Cpu<'_>>, CpuError> {
         (0..self.nr_cpus()).map(|i| self.cpu(i)).collect()
     }
@@ -396,31 +305,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn boot_lays_out_memmap_and_reservations() {
-        let m = Machine::boot(MachineConfig::with("64M", 2).unwrap()).unwrap();
-        let mb = m.memblock();
-        let mut names: Vec<_> = mb.reserved().iter().map(|r| r.name).collect();
-        names.sort();
-        // The memmap, the usemap, and the vmemmap's tables: swapper_pg_dir
-        // plus one pud, one pmd and one pte table (64M is a partial section,
-        // mapped with base pages).
-        assert_eq!(names, ["memmap", "pgtable", "pgtable", "pgtable", "pgtable", "usemap"]);
-        // 16384 frames x 64 B = 1 MiB of memmap at the top 2 MiB-aligned slot.
-        let memmap = *mb.reserved().iter().find(|r| r.name == "memmap").unwrap();
-        assert_eq!(memmap.size, 1 << 20);
-        assert_eq!(memmap.base.0, PHYS_OFFSET + (62 << 20));
-        let pfn = memmap.base.pfn();
-        assert!(m.page(pfn).test_flag(pg::PG_RESERVED));
-        assert_eq!(m.page(pfn).ext(), PageExt::Reserved);
-        let free = m.page(Pfn(PHYS_OFFSET >> PAGE_SHIFT));
-        assert!(!free.test_flag(pg::PG_RESERVED));
-        assert_eq!(free.zonenum(), ZoneType::Normal as u32);
-        assert_eq!(free.refcount(), 1);
-        assert_eq!(m.pageblock_flags().len(), 32);
-        assert_eq!(m.memmap().page_va(Pfn(0x40001)), crate::layout::VMEMMAP_START + 64);
-    }
-
-    #[test]
     fn cpu_handles_are_exclusive() {
         let m = Machine::boot(MachineConfig::with("16M", 2).unwrap()).unwrap();
         let c0 = m.cpu(0).unwrap();
@@ -447,12 +331,5 @@ mod tests {
         assert_eq!(d(BarrierKind::Isb, "sy"), 1);
         assert_eq!(d(BarrierKind::Dmb, "ish"), 1);
         assert_eq!(c1.data().barriers.snapshot().total(), 2);
-    }
-
-    #[test]
-    fn bad_configs_are_errors() {
-        assert!(Machine::boot(MachineConfig::with("1M", 1).unwrap()).is_err());
-        assert!(Machine::boot(MachineConfig::with("64M", 0).unwrap()).is_err());
-        assert!(MachineConfig::with("lots", 1).is_err());
     }
 }

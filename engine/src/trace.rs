@@ -653,6 +653,10 @@ pub fn capture<R>(format: TraceFormat, f: impl FnOnce() -> R) -> (R, String) {
 /// subscriber. Returns the sink so the caller can flush it at the end (the
 /// global subscriber is never dropped). Fails if a global subscriber is
 /// already set.
+///
+/// # Errors
+///
+/// The `tracing` error if a global subscriber is already set.
 pub fn install_global(
     format: TraceFormat,
     writer: Box<dyn Write + Send>,

@@ -226,6 +226,11 @@ impl ListArray {
 
     /// Walk list `i` from head to tail, checking every back link; returns the
     /// entries or a description of the first broken link.
+    ///
+    /// # Errors
+    ///
+    /// A description of the first inconsistency: a broken back link, a link to an invalid PFN or
+    /// another head, or a length that disagrees with the count.
     pub fn walk(&self, mem: &Memmap, i: usize) -> Result<Vec<Pfn>, String> {
         let mut out = Vec::new();
         let mut prev = self.head_va(i);

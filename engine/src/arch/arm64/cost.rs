@@ -75,7 +75,7 @@
 //! uses the profile's barrier costs).
 
 use crate::barrier::{BarrierBackend, IshSt, ModelCosts};
-use crate::tlb::{NR_TLBI_KINDS, TlbiKind};
+use crate::tlb::tlbi::{NR_TLBI_KINDS, TlbiKind};
 
 /// Modelled costs of one machine type; see the module documentation for the
 /// source of every number.

@@ -2,7 +2,7 @@
 //! (arch/arm64/include/asm/pgtable-hwdef.h, pgtable-prot.h).
 //!
 //! A descriptor is a `u64` with its attribute bits at their architectural
-//! positions. [`Desc`] wraps one and decodes it per [`Level`]: bits[1:0]
+//! positions. [`Desc`] wraps one and decodes it per [`Level`]: bits\[1:0\]
 //! say invalid (bit 0 clear), table (`0b11` at levels 0-2), block (`0b01` at
 //! levels 1-2) or page (`0b11` at level 3). The kernel's protection values
 //! are built from the same named bits as in pgtable-prot.h, so
@@ -80,7 +80,7 @@ pub const PUD_SIZE: u64 = 1 << 30;
 pub mod bits {
     /// `PTE_VALID`.
     pub const PTE_VALID: u64 = 1 << 0;
-    /// bits[1:0] mask.
+    /// bits\[1:0\] mask.
     pub const PTE_TYPE_MASK: u64 = 3;
     /// `PTE_TYPE_PAGE` (level 3) and `PMD_TYPE_TABLE` (levels 0-2).
     pub const PTE_TYPE_PAGE: u64 = 3;
@@ -88,21 +88,21 @@ pub mod bits {
     pub const PMD_TYPE_TABLE: u64 = 3;
     /// `PMD_TYPE_SECT` / `PUD_TYPE_SECT`: a block.
     pub const PMD_TYPE_SECT: u64 = 1;
-    /// `PTE_ATTRINDX_MASK`: MAIR index, bits[4:2].
+    /// `PTE_ATTRINDX_MASK`: MAIR index, bits\[4:2\].
     pub const PTE_ATTRINDX_MASK: u64 = 7 << 2;
     /// `PTE_NS`.
     pub const PTE_NS: u64 = 1 << 5;
-    /// `PTE_USER` (AP[1]).
+    /// `PTE_USER` (AP\[1\]).
     pub const PTE_USER: u64 = 1 << 6;
-    /// `PTE_RDONLY` (AP[2]).
+    /// `PTE_RDONLY` (AP\[2\]).
     pub const PTE_RDONLY: u64 = 1 << 7;
-    /// `PTE_SHARED`: SH = inner shareable, bits[9:8].
+    /// `PTE_SHARED`: SH = inner shareable, bits\[9:8\].
     pub const PTE_SHARED: u64 = 3 << 8;
     /// `PTE_AF`: access flag.
     pub const PTE_AF: u64 = 1 << 10;
     /// `PTE_NG`: not global (ASID-tagged).
     pub const PTE_NG: u64 = 1 << 11;
-    /// `PTE_ADDR_LOW`: output address bits[49:12].
+    /// `PTE_ADDR_LOW`: output address bits\[49:12\].
     pub const PTE_ADDR_MASK: u64 = ((1 << (50 - 12)) - 1) << 12;
     /// `PTE_GP`: BTI guarded page.
     pub const PTE_GP: u64 = 1 << 50;
@@ -118,7 +118,7 @@ pub mod bits {
     pub const PTE_DIRTY: u64 = 1 << 55;
     /// `PTE_SPECIAL` (software).
     pub const PTE_SPECIAL: u64 = 1 << 56;
-    /// `PTE_SWBITS_MASK`: bit 63 and bits[58:55].
+    /// `PTE_SWBITS_MASK`: bit 63 and bits\[58:55\].
     pub const PTE_SWBITS_MASK: u64 = 1 << 63 | 0xf << 55;
     /// `PMD_TABLE_AF` (ignored without FEAT_HAFT).
     pub const TABLE_AF: u64 = 1 << 10;
@@ -128,9 +128,13 @@ pub mod bits {
     pub const TABLE_UXN: u64 = 1 << 60;
     /// `MT_NORMAL`, `MT_NORMAL_TAGGED`, `MT_NORMAL_NC`, `MT_DEVICE_nGnRnE`, `MT_DEVICE_nGnRE`.
     pub const MT_NORMAL: u64 = 0;
+    /// `MT_NORMAL_TAGGED`: normal memory with MTE tags.
     pub const MT_NORMAL_TAGGED: u64 = 1;
+    /// `MT_NORMAL_NC`: normal non-cacheable.
     pub const MT_NORMAL_NC: u64 = 2;
+    /// `MT_DEVICE_nGnRnE`: strongly ordered device memory.
     pub const MT_DEVICE_NGNRNE: u64 = 3;
+    /// `MT_DEVICE_nGnRE`: device memory with early write acknowledgement.
     pub const MT_DEVICE_NGNRE: u64 = 4;
     /// `PTE_ATTRINDX(t)`.
     pub const fn attrindx(t: u64) -> u64 {
@@ -167,9 +171,13 @@ pub const USER_TABLE: u64 = PMD_TYPE_TABLE | TABLE_AF | TABLE_PXN;
 /// What a descriptor is at its level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DescKind {
+    /// Bit 0 clear: no translation.
     Invalid,
+    /// Points to the next-level table (levels 0 to 2).
     Table,
+    /// A leaf above level 3 (1 GiB at the pud, 2 MiB at the pmd).
     Block,
+    /// A leaf at level 3 (4 KiB).
     Page,
     /// `0b01` at level 3 or a block at level 0: treated as invalid by the MMU.
     Reserved,

@@ -20,9 +20,13 @@ pub const PAGEBLOCK_NR_PAGES: u64 = 1 << PAGEBLOCK_ORDER;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]
 pub enum Migratetype {
+    /// `MIGRATE_UNMOVABLE`: kernel allocations that cannot move.
     Unmovable = 0,
+    /// `MIGRATE_MOVABLE`: user and page-cache pages that migration can move.
     Movable = 1,
+    /// `MIGRATE_RECLAIMABLE`: slab caches that shrinkers can free.
     Reclaimable = 2,
+    /// `MIGRATE_HIGHATOMIC`: the reserve for high-order atomic allocations.
     HighAtomic = 3,
 }
 
@@ -88,9 +92,13 @@ impl fmt::Display for Migratetype {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum ZoneType {
+    /// `ZONE_DMA` (unpopulated).
     Dma = 0,
+    /// `ZONE_DMA32` (unpopulated).
     Dma32 = 1,
+    /// `ZONE_NORMAL`: all of the emulated RAM.
     Normal = 2,
+    /// `ZONE_MOVABLE` (unpopulated).
     Movable = 3,
 }
 

@@ -1,57 +1,22 @@
-//! The vmemmap: the memmap mapped at `VMEMMAP_START` by the kernel's own
-//! tables (mm/sparse-vmemmap.c, arch/arm64/mm/mmu.c `vmemmap_populate`).
+//! The vmemmap at run time: the struct-page accessor as a secondary TLB of
+//! the kernel's vmemmap mapping.
 //!
-//! At boot every present 128 MiB section gets its 2 MiB of struct pages
-//! mapped with one PMD block (`vmemmap_populate_hugepages` →
-//! `vmemmap_set_pmd`), and a partial section with 4 KiB pages
-//! (`vmemmap_populate_basepages`); the tables come from memblock. From then
-//! on the struct-page accessor ([`crate::page::Memmap`]) goes through this
-//! mapping: [`Machine::vmemmap_sync`] re-reads the tables for a range of
-//! vmemmap addresses (the TLB code calls it for every TLBI that covers
-//! vmemmap addresses), so a remapped vmemmap page is seen by every later
-//! struct-page access.
+//! [`crate::page::Memmap`] reaches each struct page through a cached host
+//! address per vmemmap page, found by walking the kernel tables at boot
+//! ([`Machine::vmemmap_sync`]). When the vmemmap's tables change (a remap
+//! such as the hugetlb vmemmap optimisation), the changer calls
+//! [`Machine::note_vmemmap_change`]; the next TLBI that covers the changed
+//! addresses reaches `Machine::vmemmap_tlbi` (the
+//! [`SecondaryTlbHook`](crate::tlb::SecondaryTlbHook) registered at boot),
+//! which drops the cached translations in its range so that the next access
+//! to each walks the tables, as a TLB miss would. Without a change noted,
+//! the hook returns at once.
 
-use super::{AddressSpace, MapFlags, MemblockTables, PgtableError, desc, map_range, walk};
 use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
-use crate::cpu::Cpu;
 use crate::layout::{VMEMMAP_END, VMEMMAP_START};
 use crate::machine::Machine;
-use crate::page::{PAGES_PER_VMEMMAP_PAGE, STRUCT_PAGE_SIZE};
-
-/// `PAGES_PER_SECTION` with `SECTION_SIZE_BITS` = 27 (128 MiB sections).
-pub const PAGES_PER_SECTION: u64 = 1 << (27 - 12);
-
-/// `vmemmap_populate()` for every present section; called once at boot.
-pub(crate) fn vmemmap_populate(cpu: &Cpu<'_>, memmap_pa: PhysAddr) -> Result<(), PgtableError> {
-    let m = cpu.machine();
-    let asp = m.kernel_as();
-    let mem = m.memmap();
-    let (start, end) = (mem.start_pfn().0, mem.end_pfn().0);
-    let mut s = start;
-    while s < end {
-        let section_end = ((s / PAGES_PER_SECTION) + 1) * PAGES_PER_SECTION;
-        let n = section_end.min(end) - s;
-        let va = mem.page_va(Pfn(s));
-        let pa = memmap_pa.0 + (s - start) * STRUCT_PAGE_SIZE;
-        let bytes = (n * STRUCT_PAGE_SIZE).next_multiple_of(PAGE_SIZE);
-        let whole = n == PAGES_PER_SECTION;
-        // Creating mappings in empty tables needs no TLB maintenance.
-        map_range(
-            cpu,
-            &asp,
-            &MemblockTables,
-            va,
-            pa,
-            bytes,
-            desc::PAGE_KERNEL,
-            MapFlags { block: whole, cont: false },
-        )?
-        .ignore();
-        s += n;
-    }
-    m.vmemmap_sync(VMEMMAP_START, VMEMMAP_END);
-    Ok(())
-}
+use crate::page::PAGES_PER_VMEMMAP_PAGE;
+use crate::pgtable::{AddressSpace, walk};
 
 impl Machine {
     /// Note that the vmemmap's tables were changed (by a remap such as the

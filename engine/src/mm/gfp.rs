@@ -85,41 +85,66 @@ impl Gfp {
     pub const NONE: Gfp = Gfp(0);
 
     // Zone modifiers.
+    /// From `ZONE_DMA`.
     pub const __GFP_DMA: Gfp = b(bit::DMA);
+    /// May use highmem (no-op on 64-bit).
     pub const __GFP_HIGHMEM: Gfp = b(bit::HIGHMEM);
+    /// From `ZONE_DMA32`.
     pub const __GFP_DMA32: Gfp = b(bit::DMA32);
+    /// Movable: `MIGRATE_MOVABLE`, may use `ZONE_MOVABLE`.
     pub const __GFP_MOVABLE: Gfp = b(bit::MOVABLE);
     /// Zone modifier bits together (`GFP_ZONEMASK`).
     pub const GFP_ZONEMASK: Gfp =
         Gfp(Self::__GFP_DMA.0 | Self::__GFP_HIGHMEM.0 | Self::__GFP_DMA32.0 | Self::__GFP_MOVABLE.0);
 
     // Page mobility and placement.
+    /// Reclaimable: `MIGRATE_RECLAIMABLE`.
     pub const __GFP_RECLAIMABLE: Gfp = b(bit::RECLAIMABLE);
+    /// The page will be dirtied (dirty-limit spreading).
     pub const __GFP_WRITE: Gfp = b(bit::WRITE);
+    /// Enforce the cpuset memory policy.
     pub const __GFP_HARDWALL: Gfp = b(bit::HARDWALL);
+    /// This node only, no fallback.
     pub const __GFP_THISNODE: Gfp = b(bit::THISNODE);
+    /// Charge to the memory cgroup.
     pub const __GFP_ACCOUNT: Gfp = b(bit::ACCOUNT);
+    /// No slab object extension vector.
     pub const __GFP_NO_OBJ_EXT: Gfp = b(bit::NO_OBJ_EXT);
 
     // Watermark modifiers.
+    /// High priority: may dip below the min watermark.
     pub const __GFP_HIGH: Gfp = b(bit::HIGH);
+    /// May use all reserves.
     pub const __GFP_MEMALLOC: Gfp = b(bit::MEMALLOC);
+    /// Never use the emergency reserves.
     pub const __GFP_NOMEMALLOC: Gfp = b(bit::NOMEMALLOC);
 
     // Reclaim modifiers.
+    /// May start physical I/O.
     pub const __GFP_IO: Gfp = b(bit::IO);
+    /// May call into the filesystem.
     pub const __GFP_FS: Gfp = b(bit::FS);
+    /// May enter direct reclaim.
     pub const __GFP_DIRECT_RECLAIM: Gfp = b(bit::DIRECT_RECLAIM);
+    /// May wake kswapd at the low watermark.
     pub const __GFP_KSWAPD_RECLAIM: Gfp = b(bit::KSWAPD_RECLAIM);
+    /// Both reclaim bits.
     pub const __GFP_RECLAIM: Gfp = Gfp(Self::__GFP_DIRECT_RECLAIM.0 | Self::__GFP_KSWAPD_RECLAIM.0);
+    /// Retry hard, but may fail.
     pub const __GFP_RETRY_MAYFAIL: Gfp = b(bit::RETRY_MAYFAIL);
+    /// Retry forever; must not fail.
     pub const __GFP_NOFAIL: Gfp = b(bit::NOFAIL);
+    /// Give up after one light reclaim attempt.
     pub const __GFP_NORETRY: Gfp = b(bit::NORETRY);
 
     // Action modifiers.
+    /// No allocation-failure warning.
     pub const __GFP_NOWARN: Gfp = b(bit::NOWARN);
+    /// Make a compound page.
     pub const __GFP_COMP: Gfp = b(bit::COMP);
+    /// Return zeroed pages.
     pub const __GFP_ZERO: Gfp = b(bit::ZERO);
+    /// Zero the MTE tags along with the memory.
     pub const __GFP_ZEROTAGS: Gfp = b(bit::ZEROTAGS);
     /// Zero without `CONFIG_KASAN_HW_TAGS`.
     pub const __GFP_SKIP_ZERO: Gfp = Gfp(0);
@@ -134,20 +159,33 @@ impl Gfp {
     pub const __GFP_BITS_MASK: Gfp = Gfp((1 << bit::LAST) - 1);
 
     // Composites, as gfp_types.h builds them.
+    /// `GFP_ATOMIC`: cannot sleep, may use reserves.
     pub const GFP_ATOMIC: Gfp = Gfp(Self::__GFP_HIGH.0 | Self::__GFP_KSWAPD_RECLAIM.0);
+    /// `GFP_KERNEL`: the usual kernel allocation, may sleep and reclaim.
     pub const GFP_KERNEL: Gfp = Gfp(Self::__GFP_RECLAIM.0 | Self::__GFP_IO.0 | Self::__GFP_FS.0);
+    /// `GFP_KERNEL_ACCOUNT`: `GFP_KERNEL`, charged to the memory cgroup.
     pub const GFP_KERNEL_ACCOUNT: Gfp = Gfp(Self::GFP_KERNEL.0 | Self::__GFP_ACCOUNT.0);
+    /// `GFP_NOWAIT`: no direct reclaim, no warning.
     pub const GFP_NOWAIT: Gfp = Gfp(Self::__GFP_KSWAPD_RECLAIM.0 | Self::__GFP_NOWARN.0);
+    /// `GFP_NOIO`: may reclaim but start no I/O.
     pub const GFP_NOIO: Gfp = Self::__GFP_RECLAIM;
+    /// `GFP_NOFS`: may reclaim but not call into the filesystem.
     pub const GFP_NOFS: Gfp = Gfp(Self::__GFP_RECLAIM.0 | Self::__GFP_IO.0);
+    /// `GFP_USER`: for user space, cpuset-bound.
     pub const GFP_USER: Gfp = Gfp(Self::__GFP_RECLAIM.0 | Self::__GFP_IO.0 | Self::__GFP_FS.0 | Self::__GFP_HARDWALL.0);
+    /// `GFP_DMA`.
     pub const GFP_DMA: Gfp = Self::__GFP_DMA;
+    /// `GFP_DMA32`.
     pub const GFP_DMA32: Gfp = Self::__GFP_DMA32;
+    /// `GFP_HIGHUSER`: user pages, highmem allowed.
     pub const GFP_HIGHUSER: Gfp = Gfp(Self::GFP_USER.0 | Self::__GFP_HIGHMEM.0);
+    /// `GFP_HIGHUSER_MOVABLE`: movable user pages.
     pub const GFP_HIGHUSER_MOVABLE: Gfp = Gfp(Self::GFP_HIGHUSER.0 | Self::__GFP_MOVABLE.0 | Self::__GFP_SKIP_KASAN.0);
+    /// `GFP_TRANSHUGE_LIGHT`: THP without reclaim.
     pub const GFP_TRANSHUGE_LIGHT: Gfp =
         Gfp((Self::GFP_HIGHUSER_MOVABLE.0 | Self::__GFP_COMP.0 | Self::__GFP_NOMEMALLOC.0 | Self::__GFP_NOWARN.0)
             & !Self::__GFP_RECLAIM.0);
+    /// `GFP_TRANSHUGE`: THP with direct reclaim.
     pub const GFP_TRANSHUGE: Gfp = Gfp(Self::GFP_TRANSHUGE_LIGHT.0 | Self::__GFP_DIRECT_RECLAIM.0);
 
     /// The raw bits.

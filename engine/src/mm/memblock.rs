@@ -14,8 +14,11 @@ use crate::mm::MAX_PAGE_ORDER;
 /// A physical range with the name of its owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Region {
+    /// First byte.
     pub base: PhysAddr,
+    /// Length in bytes.
     pub size: u64,
+    /// The owner ("memmap", "pgtable", ...), as memblock debug output names it.
     pub name: &'static str,
 }
 
@@ -30,9 +33,21 @@ impl Region {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MemblockError {
     /// No free range of `size` bytes aligned to `align`.
-    NoSpace { size: u64, align: u64, name: &'static str },
+    NoSpace {
+        /// Bytes asked for.
+        size: u64,
+        /// Alignment asked for.
+        align: u64,
+        /// The would-be owner.
+        name: &'static str,
+    },
     /// A reservation outside RAM or overlapping an existing one.
-    BadReserve { base: PhysAddr, size: u64 },
+    BadReserve {
+        /// First byte of the reservation.
+        base: PhysAddr,
+        /// Its length.
+        size: u64,
+    },
 }
 
 impl std::fmt::Display for MemblockError {
@@ -77,6 +92,11 @@ impl Memblock {
     }
 
     /// `memblock_reserve()`.
+    ///
+    /// # Errors
+    ///
+    /// [`MemblockError::BadReserve`] for an empty range, one outside RAM, or one overlapping an
+    /// existing reservation.
     pub fn reserve(&mut self, base: PhysAddr, size: u64, name: &'static str) -> Result<(), MemblockError> {
         let end = base.0.checked_add(size).ok_or(MemblockError::BadReserve { base, size })?;
         if size == 0 || !self.in_memory(base.0, end) || self.reserved.iter().any(|r| base.0 < r.end() && r.base.0 < end)
@@ -111,6 +131,11 @@ impl Memblock {
 
     /// `memblock_phys_alloc()`: `size` bytes aligned to `align`, searched
     /// top-down, and reserved under `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`MemblockError::NoSpace`] if `size` is 0, `align` is not a power of two, or no free range
+    /// fits.
     pub fn alloc(&mut self, size: u64, align: u64, name: &'static str) -> Result<PhysAddr, MemblockError> {
         let err = MemblockError::NoSpace { size, align, name };
         if size == 0 || !align.is_power_of_two() {

@@ -47,14 +47,23 @@ use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering::
 
 /// Page flag bits (`enum pageflags`, include/linux/page-flags.h, Linux 6.12).
 pub mod pg {
+    /// `PG_locked`: the page is locked for I/O.
     pub const PG_LOCKED: u32 = 0;
+    /// `PG_referenced`: recently accessed (LRU aging).
     pub const PG_REFERENCED: u32 = 2;
+    /// `PG_uptodate`: the contents are valid.
     pub const PG_UPTODATE: u32 = 3;
+    /// `PG_dirty`: must be written back.
     pub const PG_DIRTY: u32 = 4;
+    /// `PG_lru`: on an LRU list.
     pub const PG_LRU: u32 = 5;
+    /// `PG_head`: head page of a compound page.
     pub const PG_HEAD: u32 = 6;
+    /// `PG_active`: on the active LRU list.
     pub const PG_ACTIVE: u32 = 8;
+    /// `PG_reserved`: never handed to the page allocator (memblock reservations).
     pub const PG_RESERVED: u32 = 13;
+    /// `PG_private`: `private` holds filesystem data.
     pub const PG_PRIVATE: u32 = 14;
 }
 
@@ -66,16 +75,23 @@ pub const PAGE_TYPE_NONE: u32 = u32::MAX;
 /// Width and position of the zone and node numbers in `flags`, as
 /// `ZONES_PGSHIFT`/`NODES_PGSHIFT` place them at the top of the word.
 pub const ZONES_WIDTH: u32 = 2;
+/// `ZONES_PGSHIFT`: the zone number sits in the top `ZONES_WIDTH` bits.
 pub const ZONES_PGSHIFT: u32 = 64 - ZONES_WIDTH;
+/// `NODES_WIDTH`: bits of the node number.
 pub const NODES_WIDTH: u32 = 6;
+/// `NODES_PGSHIFT`: the node number sits just below the zone number.
 pub const NODES_PGSHIFT: u32 = ZONES_PGSHIFT - NODES_WIDTH;
 
 /// The allocator state of a frame (instrumented; see the module table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PageExt {
+    /// A tail page of a buddy block, pcp block or allocation (state kept at the head).
     Tail,
+    /// Reserved (`PG_reserved`): never in the allocator.
     Reserved,
+    /// Head of a free buddy block of this order.
     Buddy(u8),
+    /// Head of a block of this order on a pcp list.
     Pcp(u8),
     /// Allocated at this order, with the migratetype of its gfp (page_owner
     /// records the gfp; fallbacks use it as PageLRU/__PageMovable).
@@ -132,10 +148,12 @@ pub const LRU_OFFSET: u64 = 8;
 unsafe impl crate::arena::ArenaPod for StructPage {}
 
 impl StructPage {
+    /// `page->flags`.
     #[inline]
     pub fn flags(&self) -> u64 {
         self.flags.load(Relaxed)
     }
+    /// Set `page->flags` (one store).
     #[inline]
     pub fn set_flags(&self, v: u64) {
         self.flags.store(v, Relaxed)
@@ -165,34 +183,42 @@ impl StructPage {
     pub fn nid(&self) -> u32 {
         ((self.flags() >> NODES_PGSHIFT) & ((1 << NODES_WIDTH) - 1)) as u32
     }
+    /// `page->lru.next` (a vmemmap VA of a `list_head`).
     #[inline]
     pub fn lru_next(&self) -> u64 {
         self.lru_next.load(Relaxed)
     }
+    /// `page->lru.prev`.
     #[inline]
     pub fn lru_prev(&self) -> u64 {
         self.lru_prev.load(Relaxed)
     }
+    /// Set `page->lru.next`.
     #[inline]
     pub fn set_lru_next(&self, v: u64) {
         self.lru_next.store(v, Relaxed)
     }
+    /// Set `page->lru.prev`.
     #[inline]
     pub fn set_lru_prev(&self, v: u64) {
         self.lru_prev.store(v, Relaxed)
     }
+    /// `page->mapping`.
     #[inline]
     pub fn mapping(&self) -> u64 {
         self.mapping.load(Relaxed)
     }
+    /// Set `page->mapping`.
     #[inline]
     pub fn set_mapping(&self, v: u64) {
         self.mapping.store(v, Relaxed)
     }
+    /// `page->index`.
     #[inline]
     pub fn index(&self) -> u64 {
         self.index.load(Relaxed)
     }
+    /// Set `page->index`.
     #[inline]
     pub fn set_index(&self, v: u64) {
         self.index.store(v, Relaxed)
@@ -207,10 +233,12 @@ impl StructPage {
     pub fn set_private(&self, v: u64) {
         self.private.store(v, Relaxed)
     }
+    /// `page->page_type` (the type in its top byte, see [`PGTY_BUDDY`]).
     #[inline]
     pub fn page_type(&self) -> u32 {
         self.page_type.load(Relaxed)
     }
+    /// Set `page->page_type`.
     #[inline]
     pub fn set_page_type(&self, v: u32) {
         self.page_type.store(v, Relaxed)
@@ -261,6 +289,7 @@ impl StructPage {
     pub fn ext(&self) -> PageExt {
         PageExt::decode(self.ext.load(Relaxed))
     }
+    /// Set the instrumented allocator state.
     #[inline]
     pub fn set_ext(&self, s: PageExt) {
         self.ext.store(s.encode(), Relaxed)

@@ -20,6 +20,7 @@ use crate::tlb::{self, TlbEntry, TlbPerms};
 /// What the access does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Access {
+    /// A write (needs a writable leaf).
     pub write: bool,
     /// An EL0 access (needs `PTE_USER`).
     pub user: bool,
@@ -36,23 +37,38 @@ impl Access {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultKind {
     /// No valid entry at `level`.
-    Translation { level: Level },
+    Translation {
+        /// The level whose entry was invalid.
+        level: Level,
+    },
     /// The leaf forbids the access.
-    Permission { level: Level },
+    Permission {
+        /// The level of the leaf.
+        level: Level,
+    },
     /// The leaf's access flag is clear.
-    AccessFlag { level: Level },
+    AccessFlag {
+        /// The level of the leaf.
+        level: Level,
+    },
     /// The translation succeeded but nothing emulated lies behind the
     /// output address `pa` (a leaf mapping device memory or a hole outside
     /// RAM): on hardware a synchronous external abort, or a device access
     /// mmlab does not model.
-    ExternalAbort { pa: PhysAddr },
+    ExternalAbort {
+        /// The output address of the translation.
+        pa: PhysAddr,
+    },
 }
 
 /// A fault: the address, the kind, and the descriptor the walk stopped at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fault {
+    /// The faulting virtual address.
     pub va: u64,
+    /// Why it faulted.
     pub kind: FaultKind,
+    /// The descriptor the walk stopped at (invalid for a translation fault).
     pub desc: Desc,
 }
 
@@ -63,14 +79,19 @@ impl std::fmt::Display for Fault {
 }
 impl std::error::Error for Fault {}
 
-/// Check `access` against a leaf descriptor. Writable means AP[2] clear, or
-/// DBM set (FEAT_HAFDBS: hardware would clear AP[2] on the first write).
+/// Check `access` against a leaf descriptor. Writable means AP\[2\] clear, or
+/// DBM set (FEAT_HAFDBS: hardware would clear AP\[2\] on the first write).
 #[inline]
 pub fn permits(d: Desc, access: Access) -> bool {
     (!access.user || d.has(PTE_USER)) && (!access.write || !d.has(PTE_RDONLY) || d.has(PTE_WRITE))
 }
 
 /// Translate `va` for `access` by walking the tables (the slow path).
+///
+/// # Errors
+///
+/// A [`Fault`]: translation (no valid leaf), access flag (AF clear) or permission (the leaf forbids
+/// `access`).
 pub fn translate_walk(
     cpu: &Cpu<'_>,
     asp: &AddressSpace,
@@ -99,6 +120,10 @@ pub fn translate_walk(
 /// Translate `va` on `cpu` for `access`: soft-MMU cache, TLB model, walk.
 /// A walk fills the TLB model (a contiguous run or block as one entry)
 /// and the soft-MMU slot of the page.
+///
+/// # Errors
+///
+/// A [`Fault`], as [`translate_walk`].
 #[inline]
 pub fn translate(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> Result<PhysAddr, Fault> {
     let asid = asp.asid().unwrap_or(0);
@@ -116,6 +141,10 @@ pub fn translate(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> 
 /// walks on a miss. [`translate`] first tries the soft-MMU cache, a host
 /// shortcut that hides TLB-model hits and misses; experiments that count
 /// TLB misses use this instead.
+///
+/// # Errors
+///
+/// A [`Fault`], as [`translate_walk`].
 pub fn translate_uncached(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> Result<PhysAddr, Fault> {
     translate_slow(cpu, asp, va, access)
 }
@@ -169,6 +198,11 @@ fn ram_behind(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, pa: PhysAddr, len: u64
 }
 
 /// Read a u64 at `va`: one 64-bit load (`READ_ONCE`) when aligned.
+///
+/// # Errors
+///
+/// A [`Fault`] from the translation, or [`FaultKind::ExternalAbort`] if no RAM lies behind the
+/// output address.
 #[inline]
 pub fn read_u64(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64) -> Result<u64, Fault> {
     if va.is_multiple_of(8) {
@@ -181,6 +215,10 @@ pub fn read_u64(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64) -> Result<u64, Fault
 }
 
 /// Write a u64 at `va`: one 64-bit store (`WRITE_ONCE`) when aligned.
+///
+/// # Errors
+///
+/// As [`read_u64`], for a write access.
 #[inline]
 pub fn write_u64(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, v: u64) -> Result<(), Fault> {
     if va.is_multiple_of(8) {
@@ -192,6 +230,10 @@ pub fn write_u64(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, v: u64) -> Result<(
 }
 
 /// Read bytes at `va`, page by page.
+///
+/// # Errors
+///
+/// As [`read_u64`], for the first page that faults (`buf` is then partly filled).
 pub fn read_bytes(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, buf: &mut [u8]) -> Result<(), Fault> {
     let mut done = 0usize;
     while done < buf.len() {
@@ -205,6 +247,10 @@ pub fn read_bytes(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, buf: &mut [u8]) ->
 }
 
 /// Write bytes at `va`, page by page; stops at the first fault.
+///
+/// # Errors
+///
+/// As [`read_u64`], for the first page that faults (the pages before it are written).
 pub fn write_bytes(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, buf: &[u8]) -> Result<(), Fault> {
     let mut done = 0usize;
     while done < buf.len() {

@@ -1,0 +1,17 @@
+//! arm64: what the kernel keeps under `arch/arm64/` (its `include/asm/`
+//! headers and `mm/`), plus the cost model of the effects userspace cannot
+//! execute on it.
+//!
+//! - [`barrier`]: `dmb`/`dsb`/`isb` (`asm/barrier.h`) and their backends.
+//! - [`memory`]: the kernel virtual-address layout (`asm/memory.h`).
+//! - [`pgtable`]: descriptors and table operations (`asm/pgtable*.h`,
+//!   `mm/mmu.c`).
+//! - [`tlb`]: TLBI encoding, the per-CPU TLB model and the flush API
+//!   (`asm/tlbflush.h`).
+//! - [`cost`]: modelled costs of TLBIs, their completion and grace periods.
+
+pub mod barrier;
+pub mod cost;
+pub mod memory;
+pub mod pgtable;
+pub mod tlb;

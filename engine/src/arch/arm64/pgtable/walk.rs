@@ -1,0 +1,177 @@
+//! Reading the tables without changing them, as the MMU's table walker
+//! does (no TLB involved): one walk for a VA ([`walk()`], [`walk_with`]), the
+//! leaves covering a range ([`leaves`], what the TLB needs to cache it), and
+//! counts over every table of an address space ([`stats`], for
+//! `mmlab stat pagetables`).
+//!
+//! A walk starts at the pgd and at each level reads the entry that the VA's
+//! index bits select (`READ_ONCE`): a table descriptor leads one level down,
+//! a block or page descriptor ends it with a [`Leaf`] (the PA adds the VA's
+//! offset within the leaf), an invalid or reserved one ends it without. The
+//! steps taken are kept in a [`Walk`], so callers can see every descriptor
+//! read and the size of a hole.
+
+use super::*;
+
+/// One level of a walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalkStep {
+    /// The level read.
+    pub level: Level,
+    /// Physical address of the descriptor.
+    pub slot: PhysAddr,
+    /// The descriptor read there.
+    pub desc: Desc,
+}
+
+/// The leaf a walk ended at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Leaf {
+    /// The level of the leaf (pud, pmd or pte).
+    pub level: Level,
+    /// Physical address of the leaf descriptor.
+    pub slot: PhysAddr,
+    /// The leaf descriptor.
+    pub desc: Desc,
+    /// The translated physical address of the walked VA.
+    pub pa: PhysAddr,
+}
+
+impl Leaf {
+    /// Bytes one TLB entry for this leaf covers: the entry size, times 16 for
+    /// a contiguous run.
+    pub const fn span(&self) -> u64 {
+        let s = self.level.entry_size();
+        if self.desc.is_cont() { s * 16 } else { s }
+    }
+}
+
+/// A table walk of one VA.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Walk {
+    /// The VA walked.
+    pub va: u64,
+    /// Every descriptor read, from the pgd down.
+    pub steps: Vec<WalkStep>,
+    /// The leaf reached, `None` if the walk hit an invalid entry.
+    pub leaf: Option<Leaf>,
+}
+
+impl Walk {
+    /// For a walk that found no leaf: bytes from `va` to the end of the
+    /// region the missing entry would have mapped.
+    pub fn hole_size(&self) -> u64 {
+        let level = self.steps.last().map_or(Level::Pgd, |s| s.level);
+        let sz = level.entry_size();
+        sz - (self.va & (sz - 1))
+    }
+}
+
+/// Walk `asp`'s tables for `va`, as the MMU does (no TLB involved).
+pub fn walk(m: &Machine, asp: &AddressSpace, va: u64) -> Walk {
+    let mut steps = Vec::with_capacity(4);
+    let leaf = walk_with(|pa| m.read_desc(pa).0, asp.pgd, va, |s| steps.push(s));
+    Walk { va, steps, leaf }
+}
+
+/// The walk itself, over any way of reading a descriptor (the struct-page
+/// accessor uses it to refill its vmemmap translations). `on_step` sees
+/// every descriptor read.
+pub fn walk_with(
+    read: impl Fn(PhysAddr) -> u64,
+    pgd: PhysAddr,
+    va: u64,
+    mut on_step: impl FnMut(WalkStep),
+) -> Option<Leaf> {
+    let mut table = pgd;
+    for level in Level::ALL {
+        let slot = entry_pa(table, level.index(va));
+        let d = Desc(read(slot));
+        on_step(WalkStep { level, slot, desc: d });
+        match d.kind(level) {
+            DescKind::Table => table = PhysAddr(d.addr()),
+            DescKind::Block | DescKind::Page => {
+                let off = va & (level.entry_size() - 1);
+                return Some(Leaf { level, slot, desc: d, pa: PhysAddr(d.addr() + off) });
+            }
+            DescKind::Invalid | DescKind::Reserved => break,
+        }
+    }
+    None
+}
+
+/// The leaves covering `[start, end)`, each as (va of its span, span), a
+/// contiguous run or block counted once: what the TLB needs to cover it.
+pub fn leaves(m: &Machine, asp: &AddressSpace, start: u64, end: u64) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    let mut cur = start;
+    while cur < end {
+        let w = walk(m, asp, cur);
+        let step = match w.leaf {
+            Some(l) => {
+                let span = l.span();
+                let base = cur & !(span - 1);
+                if out.last() != Some(&(base, span)) {
+                    out.push((base, span));
+                }
+                span - (cur - base)
+            }
+            None => w.hole_size(),
+        };
+        match cur.checked_add(step) {
+            Some(n) => cur = n,
+            None => break,
+        }
+    }
+    out
+}
+
+/// Counts for `mmlab stat pagetables`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PgtableStats {
+    /// Table pages per level (pgd, pud, pmd, pte).
+    pub tables: [u64; 4],
+    /// Valid table descriptors per level.
+    pub table_entries: [u64; 4],
+    /// Block descriptors at pud and pmd (index 1 and 2).
+    pub blocks: [u64; 4],
+    /// Page descriptors (level 3).
+    pub pages: u64,
+    /// Contiguous runs (16 entries) at pmd (index 2) and pte (index 3).
+    pub cont_runs: [u64; 4],
+    /// Reserved encodings found.
+    pub reserved: u64,
+}
+
+/// Walk every table of `asp` and count.
+pub fn stats(m: &Machine, asp: &AddressSpace) -> PgtableStats {
+    fn visit(m: &Machine, table: PhysAddr, level: Level, st: &mut PgtableStats) {
+        st.tables[level as usize] += 1;
+        for (i, slot) in m.table(table).iter().enumerate() {
+            let d = Desc(slot.load(Relaxed));
+            match d.kind(level) {
+                DescKind::Invalid => {}
+                DescKind::Reserved => st.reserved += 1,
+                DescKind::Table => {
+                    st.table_entries[level as usize] += 1;
+                    if let Some(next) = level.next() {
+                        visit(m, PhysAddr(d.addr()), next, st);
+                    }
+                }
+                DescKind::Block | DescKind::Page => {
+                    if level == Level::Pte {
+                        st.pages += 1;
+                    } else {
+                        st.blocks[level as usize] += 1;
+                    }
+                    if d.is_cont() && i % 16 == 0 {
+                        st.cont_runs[level as usize] += 1;
+                    }
+                }
+            }
+        }
+    }
+    let mut st = PgtableStats::default();
+    visit(m, asp.pgd, Level::Pgd, &mut st);
+    st
+}

@@ -1,0 +1,712 @@
+//! The TLB model: what each CPU has cached, and how TLBIs remove it.
+//!
+//! Each CPU's [`CpuTlb`] holds:
+//!
+//! - **a TLB model**: up to `tlb_entries` leaf entries, each mapping one
+//!   naturally aligned VA range of 4 KiB, 64 KiB (contiguous PTEs), 2 MiB
+//!   (PMD block), 32 MiB (contiguous PMDs) or 1 GiB (PUD block) to a PA, with
+//!   permissions and either the global tag or an ASID. A hash index keyed by
+//!   (size class, VA >> size shift, tag) makes a lookup a probe per size class
+//!   that holds entries. Replacement is CLOCK (second chance): a hit sets the
+//!   entry's referenced bit; when the TLB is full a hand sweeps the slots in
+//!   order, clearing referenced bits, and evicts the first unreferenced entry.
+//!   It is deterministic: the same fills and lookups evict the same entries.
+//! - **a soft-MMU cache** in the manner of QEMU's softmmu TLB: 256 direct-mapped
+//!   slots indexed by `(va >> 12) & 255`, each a 4 KiB translation (tag word
+//!   and data word, two `AtomicU64`). [`fast_lookup`] is a load, two compares,
+//!   a load and a mask, without a lock.
+//! - the CPU's TLBI counters and modelled TLBI time ([`TlbiStats`]).
+//!
+//! An invalidation ([`super::flush::tlbi`] on any CPU) removes from every
+//! CPU's model and soft-MMU cache what the op's scope hits: by probing the
+//! index for each page of the range when that takes fewer probes than there
+//! are entries, otherwise by scanning the slots.
+//!
+//! # Concurrency
+//!
+//! The model sits behind a per-CPU mutex. Its owner is the only one that
+//! fills it; a TLBI issued on any CPU takes every CPU's lock in turn to
+//! invalidate, which is the broadcast. The soft-MMU slots are written only
+//! under that same lock (fills by the owner, invalidations by anyone), and
+//! read by the owner only ([`fast_lookup`] and [`fast_fill`] take the owner's
+//! [`Cpu`] handle, which is unique and not `Sync`). A fill writes the tag
+//! word invalid, then the data word, then the valid tag; a remote
+//! invalidation only writes the tag word to invalid. Since the data word is
+//! never written by another thread than the reader, the reader cannot see a
+//! valid tag with foreign data, and plain relaxed loads suffice: a hit is two
+//! loads, two compares and a mask (not yet benchmarked; an uncontended lock
+//! round trip alone would use up most of a 5 ns budget, hence no lock). An invalidation that has happened before
+//! the owner's lookup (in the Rust memory model sense, e.g. the issuer
+//! released a lock the owner then took) is always seen.
+//!
+//! A translation found by a walk must not be cached after a TLBI that raced
+//! with the walk. Every invalidation bumps the CPU's [`CpuTlb::generation`];
+//! a filler reads it before walking and passes it to
+//! [`CpuTlb::fill_checked`] / [`fast_fill`], which refuse under the lock if it
+//! moved. This stands in for the architecture's guarantee that a walk started
+//! before a TLBI completed cannot leave an entry behind.
+
+use super::tlbi::{Scope, TlbiStats, VPN44_MASK, sign_extend};
+use crate::addr::{PAGE_SHIFT, PAGE_SIZE};
+use crate::cpu::Cpu;
+use crate::sync::Mutex;
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Add;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+// ---------------------------------------------------------------------------
+// TLB entries
+// ---------------------------------------------------------------------------
+
+/// log2 of the entry sizes the model holds: 4 KiB page, 64 KiB contiguous
+/// PTEs, 2 MiB block, 32 MiB contiguous PMDs, 1 GiB block.
+pub const TLB_SIZE_SHIFTS: [u32; 5] = [12, 16, 21, 25, 30];
+const NR_CLASSES: usize = TLB_SIZE_SHIFTS.len();
+
+fn size_class(size: u64) -> Option<usize> {
+    TLB_SIZE_SHIFTS.iter().position(|&s| 1u64 << s == size)
+}
+
+/// Permissions cached with a translation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TlbPerms {
+    /// Writable (`AP[2]` clear).
+    pub writable: bool,
+    /// EL0 accessible (`AP[1]`).
+    pub user: bool,
+    /// Executable at the level it maps for.
+    pub exec: bool,
+}
+
+/// Why a [`TlbEntry`] could not be built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlbEntryError {
+    /// Not one of 4K, 64K, 2M, 32M, 1G.
+    BadSize(u64),
+    /// VA or PA not aligned to the size.
+    Misaligned {
+        /// First VA of the entry.
+        va: u64,
+        /// First PA of the entry.
+        pa: u64,
+        /// Its size.
+        size: u64,
+    },
+}
+
+impl fmt::Display for TlbEntryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlbEntryError::BadSize(s) => write!(f, "TLB entry size {s:#x} is not 4K, 64K, 2M, 32M or 1G"),
+            TlbEntryError::Misaligned { va, pa, size } => {
+                write!(f, "TLB entry va {va:#x} pa {pa:#x} not aligned to its size {size:#x}")
+            }
+        }
+    }
+}
+impl std::error::Error for TlbEntryError {}
+
+/// One cached translation: a naturally aligned VA range of one size to a PA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TlbEntry {
+    va: u64,
+    pa: u64,
+    class: u8,
+    perms: TlbPerms,
+    asid: Option<u16>,
+}
+
+/// Tag of global entries in the index (ASIDs are below it).
+const GLOBAL_TAG: u32 = 1 << 16;
+
+impl TlbEntry {
+    /// An entry mapping `[va, va + size)` to `[pa, pa + size)`; `asid` None
+    /// for a global (nG clear) mapping.
+    ///
+    /// # Errors
+    ///
+    /// [`TlbEntryError::BadSize`] for a size other than 4K, 64K, 2M, 32M or 1G;
+    /// [`TlbEntryError::Misaligned`] if `va` or `pa` is not aligned to it.
+    pub fn new(va: u64, pa: u64, size: u64, perms: TlbPerms, asid: Option<u16>) -> Result<TlbEntry, TlbEntryError> {
+        let class = size_class(size).ok_or(TlbEntryError::BadSize(size))?;
+        if (va | pa) & (size - 1) != 0 {
+            return Err(TlbEntryError::Misaligned { va, pa, size });
+        }
+        Ok(TlbEntry { va, pa, class: class as u8, perms, asid })
+    }
+    /// First VA mapped.
+    pub fn va(&self) -> u64 {
+        self.va
+    }
+    /// First PA mapped.
+    pub fn pa(&self) -> u64 {
+        self.pa
+    }
+    /// log2 of the size.
+    pub fn shift(&self) -> u32 {
+        TLB_SIZE_SHIFTS[self.class as usize]
+    }
+    /// Bytes mapped.
+    pub fn size(&self) -> u64 {
+        1 << self.shift()
+    }
+    /// Permissions.
+    pub fn perms(&self) -> TlbPerms {
+        self.perms
+    }
+    /// The ASID, `None` if global.
+    pub fn asid(&self) -> Option<u16> {
+        self.asid
+    }
+    /// True for a global entry.
+    pub fn is_global(&self) -> bool {
+        self.asid.is_none()
+    }
+    /// Last VA mapped.
+    fn last(&self) -> u64 {
+        self.va + (self.size() - 1)
+    }
+    /// Whether `va` falls in the entry.
+    pub fn covers(&self, va: u64) -> bool {
+        va >> self.shift() == self.va >> self.shift()
+    }
+    /// The PA of `va`, if the entry covers it.
+    pub fn translate(&self, va: u64) -> Option<u64> {
+        self.covers(va).then(|| self.pa | (va & (self.size() - 1)))
+    }
+    fn tag(&self) -> u32 {
+        self.asid.map_or(GLOBAL_TAG, u32::from)
+    }
+    fn key(&self) -> Key {
+        Key { class: self.class, vfn: self.va >> self.shift(), tag: self.tag() }
+    }
+    /// Whether an invalidation of `scope` hits this entry.
+    fn hit_by(&self, scope: Scope) -> bool {
+        match scope {
+            Scope::All => true,
+            Scope::Asid(a) => self.asid == Some(a),
+            Scope::Range { start, last, asid } => {
+                self.va <= last && start <= self.last() && asid.is_none_or(|a| self.asid.is_none_or(|e| e == a))
+            }
+        }
+    }
+}
+
+/// Model counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TlbCounts {
+    /// Lookups that found an entry.
+    pub hits: u64,
+    /// Lookups that found none.
+    pub misses: u64,
+    /// Entries filled.
+    pub fills: u64,
+    /// Entries evicted for capacity.
+    pub evictions: u64,
+    /// Entries dropped by TLBIs.
+    pub invalidated: u64,
+    /// Entries held now.
+    pub entries: u64,
+}
+
+impl Add for TlbCounts {
+    type Output = TlbCounts;
+    fn add(self, o: TlbCounts) -> TlbCounts {
+        TlbCounts {
+            hits: self.hits + o.hits,
+            misses: self.misses + o.misses,
+            fills: self.fills + o.fills,
+            evictions: self.evictions + o.evictions,
+            invalidated: self.invalidated + o.invalidated,
+            entries: self.entries + o.entries,
+        }
+    }
+}
+
+impl fmt::Display for TlbCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "tlb_hits {}", self.hits)?;
+        writeln!(f, "tlb_misses {}", self.misses)?;
+        writeln!(f, "tlb_fills {}", self.fills)?;
+        writeln!(f, "tlb_evictions {}", self.evictions)?;
+        writeln!(f, "tlb_invalidated {}", self.invalidated)?;
+        writeln!(f, "tlb_entries {}", self.entries)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The model
+// ---------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    class: u8,
+    vfn: u64,
+    tag: u32,
+}
+
+/// A small multiplicative hasher: the keys are a few integers, and the
+/// result must not depend on a random seed (determinism).
+#[derive(Debug, Default)]
+struct KeyHasher(u64);
+
+impl KeyHasher {
+    #[inline]
+    fn mix(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.mix(u64::from(b));
+        }
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.mix(u64::from(n));
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.mix(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.mix(n);
+    }
+}
+
+type FixedState = BuildHasherDefault<KeyHasher>;
+
+/// The locked part of a [`CpuTlb`].
+#[derive(Debug, Default)]
+struct Model {
+    slots: Vec<Option<TlbEntry>>,
+    referenced: Vec<bool>,
+    free: Vec<u32>,
+    hand: usize,
+    index: HashMap<Key, u32, FixedState>,
+    /// Live entries per tag, so "all ASIDs" probes know which tags exist.
+    per_tag: HashMap<u32, u32, FixedState>,
+    per_class: [u32; NR_CLASSES],
+    live: u32,
+    counts: TlbCounts,
+    /// Valid soft-MMU slots, and those caching part of an entry > 4 KiB.
+    fast_valid: u32,
+    fast_large: u32,
+}
+
+impl Model {
+    fn lookup(&mut self, va: u64, asid: u16) -> Option<TlbEntry> {
+        for (class, &shift) in TLB_SIZE_SHIFTS.iter().enumerate() {
+            if self.per_class[class] == 0 {
+                continue;
+            }
+            let vfn = va >> shift;
+            for tag in [GLOBAL_TAG, u32::from(asid)] {
+                if let Some(&i) = self.index.get(&Key { class: class as u8, vfn, tag }) {
+                    self.referenced[i as usize] = true;
+                    self.counts.hits += 1;
+                    return self.slots[i as usize];
+                }
+            }
+        }
+        self.counts.misses += 1;
+        None
+    }
+
+    fn fill(&mut self, capacity: usize, e: TlbEntry) {
+        if capacity == 0 {
+            return;
+        }
+        self.counts.fills += 1;
+        let key = e.key();
+        if let Some(&i) = self.index.get(&key) {
+            self.slots[i as usize] = Some(e);
+            self.referenced[i as usize] = true;
+            return;
+        }
+        let i = if let Some(i) = self.free.pop() {
+            i as usize
+        } else if self.slots.len() < capacity {
+            self.slots.push(None);
+            self.referenced.push(false);
+            self.slots.len() - 1
+        } else {
+            self.clock_victim()
+        };
+        self.slots[i] = Some(e);
+        self.referenced[i] = false;
+        self.index.insert(key, i as u32);
+        *self.per_tag.entry(e.tag()).or_insert(0) += 1;
+        self.per_class[e.class as usize] += 1;
+        self.live += 1;
+    }
+
+    /// CLOCK: sweep from the hand, giving referenced entries a second
+    /// chance, and evict the first unreferenced one. Only called when every
+    /// slot is occupied, so it ends within two sweeps.
+    fn clock_victim(&mut self) -> usize {
+        let n = self.slots.len();
+        loop {
+            let i = self.hand;
+            self.hand = (self.hand + 1) % n;
+            if self.referenced[i] {
+                self.referenced[i] = false;
+            } else if self.slots[i].is_some() {
+                self.remove(i);
+                self.counts.evictions += 1;
+                // `remove` freed it; take it back.
+                self.free.pop();
+                return i;
+            }
+        }
+    }
+
+    fn remove(&mut self, i: usize) {
+        let Some(e) = self.slots[i].take() else { return };
+        self.index.remove(&e.key());
+        if let Some(n) = self.per_tag.get_mut(&e.tag()) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_tag.remove(&e.tag());
+            }
+        }
+        self.per_class[e.class as usize] -= 1;
+        self.live -= 1;
+        self.referenced[i] = false;
+        self.free.push(i as u32);
+    }
+
+    fn invalidate(&mut self, scope: Scope) {
+        match scope {
+            Scope::All => {
+                self.counts.invalidated += u64::from(self.live);
+                self.slots.clear();
+                self.referenced.clear();
+                self.free.clear();
+                self.index.clear();
+                self.per_tag.clear();
+                self.per_class = [0; NR_CLASSES];
+                self.live = 0;
+                self.hand = 0;
+            }
+            Scope::Asid(_) => self.invalidate_by_scan(scope),
+            Scope::Range { start, last, asid } => {
+                if self.live == 0 {
+                    return;
+                }
+                // Probe the index when that takes fewer probes than there
+                // are entries; otherwise scan the slots.
+                let mut tags: Vec<u32> = match asid {
+                    Some(a) => vec![GLOBAL_TAG, u32::from(a)],
+                    None => self.per_tag.keys().copied().collect(),
+                };
+                tags.sort_unstable();
+                let budget = u64::from(self.live);
+                let mut probes = 0u64;
+                for (class, &shift) in TLB_SIZE_SHIFTS.iter().enumerate() {
+                    if self.per_class[class] != 0 {
+                        let blocks = (last >> shift) - (start >> shift) + 1;
+                        probes = probes.saturating_add(blocks.saturating_mul(tags.len() as u64));
+                    }
+                }
+                if probes > budget {
+                    return self.invalidate_by_scan(scope);
+                }
+                for (class, &shift) in TLB_SIZE_SHIFTS.iter().enumerate() {
+                    if self.per_class[class] == 0 {
+                        continue;
+                    }
+                    for vfn in start >> shift..=last >> shift {
+                        for &tag in &tags {
+                            if let Some(&i) = self.index.get(&Key { class: class as u8, vfn, tag }) {
+                                self.remove(i as usize);
+                                self.counts.invalidated += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn invalidate_by_scan(&mut self, scope: Scope) {
+        for i in 0..self.slots.len() {
+            if self.slots[i].is_some_and(|e| e.hit_by(scope)) {
+                self.remove(i);
+                self.counts.invalidated += 1;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The soft-MMU cache
+// ---------------------------------------------------------------------------
+
+/// Slots in the soft-MMU cache.
+pub const FAST_SLOTS: usize = 256;
+const FAST_VALID: u64 = 1 << 63;
+const FAST_GLOBAL: u64 = 1 << 16;
+const FAST_TAG_MASK: u64 = (1 << 17) - 1;
+const FAST_WRITABLE: u64 = 1;
+const FAST_SHIFT_POS: u32 = 1;
+
+/// One direct-mapped soft-MMU slot. Tag word: valid bit 63, `VA[55:12]` in
+/// bits 60:17, global bit 16, ASID in 15:0; 0 = invalid. Data word: the PA
+/// of the 4 KiB page, the size shift of the entry it came from in bits
+/// 6:1, writable in bit 0.
+#[derive(Debug, Default)]
+struct FastSlot {
+    tag: AtomicU64,
+    data: AtomicU64,
+}
+
+#[inline(always)]
+const fn fast_tag(vpn44: u64, tag: u32) -> u64 {
+    FAST_VALID | vpn44 << 17 | tag as u64
+}
+
+/// Whether a valid slot (tag `t`, data `d`) is hit by `scope`.
+fn fast_hit_by(t: u64, d: u64, scope: Scope) -> bool {
+    let tagbits = t & FAST_TAG_MASK;
+    let global = tagbits & FAST_GLOBAL != 0;
+    let asid = (tagbits & 0xffff) as u16;
+    match scope {
+        Scope::All => true,
+        Scope::Asid(a) => !global && asid == a,
+        Scope::Range { start, last, asid: want } => {
+            let shift = ((d >> FAST_SHIFT_POS) & 63) as u32;
+            let va = sign_extend(((t >> 17) & VPN44_MASK) << PAGE_SHIFT, 55);
+            let base = va & !((1u64 << shift) - 1);
+            let end = base + ((1u64 << shift) - 1);
+            base <= last && start <= end && want.is_none_or(|a| global || asid == a)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// CpuTlb
+// ---------------------------------------------------------------------------
+
+/// One CPU's TLB model, soft-MMU cache and TLBI counters; see the module
+/// documentation.
+pub struct CpuTlb {
+    capacity: usize,
+    model: Mutex<Model>,
+    fast: [FastSlot; FAST_SLOTS],
+    generation: AtomicU64,
+    /// TLBIs issued by this CPU.
+    pub(super) tlbi: TlbiStats,
+}
+
+impl fmt::Debug for CpuTlb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CpuTlb")
+            .field("capacity", &self.capacity)
+            .field("counts", &self.counts())
+            .field("tlbi", &self.tlbi.snapshot())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for CpuTlb {
+    fn default() -> Self {
+        CpuTlb::new(0)
+    }
+}
+
+impl CpuTlb {
+    /// A TLB of `capacity` entries (0: caches nothing).
+    pub fn new(capacity: usize) -> CpuTlb {
+        CpuTlb {
+            capacity,
+            model: Mutex::new(Model::default()),
+            fast: std::array::from_fn(|_| FastSlot::default()),
+            generation: AtomicU64::new(0),
+            tlbi: TlbiStats::default(),
+        }
+    }
+    /// Entries it can hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Look `va` up for `asid` (global entries match any ASID), counting a
+    /// hit or a miss; a hit marks the entry referenced. Mirrors what the
+    /// hardware does on every access; of 5 size classes only those holding
+    /// entries are probed, smallest first.
+    pub fn lookup(&self, va: u64, asid: u16) -> Option<TlbEntry> {
+        self.model.lock().lookup(va, asid)
+    }
+
+    /// Cache `e`, evicting by CLOCK if full. Only the owning CPU fills.
+    pub fn fill(&self, e: TlbEntry) {
+        self.model.lock().fill(self.capacity, e)
+    }
+
+    /// Cache `e` unless an invalidation reached this CPU since
+    /// [`generation`](Self::generation) returned `gen` (the walk that found
+    /// `e` may have raced with a TLBI). Returns whether it was cached.
+    pub fn fill_checked(&self, e: TlbEntry, generation: u64) -> bool {
+        let mut m = self.model.lock();
+        if self.generation.load(Relaxed) != generation {
+            return false;
+        }
+        m.fill(self.capacity, e);
+        true
+    }
+
+    /// Invalidation epoch: bumped by every TLBI that reaches this CPU. Read
+    /// it before a walk whose result will be filled.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Acquire)
+    }
+
+    /// The cached entries, in slot order.
+    pub fn entries(&self) -> Vec<TlbEntry> {
+        self.model.lock().slots.iter().flatten().copied().collect()
+    }
+
+    /// Model counters.
+    pub fn counts(&self) -> TlbCounts {
+        let m = self.model.lock();
+        TlbCounts { entries: u64::from(m.live), ..m.counts }
+    }
+
+    /// TLBI counters of this CPU (as issuer).
+    pub fn tlbi_stats(&self) -> &TlbiStats {
+        &self.tlbi
+    }
+
+    /// Valid soft-MMU slots.
+    pub fn fast_valid(&self) -> usize {
+        self.fast.iter().filter(|s| s.tag.load(Relaxed) != 0).count()
+    }
+
+    /// Soft-MMU lookup: the PA of `va` if slot `(va >> 12) & 255` holds its
+    /// page for `asid` (or globally), and, for a write, the page is
+    /// writable. No lock, no counting. Owner only (see [`fast_lookup`]).
+    #[inline(always)]
+    fn fast_lookup(&self, va: u64, asid: u16, write: bool) -> Option<u64> {
+        let vpn = (va >> PAGE_SHIFT) & VPN44_MASK;
+        let slot = &self.fast[(vpn as usize) & (FAST_SLOTS - 1)];
+        let t = slot.tag.load(Relaxed);
+        if t != fast_tag(vpn, GLOBAL_TAG) && t != fast_tag(vpn, u32::from(asid)) {
+            return None;
+        }
+        let d = slot.data.load(Relaxed);
+        if write && d & FAST_WRITABLE == 0 {
+            return None;
+        }
+        Some((d & !(PAGE_SIZE - 1)) | (va & (PAGE_SIZE - 1)))
+    }
+
+    /// Soft-MMU fill from `e` for the page of `va`; owner only.
+    fn fast_fill(&self, va: u64, e: &TlbEntry, generation: u64) -> bool {
+        let Some(pa) = e.translate(va) else { return false };
+        let mut m = self.model.lock();
+        if self.generation.load(Relaxed) != generation {
+            return false;
+        }
+        let vpn = (va >> PAGE_SHIFT) & VPN44_MASK;
+        let slot = &self.fast[(vpn as usize) & (FAST_SLOTS - 1)];
+        let old = slot.tag.load(Relaxed);
+        if old != 0 {
+            m.fast_valid -= 1;
+            if (slot.data.load(Relaxed) >> FAST_SHIFT_POS) & 63 != u64::from(PAGE_SHIFT) {
+                m.fast_large -= 1;
+            }
+        }
+        let data = (pa & !(PAGE_SIZE - 1))
+            | u64::from(e.shift()) << FAST_SHIFT_POS
+            | if e.perms.writable { FAST_WRITABLE } else { 0 };
+        slot.tag.store(0, Relaxed);
+        slot.data.store(data, Relaxed);
+        slot.tag.store(fast_tag(vpn, e.tag()), Release);
+        m.fast_valid += 1;
+        if e.shift() != PAGE_SHIFT {
+            m.fast_large += 1;
+        }
+        true
+    }
+
+    /// Drop everything `scope` hits, in the model and the soft-MMU cache.
+    pub(super) fn invalidate(&self, scope: Scope) {
+        let mut m = self.model.lock();
+        self.generation.store(self.generation.load(Relaxed).wrapping_add(1), Release);
+        m.invalidate(scope);
+        if m.fast_valid == 0 {
+            return;
+        }
+        let drop_slot = |m: &mut Model, slot: &FastSlot| {
+            let t = slot.tag.load(Relaxed);
+            if t == 0 {
+                return;
+            }
+            let d = slot.data.load(Relaxed);
+            if fast_hit_by(t, d, scope) {
+                slot.tag.store(0, Release);
+                m.fast_valid -= 1;
+                if (d >> FAST_SHIFT_POS) & 63 != u64::from(PAGE_SHIFT) {
+                    m.fast_large -= 1;
+                }
+            }
+        };
+        match scope {
+            Scope::Range { start, last, .. }
+                if m.fast_large == 0 && (last >> PAGE_SHIFT) - (start >> PAGE_SHIFT) < 256 =>
+            {
+                // Only 4 KiB pages cached: just the slots of the range's pages.
+                for vpn in start >> PAGE_SHIFT..=last >> PAGE_SHIFT {
+                    drop_slot(&mut m, &self.fast[(vpn as usize) & (FAST_SLOTS - 1)]);
+                }
+            }
+            _ => {
+                for slot in &self.fast {
+                    drop_slot(&mut m, slot);
+                }
+            }
+        }
+    }
+}
+
+/// Soft-MMU lookup on `cpu`'s own cache (like QEMU's `tlb_hit` fast path):
+/// the PA of `va`, or `None` on a miss or a write to a read-only page.
+/// A few instructions, no lock, no counting.
+#[inline(always)]
+pub fn fast_lookup(cpu: &Cpu<'_>, va: u64, asid: u16, write: bool) -> Option<u64> {
+    cpu.data().tlb.fast_lookup(va, asid, write)
+}
+
+/// Cache the page of `va` from `e` in `cpu`'s soft-MMU slot, unless an
+/// invalidation reached the CPU since `generation` (from
+/// [`CpuTlb::generation`] before the walk) or `e` does not cover `va`.
+/// Returns whether it was cached.
+pub fn fast_fill(cpu: &Cpu<'_>, va: u64, e: &TlbEntry, generation: u64) -> bool {
+    cpu.data().tlb.fast_fill(va, e, generation)
+}
+
+// ---------------------------------------------------------------------------
+// TLB entries needed for a mapping
+// ---------------------------------------------------------------------------
+
+/// How many TLB entries it takes to cache every translation of a mapping,
+/// given its leaves as (va, size) from the page-table walker (a contiguous
+/// run reported as one leaf of 64 KiB or 32 MiB). A leaf of a TLB entry
+/// size needs one entry; any other non-zero size (not a leaf shape) is
+/// counted as its 4 KiB pages; size 0 needs none.
+pub fn tlb_entries_needed<I: IntoIterator<Item = (u64, u64)>>(leaves: I) -> u64 {
+    leaves
+        .into_iter()
+        .map(|(_, size)| match size_class(size) {
+            Some(_) => 1,
+            None => size.div_ceil(PAGE_SIZE),
+        })
+        .sum()
+}
