@@ -40,6 +40,7 @@
 
 mod check;
 mod contig;
+pub mod counters;
 mod free;
 mod rmqueue;
 mod watermark;

@@ -200,17 +200,27 @@ impl VmArea {
     }
 }
 
-/// Counters of vmalloc's own events.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct VmallocCounts {
-    pub vmallocs: u64,
-    pub vfrees: u64,
-    /// `__purge_vmap_area_lazy` runs that flushed.
-    pub purges: u64,
-    /// Pages (VA space, guards included) returned by purges.
-    pub purged_pages: u64,
-    /// Huge attempts that fell back to small pages.
-    pub huge_fallbacks: u64,
+mmlab_buddy::counter_snapshot! {
+    /// Counters of vmalloc's own events (the page, TLB and barrier events
+    /// of the same calls are the engine's).
+    pub struct VmallocCounts {
+        /// mmlab's own, instrumented: successful vmalloc-family allocations
+        /// (`__vmalloc_node_range_noprof` returning an address), nested page
+        /// arrays included. The kernel has no counter or tracepoint for it.
+        pub vmallocs: u64,
+        /// mmlab's own, instrumented: `vfree` calls that freed an area.
+        pub vfrees: u64,
+        /// `__purge_vmap_area_lazy` runs that flushed: one
+        /// `vmalloc:purge_vmap_area_lazy` tracepoint each.
+        pub purges: u64,
+        /// mmlab's own, instrumented: pages of VA space (guards included)
+        /// returned by purges. The `vmalloc:purge_vmap_area_lazy` tracepoint
+        /// reports areas (`npurged`), not pages.
+        pub purged_pages: u64,
+        /// mmlab's own, instrumented: huge attempts that fell back to small
+        /// pages (the silent `goto again` of `__vmalloc_node_range_noprof`).
+        pub huge_fallbacks: u64,
+    }
 }
 
 /// `MAX_VA_SIZE_PAGES`: areas up to this many pages (guard included) are

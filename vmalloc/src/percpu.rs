@@ -214,16 +214,25 @@ impl Chunk {
     }
 }
 
-/// Counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PercpuCounts {
-    pub allocs: u64,
-    pub frees: u64,
-    pub chunks_created: u64,
-    pub chunks_destroyed: u64,
-    /// Bitmap scans of a chunk (`pcpu_find_block_fit` past the hint check).
-    /// Instrumented, mmlab's own: with the hints, one per allocation.
-    pub chunk_scans: u64,
+mmlab_buddy::counter_snapshot! {
+    /// Counters of the percpu allocator (the `pcpu_stats` of
+    /// `CONFIG_PERCPU_STATS` and the `percpu:*` tracepoints).
+    pub struct PercpuCounts {
+        /// `pcpu_stats.nr_alloc`; one `percpu:percpu_alloc_percpu`
+        /// tracepoint each.
+        pub allocs: u64,
+        /// `pcpu_stats.nr_dealloc`; one `percpu:percpu_free_percpu`
+        /// tracepoint each.
+        pub frees: u64,
+        /// One `percpu:percpu_create_chunk` tracepoint each.
+        pub chunks_created: u64,
+        /// One `percpu:percpu_destroy_chunk` tracepoint each.
+        pub chunks_destroyed: u64,
+        /// mmlab's own, instrumented: bitmap scans of a chunk
+        /// (`pcpu_find_block_fit` past the hint check); with the hints, one
+        /// per allocation.
+        pub chunk_scans: u64,
+    }
 }
 
 /// The percpu allocator.

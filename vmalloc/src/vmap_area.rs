@@ -197,25 +197,33 @@ pub enum FitType {
     NoEdge,
 }
 
-/// Counters of the search, for tests and benchmarks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Counters of the search, for tests and benchmarks. All of them are
+/// mmlab's own, instrumented: the kernel counts none of this (the
+/// `vmalloc:alloc_vmap_area` tracepoint reports each allocation's result,
+/// not the walk). Not a [`counter_snapshot!`](mmlab_buddy::counter_snapshot)
+/// type: `last_visits` and `max_visits` are gauges, which a delta would not
+/// mean anything for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SearchStats {
-    /// Searches run (`find_vmap_lowest_match` calls).
+    /// mmlab's own, instrumented: searches run (`find_vmap_lowest_match`
+    /// calls).
     pub searches: u64,
-    /// Nodes visited over all searches.
+    /// mmlab's own, instrumented: nodes visited over all searches.
     pub visits: u64,
-    /// Nodes visited by the most recent search.
+    /// mmlab's own, instrumented: nodes visited by the most recent search.
     pub last_visits: u32,
-    /// Largest number of nodes any single search visited.
+    /// mmlab's own, instrumented: largest number of nodes any single search
+    /// visited.
     pub max_visits: u32,
-    /// Allocations by fit type: full, left edge, right edge, no edge.
+    /// mmlab's own, instrumented: allocations by `enum fit_type`
+    /// (`FL_FIT_TYPE`, `LE_FIT_TYPE`, `RE_FIT_TYPE`, `NE_FIT_TYPE`).
     pub fits: [u64; 4],
-    /// Frees that merged with the next area, with the previous one, or were
-    /// inserted as a new node.
+    /// mmlab's own, instrumented: frees that merged with the next area
+    /// (`__merge_or_add_vmap_area`).
     pub merged_next: u64,
-    /// See `merged_next`.
+    /// mmlab's own, instrumented: frees that merged with the previous area.
     pub merged_prev: u64,
-    /// See `merged_next`.
+    /// mmlab's own, instrumented: frees inserted as a new node.
     pub inserted: u64,
 }
 
