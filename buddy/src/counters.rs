@@ -86,4 +86,3 @@ macro_rules! counter_snapshot {
         }
     };
 }
-

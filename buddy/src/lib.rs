@@ -42,6 +42,7 @@ mod check;
 mod contig;
 pub mod counters;
 mod free;
+pub mod knob;
 mod rmqueue;
 mod watermark;
 mod zone;

@@ -36,12 +36,14 @@
 
 mod alloc;
 mod check;
+mod config;
 mod fault;
 mod pcplist;
 mod rules;
 mod sizing;
 
 pub use alloc::{AllocError, FreeError};
+pub use config::AllocatorConfig;
 pub use fault::{FaultAttr, FaultAttrError};
 pub use pcplist::{
     NR_PCP_LISTS, PCPF_FREE_HIGH_BATCH, PCPF_PREV_FREE_HIGH_ORDER, PagesetInfo, PerCpuPages, order_to_pindex,
@@ -58,27 +60,6 @@ use mmlab_engine::layout::KERNEL_DATA_LISTS;
 use mmlab_engine::sync::SpinLock;
 use mmlab_engine::{Cpu, Machine, PAGE_SHIFT};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
-
-/// Allocator settings that are boot parameters or sysctls in the kernel.
-#[derive(Clone, Debug, Default)]
-pub struct AllocatorConfig {
-    /// Which kernel's version-dependent pcp rules to follow.
-    pub rules: KernelRules,
-    /// `vm.percpu_pagelist_high_fraction` (0, or at least 8).
-    pub percpu_pagelist_high_fraction: u32,
-    /// `vm.min_free_kbytes` override (None: computed as the kernel does).
-    pub min_free_kbytes: Option<u64>,
-    /// Last-level cache bytes per CPU, for `PCPF_FREE_HIGH_BATCH`
-    /// (`zone_pcp_update_cacheinfo`); 0 = no cache information.
-    pub llc_bytes_per_cpu: u64,
-    /// Instrumented, not a kernel knob: pin every pageset's `high` (both
-    /// `high_min` and `high_max`) to this many pages, as experiments that
-    /// patch `nr_pcp_high()` to return a constant do. `None`: the kernel's
-    /// sizing.
-    pub pcp_high_override: Option<i32>,
-    /// Check every invariant after every operation (slow; tests).
-    pub debug_checks: bool,
-}
 
 /// Errors changing a setting.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -34,10 +34,13 @@
 //! made for arrays over a page, as the kernel does, so its cost is paid).
 #![forbid(unsafe_code)]
 
+mod config;
 mod lazy;
 pub mod percpu;
 pub mod vmap_area;
 mod vmap_block;
+
+pub use config::VmallocConfig;
 
 use bitvec::BitArr;
 use lazy::{LazyArea, LazyAreas};
@@ -72,39 +75,6 @@ const PMD_SHIFT: u32 = 21;
 const CONT_PTE_SHIFT: u32 = 16;
 /// Chunk of the bulk allocator (`vm_area_alloc_pages`).
 const BULK_CHUNK: usize = 100;
-
-/// vmalloc's switches (`--set vmalloc.*`, `vmap_allow_huge`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct VmallocConfig {
-    /// `vmap_allow_huge` (the `nohugevmalloc` boot option clears it).
-    pub vmap_allow_huge: bool,
-    /// `vmalloc.contpte`: 64 KiB contiguous-PTE huge mappings
-    /// (`arch_vmap_pte_supported_shift`), on in mainline.
-    pub contpte: bool,
-    /// `vmalloc.huge_by_default`: huge mappings without VM_ALLOW_HUGE_VMAP
-    /// (Dev Jain's RFC, Nov/Dec 2025), off in mainline.
-    pub huge_by_default: bool,
-    /// `vmalloc.align_size_to_huge`: round a huge request up to the huge
-    /// size (mainline); off = the RFC's 1/2: blocks for the aligned prefix,
-    /// order-0 pages for the tail.
-    pub align_size_to_huge: bool,
-    /// `vmalloc.pmd`: 2 MiB PMD block mappings (`arch_vmap_pmd_supported`),
-    /// on in mainline. Off leaves contiguous PTEs as the largest mapping,
-    /// so the contpte experiment can map any size with them.
-    pub pmd: bool,
-}
-
-impl Default for VmallocConfig {
-    fn default() -> Self {
-        VmallocConfig {
-            vmap_allow_huge: true,
-            contpte: true,
-            huge_by_default: false,
-            align_size_to_huge: true,
-            pmd: true,
-        }
-    }
-}
 
 /// Why a vmalloc-family call failed; nothing was changed, nothing is lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
