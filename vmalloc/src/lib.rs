@@ -34,12 +34,15 @@
 //! made for arrays over a page, as the kernel does, so its cost is paid).
 #![forbid(unsafe_code)]
 
+mod area;
 mod config;
 mod lazy;
 pub mod percpu;
+mod procfs;
 pub mod vmap_area;
 mod vmap_block;
 
+pub use area::{AreaKind, VM_ALLOC, VM_ALLOW_HUGE_VMAP, VM_MAP, VM_NO_GUARD, VmArea, VmFlags};
 pub use config::VmallocConfig;
 
 use bitvec::BitArr;
@@ -59,15 +62,7 @@ use mmlab_pcp::PageAllocator;
 use std::collections::BTreeMap;
 use std::fmt;
 use vmap_area::FreeVmapTree;
-
-/// `VM_ALLOC`: a vmalloc area.
-pub const VM_ALLOC: u32 = 0x2;
-/// `VM_MAP`: a vmap area.
-pub const VM_MAP: u32 = 0x4;
-/// `VM_NO_GUARD`: no guard page.
-pub const VM_NO_GUARD: u32 = 0x40;
-/// `VM_ALLOW_HUGE_VMAP`: huge mappings allowed (`vmalloc_huge`).
-pub const VM_ALLOW_HUGE_VMAP: u32 = 0x400;
+use vmap_block::VmapBlock;
 
 /// `PMD_SHIFT`.
 const PMD_SHIFT: u32 = 21;
@@ -141,35 +136,6 @@ impl fmt::Display for VmallocError {
 }
 impl std::error::Error for VmallocError {}
 
-/// `struct vm_struct` with its `vmap_area`.
-#[derive(Clone, Debug)]
-pub struct VmArea {
-    /// Start address.
-    pub addr: u64,
-    /// Size including the guard page.
-    pub size: u64,
-    /// `VM_*` flags.
-    pub flags: u32,
-    /// The pages, each an order-0 page of its own (`vm->pages`).
-    pub pages: Vec<Pfn>,
-    /// `vm->page_order`: the order the pages were allocated at (0, 4 or 9).
-    pub page_order: u32,
-    /// Who asked (the `%pS` caller column of /proc/vmallocinfo).
-    pub caller: &'static str,
-    /// A nested vmalloc holding the page array (arrays over one page).
-    array_area: Option<u64>,
-    /// The vmap node the area was allocated for (the kernel encodes it in
-    /// `va->flags`); its pool takes the range back after a purge.
-    vn: usize,
-}
-
-impl VmArea {
-    /// `get_vm_area_size()`: the size without the guard page.
-    pub fn usable_size(&self) -> u64 {
-        if self.flags & VM_NO_GUARD != 0 { self.size } else { self.size - PAGE_SIZE }
-    }
-}
-
 mmlab_buddy::counter_snapshot! {
     /// Counters of vmalloc's own events (the page, TLB and barrier events
     /// of the same calls are the engine's).
@@ -205,31 +171,13 @@ pub const VMAP_BBMAP_BITS: u64 = 1024;
 /// `VMAP_BLOCK_SIZE`: 4 MiB.
 pub const VMAP_BLOCK_SIZE: u64 = VMAP_BBMAP_BITS * PAGE_SIZE;
 
-/// `struct vmap_block`: a 4 MiB piece of VA handed out bump-pointer style.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct VmapBlock {
-    va_start: u64,
-    /// Pages not yet handed out.
-    free: u64,
-    /// Pages handed out and given back.
-    dirty: u64,
-    /// The CPU whose free list holds the block.
-    cpu: usize,
-    /// `vb->used_map`: a bit per page handed out and not yet given back.
-    used_map: BitArr!(for VMAP_BBMAP_BITS as usize, in u64),
-    /// Instrumented (page_owner-style, not in the kernel's struct): the
-    /// order and page count of each live allocation by its first page, so
-    /// that a `vm_unmap_ram` with a wrong address or count is refused
-    /// instead of corrupting the block (the kernel's `vb_free` would BUG or
-    /// silently clear someone else's bits; it sees only the order).
-    allocs: BTreeMap<u64, (u32, u64)>,
-}
-
-impl VmapBlock {
-    /// Pages handed out so far (the bump pointer).
-    fn handed_out(&self) -> u64 {
-        VMAP_BBMAP_BITS - self.free
-    }
+/// A `kvfree_rcu` object waiting for its grace period.
+#[derive(Clone, Copy, Debug)]
+struct KvfreeQueued {
+    /// The vmalloc address to free.
+    addr: u64,
+    /// The grace period it waits for (`get_state_synchronize_rcu`).
+    cookie: rcu::RcuCookie,
 }
 
 /// The vmalloc allocator of one machine.
@@ -254,7 +202,7 @@ pub struct Vmalloc<'a, 'm> {
     /// (`vmap_nodes[i].pool[(size - 1) / PAGE_SIZE]`).
     pools: Box<[Mutex<Vec<std::collections::VecDeque<u64>>>]>,
     /// `kvfree_rcu` objects waiting for their grace period.
-    kvfree_pending: Mutex<Vec<(u64, rcu::RcuCookie)>>,
+    kvfree_pending: Mutex<Vec<KvfreeQueued>>,
 }
 
 impl fmt::Debug for Vmalloc<'_, '_> {
@@ -322,11 +270,11 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
 
     /// `vmalloc(size)`.
     pub fn vmalloc(&self, cpu: &Cpu<'m>, size: u64) -> Result<u64, VmallocError> {
-        self.vmalloc_node(cpu, size, 1, Gfp::GFP_KERNEL, 0, "vmalloc")
+        self.vmalloc_node(cpu, size, 1, Gfp::GFP_KERNEL, VmFlags::empty(), "vmalloc")
     }
     /// `vzalloc(size)`.
     pub fn vzalloc(&self, cpu: &Cpu<'m>, size: u64) -> Result<u64, VmallocError> {
-        self.vmalloc_node(cpu, size, 1, Gfp::GFP_KERNEL | Gfp::__GFP_ZERO, 0, "vzalloc")
+        self.vmalloc_node(cpu, size, 1, Gfp::GFP_KERNEL | Gfp::__GFP_ZERO, VmFlags::empty(), "vzalloc")
     }
     /// `vmalloc_huge(size, gfp)`: huge mappings allowed.
     pub fn vmalloc_huge(&self, cpu: &Cpu<'m>, size: u64, gfp: Gfp) -> Result<u64, VmallocError> {
@@ -334,7 +282,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
     /// `__vmalloc_node(size, align, gfp, node)`.
     pub fn __vmalloc_node(&self, cpu: &Cpu<'m>, size: u64, align: u64, gfp: Gfp) -> Result<u64, VmallocError> {
-        self.vmalloc_node(cpu, size, align, gfp, 0, "__vmalloc_node")
+        self.vmalloc_node(cpu, size, align, gfp, VmFlags::empty(), "__vmalloc_node")
     }
 
     fn vmalloc_node(
@@ -343,7 +291,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         size: u64,
         align: u64,
         gfp: Gfp,
-        vm_flags: u32,
+        vm_flags: VmFlags,
         caller: &'static str,
     ) -> Result<u64, VmallocError> {
         self.vmalloc_node_range(cpu, size, align, gfp, PAGE_KERNEL, vm_flags, caller)
@@ -358,7 +306,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         align: u64,
         gfp: Gfp,
         prot: u64,
-        vm_flags: u32,
+        vm_flags: VmFlags,
         caller: &'static str,
     ) -> Result<u64, VmallocError> {
         self.this_machine(cpu)?;
@@ -380,7 +328,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         if align > VMALLOC_END - VMALLOC_START {
             return Err(VmallocError::NoVmapSpace { size, align });
         }
-        let huge_ok = self.cfg.vmap_allow_huge && (vm_flags & VM_ALLOW_HUGE_VMAP != 0 || self.cfg.huge_by_default);
+        let huge_ok = self.cfg.vmap_allow_huge && (vm_flags.contains(VM_ALLOW_HUGE_VMAP) || self.cfg.huge_by_default);
         let mut shift = PAGE_SHIFT;
         if huge_ok {
             if self.cfg.pmd && real_size >= PMD_SIZE {
@@ -412,7 +360,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         shift: u32,
         gfp: Gfp,
         prot: u64,
-        vm_flags: u32,
+        vm_flags: VmFlags,
         caller: &'static str,
     ) -> Result<u64, VmallocError> {
         let huge_size = 1u64 << shift;
@@ -422,7 +370,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             real_size
         };
         let flags = VM_ALLOC | vm_flags;
-        let va_size = area_size + if flags & VM_NO_GUARD != 0 { 0 } else { PAGE_SIZE };
+        let va_size = area_size + if flags.contains(VM_NO_GUARD) { 0 } else { PAGE_SIZE };
         let addr = self.alloc_vmap_area(cpu, va_size, align.max(PAGE_SIZE))?;
         // Step 2: the pages.
         let nr = (area_size / PAGE_SIZE) as usize;
@@ -434,7 +382,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 1,
                 gfp & !Gfp::__GFP_ZERO,
                 PAGE_KERNEL,
-                0,
+                VmFlags::empty(),
                 "vmalloc pages",
             ) {
                 Ok(a) => Some(a),
@@ -478,6 +426,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             addr,
             size: va_size,
             flags,
+            kind: AreaKind::Vmalloc,
             pages,
             page_order: shift - PAGE_SHIFT,
             caller,
@@ -667,12 +616,12 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             self.kvfree_drain_ready(cpu);
             // Queued by kvfree_rcu and not yet freed: the queue owns it, and
             // this vfree is a second free (found by `mmlab fuzz`).
-            if self.kvfree_pending.lock().iter().any(|&(a, _)| a == addr) {
+            if self.kvfree_pending.lock().iter().any(|q| q.addr == addr) {
                 return Err(VmallocError::DoubleFree { addr });
             }
         }
         let area = self.find_unlink(addr)?;
-        if area.flags & VM_ALLOC == 0 {
+        if area.kind != AreaKind::Vmalloc {
             self.busy[self.node_of(addr)].lock().insert(addr, area);
             return Err(VmallocError::WrongKind { addr });
         }
@@ -771,7 +720,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         self.this_machine(cpu)?;
         self.check_live(addr)?;
         let cookie = rcu::start_poll_synchronize_rcu(cpu);
-        self.kvfree_pending.lock().push((addr, cookie));
+        self.kvfree_pending.lock().push(KvfreeQueued { addr, cookie });
         self.kvfree_drain_ready(cpu);
         Ok(())
     }
@@ -795,7 +744,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         self.this_machine(cpu)?;
         rcu::synchronize_rcu(cpu);
         self.kvfree_drain_ready(cpu);
-        let left: Vec<u64> = self.kvfree_pending.lock().drain(..).map(|(a, _)| a).collect();
+        let left: Vec<u64> = self.kvfree_pending.lock().drain(..).map(|q| q.addr).collect();
         for a in left {
             self.vfree(cpu, a)?;
         }
@@ -808,7 +757,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
     /// Whether `addr` is queued by `kvfree_rcu` and not yet freed.
     pub fn kvfree_queued(&self, addr: u64) -> bool {
-        self.kvfree_pending.lock().iter().any(|&(a, _)| a == addr)
+        self.kvfree_pending.lock().iter().any(|q| q.addr == addr)
     }
 
     /// Free the queued objects whose grace period has ended.
@@ -816,10 +765,10 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         let ready: Vec<u64> = {
             let mut q = self.kvfree_pending.lock();
             let mut ready = Vec::new();
-            q.retain(|&(a, c)| {
-                let done = rcu::poll_state_synchronize_rcu(cpu, c);
+            q.retain(|queued| {
+                let done = rcu::poll_state_synchronize_rcu(cpu, queued.cookie);
                 if done {
-                    ready.push(a);
+                    ready.push(queued.addr);
                 }
                 !done
             });
@@ -835,12 +784,12 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// deferred free is queued, so bad input is refused at once).
     fn check_live(&self, addr: u64) -> Result<(), VmallocError> {
         let area = self.find_unlink(addr)?;
-        let ok = area.flags & VM_ALLOC != 0;
+        let ok = area.kind == AreaKind::Vmalloc;
         self.busy[self.node_of(addr)].lock().insert(addr, area);
         if !ok {
             return Err(VmallocError::WrongKind { addr });
         }
-        if self.kvfree_pending.lock().iter().any(|&(a, _)| a == addr) {
+        if self.kvfree_pending.lock().iter().any(|q| q.addr == addr) {
             return Err(VmallocError::DoubleFree { addr });
         }
         Ok(())
@@ -881,6 +830,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             addr,
             size: va_size,
             flags: VM_MAP,
+            kind: AreaKind::Vmap,
             pages: pages.to_vec(),
             page_order: 0,
             caller: "vmap",
@@ -895,7 +845,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     pub fn vunmap(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
         let area = self.find_unlink(addr)?;
-        if area.flags & VM_MAP == 0 {
+        if area.kind != AreaKind::Vmap {
             self.busy[self.node_of(addr)].lock().insert(addr, area);
             return Err(VmallocError::WrongKind { addr });
         }
@@ -929,6 +879,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 addr: a,
                 size,
                 flags: VM_NO_GUARD,
+                kind: AreaKind::VmMapRam,
                 pages: pages.to_vec(),
                 page_order: 0,
                 caller: "vm_map_ram",
@@ -944,65 +895,6 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             return Err(VmallocError::NoMemory { size: count as u64 * PAGE_SIZE });
         }
         Ok(addr)
-    }
-
-    /// `/proc/vmallocinfo` (`vmalloc_info_show`): one line per busy area,
-    /// then the vm_map_ram blocks and the lazily freed ("unpurged") areas.
-    pub fn vmallocinfo(&self) -> String {
-        use std::fmt::Write;
-        let mut s = String::new();
-        let mut lines: Vec<(u64, String)> = Vec::new();
-        for a in self.areas() {
-            let mut l = format!("0x{:016x}-0x{:016x} {:7} {}", a.addr, a.addr + a.size, a.size, a.caller);
-            if !a.pages.is_empty() && a.flags & (VM_ALLOC | VM_MAP) != 0 {
-                let _ = write!(l, " pages={}", a.pages.len());
-            }
-            if a.flags & VM_ALLOC != 0 {
-                l.push_str(" vmalloc");
-            }
-            if a.flags & VM_MAP != 0 {
-                l.push_str(" vmap");
-            }
-            if a.array_area.is_some() {
-                l.push_str(" vpages");
-            }
-            if a.flags & (VM_ALLOC | VM_MAP) != 0 {
-                let _ = write!(l, " N0={}", a.pages.len());
-            }
-            lines.push((a.addr, l));
-        }
-        for b in self.blocks.lock().values() {
-            lines.push((
-                b.va_start,
-                format!(
-                    "0x{:016x}-0x{:016x} {:7} vm_map_ram",
-                    b.va_start,
-                    b.va_start + VMAP_BLOCK_SIZE,
-                    VMAP_BLOCK_SIZE
-                ),
-            ));
-        }
-        for LazyArea { start: st, size: n, .. } in self.lazy.snapshot() {
-            lines.push((st, format!("0x{:016x}-0x{:016x} {:7} unpurged vm_area", st, st + n, n)));
-        }
-        lines.sort();
-        for (_, l) in lines {
-            s.push_str(&l);
-            s.push('\n');
-        }
-        s
-    }
-
-    /// The Vmalloc lines of `/proc/meminfo` (`meminfo_proc_show`):
-    /// VmallocTotal, VmallocUsed (pages of vmalloc areas), VmallocChunk (0).
-    pub fn meminfo(&self) -> String {
-        let used: u64 = self.areas().iter().filter(|a| a.flags & VM_ALLOC != 0).map(|a| a.pages.len() as u64).sum();
-        format!(
-            "VmallocTotal:   {:8} kB\nVmallocUsed:    {:8} kB\nVmallocChunk:   {:8} kB\n",
-            (VMALLOC_END - VMALLOC_START) >> 10,
-            used * (PAGE_SIZE >> 10),
-            0
-        )
     }
 
     /// Every busy area, by address (for /proc/vmallocinfo and checks).

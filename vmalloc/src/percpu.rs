@@ -306,7 +306,7 @@ impl PercpuAllocator {
                         PAGE_SIZE,
                         Gfp::GFP_KERNEL | Gfp::__GFP_ZERO,
                         mmlab_engine::pgtable::desc::PAGE_KERNEL,
-                        0,
+                        crate::VmFlags::empty(),
                         "pcpu_create_chunk",
                     )
                     .map_err(PercpuError::NoMemory)?;
