@@ -43,6 +43,7 @@ mod contig;
 pub mod counters;
 mod free;
 pub mod knob;
+pub mod procfs;
 mod rmqueue;
 mod watermark;
 mod zone;

@@ -41,6 +41,7 @@ mod fault;
 mod pcplist;
 mod rules;
 mod sizing;
+pub mod vmstat;
 
 pub use alloc::{AllocError, FreeError};
 pub use config::AllocatorConfig;
