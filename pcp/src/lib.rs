@@ -32,7 +32,35 @@
 //! compaction or OOM killer exist, so it retries at the min watermark, then
 //! (for callers that may block) releases highatomic reserves and drains all
 //! pcp lists once, as the kernel does when direct reclaim makes no progress.
+//!
+//! # Example
+//!
+//! Boot a small machine and its page allocator, allocate an order-0 page
+//! through CPU 0's pcp list and free it again:
+//!
+//! ```
+//! use mmlab_engine::{Gfp, Machine, MachineConfig};
+//! use mmlab_pcp::{AllocatorConfig, PageAllocator};
+//!
+//! let m = Machine::boot(MachineConfig::with("64M", 2)?)?;
+//! let mut cfg = AllocatorConfig::default();
+//! cfg.set("percpu_pagelist_high_fraction", "8")?; // as `--set` would
+//! let pa = PageAllocator::boot(&m, cfg)?;
+//! let cpu = m.cpu(0)?;
+//! let free = |pa: &PageAllocator<'_>| pa.zone().nr_free_pages() + pa.pcp_pages();
+//! let before = free(&pa);
+//!
+//! // The first allocation refills CPU 0's pcp list from the buddy lists.
+//! let pfn = pa.try_alloc_pages(&cpu, Gfp::GFP_KERNEL, 0)?;
+//! assert_eq!(free(&pa), before - 1);
+//! pa.free_pages(&cpu, pfn, 0)?;
+//! assert_eq!(free(&pa), before);
+//! pa.check_invariants()?;
+//! assert!(mmlab_pcp::vmstat::zoneinfo(&pa).contains("\n  pagesets\n    cpu: 0\n"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 mod alloc;
 mod check;
@@ -219,6 +247,9 @@ impl<'m> PageAllocator<'m> {
 
     /// Write `vm.percpu_pagelist_high_fraction`
     /// (`percpu_pagelist_high_fraction_sysctl_handler`).
+    ///
+    /// # Errors
+    /// [`SysctlError::HighFraction`] for a value from 1 to 7; the setting stays.
     pub fn set_percpu_pagelist_high_fraction(&self, v: u32) -> Result<(), SysctlError> {
         if v != 0 && v < MIN_PERCPU_PAGELIST_HIGH_FRACTION {
             return Err(SysctlError::HighFraction(v));

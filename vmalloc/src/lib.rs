@@ -32,7 +32,37 @@
 //! (`node_alloc`, `node_pool_add_va`, quarter decay per purge) are kept,
 //! and the page-pointer array is host memory (a nested vmalloc is still
 //! made for arrays over a page, as the kernel does, so its cost is paid).
+//!
+//! # Example
+//!
+//! Boot a small machine, its page allocator and vmalloc; vmalloc five
+//! pages, look at the area, and vfree it:
+//!
+//! ```
+//! use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
+//! use mmlab_pcp::{AllocatorConfig, PageAllocator};
+//! use mmlab_vmalloc::{AreaKind, VM_ALLOC, Vmalloc, VmallocConfig};
+//!
+//! let m = Machine::boot(MachineConfig::with("64M", 1)?)?;
+//! let pa = PageAllocator::boot(&m, AllocatorConfig::default())?;
+//! let vm = Vmalloc::new(&pa, VmallocConfig::default());
+//! let cpu = m.cpu(0)?;
+//!
+//! let addr = vm.vmalloc(&cpu, 5 * PAGE_SIZE)?;
+//! let area = vm.areas().into_iter().find(|a| a.addr == addr).expect("a busy area");
+//! assert_eq!((area.kind, area.pages.len(), area.size), (AreaKind::Vmalloc, 5, 6 * PAGE_SIZE));
+//! assert!(area.flags.contains(VM_ALLOC));
+//! assert!(vm.vmallocinfo().contains(" pages=5 vmalloc N0=5\n"));
+//!
+//! // vfree unmaps without a flush; the range waits on the lazy list.
+//! vm.vfree(&cpu, addr)?;
+//! assert_eq!((vm.counts().vmallocs, vm.counts().vfrees), (1, 1));
+//! assert_eq!(vm.lazy_nr(), 6);
+//! vm.check()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 mod area;
 mod config;
@@ -77,33 +107,77 @@ pub enum VmallocError {
     /// Size 0.
     ZeroSize,
     /// Larger than the vmalloc range or RAM.
-    TooLarge { size: u64 },
+    TooLarge {
+        /// The size asked for, in bytes.
+        size: u64,
+    },
     /// Alignment not a power of two.
-    BadAlign { align: u64 },
+    BadAlign {
+        /// The alignment asked for, in bytes.
+        align: u64,
+    },
     /// No free virtual range of that size and alignment, even after a purge.
-    NoVmapSpace { size: u64, align: u64 },
+    NoVmapSpace {
+        /// The size asked for, in bytes.
+        size: u64,
+        /// The alignment asked for, in bytes.
+        align: u64,
+    },
     /// The page allocator (or a table allocation) ran out of memory.
-    NoMemory { size: u64 },
+    NoMemory {
+        /// The size of the request, in bytes.
+        size: u64,
+    },
     /// The address was never returned by this allocator (or was freed).
-    NotVmalloc { addr: u64 },
+    NotVmalloc {
+        /// The address given.
+        addr: u64,
+    },
     /// The address lies inside an area but is not its start.
-    InsideArea { addr: u64, start: u64 },
+    InsideArea {
+        /// The address given.
+        addr: u64,
+        /// The start of the area that holds the address.
+        start: u64,
+    },
     /// The area was freed already and waits on the lazy list.
-    DoubleFree { addr: u64 },
+    DoubleFree {
+        /// The address given.
+        addr: u64,
+    },
     /// vfree of a vmap area or vunmap of a vmalloc area.
-    WrongKind { addr: u64 },
+    WrongKind {
+        /// The address given.
+        addr: u64,
+    },
     /// The page tables refused the mapping (other than for lack of memory).
     Map(PgtableError),
     /// The CPU handle belongs to another machine.
-    ForeignCpu { cpu: usize },
+    ForeignCpu {
+        /// The handle's CPU id.
+        cpu: usize,
+    },
     /// `vm_unmap_ram` with a page count other than the `mapped` pages the
     /// mapping at `addr` was made with.
-    WrongCount { addr: u64, mapped: u64, given: usize },
+    WrongCount {
+        /// The mapping's address.
+        addr: u64,
+        /// The pages the mapping was made with.
+        mapped: u64,
+        /// The page count given to `vm_unmap_ram`.
+        given: usize,
+    },
     /// A page given to vmap/vm_map_ram is not RAM (`!pfn_valid()`).
-    InvalidPfn { pfn: Pfn },
+    InvalidPfn {
+        /// The frame.
+        pfn: Pfn,
+    },
     /// A page given to vmap/vm_map_ram is not an allocated page (free,
     /// reserved by memblock, or never handed out).
-    PageNotAllocated { pfn: Pfn },
+    PageNotAllocated {
+        /// The frame.
+        pfn: Pfn,
+    },
 }
 
 impl fmt::Display for VmallocError {
@@ -269,18 +343,34 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
 
     /// `vmalloc(size)`.
+    ///
+    /// # Errors
+    /// [`VmallocError::ZeroSize`], [`VmallocError::TooLarge`], [`VmallocError::BadAlign`],
+    /// [`VmallocError::NoVmapSpace`] when no free range is left even after a purge,
+    /// [`VmallocError::NoMemory`] when the page allocator or a page table allocation fails,
+    /// [`VmallocError::ForeignCpu`]. Nothing is taken on error.
     pub fn vmalloc(&self, cpu: &Cpu<'m>, size: u64) -> Result<u64, VmallocError> {
         self.vmalloc_node(cpu, size, 1, Gfp::GFP_KERNEL, VmFlags::empty(), "vmalloc")
     }
     /// `vzalloc(size)`.
+    ///
+    /// # Errors
+    /// As [`Vmalloc::vmalloc`].
     pub fn vzalloc(&self, cpu: &Cpu<'m>, size: u64) -> Result<u64, VmallocError> {
         self.vmalloc_node(cpu, size, 1, Gfp::GFP_KERNEL | Gfp::__GFP_ZERO, VmFlags::empty(), "vzalloc")
     }
     /// `vmalloc_huge(size, gfp)`: huge mappings allowed.
+    ///
+    /// # Errors
+    /// As [`Vmalloc::vmalloc`]; a huge attempt that runs out of memory falls back to small pages
+    /// before failing.
     pub fn vmalloc_huge(&self, cpu: &Cpu<'m>, size: u64, gfp: Gfp) -> Result<u64, VmallocError> {
         self.vmalloc_node(cpu, size, 1, gfp, VM_ALLOW_HUGE_VMAP, "vmalloc_huge")
     }
     /// `__vmalloc_node(size, align, gfp, node)`.
+    ///
+    /// # Errors
+    /// As [`Vmalloc::vmalloc`].
     pub fn __vmalloc_node(&self, cpu: &Cpu<'m>, size: u64, align: u64, gfp: Gfp) -> Result<u64, VmallocError> {
         self.vmalloc_node(cpu, size, align, gfp, VmFlags::empty(), "__vmalloc_node")
     }
@@ -298,6 +388,10 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
 
     /// `__vmalloc_node_range_noprof()`.
+    ///
+    /// # Errors
+    /// As [`Vmalloc::vmalloc`], and [`VmallocError::Map`] when the page tables refuse the mapping
+    /// for another reason than memory.
     #[allow(clippy::too_many_arguments)]
     pub fn vmalloc_node_range(
         &self,
@@ -608,6 +702,12 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
 
     /// `vfree(addr)`.
+    ///
+    /// # Errors
+    /// [`VmallocError::NotVmalloc`] for an address never returned, [`VmallocError::InsideArea`] for
+    /// one inside an area, [`VmallocError::DoubleFree`] for an area already freed (lazy or queued
+    /// by `kvfree_rcu`), [`VmallocError::WrongKind`] for a vmap or vm_map_ram area,
+    /// [`VmallocError::ForeignCpu`]. Nothing is changed.
     pub fn vfree(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
         // vfree() may sleep (cond_resched between page frees): a quiescent state.
@@ -659,6 +759,9 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// `__purge_vmap_area_lazy()`: one TLB flush over the span of every
     /// lazy area, then the ranges go back to the free tree. Returns whether
     /// anything was purged.
+    ///
+    /// # Errors
+    /// [`VmallocError::ForeignCpu`] only.
     pub fn purge_vmap_area_lazy(&self, cpu: &Cpu<'m>) -> Result<bool, VmallocError> {
         self.this_machine(cpu)?;
         Ok(self.purge(cpu, false))
@@ -716,6 +819,9 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// (`start_poll_synchronize_rcu`) and freed by a later call on any CPU
     /// once the cookie's grace period has ended (the kernel's monitor work
     /// does this from a workqueue).
+    ///
+    /// # Errors
+    /// As [`Vmalloc::vfree`], checked when the object is queued, so bad input is refused at once.
     pub fn kvfree_rcu(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
         self.check_live(addr)?;
@@ -731,6 +837,9 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// page-sized bulk array and only when it cannot get such a page falls
     /// back to `synchronize_rcu()` and an immediate `kvfree()`; the bulk
     /// arrays are not modelled, so that fallback never happens here.
+    ///
+    /// # Errors
+    /// As [`Vmalloc::kvfree_rcu`].
     pub fn kvfree_rcu_mightsleep(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
         self.check_live(addr)?;
@@ -740,6 +849,10 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
 
     /// `kvfree_rcu_barrier()`: wait for a grace period and free everything
     /// queued by [`Vmalloc::kvfree_rcu`].
+    ///
+    /// # Errors
+    /// [`VmallocError::ForeignCpu`], or the error of a queued free (none is expected: each was
+    /// checked when queued).
     pub fn kvfree_rcu_barrier(&self, cpu: &Cpu<'m>) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
         rcu::synchronize_rcu(cpu);
@@ -805,6 +918,12 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// checking up front gives the same result without the partial
     /// mapping. The allocated-page check is mmlab's own: the kernel cannot
     /// tell, and may vmap reserved (memblock) pages, which mmlab refuses.
+    ///
+    /// # Errors
+    /// [`VmallocError::ZeroSize`] for no pages, [`VmallocError::InvalidPfn`],
+    /// [`VmallocError::PageNotAllocated`], [`VmallocError::NoVmapSpace`],
+    /// [`VmallocError::NoMemory`] for a page table allocation, [`VmallocError::ForeignCpu`].
+    /// Nothing is taken on error.
     pub fn vmap(&self, cpu: &Cpu<'m>, pages: &[Pfn], prot: u64) -> Result<u64, VmallocError> {
         self.this_machine(cpu)?;
         if pages.is_empty() {
@@ -842,6 +961,11 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
 
     /// `vunmap(addr)`: unmap a vmap area; the pages stay the caller's.
+    ///
+    /// # Errors
+    /// [`VmallocError::NotVmalloc`], [`VmallocError::InsideArea`], [`VmallocError::DoubleFree`],
+    /// [`VmallocError::WrongKind`] for an area that vmap did not make,
+    /// [`VmallocError::ForeignCpu`]. Nothing is changed.
     pub fn vunmap(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
         let area = self.find_unlink(addr)?;
@@ -858,6 +982,9 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// (`vb_alloc`: 2^get_order pages bump-allocated from a 4 MiB block);
     /// more get an area of their own without a guard page. The pages are
     /// checked as [`Vmalloc::vmap`] checks them, before anything is taken.
+    ///
+    /// # Errors
+    /// As [`Vmalloc::vmap`].
     pub fn vm_map_ram(&self, cpu: &Cpu<'m>, pages: &[Pfn]) -> Result<u64, VmallocError> {
         self.this_machine(cpu)?;
         if pages.is_empty() {
@@ -912,6 +1039,9 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
 
     /// Check the free tree and that busy, lazy and free ranges tile the
     /// vmalloc range with no overlap and no gap.
+    ///
+    /// # Errors
+    /// The first inconsistency found, described (a bug in mmlab).
     pub fn check(&self) -> Result<(), String> {
         let free = self.free.lock();
         free.check()?;

@@ -57,11 +57,19 @@ const SLOTS: usize = (PCPU_UNIT_SIZE / PCPU_MIN_ALLOC_SIZE) as usize;
 pub enum PercpuError {
     /// Size 0 or above `PCPU_MIN_UNIT_SIZE`, or an alignment that is not a
     /// power of two or above a page.
-    BadRequest { size: u64, align: u64 },
+    BadRequest {
+        /// The size asked for, in bytes.
+        size: u64,
+        /// The alignment asked for, in bytes.
+        align: u64,
+    },
     /// No chunk could be created.
     NoMemory(VmallocError),
     /// Not a pointer this allocator returned.
-    NotPercpu { ptr: u64 },
+    NotPercpu {
+        /// The pointer given.
+        ptr: u64,
+    },
 }
 
 impl fmt::Display for PercpuError {
@@ -270,6 +278,11 @@ impl PercpuAllocator {
 
     /// `__alloc_percpu(size, align)`: zeroed, `size` bytes at `align` in
     /// every CPU's unit. Returns CPU 0's address.
+    ///
+    /// # Errors
+    /// [`PercpuError::BadRequest`] for a size of 0 or above `PCPU_MIN_UNIT_SIZE` or a bad
+    /// alignment, [`PercpuError::NoMemory`] when a new chunk cannot be vmalloc'd. Nothing is taken
+    /// on error.
     pub fn alloc_percpu<'m>(
         &self,
         vm: &Vmalloc<'_, 'm>,
@@ -341,6 +354,9 @@ impl PercpuAllocator {
     /// boundary map (a boundary wherever a used run starts or ends), and the
     /// hints, which must be exact (`contig` the longest free run, starting at
     /// `contig_start`; `first_free` the first free slot).
+    ///
+    /// # Errors
+    /// The first inconsistency found, described (a bug in mmlab).
     pub fn check(&self) -> Result<(), String> {
         for c in self.chunks.lock().iter() {
             let at = c.base;
@@ -372,6 +388,9 @@ impl PercpuAllocator {
 
     /// Destroy every empty chunk, the last one too (the balance work's job;
     /// for a clean teardown).
+    ///
+    /// # Errors
+    /// [`PercpuError::NoMemory`] with the error of vfreeing a chunk (none is expected).
     pub fn shrink<'m>(&self, vm: &Vmalloc<'_, 'm>, cpu: &Cpu<'m>) -> Result<(), PercpuError> {
         let empty: Vec<u64> = {
             let mut chunks = self.chunks.lock();
@@ -387,6 +406,10 @@ impl PercpuAllocator {
     }
 
     /// `free_percpu(ptr)`.
+    ///
+    /// # Errors
+    /// [`PercpuError::NotPercpu`] for a pointer this allocator did not return (or returned and
+    /// freed); nothing is changed.
     pub fn free_percpu<'m>(&self, vm: &Vmalloc<'_, 'm>, cpu: &Cpu<'m>, ptr: u64) -> Result<(), PercpuError> {
         let mut chunks = self.chunks.lock();
         let Some(ci) = chunks.iter().position(|c| ptr >= c.base && ptr < c.base + PCPU_UNIT_SIZE) else {

@@ -275,6 +275,10 @@ impl FreeVmapTree {
     /// A tree whose whole range `[start, end)` is one free area, as
     /// `vmap_init_free_space` leaves it when no early area is busy. Both ends
     /// must be page aligned and `start < end`.
+    ///
+    /// # Errors
+    /// [`VmapError::Misaligned`] for an end that is not page aligned, [`VmapError::BadRange`] for
+    /// `start >= end`.
     pub fn new(start: u64, end: u64) -> Result<Self, VmapError> {
         if start >= end {
             return Err(VmapError::BadRange { start, end });
@@ -404,6 +408,10 @@ impl FreeVmapTree {
     /// start on page boundaries, so the kernel's result is the same for
     /// page-aligned `vstart`, and this keeps the result page aligned
     /// whatever `vstart` is).
+    ///
+    /// # Errors
+    /// [`VmapError::BadSize`], [`VmapError::BadAlign`], [`VmapError::BadRange`], or
+    /// [`VmapError::NoSpace`] when no free area fits; the tree is unchanged.
     pub fn alloc(&mut self, size: u64, align: u64, vstart: u64, vend: u64) -> Result<u64, VmapError> {
         if size == 0 || !size.is_multiple_of(PAGE_SIZE) {
             return Err(VmapError::BadSize { size });
@@ -441,6 +449,10 @@ impl FreeVmapTree {
     /// starting at `start + size`, or inserted as a new node. An area
     /// overlapping any free area is refused with [`VmapError::Overlap`] and
     /// the tree is left as it was.
+    ///
+    /// # Errors
+    /// [`VmapError::BadSize`], [`VmapError::Misaligned`], [`VmapError::OutOfRange`] or
+    /// [`VmapError::Overlap`]; the tree is unchanged.
     pub fn free(&mut self, start: u64, size: u64) -> Result<(), VmapError> {
         if size == 0 || !size.is_multiple_of(PAGE_SIZE) {
             return Err(VmapError::BadSize { size });
@@ -495,6 +507,9 @@ impl FreeVmapTree {
     /// page aligned, inside the range, non-empty, not overlapping and not
     /// touching (an unmerged neighbour), the list equal to the in-order
     /// traversal, and the node and byte counts.
+    ///
+    /// # Errors
+    /// The first inconsistency found, described (a bug in mmlab).
     pub fn check(&self) -> Result<(), String> {
         let mut inorder = Vec::with_capacity(self.count);
         if self.root != NIL && self.nodes[self.root as usize].parent != NIL {
