@@ -65,7 +65,9 @@
 #![deny(missing_docs)]
 
 mod area;
+mod check;
 mod config;
+mod kvfree;
 mod lazy;
 pub mod percpu;
 mod procfs;
@@ -76,6 +78,7 @@ pub use area::{AreaKind, VM_ALLOC, VM_ALLOW_HUGE_VMAP, VM_MAP, VM_NO_GUARD, VmAr
 pub use config::VmallocConfig;
 
 use bitvec::BitArr;
+use kvfree::KvfreeQueued;
 use lazy::{LazyArea, LazyAreas};
 use mmlab_engine::gfp::Gfp;
 use mmlab_engine::layout::{VMALLOC_END, VMALLOC_START};
@@ -244,15 +247,6 @@ pub const VMAP_MAX_ALLOC: usize = 64;
 pub const VMAP_BBMAP_BITS: u64 = 1024;
 /// `VMAP_BLOCK_SIZE`: 4 MiB.
 pub const VMAP_BLOCK_SIZE: u64 = VMAP_BBMAP_BITS * PAGE_SIZE;
-
-/// A `kvfree_rcu` object waiting for its grace period.
-#[derive(Clone, Copy, Debug)]
-struct KvfreeQueued {
-    /// The vmalloc address to free.
-    addr: u64,
-    /// The grace period it waits for (`get_state_synchronize_rcu`).
-    cookie: rcu::RcuCookie,
-}
 
 /// The vmalloc allocator of one machine.
 pub struct Vmalloc<'a, 'm> {
@@ -813,101 +807,6 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         true
     }
 
-    /// `kvfree_rcu(ptr, rhf)` for a vmalloc'd object: the vfree runs after
-    /// an RCU grace period. Like the kernel's per-CPU `kfree_rcu_cpu`
-    /// batches, the pointer is queued with a grace-period cookie
-    /// (`start_poll_synchronize_rcu`) and freed by a later call on any CPU
-    /// once the cookie's grace period has ended (the kernel's monitor work
-    /// does this from a workqueue).
-    ///
-    /// # Errors
-    /// As [`Vmalloc::vfree`], checked when the object is queued, so bad input is refused at once.
-    pub fn kvfree_rcu(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
-        self.this_machine(cpu)?;
-        self.check_live(addr)?;
-        let cookie = rcu::start_poll_synchronize_rcu(cpu);
-        self.kvfree_pending.lock().push(KvfreeQueued { addr, cookie });
-        self.kvfree_drain_ready(cpu);
-        Ok(())
-    }
-
-    /// `kvfree_rcu_mightsleep(ptr)` (`kvfree_call_rcu` without a head): a
-    /// point where the caller may sleep (a quiescent state), then the same
-    /// queueing as [`Vmalloc::kvfree_rcu`]. The kernel puts the pointer in a
-    /// page-sized bulk array and only when it cannot get such a page falls
-    /// back to `synchronize_rcu()` and an immediate `kvfree()`; the bulk
-    /// arrays are not modelled, so that fallback never happens here.
-    ///
-    /// # Errors
-    /// As [`Vmalloc::kvfree_rcu`].
-    pub fn kvfree_rcu_mightsleep(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
-        self.this_machine(cpu)?;
-        self.check_live(addr)?;
-        rcu::rcu_quiescent_state(cpu);
-        self.kvfree_rcu(cpu, addr)
-    }
-
-    /// `kvfree_rcu_barrier()`: wait for a grace period and free everything
-    /// queued by [`Vmalloc::kvfree_rcu`].
-    ///
-    /// # Errors
-    /// [`VmallocError::ForeignCpu`], or the error of a queued free (none is expected: each was
-    /// checked when queued).
-    pub fn kvfree_rcu_barrier(&self, cpu: &Cpu<'m>) -> Result<(), VmallocError> {
-        self.this_machine(cpu)?;
-        rcu::synchronize_rcu(cpu);
-        self.kvfree_drain_ready(cpu);
-        let left: Vec<u64> = self.kvfree_pending.lock().drain(..).map(|q| q.addr).collect();
-        for a in left {
-            self.vfree(cpu, a)?;
-        }
-        Ok(())
-    }
-
-    /// Objects queued by `kvfree_rcu` and not yet freed.
-    pub fn kvfree_pending(&self) -> usize {
-        self.kvfree_pending.lock().len()
-    }
-    /// Whether `addr` is queued by `kvfree_rcu` and not yet freed.
-    pub fn kvfree_queued(&self, addr: u64) -> bool {
-        self.kvfree_pending.lock().iter().any(|q| q.addr == addr)
-    }
-
-    /// Free the queued objects whose grace period has ended.
-    fn kvfree_drain_ready(&self, cpu: &Cpu<'m>) {
-        let ready: Vec<u64> = {
-            let mut q = self.kvfree_pending.lock();
-            let mut ready = Vec::new();
-            q.retain(|queued| {
-                let done = rcu::poll_state_synchronize_rcu(cpu, queued.cookie);
-                if done {
-                    ready.push(queued.addr);
-                }
-                !done
-            });
-            ready
-        };
-        for a in ready {
-            // Queued only after check_live: the area is ours to free.
-            let _ = self.vfree(cpu, a);
-        }
-    }
-
-    /// The area at `addr` exists and is a vmalloc area (checked before a
-    /// deferred free is queued, so bad input is refused at once).
-    fn check_live(&self, addr: u64) -> Result<(), VmallocError> {
-        let area = self.find_unlink(addr)?;
-        let ok = area.kind == AreaKind::Vmalloc;
-        self.busy[self.node_of(addr)].lock().insert(addr, area);
-        if !ok {
-            return Err(VmallocError::WrongKind { addr });
-        }
-        if self.kvfree_pending.lock().iter().any(|q| q.addr == addr) {
-            return Err(VmallocError::DoubleFree { addr });
-        }
-        Ok(())
-    }
-
     /// `vmap(pages, count, flags, prot)`: map caller-owned pages.
     ///
     /// Every page must be RAM and allocated, checked first, before any
@@ -1035,46 +934,5 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// Free bytes of the vmalloc range (the free tree, lazy areas excluded).
     pub fn free_bytes(&self) -> u64 {
         self.free.lock().free_bytes()
-    }
-
-    /// Check the free tree and that busy, lazy and free ranges tile the
-    /// vmalloc range with no overlap and no gap.
-    ///
-    /// # Errors
-    /// The first inconsistency found, described (a bug in mmlab).
-    pub fn check(&self) -> Result<(), String> {
-        let free = self.free.lock();
-        free.check()?;
-        let mut ranges: Vec<(u64, u64, &str)> = free.iter().map(|a| (a.start, a.end, "free")).collect();
-        let busy: Vec<(u64, u64)> = self.areas().iter().map(|a| (a.addr, a.addr + a.size)).collect();
-        ranges.extend(busy.iter().map(|&(s, e)| (s, e, "busy")));
-        ranges.extend(self.blocks.lock().values().map(|b| (b.va_start, b.va_start + VMAP_BLOCK_SIZE, "vmap block")));
-        let lazy = self.lazy.snapshot();
-        ranges.extend(lazy.iter().map(|a| (a.start, a.start + a.size, "lazy")));
-        for node in self.pools.iter() {
-            for (i, pool) in node.lock().iter().enumerate() {
-                ranges.extend(pool.iter().map(|&a| (a, a + (i as u64 + 1) * PAGE_SIZE, "pool")));
-            }
-        }
-        ranges.sort();
-        let mut cur = VMALLOC_START;
-        for (s, e, what) in ranges {
-            if s != cur {
-                return Err(format!("{what} range {s:#x}-{e:#x}: expected to start at {cur:#x}"));
-            }
-            cur = e;
-        }
-        if cur != VMALLOC_END {
-            return Err(format!("ranges end at {cur:#x}, not VMALLOC_END"));
-        }
-        let waiting: i64 = lazy.iter().map(LazyArea::pages).sum();
-        if self.lazy.nr() != waiting {
-            return Err(format!("vmap_lazy_nr is {} but {waiting} pages wait on the lazy lists", self.lazy.nr()));
-        }
-        drop(free);
-        for b in self.blocks.lock().values() {
-            self.check_vmap_block(b)?;
-        }
-        Ok(())
     }
 }
