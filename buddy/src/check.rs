@@ -12,6 +12,9 @@ impl Zone<'_> {
     /// buddy is not a free block it should have merged with. Also check
     /// `nr_free` per order and `NR_FREE_PAGES` against the lists.
     /// Returns every free block as (pfn, order).
+    ///
+    /// # Errors
+    /// The first inconsistency found, described (a bug in mmlab).
     pub fn check_free_lists(&self) -> Result<Vec<(Pfn, u32)>, String> {
         let z = self.lock.lock_unaccounted();
         let mem = self.m.memmap();

@@ -19,13 +19,27 @@ use mmlab_engine::{Cpu, Pfn};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ContigError {
     /// The range is empty or leaves the zone.
-    OutOfRange { start: Pfn, nr_pages: u64 },
+    OutOfRange {
+        /// The first frame asked for.
+        start: Pfn,
+        /// The frames asked for.
+        nr_pages: u64,
+    },
     /// A frame in the range is not free in the buddy allocator.
-    Busy { pfn: Pfn },
+    Busy {
+        /// The first busy frame found.
+        pfn: Pfn,
+    },
     /// No free range of that size was found (`alloc_contig_pages`).
-    NoRange { nr_pages: u64 },
+    NoRange {
+        /// The frames asked for.
+        nr_pages: u64,
+    },
     /// The CPU handle belongs to another machine.
-    ForeignCpu { cpu: usize },
+    ForeignCpu {
+        /// The handle's CPU id.
+        cpu: usize,
+    },
 }
 
 impl std::fmt::Display for ContigError {
@@ -53,6 +67,10 @@ impl LockedZone<'_, '_> {
     /// Take `[start, start + nr)` out of the free lists; every frame becomes
     /// an allocated order-0 page of type `mt` with refcount 1. On error
     /// nothing has changed.
+    ///
+    /// # Errors
+    /// [`ContigError::OutOfRange`] for an empty range or one that leaves the zone;
+    /// [`ContigError::Busy`] for a frame not in a free block.
     pub fn take_contig_range(&mut self, start: Pfn, nr: u64, mt: Migratetype) -> Result<(), ContigError> {
         let end = start.0.saturating_add(nr);
         if nr == 0 || !self.zone.spans(start) || !self.zone.spans(Pfn(end - 1)) {
@@ -97,12 +115,19 @@ impl LockedZone<'_, '_> {
 impl<'m> Zone<'m> {
     /// `alloc_contig_range()`: allocate exactly `[start, start + nr)`.
     /// The caller drains the pcp lists first.
+    ///
+    /// # Errors
+    /// As [`crate::LockedZone::take_contig_range`]; nothing is changed.
     pub fn alloc_contig_range(&self, cpu: &Cpu<'m>, start: Pfn, nr: u64, mt: Migratetype) -> Result<(), ContigError> {
         self.lock(cpu).take_contig_range(start, nr, mt)
     }
 
     /// `alloc_contig_pages()`: the first naturally aligned free range of
     /// `nr` frames (pageblock-aligned if `nr` is not a power of two).
+    ///
+    /// # Errors
+    /// [`ContigError::NoRange`] when no free range of `nr` frames exists (or `nr` is 0 or larger
+    /// than the zone); nothing is changed.
     pub fn alloc_contig_pages(&self, cpu: &Cpu<'m>, nr: u64, mt: Migratetype) -> Result<Pfn, ContigError> {
         if nr == 0 || nr > self.spanned_pages {
             return Err(ContigError::NoRange { nr_pages: nr });

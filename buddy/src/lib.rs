@@ -36,11 +36,43 @@
 //! highatomic reserves and watermarks; simplified in having no CMA, isolation,
 //! compaction capture, page reporting or shuffling; `alloc_contig_range`
 //! cannot migrate, so it fails on a range with pages in use.
+//!
+//! # Example
+//!
+//! Boot a small machine, give its free memory to a zone as
+//! `memblock_free_all` does, take an order-3 block and give it back:
+//!
+//! ```
+//! use mmlab_buddy::{Fpi, Zone};
+//! use mmlab_engine::{Machine, MachineConfig, Migratetype};
+//!
+//! let m = Machine::boot(MachineConfig::with("64M", 1)?)?;
+//! assert!(m.claim_memblock_free_all());
+//! let zone = Zone::new(&m);
+//! let cpu = m.cpu(0)?;
+//! m.memblock().for_each_free_block(|pfn, order| zone.free_pages_core(&cpu, pfn, order));
+//! let free = zone.nr_free_pages();
+//!
+//! // __rmqueue_smallest: the lowest order with a Movable block, split down to 3.
+//! let pfn = zone.lock(&cpu).rmqueue_smallest(3, Migratetype::Movable).expect("a free block");
+//! assert_eq!(zone.nr_free_pages(), free - 8);
+//!
+//! // __free_one_page: it merges with its buddies again.
+//! zone.free_one_page(&cpu, pfn, 3, Fpi::NONE);
+//! assert_eq!(zone.nr_free_pages(), free);
+//! zone.check_free_lists()?;
+//! print!("{}", mmlab_buddy::procfs::buddyinfo(&zone));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 mod check;
 mod contig;
+pub mod counters;
 mod free;
+pub mod knob;
+pub mod procfs;
 mod rmqueue;
 mod watermark;
 mod zone;

@@ -33,9 +33,12 @@ pub const fn fallbacks(mt: Migratetype) -> [Migratetype; 2] {
 /// `rmqueue_bulk` does not search again from the top.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum RmqueueMode {
+    /// `RMQUEUE_NORMAL`: the wanted migratetype's own lists.
     #[default]
     Normal,
+    /// `RMQUEUE_CLAIM`: a whole block claimed from another type.
     Claim,
+    /// `RMQUEUE_STEAL`: a block stolen from another type without relabelling.
     Steal,
 }
 

@@ -14,23 +14,38 @@ use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
 pub struct AllocFlags(pub u32);
 
 impl AllocFlags {
+    /// `ALLOC_WMARK_MIN`: check against the min watermark.
     pub const WMARK_MIN: AllocFlags = AllocFlags(0);
+    /// `ALLOC_WMARK_LOW`: check against the low watermark.
     pub const WMARK_LOW: AllocFlags = AllocFlags(1);
+    /// `ALLOC_WMARK_HIGH`: check against the high watermark.
     pub const WMARK_HIGH: AllocFlags = AllocFlags(2);
+    /// `ALLOC_NO_WATERMARKS`: do not check watermarks at all.
     pub const NO_WATERMARKS: AllocFlags = AllocFlags(0x04);
+    /// `ALLOC_WMARK_MASK`: the bits that hold the watermark index.
     pub const WMARK_MASK: u32 = 0x03;
+    /// `ALLOC_OOM`: the OOM victim may dip into reserves.
     pub const OOM: AllocFlags = AllocFlags(0x08);
+    /// `ALLOC_NON_BLOCK`: the caller cannot block; may use some reserves.
     pub const NON_BLOCK: AllocFlags = AllocFlags(0x10);
+    /// `ALLOC_MIN_RESERVE`: may go below the min watermark (`__GFP_HIGH`).
     pub const MIN_RESERVE: AllocFlags = AllocFlags(0x20);
+    /// `ALLOC_CPUSET`: check the cpuset (no effect here: one node).
     pub const CPUSET: AllocFlags = AllocFlags(0x40);
+    /// `ALLOC_CMA`: may allocate from CMA areas (none are modelled).
     pub const CMA: AllocFlags = AllocFlags(0x80);
+    /// `ALLOC_NOFRAGMENT`: avoid mixing migratetypes in a pageblock.
     pub const NOFRAGMENT: AllocFlags = AllocFlags(0x100);
+    /// `ALLOC_HIGHATOMIC`: may use the highatomic reserve.
     pub const HIGHATOMIC: AllocFlags = AllocFlags(0x200);
+    /// `ALLOC_TRYLOCK`: only trylock the zone lock (`alloc_pages_nolock`).
     pub const TRYLOCK: AllocFlags = AllocFlags(0x400);
+    /// `ALLOC_KSWAPD`: allowed to wake kswapd.
     pub const KSWAPD: AllocFlags = AllocFlags(0x800);
     /// `ALLOC_RESERVES`.
     pub const RESERVES: AllocFlags = AllocFlags(0x04 | 0x08 | 0x10 | 0x20 | 0x200);
 
+    /// Whether any bit of `f` is set.
     #[inline]
     pub const fn has(self, f: AllocFlags) -> bool {
         self.0 & f.0 != 0
@@ -58,10 +73,15 @@ impl std::ops::BitOrAssign for AllocFlags {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Fpi(pub u32);
 impl Fpi {
+    /// `FPI_NONE`: no special handling.
     pub const NONE: Fpi = Fpi(0);
+    /// `FPI_SKIP_REPORT_NOTIFY`: do not notify free page reporting.
     pub const SKIP_REPORT_NOTIFY: Fpi = Fpi(1 << 0);
+    /// `FPI_TO_TAIL`: put the block at the tail of its free list.
     pub const TO_TAIL: Fpi = Fpi(1 << 1);
+    /// `FPI_TRYLOCK`: only trylock the zone lock (`free_pages_nolock`).
     pub const TRYLOCK: Fpi = Fpi(1 << 2);
+    /// Whether any bit of `f` is set.
     #[inline]
     pub const fn has(self, f: Fpi) -> bool {
         self.0 & f.0 != 0
@@ -72,8 +92,13 @@ impl Fpi {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum ZoneFlag {
+    /// `ZONE_BOOSTED_WATERMARK`: the watermark was boosted after a
+    /// fragmenting fallback; kswapd should reclaim.
     BoostedWatermark = 0,
+    /// `ZONE_RECLAIM_ACTIVE`: kswapd is reclaiming this zone.
     ReclaimActive = 1,
+    /// `ZONE_BELOW_HIGH`: free pages fell below the high watermark; the
+    /// pcp `high` shrinks.
     BelowHigh = 2,
 }
 

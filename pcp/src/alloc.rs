@@ -13,11 +13,22 @@ use mmlab_engine::{Cpu, Gfp, PAGE_SHIFT, Pfn, trace};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AllocError {
     /// `order > MAX_PAGE_ORDER`.
-    OrderTooLarge { order: u32 },
+    OrderTooLarge {
+        /// The order given.
+        order: u32,
+    },
     /// No zone passed its watermark or no block was found, after the slow path.
-    NoMemory { order: u32, gfp: Gfp },
+    NoMemory {
+        /// The order asked for.
+        order: u32,
+        /// The GFP flags of the request.
+        gfp: Gfp,
+    },
     /// The CPU handle belongs to another machine.
-    ForeignCpu { cpu: usize },
+    ForeignCpu {
+        /// The handle's CPU id.
+        cpu: usize,
+    },
 }
 
 impl std::fmt::Display for AllocError {
@@ -39,22 +50,47 @@ impl std::error::Error for AllocError {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FreeError {
     /// `order > MAX_PAGE_ORDER`.
-    OrderTooLarge { order: u32 },
+    OrderTooLarge {
+        /// The order given.
+        order: u32,
+    },
     /// The frame is not RAM of this machine.
-    InvalidPfn { pfn: Pfn },
+    InvalidPfn {
+        /// The frame.
+        pfn: Pfn,
+    },
     /// The frame heads a free block (in the buddy lists or on a pcp list):
     /// it was freed already.
-    DoubleFree { pfn: Pfn },
+    DoubleFree {
+        /// The frame.
+        pfn: Pfn,
+    },
     /// The frame is not the first page of a live allocation: never handed
     /// out, a tail page of one, or freed already and since merged into a
     /// larger free block (then it no longer heads a block of its own).
-    NotAllocated { pfn: Pfn },
+    NotAllocated {
+        /// The frame.
+        pfn: Pfn,
+    },
     /// Freed with another order than it was allocated with.
-    WrongOrder { pfn: Pfn, allocated: u32, freed: u32 },
+    WrongOrder {
+        /// The frame.
+        pfn: Pfn,
+        /// The order it was allocated with.
+        allocated: u32,
+        /// The order given to the free.
+        freed: u32,
+    },
     /// The frame is reserved (memblock) and was never the allocator's.
-    Reserved { pfn: Pfn },
+    Reserved {
+        /// The frame.
+        pfn: Pfn,
+    },
     /// The CPU handle belongs to another machine.
-    ForeignCpu { cpu: usize },
+    ForeignCpu {
+        /// The handle's CPU id.
+        cpu: usize,
+    },
 }
 
 impl std::fmt::Display for FreeError {
@@ -88,6 +124,10 @@ impl<'m> PageAllocator<'m> {
     }
 
     /// `__alloc_pages()` with the reason for a NULL.
+    ///
+    /// # Errors
+    /// [`AllocError::ForeignCpu`], [`AllocError::OrderTooLarge`], or [`AllocError::NoMemory`] when
+    /// no block passed its watermark after the slow path (or `fail_page_alloc` failed the request).
     pub fn try_alloc_pages(&self, cpu: &Cpu<'m>, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
         if self.foreign(cpu) {
             return Err(AllocError::ForeignCpu { cpu: cpu.id() });
@@ -309,6 +349,11 @@ impl<'m> PageAllocator<'m> {
 
     /// `__free_pages(page, order)`: drop the reference; on the last one,
     /// free the block. A bad free is refused with nothing changed.
+    ///
+    /// # Errors
+    /// A [`FreeError`] for a CPU of another machine, an order above `MAX_PAGE_ORDER`, a frame that
+    /// is not RAM, reserved, not the head of a live allocation, freed already, or freed with
+    /// another order; nothing is changed.
     pub fn free_pages(&self, cpu: &Cpu<'m>, pfn: Pfn, order: u32) -> Result<(), FreeError> {
         if self.foreign(cpu) {
             return Err(FreeError::ForeignCpu { cpu: cpu.id() });
@@ -392,6 +437,10 @@ impl<'m> PageAllocator<'m> {
     }
 
     /// `get_page()`: take another reference on an allocated page.
+    ///
+    /// # Errors
+    /// [`FreeError::InvalidPfn`] for a frame that is not RAM, [`FreeError::NotAllocated`] for one
+    /// that is not an allocated page.
     pub fn get_page(&self, pfn: Pfn) -> Result<i32, FreeError> {
         if !self.m.memmap().pfn_valid(pfn) {
             return Err(FreeError::InvalidPfn { pfn });
@@ -428,6 +477,10 @@ impl<'m> PageAllocator<'m> {
 
     /// `split_page()`: turn an allocated order-n block into 2^n order-0
     /// pages, each with its own reference, to be freed one by one.
+    ///
+    /// # Errors
+    /// [`FreeError::InvalidPfn`], [`FreeError::WrongOrder`] when the block was allocated at another
+    /// order, [`FreeError::NotAllocated`]; nothing is changed.
     pub fn split_page(&self, pfn: Pfn, order: u32) -> Result<(), FreeError> {
         if !self.m.memmap().pfn_valid(pfn) {
             return Err(FreeError::InvalidPfn { pfn });
@@ -447,6 +500,10 @@ impl<'m> PageAllocator<'m> {
 
     /// `alloc_contig_pages()`: drain the pcps, then find and take `nr` free
     /// contiguous frames; each becomes an allocated order-0 page.
+    ///
+    /// # Errors
+    /// [`ContigError::ForeignCpu`], or [`ContigError::NoRange`] when no free range of `nr` frames
+    /// exists.
     pub fn alloc_contig_pages(&self, cpu: &Cpu<'m>, nr: u64, gfp: Gfp) -> Result<Pfn, ContigError> {
         if self.foreign(cpu) {
             return Err(ContigError::ForeignCpu { cpu: cpu.id() });
@@ -458,6 +515,10 @@ impl<'m> PageAllocator<'m> {
     }
 
     /// `alloc_contig_range()`: exactly `[start, start + nr)`.
+    ///
+    /// # Errors
+    /// [`ContigError::ForeignCpu`], [`ContigError::OutOfRange`], or [`ContigError::Busy`] for a
+    /// frame in use.
     pub fn alloc_contig_range(&self, cpu: &Cpu<'m>, start: Pfn, nr: u64, gfp: Gfp) -> Result<(), ContigError> {
         if self.foreign(cpu) {
             return Err(ContigError::ForeignCpu { cpu: cpu.id() });
@@ -470,6 +531,10 @@ impl<'m> PageAllocator<'m> {
 
     /// `free_contig_range()`: free `nr` order-0 pages from `start`. Checks
     /// every page first, so a bad range changes nothing.
+    ///
+    /// # Errors
+    /// A [`FreeError`] for the first page that is not a live order-0 page with one reference (or a
+    /// CPU of another machine); nothing is changed.
     pub fn free_contig_range(&self, cpu: &Cpu<'m>, start: Pfn, nr: u64) -> Result<(), FreeError> {
         if self.foreign(cpu) {
             return Err(FreeError::ForeignCpu { cpu: cpu.id() });

@@ -14,6 +14,9 @@ impl PageAllocator<'_> {
     /// frame of RAM: it is in exactly one free block or pcp block, or is the
     /// head or a tail of one allocation, or is reserved. Nothing is lost.
     /// O(frames): for tests and the debug switch.
+    ///
+    /// # Errors
+    /// The first inconsistency found, described (a bug in mmlab).
     pub fn check_invariants(&self) -> Result<(), String> {
         let m = self.m;
         let mem = m.memmap();

@@ -32,16 +32,47 @@
 //! compaction or OOM killer exist, so it retries at the min watermark, then
 //! (for callers that may block) releases highatomic reserves and drains all
 //! pcp lists once, as the kernel does when direct reclaim makes no progress.
+//!
+//! # Example
+//!
+//! Boot a small machine and its page allocator, allocate an order-0 page
+//! through CPU 0's pcp list and free it again:
+//!
+//! ```
+//! use mmlab_engine::{Gfp, Machine, MachineConfig};
+//! use mmlab_pcp::{AllocatorConfig, PageAllocator};
+//!
+//! let m = Machine::boot(MachineConfig::with("64M", 2)?)?;
+//! let mut cfg = AllocatorConfig::default();
+//! cfg.set("percpu_pagelist_high_fraction", "8")?; // as `--set` would
+//! let pa = PageAllocator::boot(&m, cfg)?;
+//! let cpu = m.cpu(0)?;
+//! let free = |pa: &PageAllocator<'_>| pa.zone().nr_free_pages() + pa.pcp_pages();
+//! let before = free(&pa);
+//!
+//! // The first allocation refills CPU 0's pcp list from the buddy lists.
+//! let pfn = pa.try_alloc_pages(&cpu, Gfp::GFP_KERNEL, 0)?;
+//! assert_eq!(free(&pa), before - 1);
+//! pa.free_pages(&cpu, pfn, 0)?;
+//! assert_eq!(free(&pa), before);
+//! pa.check_invariants()?;
+//! assert!(mmlab_pcp::vmstat::zoneinfo(&pa).contains("\n  pagesets\n    cpu: 0\n"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 mod alloc;
 mod check;
+mod config;
 mod fault;
 mod pcplist;
 mod rules;
 mod sizing;
+pub mod vmstat;
 
 pub use alloc::{AllocError, FreeError};
+pub use config::AllocatorConfig;
 pub use fault::{FaultAttr, FaultAttrError};
 pub use pcplist::{
     NR_PCP_LISTS, PCPF_FREE_HIGH_BATCH, PCPF_PREV_FREE_HIGH_ORDER, PagesetInfo, PerCpuPages, order_to_pindex,
@@ -58,27 +89,6 @@ use mmlab_engine::layout::KERNEL_DATA_LISTS;
 use mmlab_engine::sync::SpinLock;
 use mmlab_engine::{Cpu, Machine, PAGE_SHIFT};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
-
-/// Allocator settings that are boot parameters or sysctls in the kernel.
-#[derive(Clone, Debug, Default)]
-pub struct AllocatorConfig {
-    /// Which kernel's version-dependent pcp rules to follow.
-    pub rules: KernelRules,
-    /// `vm.percpu_pagelist_high_fraction` (0, or at least 8).
-    pub percpu_pagelist_high_fraction: u32,
-    /// `vm.min_free_kbytes` override (None: computed as the kernel does).
-    pub min_free_kbytes: Option<u64>,
-    /// Last-level cache bytes per CPU, for `PCPF_FREE_HIGH_BATCH`
-    /// (`zone_pcp_update_cacheinfo`); 0 = no cache information.
-    pub llc_bytes_per_cpu: u64,
-    /// Instrumented, not a kernel knob: pin every pageset's `high` (both
-    /// `high_min` and `high_max`) to this many pages, as experiments that
-    /// patch `nr_pcp_high()` to return a constant do. `None`: the kernel's
-    /// sizing.
-    pub pcp_high_override: Option<i32>,
-    /// Check every invariant after every operation (slow; tests).
-    pub debug_checks: bool,
-}
 
 /// Errors changing a setting.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -237,6 +247,9 @@ impl<'m> PageAllocator<'m> {
 
     /// Write `vm.percpu_pagelist_high_fraction`
     /// (`percpu_pagelist_high_fraction_sysctl_handler`).
+    ///
+    /// # Errors
+    /// [`SysctlError::HighFraction`] for a value from 1 to 7; the setting stays.
     pub fn set_percpu_pagelist_high_fraction(&self, v: u32) -> Result<(), SysctlError> {
         if v != 0 && v < MIN_PERCPU_PAGELIST_HIGH_FRACTION {
             return Err(SysctlError::HighFraction(v));

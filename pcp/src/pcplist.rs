@@ -62,15 +62,25 @@ pub struct PerCpuPages {
     pub(crate) lists: ListArray,
 }
 
-/// A snapshot of one CPU's pageset, as /proc/zoneinfo prints it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// A snapshot of one CPU's pageset (`struct per_cpu_pages`), as
+/// /proc/zoneinfo prints it. Gauges, not counters: there is no delta.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
 pub struct PagesetInfo {
+    /// `pcp->count`, zoneinfo's `count:`: pages on the lists.
     pub count: i32,
+    /// `pcp->high`, zoneinfo's `high:`: the current drain threshold.
     pub high: i32,
+    /// `pcp->batch`, zoneinfo's `batch:`.
     pub batch: i32,
+    /// `pcp->high_min`, zoneinfo's `high_min:`.
     pub high_min: i32,
+    /// `pcp->high_max`, zoneinfo's `high_max:`.
     pub high_max: i32,
+    /// `pcp->free_count` (not printed by the kernel): the run of
+    /// consecutive frees that sizes a drain (`nr_pcp_free`).
     pub free_count: i32,
+    /// `pcp->alloc_factor` (not printed by the kernel): the refill scale of
+    /// `nr_pcp_alloc`.
     pub alloc_factor: u8,
 }
 

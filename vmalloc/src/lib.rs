@@ -32,14 +32,53 @@
 //! (`node_alloc`, `node_pool_add_va`, quarter decay per purge) are kept,
 //! and the page-pointer array is host memory (a nested vmalloc is still
 //! made for arrays over a page, as the kernel does, so its cost is paid).
+//!
+//! # Example
+//!
+//! Boot a small machine, its page allocator and vmalloc; vmalloc five
+//! pages, look at the area, and vfree it:
+//!
+//! ```
+//! use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
+//! use mmlab_pcp::{AllocatorConfig, PageAllocator};
+//! use mmlab_vmalloc::{AreaKind, VM_ALLOC, Vmalloc, VmallocConfig};
+//!
+//! let m = Machine::boot(MachineConfig::with("64M", 1)?)?;
+//! let pa = PageAllocator::boot(&m, AllocatorConfig::default())?;
+//! let vm = Vmalloc::new(&pa, VmallocConfig::default());
+//! let cpu = m.cpu(0)?;
+//!
+//! let addr = vm.vmalloc(&cpu, 5 * PAGE_SIZE)?;
+//! let area = vm.areas().into_iter().find(|a| a.addr == addr).expect("a busy area");
+//! assert_eq!((area.kind, area.pages.len(), area.size), (AreaKind::Vmalloc, 5, 6 * PAGE_SIZE));
+//! assert!(area.flags.contains(VM_ALLOC));
+//! assert!(vm.vmallocinfo().contains(" pages=5 vmalloc N0=5\n"));
+//!
+//! // vfree unmaps without a flush; the range waits on the lazy list.
+//! vm.vfree(&cpu, addr)?;
+//! assert_eq!((vm.counts().vmallocs, vm.counts().vfrees), (1, 1));
+//! assert_eq!(vm.lazy_nr(), 6);
+//! vm.check()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
+mod area;
+mod check;
+mod config;
+mod kvfree;
 mod lazy;
 pub mod percpu;
+mod procfs;
 pub mod vmap_area;
 mod vmap_block;
 
+pub use area::{AreaKind, VM_ALLOC, VM_ALLOW_HUGE_VMAP, VM_MAP, VM_NO_GUARD, VmArea, VmFlags};
+pub use config::VmallocConfig;
+
 use bitvec::BitArr;
+use kvfree::KvfreeQueued;
 use lazy::{LazyArea, LazyAreas};
 use mmlab_engine::gfp::Gfp;
 use mmlab_engine::layout::{VMALLOC_END, VMALLOC_START};
@@ -56,15 +95,7 @@ use mmlab_pcp::PageAllocator;
 use std::collections::BTreeMap;
 use std::fmt;
 use vmap_area::FreeVmapTree;
-
-/// `VM_ALLOC`: a vmalloc area.
-pub const VM_ALLOC: u32 = 0x2;
-/// `VM_MAP`: a vmap area.
-pub const VM_MAP: u32 = 0x4;
-/// `VM_NO_GUARD`: no guard page.
-pub const VM_NO_GUARD: u32 = 0x40;
-/// `VM_ALLOW_HUGE_VMAP`: huge mappings allowed (`vmalloc_huge`).
-pub const VM_ALLOW_HUGE_VMAP: u32 = 0x400;
+use vmap_block::VmapBlock;
 
 /// `PMD_SHIFT`.
 const PMD_SHIFT: u32 = 21;
@@ -73,72 +104,83 @@ const CONT_PTE_SHIFT: u32 = 16;
 /// Chunk of the bulk allocator (`vm_area_alloc_pages`).
 const BULK_CHUNK: usize = 100;
 
-/// vmalloc's switches (`--set vmalloc.*`, `vmap_allow_huge`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct VmallocConfig {
-    /// `vmap_allow_huge` (the `nohugevmalloc` boot option clears it).
-    pub vmap_allow_huge: bool,
-    /// `vmalloc.contpte`: 64 KiB contiguous-PTE huge mappings
-    /// (`arch_vmap_pte_supported_shift`), on in mainline.
-    pub contpte: bool,
-    /// `vmalloc.huge_by_default`: huge mappings without VM_ALLOW_HUGE_VMAP
-    /// (Dev Jain's RFC, Nov/Dec 2025), off in mainline.
-    pub huge_by_default: bool,
-    /// `vmalloc.align_size_to_huge`: round a huge request up to the huge
-    /// size (mainline); off = the RFC's 1/2: blocks for the aligned prefix,
-    /// order-0 pages for the tail.
-    pub align_size_to_huge: bool,
-    /// `vmalloc.pmd`: 2 MiB PMD block mappings (`arch_vmap_pmd_supported`),
-    /// on in mainline. Off leaves contiguous PTEs as the largest mapping,
-    /// so the contpte experiment can map any size with them.
-    pub pmd: bool,
-}
-
-impl Default for VmallocConfig {
-    fn default() -> Self {
-        VmallocConfig {
-            vmap_allow_huge: true,
-            contpte: true,
-            huge_by_default: false,
-            align_size_to_huge: true,
-            pmd: true,
-        }
-    }
-}
-
 /// Why a vmalloc-family call failed; nothing was changed, nothing is lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VmallocError {
     /// Size 0.
     ZeroSize,
     /// Larger than the vmalloc range or RAM.
-    TooLarge { size: u64 },
+    TooLarge {
+        /// The size asked for, in bytes.
+        size: u64,
+    },
     /// Alignment not a power of two.
-    BadAlign { align: u64 },
+    BadAlign {
+        /// The alignment asked for, in bytes.
+        align: u64,
+    },
     /// No free virtual range of that size and alignment, even after a purge.
-    NoVmapSpace { size: u64, align: u64 },
+    NoVmapSpace {
+        /// The size asked for, in bytes.
+        size: u64,
+        /// The alignment asked for, in bytes.
+        align: u64,
+    },
     /// The page allocator (or a table allocation) ran out of memory.
-    NoMemory { size: u64 },
+    NoMemory {
+        /// The size of the request, in bytes.
+        size: u64,
+    },
     /// The address was never returned by this allocator (or was freed).
-    NotVmalloc { addr: u64 },
+    NotVmalloc {
+        /// The address given.
+        addr: u64,
+    },
     /// The address lies inside an area but is not its start.
-    InsideArea { addr: u64, start: u64 },
+    InsideArea {
+        /// The address given.
+        addr: u64,
+        /// The start of the area that holds the address.
+        start: u64,
+    },
     /// The area was freed already and waits on the lazy list.
-    DoubleFree { addr: u64 },
+    DoubleFree {
+        /// The address given.
+        addr: u64,
+    },
     /// vfree of a vmap area or vunmap of a vmalloc area.
-    WrongKind { addr: u64 },
+    WrongKind {
+        /// The address given.
+        addr: u64,
+    },
     /// The page tables refused the mapping (other than for lack of memory).
     Map(PgtableError),
     /// The CPU handle belongs to another machine.
-    ForeignCpu { cpu: usize },
+    ForeignCpu {
+        /// The handle's CPU id.
+        cpu: usize,
+    },
     /// `vm_unmap_ram` with a page count other than the `mapped` pages the
     /// mapping at `addr` was made with.
-    WrongCount { addr: u64, mapped: u64, given: usize },
+    WrongCount {
+        /// The mapping's address.
+        addr: u64,
+        /// The pages the mapping was made with.
+        mapped: u64,
+        /// The page count given to `vm_unmap_ram`.
+        given: usize,
+    },
     /// A page given to vmap/vm_map_ram is not RAM (`!pfn_valid()`).
-    InvalidPfn { pfn: Pfn },
+    InvalidPfn {
+        /// The frame.
+        pfn: Pfn,
+    },
     /// A page given to vmap/vm_map_ram is not an allocated page (free,
     /// reserved by memblock, or never handed out).
-    PageNotAllocated { pfn: Pfn },
+    PageNotAllocated {
+        /// The frame.
+        pfn: Pfn,
+    },
 }
 
 impl fmt::Display for VmallocError {
@@ -171,46 +213,27 @@ impl fmt::Display for VmallocError {
 }
 impl std::error::Error for VmallocError {}
 
-/// `struct vm_struct` with its `vmap_area`.
-#[derive(Clone, Debug)]
-pub struct VmArea {
-    /// Start address.
-    pub addr: u64,
-    /// Size including the guard page.
-    pub size: u64,
-    /// `VM_*` flags.
-    pub flags: u32,
-    /// The pages, each an order-0 page of its own (`vm->pages`).
-    pub pages: Vec<Pfn>,
-    /// `vm->page_order`: the order the pages were allocated at (0, 4 or 9).
-    pub page_order: u32,
-    /// Who asked (the `%pS` caller column of /proc/vmallocinfo).
-    pub caller: &'static str,
-    /// A nested vmalloc holding the page array (arrays over one page).
-    array_area: Option<u64>,
-    /// The vmap node the area was allocated for (the kernel encodes it in
-    /// `va->flags`); its pool takes the range back after a purge.
-    vn: usize,
-}
-
-impl VmArea {
-    /// `get_vm_area_size()`: the size without the guard page.
-    pub fn usable_size(&self) -> u64 {
-        if self.flags & VM_NO_GUARD != 0 { self.size } else { self.size - PAGE_SIZE }
+mmlab_buddy::counter_snapshot! {
+    /// Counters of vmalloc's own events (the page, TLB and barrier events
+    /// of the same calls are the engine's).
+    pub struct VmallocCounts {
+        /// mmlab's own, instrumented: successful vmalloc-family allocations
+        /// (`__vmalloc_node_range_noprof` returning an address), nested page
+        /// arrays included. The kernel has no counter or tracepoint for it.
+        pub vmallocs: u64,
+        /// mmlab's own, instrumented: `vfree` calls that freed an area.
+        pub vfrees: u64,
+        /// `__purge_vmap_area_lazy` runs that flushed: one
+        /// `vmalloc:purge_vmap_area_lazy` tracepoint each.
+        pub purges: u64,
+        /// mmlab's own, instrumented: pages of VA space (guards included)
+        /// returned by purges. The `vmalloc:purge_vmap_area_lazy` tracepoint
+        /// reports areas (`npurged`), not pages.
+        pub purged_pages: u64,
+        /// mmlab's own, instrumented: huge attempts that fell back to small
+        /// pages (the silent `goto again` of `__vmalloc_node_range_noprof`).
+        pub huge_fallbacks: u64,
     }
-}
-
-/// Counters of vmalloc's own events.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct VmallocCounts {
-    pub vmallocs: u64,
-    pub vfrees: u64,
-    /// `__purge_vmap_area_lazy` runs that flushed.
-    pub purges: u64,
-    /// Pages (VA space, guards included) returned by purges.
-    pub purged_pages: u64,
-    /// Huge attempts that fell back to small pages.
-    pub huge_fallbacks: u64,
 }
 
 /// `MAX_VA_SIZE_PAGES`: areas up to this many pages (guard included) are
@@ -224,33 +247,6 @@ pub const VMAP_MAX_ALLOC: usize = 64;
 pub const VMAP_BBMAP_BITS: u64 = 1024;
 /// `VMAP_BLOCK_SIZE`: 4 MiB.
 pub const VMAP_BLOCK_SIZE: u64 = VMAP_BBMAP_BITS * PAGE_SIZE;
-
-/// `struct vmap_block`: a 4 MiB piece of VA handed out bump-pointer style.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct VmapBlock {
-    va_start: u64,
-    /// Pages not yet handed out.
-    free: u64,
-    /// Pages handed out and given back.
-    dirty: u64,
-    /// The CPU whose free list holds the block.
-    cpu: usize,
-    /// `vb->used_map`: a bit per page handed out and not yet given back.
-    used_map: BitArr!(for VMAP_BBMAP_BITS as usize, in u64),
-    /// Instrumented (page_owner-style, not in the kernel's struct): the
-    /// order and page count of each live allocation by its first page, so
-    /// that a `vm_unmap_ram` with a wrong address or count is refused
-    /// instead of corrupting the block (the kernel's `vb_free` would BUG or
-    /// silently clear someone else's bits; it sees only the order).
-    allocs: BTreeMap<u64, (u32, u64)>,
-}
-
-impl VmapBlock {
-    /// Pages handed out so far (the bump pointer).
-    fn handed_out(&self) -> u64 {
-        VMAP_BBMAP_BITS - self.free
-    }
-}
 
 /// The vmalloc allocator of one machine.
 pub struct Vmalloc<'a, 'm> {
@@ -274,7 +270,7 @@ pub struct Vmalloc<'a, 'm> {
     /// (`vmap_nodes[i].pool[(size - 1) / PAGE_SIZE]`).
     pools: Box<[Mutex<Vec<std::collections::VecDeque<u64>>>]>,
     /// `kvfree_rcu` objects waiting for their grace period.
-    kvfree_pending: Mutex<Vec<(u64, rcu::RcuCookie)>>,
+    kvfree_pending: Mutex<Vec<KvfreeQueued>>,
 }
 
 impl fmt::Debug for Vmalloc<'_, '_> {
@@ -341,20 +337,36 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
 
     /// `vmalloc(size)`.
+    ///
+    /// # Errors
+    /// [`VmallocError::ZeroSize`], [`VmallocError::TooLarge`], [`VmallocError::BadAlign`],
+    /// [`VmallocError::NoVmapSpace`] when no free range is left even after a purge,
+    /// [`VmallocError::NoMemory`] when the page allocator or a page table allocation fails,
+    /// [`VmallocError::ForeignCpu`]. Nothing is taken on error.
     pub fn vmalloc(&self, cpu: &Cpu<'m>, size: u64) -> Result<u64, VmallocError> {
-        self.vmalloc_node(cpu, size, 1, Gfp::GFP_KERNEL, 0, "vmalloc")
+        self.vmalloc_node(cpu, size, 1, Gfp::GFP_KERNEL, VmFlags::empty(), "vmalloc")
     }
     /// `vzalloc(size)`.
+    ///
+    /// # Errors
+    /// As [`Vmalloc::vmalloc`].
     pub fn vzalloc(&self, cpu: &Cpu<'m>, size: u64) -> Result<u64, VmallocError> {
-        self.vmalloc_node(cpu, size, 1, Gfp::GFP_KERNEL | Gfp::__GFP_ZERO, 0, "vzalloc")
+        self.vmalloc_node(cpu, size, 1, Gfp::GFP_KERNEL | Gfp::__GFP_ZERO, VmFlags::empty(), "vzalloc")
     }
     /// `vmalloc_huge(size, gfp)`: huge mappings allowed.
+    ///
+    /// # Errors
+    /// As [`Vmalloc::vmalloc`]; a huge attempt that runs out of memory falls back to small pages
+    /// before failing.
     pub fn vmalloc_huge(&self, cpu: &Cpu<'m>, size: u64, gfp: Gfp) -> Result<u64, VmallocError> {
         self.vmalloc_node(cpu, size, 1, gfp, VM_ALLOW_HUGE_VMAP, "vmalloc_huge")
     }
     /// `__vmalloc_node(size, align, gfp, node)`.
+    ///
+    /// # Errors
+    /// As [`Vmalloc::vmalloc`].
     pub fn __vmalloc_node(&self, cpu: &Cpu<'m>, size: u64, align: u64, gfp: Gfp) -> Result<u64, VmallocError> {
-        self.vmalloc_node(cpu, size, align, gfp, 0, "__vmalloc_node")
+        self.vmalloc_node(cpu, size, align, gfp, VmFlags::empty(), "__vmalloc_node")
     }
 
     fn vmalloc_node(
@@ -363,13 +375,17 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         size: u64,
         align: u64,
         gfp: Gfp,
-        vm_flags: u32,
+        vm_flags: VmFlags,
         caller: &'static str,
     ) -> Result<u64, VmallocError> {
         self.vmalloc_node_range(cpu, size, align, gfp, PAGE_KERNEL, vm_flags, caller)
     }
 
     /// `__vmalloc_node_range_noprof()`.
+    ///
+    /// # Errors
+    /// As [`Vmalloc::vmalloc`], and [`VmallocError::Map`] when the page tables refuse the mapping
+    /// for another reason than memory.
     #[allow(clippy::too_many_arguments)]
     pub fn vmalloc_node_range(
         &self,
@@ -378,7 +394,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         align: u64,
         gfp: Gfp,
         prot: u64,
-        vm_flags: u32,
+        vm_flags: VmFlags,
         caller: &'static str,
     ) -> Result<u64, VmallocError> {
         self.this_machine(cpu)?;
@@ -400,7 +416,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         if align > VMALLOC_END - VMALLOC_START {
             return Err(VmallocError::NoVmapSpace { size, align });
         }
-        let huge_ok = self.cfg.vmap_allow_huge && (vm_flags & VM_ALLOW_HUGE_VMAP != 0 || self.cfg.huge_by_default);
+        let huge_ok = self.cfg.vmap_allow_huge && (vm_flags.contains(VM_ALLOW_HUGE_VMAP) || self.cfg.huge_by_default);
         let mut shift = PAGE_SHIFT;
         if huge_ok {
             if self.cfg.pmd && real_size >= PMD_SIZE {
@@ -432,7 +448,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         shift: u32,
         gfp: Gfp,
         prot: u64,
-        vm_flags: u32,
+        vm_flags: VmFlags,
         caller: &'static str,
     ) -> Result<u64, VmallocError> {
         let huge_size = 1u64 << shift;
@@ -442,7 +458,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             real_size
         };
         let flags = VM_ALLOC | vm_flags;
-        let va_size = area_size + if flags & VM_NO_GUARD != 0 { 0 } else { PAGE_SIZE };
+        let va_size = area_size + if flags.contains(VM_NO_GUARD) { 0 } else { PAGE_SIZE };
         let addr = self.alloc_vmap_area(cpu, va_size, align.max(PAGE_SIZE))?;
         // Step 2: the pages.
         let nr = (area_size / PAGE_SIZE) as usize;
@@ -454,7 +470,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 1,
                 gfp & !Gfp::__GFP_ZERO,
                 PAGE_KERNEL,
-                0,
+                VmFlags::empty(),
                 "vmalloc pages",
             ) {
                 Ok(a) => Some(a),
@@ -498,6 +514,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             addr,
             size: va_size,
             flags,
+            kind: AreaKind::Vmalloc,
             pages,
             page_order: shift - PAGE_SHIFT,
             caller,
@@ -679,6 +696,12 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
 
     /// `vfree(addr)`.
+    ///
+    /// # Errors
+    /// [`VmallocError::NotVmalloc`] for an address never returned, [`VmallocError::InsideArea`] for
+    /// one inside an area, [`VmallocError::DoubleFree`] for an area already freed (lazy or queued
+    /// by `kvfree_rcu`), [`VmallocError::WrongKind`] for a vmap or vm_map_ram area,
+    /// [`VmallocError::ForeignCpu`]. Nothing is changed.
     pub fn vfree(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
         // vfree() may sleep (cond_resched between page frees): a quiescent state.
@@ -687,12 +710,12 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             self.kvfree_drain_ready(cpu);
             // Queued by kvfree_rcu and not yet freed: the queue owns it, and
             // this vfree is a second free (found by `mmlab fuzz`).
-            if self.kvfree_pending.lock().iter().any(|&(a, _)| a == addr) {
+            if self.kvfree_pending.lock().iter().any(|q| q.addr == addr) {
                 return Err(VmallocError::DoubleFree { addr });
             }
         }
         let area = self.find_unlink(addr)?;
-        if area.flags & VM_ALLOC == 0 {
+        if area.kind != AreaKind::Vmalloc {
             self.busy[self.node_of(addr)].lock().insert(addr, area);
             return Err(VmallocError::WrongKind { addr });
         }
@@ -730,6 +753,9 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// `__purge_vmap_area_lazy()`: one TLB flush over the span of every
     /// lazy area, then the ranges go back to the free tree. Returns whether
     /// anything was purged.
+    ///
+    /// # Errors
+    /// [`VmallocError::ForeignCpu`] only.
     pub fn purge_vmap_area_lazy(&self, cpu: &Cpu<'m>) -> Result<bool, VmallocError> {
         self.this_machine(cpu)?;
         Ok(self.purge(cpu, false))
@@ -781,91 +807,6 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         true
     }
 
-    /// `kvfree_rcu(ptr, rhf)` for a vmalloc'd object: the vfree runs after
-    /// an RCU grace period. Like the kernel's per-CPU `kfree_rcu_cpu`
-    /// batches, the pointer is queued with a grace-period cookie
-    /// (`start_poll_synchronize_rcu`) and freed by a later call on any CPU
-    /// once the cookie's grace period has ended (the kernel's monitor work
-    /// does this from a workqueue).
-    pub fn kvfree_rcu(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
-        self.this_machine(cpu)?;
-        self.check_live(addr)?;
-        let cookie = rcu::start_poll_synchronize_rcu(cpu);
-        self.kvfree_pending.lock().push((addr, cookie));
-        self.kvfree_drain_ready(cpu);
-        Ok(())
-    }
-
-    /// `kvfree_rcu_mightsleep(ptr)` (`kvfree_call_rcu` without a head): a
-    /// point where the caller may sleep (a quiescent state), then the same
-    /// queueing as [`Vmalloc::kvfree_rcu`]. The kernel puts the pointer in a
-    /// page-sized bulk array and only when it cannot get such a page falls
-    /// back to `synchronize_rcu()` and an immediate `kvfree()`; the bulk
-    /// arrays are not modelled, so that fallback never happens here.
-    pub fn kvfree_rcu_mightsleep(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
-        self.this_machine(cpu)?;
-        self.check_live(addr)?;
-        rcu::rcu_quiescent_state(cpu);
-        self.kvfree_rcu(cpu, addr)
-    }
-
-    /// `kvfree_rcu_barrier()`: wait for a grace period and free everything
-    /// queued by [`Vmalloc::kvfree_rcu`].
-    pub fn kvfree_rcu_barrier(&self, cpu: &Cpu<'m>) -> Result<(), VmallocError> {
-        self.this_machine(cpu)?;
-        rcu::synchronize_rcu(cpu);
-        self.kvfree_drain_ready(cpu);
-        let left: Vec<u64> = self.kvfree_pending.lock().drain(..).map(|(a, _)| a).collect();
-        for a in left {
-            self.vfree(cpu, a)?;
-        }
-        Ok(())
-    }
-
-    /// Objects queued by `kvfree_rcu` and not yet freed.
-    pub fn kvfree_pending(&self) -> usize {
-        self.kvfree_pending.lock().len()
-    }
-    /// Whether `addr` is queued by `kvfree_rcu` and not yet freed.
-    pub fn kvfree_queued(&self, addr: u64) -> bool {
-        self.kvfree_pending.lock().iter().any(|&(a, _)| a == addr)
-    }
-
-    /// Free the queued objects whose grace period has ended.
-    fn kvfree_drain_ready(&self, cpu: &Cpu<'m>) {
-        let ready: Vec<u64> = {
-            let mut q = self.kvfree_pending.lock();
-            let mut ready = Vec::new();
-            q.retain(|&(a, c)| {
-                let done = rcu::poll_state_synchronize_rcu(cpu, c);
-                if done {
-                    ready.push(a);
-                }
-                !done
-            });
-            ready
-        };
-        for a in ready {
-            // Queued only after check_live: the area is ours to free.
-            let _ = self.vfree(cpu, a);
-        }
-    }
-
-    /// The area at `addr` exists and is a vmalloc area (checked before a
-    /// deferred free is queued, so bad input is refused at once).
-    fn check_live(&self, addr: u64) -> Result<(), VmallocError> {
-        let area = self.find_unlink(addr)?;
-        let ok = area.flags & VM_ALLOC != 0;
-        self.busy[self.node_of(addr)].lock().insert(addr, area);
-        if !ok {
-            return Err(VmallocError::WrongKind { addr });
-        }
-        if self.kvfree_pending.lock().iter().any(|&(a, _)| a == addr) {
-            return Err(VmallocError::DoubleFree { addr });
-        }
-        Ok(())
-    }
-
     /// `vmap(pages, count, flags, prot)`: map caller-owned pages.
     ///
     /// Every page must be RAM and allocated, checked first, before any
@@ -876,6 +817,12 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// checking up front gives the same result without the partial
     /// mapping. The allocated-page check is mmlab's own: the kernel cannot
     /// tell, and may vmap reserved (memblock) pages, which mmlab refuses.
+    ///
+    /// # Errors
+    /// [`VmallocError::ZeroSize`] for no pages, [`VmallocError::InvalidPfn`],
+    /// [`VmallocError::PageNotAllocated`], [`VmallocError::NoVmapSpace`],
+    /// [`VmallocError::NoMemory`] for a page table allocation, [`VmallocError::ForeignCpu`].
+    /// Nothing is taken on error.
     pub fn vmap(&self, cpu: &Cpu<'m>, pages: &[Pfn], prot: u64) -> Result<u64, VmallocError> {
         self.this_machine(cpu)?;
         if pages.is_empty() {
@@ -901,6 +848,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             addr,
             size: va_size,
             flags: VM_MAP,
+            kind: AreaKind::Vmap,
             pages: pages.to_vec(),
             page_order: 0,
             caller: "vmap",
@@ -912,10 +860,15 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
 
     /// `vunmap(addr)`: unmap a vmap area; the pages stay the caller's.
+    ///
+    /// # Errors
+    /// [`VmallocError::NotVmalloc`], [`VmallocError::InsideArea`], [`VmallocError::DoubleFree`],
+    /// [`VmallocError::WrongKind`] for an area that vmap did not make,
+    /// [`VmallocError::ForeignCpu`]. Nothing is changed.
     pub fn vunmap(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
         let area = self.find_unlink(addr)?;
-        if area.flags & VM_MAP == 0 {
+        if area.kind != AreaKind::Vmap {
             self.busy[self.node_of(addr)].lock().insert(addr, area);
             return Err(VmallocError::WrongKind { addr });
         }
@@ -928,6 +881,9 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// (`vb_alloc`: 2^get_order pages bump-allocated from a 4 MiB block);
     /// more get an area of their own without a guard page. The pages are
     /// checked as [`Vmalloc::vmap`] checks them, before anything is taken.
+    ///
+    /// # Errors
+    /// As [`Vmalloc::vmap`].
     pub fn vm_map_ram(&self, cpu: &Cpu<'m>, pages: &[Pfn]) -> Result<u64, VmallocError> {
         self.this_machine(cpu)?;
         if pages.is_empty() {
@@ -949,6 +905,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 addr: a,
                 size,
                 flags: VM_NO_GUARD,
+                kind: AreaKind::VmMapRam,
                 pages: pages.to_vec(),
                 page_order: 0,
                 caller: "vm_map_ram",
@@ -966,65 +923,6 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         Ok(addr)
     }
 
-    /// `/proc/vmallocinfo` (`vmalloc_info_show`): one line per busy area,
-    /// then the vm_map_ram blocks and the lazily freed ("unpurged") areas.
-    pub fn vmallocinfo(&self) -> String {
-        use std::fmt::Write;
-        let mut s = String::new();
-        let mut lines: Vec<(u64, String)> = Vec::new();
-        for a in self.areas() {
-            let mut l = format!("0x{:016x}-0x{:016x} {:7} {}", a.addr, a.addr + a.size, a.size, a.caller);
-            if !a.pages.is_empty() && a.flags & (VM_ALLOC | VM_MAP) != 0 {
-                let _ = write!(l, " pages={}", a.pages.len());
-            }
-            if a.flags & VM_ALLOC != 0 {
-                l.push_str(" vmalloc");
-            }
-            if a.flags & VM_MAP != 0 {
-                l.push_str(" vmap");
-            }
-            if a.array_area.is_some() {
-                l.push_str(" vpages");
-            }
-            if a.flags & (VM_ALLOC | VM_MAP) != 0 {
-                let _ = write!(l, " N0={}", a.pages.len());
-            }
-            lines.push((a.addr, l));
-        }
-        for b in self.blocks.lock().values() {
-            lines.push((
-                b.va_start,
-                format!(
-                    "0x{:016x}-0x{:016x} {:7} vm_map_ram",
-                    b.va_start,
-                    b.va_start + VMAP_BLOCK_SIZE,
-                    VMAP_BLOCK_SIZE
-                ),
-            ));
-        }
-        for LazyArea { start: st, size: n, .. } in self.lazy.snapshot() {
-            lines.push((st, format!("0x{:016x}-0x{:016x} {:7} unpurged vm_area", st, st + n, n)));
-        }
-        lines.sort();
-        for (_, l) in lines {
-            s.push_str(&l);
-            s.push('\n');
-        }
-        s
-    }
-
-    /// The Vmalloc lines of `/proc/meminfo` (`meminfo_proc_show`):
-    /// VmallocTotal, VmallocUsed (pages of vmalloc areas), VmallocChunk (0).
-    pub fn meminfo(&self) -> String {
-        let used: u64 = self.areas().iter().filter(|a| a.flags & VM_ALLOC != 0).map(|a| a.pages.len() as u64).sum();
-        format!(
-            "VmallocTotal:   {:8} kB\nVmallocUsed:    {:8} kB\nVmallocChunk:   {:8} kB\n",
-            (VMALLOC_END - VMALLOC_START) >> 10,
-            used * (PAGE_SIZE >> 10),
-            0
-        )
-    }
-
     /// Every busy area, by address (for /proc/vmallocinfo and checks).
     pub fn areas(&self) -> Vec<VmArea> {
         let mut v: Vec<VmArea> =
@@ -1036,43 +934,5 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// Free bytes of the vmalloc range (the free tree, lazy areas excluded).
     pub fn free_bytes(&self) -> u64 {
         self.free.lock().free_bytes()
-    }
-
-    /// Check the free tree and that busy, lazy and free ranges tile the
-    /// vmalloc range with no overlap and no gap.
-    pub fn check(&self) -> Result<(), String> {
-        let free = self.free.lock();
-        free.check()?;
-        let mut ranges: Vec<(u64, u64, &str)> = free.iter().map(|a| (a.start, a.end, "free")).collect();
-        let busy: Vec<(u64, u64)> = self.areas().iter().map(|a| (a.addr, a.addr + a.size)).collect();
-        ranges.extend(busy.iter().map(|&(s, e)| (s, e, "busy")));
-        ranges.extend(self.blocks.lock().values().map(|b| (b.va_start, b.va_start + VMAP_BLOCK_SIZE, "vmap block")));
-        let lazy = self.lazy.snapshot();
-        ranges.extend(lazy.iter().map(|a| (a.start, a.start + a.size, "lazy")));
-        for node in self.pools.iter() {
-            for (i, pool) in node.lock().iter().enumerate() {
-                ranges.extend(pool.iter().map(|&a| (a, a + (i as u64 + 1) * PAGE_SIZE, "pool")));
-            }
-        }
-        ranges.sort();
-        let mut cur = VMALLOC_START;
-        for (s, e, what) in ranges {
-            if s != cur {
-                return Err(format!("{what} range {s:#x}-{e:#x}: expected to start at {cur:#x}"));
-            }
-            cur = e;
-        }
-        if cur != VMALLOC_END {
-            return Err(format!("ranges end at {cur:#x}, not VMALLOC_END"));
-        }
-        let waiting: i64 = lazy.iter().map(LazyArea::pages).sum();
-        if self.lazy.nr() != waiting {
-            return Err(format!("vmap_lazy_nr is {} but {waiting} pages wait on the lazy lists", self.lazy.nr()));
-        }
-        drop(free);
-        for b in self.blocks.lock().values() {
-            self.check_vmap_block(b)?;
-        }
-        Ok(())
     }
 }

@@ -57,11 +57,19 @@ const SLOTS: usize = (PCPU_UNIT_SIZE / PCPU_MIN_ALLOC_SIZE) as usize;
 pub enum PercpuError {
     /// Size 0 or above `PCPU_MIN_UNIT_SIZE`, or an alignment that is not a
     /// power of two or above a page.
-    BadRequest { size: u64, align: u64 },
+    BadRequest {
+        /// The size asked for, in bytes.
+        size: u64,
+        /// The alignment asked for, in bytes.
+        align: u64,
+    },
     /// No chunk could be created.
     NoMemory(VmallocError),
     /// Not a pointer this allocator returned.
-    NotPercpu { ptr: u64 },
+    NotPercpu {
+        /// The pointer given.
+        ptr: u64,
+    },
 }
 
 impl fmt::Display for PercpuError {
@@ -214,16 +222,25 @@ impl Chunk {
     }
 }
 
-/// Counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PercpuCounts {
-    pub allocs: u64,
-    pub frees: u64,
-    pub chunks_created: u64,
-    pub chunks_destroyed: u64,
-    /// Bitmap scans of a chunk (`pcpu_find_block_fit` past the hint check).
-    /// Instrumented, mmlab's own: with the hints, one per allocation.
-    pub chunk_scans: u64,
+mmlab_buddy::counter_snapshot! {
+    /// Counters of the percpu allocator (the `pcpu_stats` of
+    /// `CONFIG_PERCPU_STATS` and the `percpu:*` tracepoints).
+    pub struct PercpuCounts {
+        /// `pcpu_stats.nr_alloc`; one `percpu:percpu_alloc_percpu`
+        /// tracepoint each.
+        pub allocs: u64,
+        /// `pcpu_stats.nr_dealloc`; one `percpu:percpu_free_percpu`
+        /// tracepoint each.
+        pub frees: u64,
+        /// One `percpu:percpu_create_chunk` tracepoint each.
+        pub chunks_created: u64,
+        /// One `percpu:percpu_destroy_chunk` tracepoint each.
+        pub chunks_destroyed: u64,
+        /// mmlab's own, instrumented: bitmap scans of a chunk
+        /// (`pcpu_find_block_fit` past the hint check); with the hints, one
+        /// per allocation.
+        pub chunk_scans: u64,
+    }
 }
 
 /// The percpu allocator.
@@ -261,6 +278,11 @@ impl PercpuAllocator {
 
     /// `__alloc_percpu(size, align)`: zeroed, `size` bytes at `align` in
     /// every CPU's unit. Returns CPU 0's address.
+    ///
+    /// # Errors
+    /// [`PercpuError::BadRequest`] for a size of 0 or above `PCPU_MIN_UNIT_SIZE` or a bad
+    /// alignment, [`PercpuError::NoMemory`] when a new chunk cannot be vmalloc'd. Nothing is taken
+    /// on error.
     pub fn alloc_percpu<'m>(
         &self,
         vm: &Vmalloc<'_, 'm>,
@@ -297,7 +319,7 @@ impl PercpuAllocator {
                         PAGE_SIZE,
                         Gfp::GFP_KERNEL | Gfp::__GFP_ZERO,
                         mmlab_engine::pgtable::desc::PAGE_KERNEL,
-                        0,
+                        crate::VmFlags::empty(),
                         "pcpu_create_chunk",
                     )
                     .map_err(PercpuError::NoMemory)?;
@@ -332,6 +354,9 @@ impl PercpuAllocator {
     /// boundary map (a boundary wherever a used run starts or ends), and the
     /// hints, which must be exact (`contig` the longest free run, starting at
     /// `contig_start`; `first_free` the first free slot).
+    ///
+    /// # Errors
+    /// The first inconsistency found, described (a bug in mmlab).
     pub fn check(&self) -> Result<(), String> {
         for c in self.chunks.lock().iter() {
             let at = c.base;
@@ -363,6 +388,9 @@ impl PercpuAllocator {
 
     /// Destroy every empty chunk, the last one too (the balance work's job;
     /// for a clean teardown).
+    ///
+    /// # Errors
+    /// [`PercpuError::NoMemory`] with the error of vfreeing a chunk (none is expected).
     pub fn shrink<'m>(&self, vm: &Vmalloc<'_, 'm>, cpu: &Cpu<'m>) -> Result<(), PercpuError> {
         let empty: Vec<u64> = {
             let mut chunks = self.chunks.lock();
@@ -378,6 +406,10 @@ impl PercpuAllocator {
     }
 
     /// `free_percpu(ptr)`.
+    ///
+    /// # Errors
+    /// [`PercpuError::NotPercpu`] for a pointer this allocator did not return (or returned and
+    /// freed); nothing is changed.
     pub fn free_percpu<'m>(&self, vm: &Vmalloc<'_, 'm>, cpu: &Cpu<'m>, ptr: u64) -> Result<(), PercpuError> {
         let mut chunks = self.chunks.lock();
         let Some(ci) = chunks.iter().position(|c| ptr >= c.base && ptr < c.base + PCPU_UNIT_SIZE) else {

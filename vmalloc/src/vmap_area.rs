@@ -87,6 +87,8 @@ use std::fmt;
 use mmlab_engine::PAGE_SIZE;
 use mmlab_engine::layout::{VMALLOC_END, VMALLOC_START};
 
+mod check;
+
 /// Index of "no node" in the arena (the kernel's NULL `rb_node`).
 const NIL: u32 = u32::MAX;
 
@@ -197,25 +199,33 @@ pub enum FitType {
     NoEdge,
 }
 
-/// Counters of the search, for tests and benchmarks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Counters of the search, for tests and benchmarks. All of them are
+/// mmlab's own, instrumented: the kernel counts none of this (the
+/// `vmalloc:alloc_vmap_area` tracepoint reports each allocation's result,
+/// not the walk). Not a [`counter_snapshot!`](mmlab_buddy::counter_snapshot)
+/// type: `last_visits` and `max_visits` are gauges, which a delta would not
+/// mean anything for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SearchStats {
-    /// Searches run (`find_vmap_lowest_match` calls).
+    /// mmlab's own, instrumented: searches run (`find_vmap_lowest_match`
+    /// calls).
     pub searches: u64,
-    /// Nodes visited over all searches.
+    /// mmlab's own, instrumented: nodes visited over all searches.
     pub visits: u64,
-    /// Nodes visited by the most recent search.
+    /// mmlab's own, instrumented: nodes visited by the most recent search.
     pub last_visits: u32,
-    /// Largest number of nodes any single search visited.
+    /// mmlab's own, instrumented: largest number of nodes any single search
+    /// visited.
     pub max_visits: u32,
-    /// Allocations by fit type: full, left edge, right edge, no edge.
+    /// mmlab's own, instrumented: allocations by `enum fit_type`
+    /// (`FL_FIT_TYPE`, `LE_FIT_TYPE`, `RE_FIT_TYPE`, `NE_FIT_TYPE`).
     pub fits: [u64; 4],
-    /// Frees that merged with the next area, with the previous one, or were
-    /// inserted as a new node.
+    /// mmlab's own, instrumented: frees that merged with the next area
+    /// (`__merge_or_add_vmap_area`).
     pub merged_next: u64,
-    /// See `merged_next`.
+    /// mmlab's own, instrumented: frees that merged with the previous area.
     pub merged_prev: u64,
-    /// See `merged_next`.
+    /// mmlab's own, instrumented: frees inserted as a new node.
     pub inserted: u64,
 }
 
@@ -267,6 +277,10 @@ impl FreeVmapTree {
     /// A tree whose whole range `[start, end)` is one free area, as
     /// `vmap_init_free_space` leaves it when no early area is busy. Both ends
     /// must be page aligned and `start < end`.
+    ///
+    /// # Errors
+    /// [`VmapError::Misaligned`] for an end that is not page aligned, [`VmapError::BadRange`] for
+    /// `start >= end`.
     pub fn new(start: u64, end: u64) -> Result<Self, VmapError> {
         if start >= end {
             return Err(VmapError::BadRange { start, end });
@@ -396,6 +410,10 @@ impl FreeVmapTree {
     /// start on page boundaries, so the kernel's result is the same for
     /// page-aligned `vstart`, and this keeps the result page aligned
     /// whatever `vstart` is).
+    ///
+    /// # Errors
+    /// [`VmapError::BadSize`], [`VmapError::BadAlign`], [`VmapError::BadRange`], or
+    /// [`VmapError::NoSpace`] when no free area fits; the tree is unchanged.
     pub fn alloc(&mut self, size: u64, align: u64, vstart: u64, vend: u64) -> Result<u64, VmapError> {
         if size == 0 || !size.is_multiple_of(PAGE_SIZE) {
             return Err(VmapError::BadSize { size });
@@ -433,6 +451,10 @@ impl FreeVmapTree {
     /// starting at `start + size`, or inserted as a new node. An area
     /// overlapping any free area is refused with [`VmapError::Overlap`] and
     /// the tree is left as it was.
+    ///
+    /// # Errors
+    /// [`VmapError::BadSize`], [`VmapError::Misaligned`], [`VmapError::OutOfRange`] or
+    /// [`VmapError::Overlap`]; the tree is unchanged.
     pub fn free(&mut self, start: u64, size: u64) -> Result<(), VmapError> {
         if size == 0 || !size.is_multiple_of(PAGE_SIZE) {
             return Err(VmapError::BadSize { size });
@@ -479,70 +501,6 @@ impl FreeVmapTree {
         let area = self.area_containing(nva_start)?;
         classify_va_fit_type(area, nva_start, size)
     }
-
-    /// Verify every invariant, as the kernel's debug-only
-    /// `augment_tree_propagate_check` (cached maxima) and the overlap
-    /// warnings of `find_va_links` do, and more: binary-search order by
-    /// address, parent links, AVL heights and balance, each node's cached `subtree_max_size`, areas
-    /// page aligned, inside the range, non-empty, not overlapping and not
-    /// touching (an unmerged neighbour), the list equal to the in-order
-    /// traversal, and the node and byte counts.
-    pub fn check(&self) -> Result<(), String> {
-        let mut inorder = Vec::with_capacity(self.count);
-        if self.root != NIL && self.nodes[self.root as usize].parent != NIL {
-            return Err("root has a parent".into());
-        }
-        self.check_subtree(self.root, &mut inorder)?;
-        if inorder.len() != self.count {
-            return Err(format!("{} nodes in the tree, count says {}", inorder.len(), self.count));
-        }
-        let mut bytes = 0u64;
-        let mut prev_end: Option<u64> = None;
-        for &i in &inorder {
-            let n = &self.nodes[i as usize];
-            if n.start >= n.end {
-                return Err(format!("empty area {:#x}-{:#x}", n.start, n.end));
-            }
-            if !n.start.is_multiple_of(PAGE_SIZE) || !n.end.is_multiple_of(PAGE_SIZE) {
-                return Err(format!("unaligned area {:#x}-{:#x}", n.start, n.end));
-            }
-            if n.start < self.range_start || n.end > self.range_end {
-                return Err(format!("area {:#x}-{:#x} outside the range", n.start, n.end));
-            }
-            if let Some(pe) = prev_end {
-                if n.start < pe {
-                    return Err(format!("area {:#x}-{:#x} overlaps or is out of order", n.start, n.end));
-                }
-                if n.start == pe {
-                    return Err(format!("area {:#x}-{:#x} touches its predecessor, not merged", n.start, n.end));
-                }
-            }
-            prev_end = Some(n.end);
-            bytes += n.end - n.start;
-        }
-        if bytes != self.free_bytes {
-            return Err(format!("{bytes:#x} free bytes in the tree, counter says {:#x}", self.free_bytes));
-        }
-        // The list must be the in-order traversal, linked both ways.
-        let mut cur = self.head;
-        let mut prev = NIL;
-        for (pos, &i) in inorder.iter().enumerate() {
-            if cur != i {
-                return Err(format!("list position {pos} is node {cur}, in-order says {i}"));
-            }
-            if self.nodes[cur as usize].prev != prev {
-                return Err(format!("bad prev link at list position {pos}"));
-            }
-            prev = cur;
-            cur = self.nodes[cur as usize].next;
-        }
-        if cur != NIL || self.tail != prev {
-            return Err("list longer than the tree, or bad tail".into());
-        }
-        Ok(())
-    }
-
-    // ---- search ----
 
     /// `is_within_this_va`: can area `idx` hold `size` bytes at an
     /// `align`-aligned address not below `vstart`?
@@ -920,40 +878,6 @@ impl FreeVmapTree {
             }
             n = self.nodes[n as usize].parent;
         }
-    }
-
-    /// Recursive part of [`check`](Self::check); returns the subtree height.
-    fn check_subtree(&self, n: u32, out: &mut Vec<u32>) -> Result<u32, String> {
-        if n == NIL {
-            return Ok(0);
-        }
-        if out.len() > self.count {
-            return Err("cycle or more nodes than counted".into());
-        }
-        let node = &self.nodes[n as usize];
-        for c in [node.left, node.right] {
-            if c != NIL && self.nodes[c as usize].parent != n {
-                return Err(format!("node {c} has a wrong parent link"));
-            }
-        }
-        let hl = self.check_subtree(node.left, out)?;
-        out.push(n);
-        let hr = self.check_subtree(node.right, out)?;
-        let h = 1 + hl.max(hr);
-        if u32::from(node.height) != h {
-            return Err(format!("node {:#x}-{:#x} caches height {}, is {h}", node.start, node.end, node.height));
-        }
-        if hl.abs_diff(hr) > 1 {
-            return Err(format!("node {:#x}-{:#x} out of AVL balance ({hl} vs {hr})", node.start, node.end));
-        }
-        let want = (node.end.saturating_sub(node.start)).max(self.max_of(node.left)).max(self.max_of(node.right));
-        if node.max != want {
-            return Err(format!(
-                "node {:#x}-{:#x} caches subtree_max_size {:#x}, should be {want:#x}",
-                node.start, node.end, node.max
-            ));
-        }
-        Ok(h)
     }
 }
 

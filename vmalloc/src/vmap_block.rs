@@ -6,6 +6,44 @@
 
 use super::*;
 
+/// `struct vmap_block`: a 4 MiB piece of VA handed out bump-pointer style.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct VmapBlock {
+    pub(crate) va_start: u64,
+    /// Pages not yet handed out.
+    pub(crate) free: u64,
+    /// Pages handed out and given back.
+    dirty: u64,
+    /// The CPU whose free list holds the block.
+    cpu: usize,
+    /// `vb->used_map`: a bit per page handed out and not yet given back.
+    used_map: BitArr!(for VMAP_BBMAP_BITS as usize, in u64),
+    /// Instrumented (page_owner-style, not in the kernel's struct): the
+    /// order and page count of each live allocation by its first page, so
+    /// that a `vm_unmap_ram` with a wrong address or count is refused
+    /// instead of corrupting the block (the kernel's `vb_free` would BUG or
+    /// silently clear someone else's bits; it sees only the order).
+    allocs: BTreeMap<u64, VbAlloc>,
+}
+
+impl VmapBlock {
+    /// Pages handed out so far (the bump pointer).
+    fn handed_out(&self) -> u64 {
+        VMAP_BBMAP_BITS - self.free
+    }
+}
+
+/// One live `vm_map_ram` allocation of a vmap block, by its first page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct VbAlloc {
+    /// The slot's order: `get_order(count pages)`, the bits it holds in
+    /// `used_map`.
+    order: u32,
+    /// The page count the mapping was made with, which `vm_unmap_ram`
+    /// must give again.
+    count: u64,
+}
+
 impl<'m> Vmalloc<'_, 'm> {
     /// `vb_alloc()`: 2^order pages bump-allocated from one of this CPU's
     /// blocks (a new block when none has room), marked in `used_map`.
@@ -15,7 +53,7 @@ impl<'m> Vmalloc<'_, 'm> {
             let off = b.handed_out();
             b.free -= n;
             b.used_map[off as usize..(off + n) as usize].fill(true);
-            b.allocs.insert(off, (n.trailing_zeros(), count as u64));
+            b.allocs.insert(off, VbAlloc { order: n.trailing_zeros(), count: count as u64 });
             b.va_start + off * PAGE_SIZE
         };
         if let Some(b) = self.blocks.lock().values_mut().find(|b| b.cpu == cpu.id() && b.free >= n) {
@@ -71,13 +109,13 @@ impl<'m> Vmalloc<'_, 'm> {
             // A block mapping given a count above VMAP_MAX_ALLOC.
             let off = (addr - block_start) / PAGE_SIZE;
             return Err(match b.allocs.get(&off) {
-                Some(&(_, mapped)) => VmallocError::WrongCount { addr, mapped, given: count },
+                Some(a) => VmallocError::WrongCount { addr, mapped: a.count, given: count },
                 None => VmallocError::NotVmalloc { addr },
             });
         }
         let area = self.find_unlink(addr)?;
         let reserved = area.size / PAGE_SIZE;
-        let err = if area.caller != "vm_map_ram" {
+        let err = if area.kind != AreaKind::VmMapRam {
             Some(VmallocError::WrongKind { addr })
         } else if reserved != count as u64 {
             Some(VmallocError::WrongCount { addr, mapped: reserved, given: count })
@@ -111,15 +149,15 @@ impl<'m> Vmalloc<'_, 'm> {
                 return Err(VmallocError::DoubleFree { addr });
             }
             if let Some(a) = self.busy[self.node_of(addr)].lock().get(&addr)
-                && a.caller == "vm_map_ram"
+                && a.kind == AreaKind::VmMapRam
             {
                 return Err(VmallocError::WrongCount { addr, mapped: a.size / PAGE_SIZE, given: count });
             }
             return Err(VmallocError::NotVmalloc { addr });
         };
         match b.allocs.get(&off) {
-            Some(&(_, mapped)) if mapped == count as u64 => {}
-            Some(&(_, mapped)) => return Err(VmallocError::WrongCount { addr, mapped, given: count }),
+            Some(a) if a.count == count as u64 => {}
+            Some(a) => return Err(VmallocError::WrongCount { addr, mapped: a.count, given: count }),
             None if off < b.handed_out() && !b.used_map[off as usize] => {
                 return Err(VmallocError::DoubleFree { addr });
             }
@@ -146,7 +184,7 @@ impl<'m> Vmalloc<'_, 'm> {
         let what = format!("vmap block {:#x}", b.va_start);
         let mut want: BitArr!(for VMAP_BBMAP_BITS as usize, in u64) = Default::default();
         let mut live = 0;
-        for (&off, &(o, _)) in &b.allocs {
+        for (&off, &VbAlloc { order: o, .. }) in &b.allocs {
             let r = off as usize..(off + (1 << o)) as usize;
             if r.end as u64 > b.handed_out() || want[r.clone()].any() {
                 return Err(format!("{what}: allocation at page {off} (order {o}) overlaps or lies beyond the bump"));

@@ -1,0 +1,185 @@
+//! The page allocator's configuration and its `--set` keys.
+//!
+//! [`AllocatorConfig`] holds what the kernel sets by sysctl or at boot
+//! (`vm.percpu_pagelist_high_fraction`, `vm.min_free_kbytes`), which
+//! release's pcp rules to follow, and mmlab's instrumented switches. Its
+//! [`AllocatorConfig::KNOBS`] table lists the keys `--set` accepts for it,
+//! each with its range, its kernel name and a setter that checks the value
+//! as the kernel's sysctl handler does (`proc_dointvec_minmax`, then the
+//! knob's own handler) before anything boots. The serialised form records
+//! every setting under the names reports use.
+
+use crate::{KernelRules, MIN_PERCPU_PAGELIST_HIGH_FRACTION, SysctlError};
+use mmlab_buddy::knob::{KernelName, Knob, KnobError, KnobTable, ValueError, sysctl_int};
+
+/// Allocator settings that are boot parameters or sysctls in the kernel.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct AllocatorConfig {
+    /// Which kernel's version-dependent pcp rules to follow (`pcp.rules`).
+    pub rules: KernelRules,
+    /// `vm.percpu_pagelist_high_fraction` (0, or at least 8).
+    pub percpu_pagelist_high_fraction: u32,
+    /// Instrumented, not a kernel knob (`pcp.high`): pin every pageset's
+    /// `high` (both `high_min` and `high_max`) to this many pages, as
+    /// experiments that patch `nr_pcp_high()` to return a constant do.
+    /// `None`: the kernel's sizing. Serialised as `high_override`.
+    #[serde(rename = "high_override")]
+    pub pcp_high_override: Option<i32>,
+    /// `vm.min_free_kbytes` override (None: computed as the kernel does,
+    /// `calculate_min_free_kbytes`).
+    pub min_free_kbytes: Option<u64>,
+    /// Last-level cache bytes per CPU, for `PCPF_FREE_HIGH_BATCH`
+    /// (`zone_pcp_update_cacheinfo`); 0 = no cache information (not
+    /// serialised then).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub llc_bytes_per_cpu: u64,
+    /// Check every invariant after every operation (slow; tests). Not
+    /// serialised when off.
+    #[serde(skip_serializing_if = "is_false")]
+    pub debug_checks: bool,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+impl serde::Serialize for KernelRules {
+    /// As the release it names (`"7.2"`, `"6.12"`).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.release())
+    }
+}
+
+impl AllocatorConfig {
+    /// The `--set` keys of the page allocator, in help order.
+    pub const KNOBS: KnobTable<AllocatorConfig> = KnobTable(&[
+        Knob {
+            key: "percpu_pagelist_high_fraction",
+            values: "0 or 8..=2147483647",
+            kernel: KernelName::Sysctl("vm.percpu_pagelist_high_fraction"),
+            set: set_high_fraction,
+        },
+        Knob {
+            key: "min_free_kbytes",
+            values: "0..=2147483647; above RAM every allocation fails its watermark, as in the kernel",
+            kernel: KernelName::Sysctl("vm.min_free_kbytes"),
+            set: set_min_free_kbytes,
+        },
+        Knob {
+            key: "pcp.rules",
+            values: "7.2|6.12",
+            kernel: KernelName::Code("the pcp rules of that release (mm/page_alloc.c)"),
+            set: set_rules,
+        },
+        Knob {
+            key: "pcp.high",
+            values: "pages, 1..=1073741824 (instrumented: pins high_min = high_max)",
+            kernel: KernelName::Instrumented("nr_pcp_high() patched to return a constant"),
+            set: set_pcp_high,
+        },
+    ]);
+
+    /// Apply `value` to the knob `key` ([`AllocatorConfig::KNOBS`]).
+    ///
+    /// # Errors
+    /// [`KnobError::UnknownKey`], [`KnobError::BadValue`], or
+    /// [`KnobError::Refused`] with a [`SysctlError`] source; `self` is then
+    /// unchanged.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), KnobError> {
+        Self::KNOBS.set(self, key, value)
+    }
+}
+
+/// `percpu_pagelist_high_fraction_sysctl_handler`: `proc_dointvec_minmax`
+/// (an int, minimum 0) refuses anything else with -EINVAL; then a value
+/// below [`MIN_PERCPU_PAGELIST_HIGH_FRACTION`] other than 0 is refused.
+fn set_high_fraction(c: &mut AllocatorConfig, key: &'static str, value: &str) -> Result<(), KnobError> {
+    let v = sysctl_int(key, value)?;
+    if v != 0 && v < MIN_PERCPU_PAGELIST_HIGH_FRACTION {
+        return Err(KnobError::Refused {
+            key,
+            value: value.to_string(),
+            source: Box::new(SysctlError::HighFraction(v)),
+        });
+    }
+    c.percpu_pagelist_high_fraction = v;
+    Ok(())
+}
+
+/// `min_free_kbytes_sysctl_handler`: an int with a minimum of 0
+/// (`proc_dointvec_minmax`) and no maximum: a value above RAM is taken, and
+/// `setup_per_zone_wmarks()` then puts every watermark above the managed
+/// pages.
+fn set_min_free_kbytes(c: &mut AllocatorConfig, key: &'static str, value: &str) -> Result<(), KnobError> {
+    c.min_free_kbytes = Some(u64::from(sysctl_int(key, value)?));
+    Ok(())
+}
+
+fn set_rules(c: &mut AllocatorConfig, key: &'static str, value: &str) -> Result<(), KnobError> {
+    c.rules = value.parse::<KernelRules>().map_err(|e| KnobError::bad_value(key, value, ValueError::Other(e)))?;
+    Ok(())
+}
+
+fn set_pcp_high(c: &mut AllocatorConfig, key: &'static str, value: &str) -> Result<(), KnobError> {
+    let v: i32 = value.parse().map_err(|e| KnobError::bad_value(key, value, ValueError::NotInt(e)))?;
+    if !(1..=1 << 30).contains(&v) {
+        return Err(KnobError::bad_value(key, value, ValueError::OutOfRange { expected: "1..=1073741824 pages" }));
+    }
+    c.pcp_high_override = Some(v);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(kv: &str) -> Result<AllocatorConfig, String> {
+        let mut c = AllocatorConfig::default();
+        AllocatorConfig::KNOBS.apply(&mut c, kv).map(|()| c).map_err(|e| e.to_string())
+    }
+
+    /// The keys, values and messages of the harness's `--set` today.
+    #[test]
+    fn keys_values_and_messages() {
+        assert_eq!(set("percpu_pagelist_high_fraction=8").unwrap().percpu_pagelist_high_fraction, 8);
+        assert_eq!(set("percpu_pagelist_high_fraction=0").unwrap().percpu_pagelist_high_fraction, 0);
+        assert_eq!(
+            set("percpu_pagelist_high_fraction=3").unwrap_err(),
+            "percpu_pagelist_high_fraction must be 0 or at least 8, got 3"
+        );
+        for kv in ["percpu_pagelist_high_fraction=2147483648", "min_free_kbytes=2147483648"] {
+            assert!(set(kv).unwrap_err().contains("EINVAL"), "{kv}");
+        }
+        assert_eq!(set("min_free_kbytes=4096").unwrap().min_free_kbytes, Some(4096));
+        assert_eq!(
+            set("min_free_kbytes=x").unwrap_err(),
+            "bad value \"x\" for min_free_kbytes: Invalid argument (EINVAL): invalid digit found in string"
+        );
+        assert_eq!(set("pcp.rules=6.12").unwrap().rules, KernelRules::Linux6_12);
+        assert_eq!(
+            set("pcp.rules=5.4").unwrap_err(),
+            "bad value \"5.4\" for pcp.rules: unknown pcp rules \"5.4\": expected 7.2 or 6.12"
+        );
+        assert_eq!(set("pcp.high=512").unwrap().pcp_high_override, Some(512));
+        assert_eq!(set("pcp.high=0").unwrap_err(), "bad value \"0\" for pcp.high: expected 1..=1073741824 pages");
+        assert_eq!(set("pcp.high=x").unwrap_err(), "bad value \"x\" for pcp.high: invalid digit found in string");
+        let e = AllocatorConfig::default().set("percpu_pagelist_high_fraction", "3").unwrap_err();
+        let src = std::error::Error::source(&e).unwrap();
+        assert_eq!(src.downcast_ref::<SysctlError>(), Some(&SysctlError::HighFraction(3)));
+    }
+
+    #[test]
+    fn help_and_serialised_form() {
+        let help: Vec<String> = AllocatorConfig::KNOBS.help().collect();
+        assert_eq!(help[2], "pcp.rules (7.2|6.12)");
+        assert_eq!(AllocatorConfig::KNOBS.knobs().len(), 4);
+        let c = set("pcp.high=64").unwrap();
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"rules":"7.2","percpu_pagelist_high_fraction":0,"high_override":64,"min_free_kbytes":null}"#
+        );
+    }
+}

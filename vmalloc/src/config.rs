@@ -1,0 +1,124 @@
+//! vmalloc's switches and their `--set` keys.
+//!
+//! [`VmallocConfig`] holds the one vmalloc knob the kernel has
+//! (`vmap_allow_huge`, cleared by the `nohugevmalloc` boot parameter) and
+//! the switches that select between kernel code paths the reference
+//! experiments compare (contpte and PMD mappings, the huge-by-default RFC,
+//! aligning the size up to the huge size). Its [`VmallocConfig::KNOBS`]
+//! table lists the keys `--set` accepts, each with its values, its kernel
+//! name and a setter. The fields are declared in the order reports print
+//! them, so the serialised form keeps that order.
+
+use mmlab_buddy::knob::{KernelName, Knob, KnobError, KnobTable, parse_on_off};
+
+/// vmalloc's switches (`--set vmalloc.*`, `vmap_allow_huge`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct VmallocConfig {
+    /// `vmap_allow_huge` (the `nohugevmalloc` boot option clears it).
+    pub vmap_allow_huge: bool,
+    /// `vmalloc.contpte`: 64 KiB contiguous-PTE huge mappings
+    /// (`arch_vmap_pte_supported_shift`), on in mainline.
+    pub contpte: bool,
+    /// `vmalloc.pmd`: 2 MiB PMD block mappings (`arch_vmap_pmd_supported`),
+    /// on in mainline. Off leaves contiguous PTEs as the largest mapping,
+    /// so the contpte experiment can map any size with them.
+    pub pmd: bool,
+    /// `vmalloc.huge_by_default`: huge mappings without VM_ALLOW_HUGE_VMAP
+    /// (Dev Jain's RFC, Nov/Dec 2025), off in mainline.
+    pub huge_by_default: bool,
+    /// `vmalloc.align_size_to_huge`: round a huge request up to the huge
+    /// size (mainline); off = the RFC's 1/2: blocks for the aligned prefix,
+    /// order-0 pages for the tail.
+    pub align_size_to_huge: bool,
+}
+
+impl Default for VmallocConfig {
+    fn default() -> Self {
+        VmallocConfig {
+            vmap_allow_huge: true,
+            contpte: true,
+            pmd: true,
+            huge_by_default: false,
+            align_size_to_huge: true,
+        }
+    }
+}
+
+/// A knob that takes `on|off|1|0` into one boolean field.
+macro_rules! on_off_knob {
+    ($key:literal, $kernel:expr, $field:ident) => {
+        Knob {
+            key: $key,
+            values: "on|off|1|0",
+            kernel: $kernel,
+            set: |c: &mut VmallocConfig, key, value| {
+                c.$field = parse_on_off(key, value)?;
+                Ok(())
+            },
+        }
+    };
+}
+
+impl VmallocConfig {
+    /// The `--set` keys of vmalloc, in help order.
+    pub const KNOBS: KnobTable<VmallocConfig> = KnobTable(&[
+        on_off_knob!("vmap_allow_huge", KernelName::BootParam("nohugevmalloc clears vmap_allow_huge"), vmap_allow_huge),
+        on_off_knob!("vmalloc.contpte", KernelName::Code("arm64 arch_vmap_pte_supported_shift"), contpte),
+        on_off_knob!(
+            "vmalloc.huge_by_default",
+            KernelName::Code("Dev Jain's RFC: huge vmalloc without VM_ALLOW_HUGE_VMAP"),
+            huge_by_default
+        ),
+        on_off_knob!(
+            "vmalloc.align_size_to_huge",
+            KernelName::Code("__vmalloc_node_range_noprof: size = ALIGN(real_size, 1UL << shift)"),
+            align_size_to_huge
+        ),
+        on_off_knob!("vmalloc.pmd", KernelName::Code("arm64 arch_vmap_pmd_supported"), pmd),
+    ]);
+
+    /// Apply `value` to the knob `key` ([`VmallocConfig::KNOBS`]).
+    ///
+    /// # Errors
+    /// [`KnobError::UnknownKey`] or [`KnobError::BadValue`]; `self` is then
+    /// unchanged.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), KnobError> {
+        Self::KNOBS.set(self, key, value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vset(kv: &str) -> Result<VmallocConfig, String> {
+        let mut c = VmallocConfig::default();
+        VmallocConfig::KNOBS.apply(&mut c, kv).map(|()| c).map_err(|e| e.to_string())
+    }
+
+    /// The keys, values and messages of the harness's `--set` today.
+    #[test]
+    fn keys_values_and_messages() {
+        assert!(vset("vmalloc.huge_by_default=on").unwrap().huge_by_default);
+        assert!(!vset("vmalloc.contpte=0").unwrap().contpte);
+        assert!(!vset("vmalloc.align_size_to_huge=off").unwrap().align_size_to_huge);
+        assert!(!vset("vmap_allow_huge=off").unwrap().vmap_allow_huge);
+        assert!(vset("vmap_allow_huge=1").unwrap().vmap_allow_huge);
+        assert!(!vset("vmalloc.pmd=off").unwrap().pmd);
+        assert_eq!(
+            vset("vmalloc.contpte=yes").unwrap_err(),
+            "bad value \"yes\" for vmalloc.contpte: expected on, off, 1 or 0"
+        );
+        let help: Vec<String> = VmallocConfig::KNOBS.help().collect();
+        assert_eq!(help[0], "vmap_allow_huge (on|off|1|0)");
+        assert_eq!(help.len(), 5);
+    }
+
+    #[test]
+    fn serialised_in_report_order() {
+        assert_eq!(
+            serde_json::to_string(&VmallocConfig::default()).unwrap(),
+            r#"{"vmap_allow_huge":true,"contpte":true,"pmd":true,"huge_by_default":false,"align_size_to_huge":true}"#
+        );
+    }
+}

@@ -1,0 +1,72 @@
+//! The /proc files vmalloc prints, from its own data: /proc/vmallocinfo
+//! (`vmalloc_info_show` in mm/vmalloc.c) and the Vmalloc lines of
+//! /proc/meminfo (`meminfo_proc_show` in fs/proc/meminfo.c).
+//!
+//! /proc/vmallocinfo lists every busy area by address with its size, the
+//! caller, `pages=` and the kind words (`vmalloc`, `vmap`, `vpages`) from
+//! the area's `VM_*` flags, and `N0=` (pages per node; one node here); then
+//! the vm_map_ram blocks and the lazily freed ("unpurged") areas, merged
+//! into the same address order.
+
+use super::*;
+
+impl Vmalloc<'_, '_> {
+    /// `/proc/vmallocinfo` (`vmalloc_info_show`): one line per busy area,
+    /// then the vm_map_ram blocks and the lazily freed ("unpurged") areas.
+    pub fn vmallocinfo(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let mut lines: Vec<(u64, String)> = Vec::new();
+        for a in self.areas() {
+            let mut l = format!("0x{:016x}-0x{:016x} {:7} {}", a.addr, a.addr + a.size, a.size, a.caller);
+            if !a.pages.is_empty() && a.flags.intersects(VM_ALLOC | VM_MAP) {
+                let _ = write!(l, " pages={}", a.pages.len());
+            }
+            if a.flags.contains(VM_ALLOC) {
+                l.push_str(" vmalloc");
+            }
+            if a.flags.contains(VM_MAP) {
+                l.push_str(" vmap");
+            }
+            if a.array_area.is_some() {
+                l.push_str(" vpages");
+            }
+            if a.flags.intersects(VM_ALLOC | VM_MAP) {
+                let _ = write!(l, " N0={}", a.pages.len());
+            }
+            lines.push((a.addr, l));
+        }
+        for b in self.blocks.lock().values() {
+            lines.push((
+                b.va_start,
+                format!(
+                    "0x{:016x}-0x{:016x} {:7} vm_map_ram",
+                    b.va_start,
+                    b.va_start + VMAP_BLOCK_SIZE,
+                    VMAP_BLOCK_SIZE
+                ),
+            ));
+        }
+        for LazyArea { start: st, size: n, .. } in self.lazy.snapshot() {
+            lines.push((st, format!("0x{:016x}-0x{:016x} {:7} unpurged vm_area", st, st + n, n)));
+        }
+        lines.sort();
+        for (_, l) in lines {
+            s.push_str(&l);
+            s.push('\n');
+        }
+        s
+    }
+
+    /// The Vmalloc lines of `/proc/meminfo` (`meminfo_proc_show`):
+    /// VmallocTotal, VmallocUsed (pages of vmalloc areas), VmallocChunk (0).
+    pub fn meminfo(&self) -> String {
+        let used: u64 = self.areas().iter().filter(|a| a.flags.contains(VM_ALLOC)).map(|a| a.pages.len() as u64).sum();
+        format!(
+            "VmallocTotal:   {:8} kB\nVmallocUsed:    {:8} kB\nVmallocChunk:   {:8} kB\n",
+            (VMALLOC_END - VMALLOC_START) >> 10,
+            used * (PAGE_SIZE >> 10),
+            0
+        )
+    }
+}
