@@ -44,8 +44,8 @@
 //!   label transforms are multiples of 90 degrees, and without a font backend
 //!   it does not measure text, so margins for long labels are guesswork.
 //! - Grouped bars with a confidence whisker per bar and a legend are what
-//!   every compare chart is; in plotters each is assembled by hand on a
-//!   segmented coordinate (several dozen lines per chart, as many as ours).
+//!   every compare chart is; plotters has no grouped-bar series, so each
+//!   chart would assemble them by hand on a segmented coordinate anyway.
 //! - The file: ours is 4.8 KB with one element per mark grouped under
 //!   semantic classes (`y-grid`, `y-ticks`, `group-labels`), easy to restyle
 //!   or diff; plotters wrote 10.5 KB for a simpler chart (fractional font
