@@ -431,6 +431,12 @@ impl BarrierCounts {
         self.dsb[O::INDEX]
     }
 
+    /// The name of `dsb` with option `O` in [`iter`](Self::iter) and in
+    /// reports (`"dsb(ishst)"` for `ishst`), typed.
+    pub const fn dsb_name<O: DsbOption>(_o: O) -> &'static str {
+        DSB_ENTRY_NAMES[O::INDEX]
+    }
+
     /// `dmb` count of option `O`, typed.
     pub const fn dmb_count<O: DmbOption>(&self, _o: O) -> u64 {
         self.dmb[O::INDEX]
@@ -942,6 +948,7 @@ mod tests {
         assert_eq!(sum.delta(&sb), sa);
         assert_eq!(sa.delta(&BarrierCounts::default()), sa);
         assert_eq!(sa.dsb_count(ishst), 1);
+        assert_eq!(BarrierCounts::dsb_name(ishst), "dsb(ishst)");
     }
 
     #[test]
