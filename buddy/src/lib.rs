@@ -78,6 +78,7 @@ mod watermark;
 mod zone;
 
 pub use contig::ContigError;
+pub use mmlab_engine::counter_snapshot;
 pub use rmqueue::{RmqueueMode, fallbacks, pcp_allowed_order};
 pub use watermark::{WMARK_HIGH, WMARK_LOW, WMARK_MIN, WMARK_PROMO, calculate_min_free_kbytes};
 pub use zone::{AllocFlags, Fpi, LockedZone, Zone, ZoneFlag, ZoneInner};

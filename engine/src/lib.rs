@@ -37,14 +37,16 @@
 //!   sync         locks with lock_stat; the loom facade   kernel/locking/
 //! trace          kmem tracepoints                        include/trace/events/kmem.h
 //! machine        the Machine value and its accessors     (no kernel counterpart)
-//! addr, arena, clock, rng                                (the emulator's own)
+//! addr, arena, clock, counters, rng                      (the emulator's own)
 //! ```
 //!
-//! Four top-level modules have no place in the kernel's tree and stay at the
+//! Five top-level modules have no place in the kernel's tree and stay at the
 //! top, as the emulator's own: [`addr`] (physical and virtual address and
 //! frame types that every layer uses), [`arena`] (the host mapping that is
-//! the emulated RAM), [`clock`] (the host cycle counter for lock timing) and
-//! [`rng`] (the deterministic generator of workloads). [`machine`] holds the
+//! the emulated RAM), [`clock`] (the host cycle counter for lock timing),
+//! [`counters`] (the one mechanism behind every per-CPU stat family and
+//! every crate's counter snapshot) and [`rng`] (the deterministic generator
+//! of workloads). [`machine`] holds the
 //! [`Machine`], which gathers what the kernel keeps in globals; building it
 //! is boot, in [`mm::mm_init`].
 //!
@@ -132,6 +134,7 @@ pub mod mm;
 pub mod addr;
 pub mod arena;
 pub mod clock;
+pub mod counters;
 pub mod machine;
 pub mod rng;
 pub mod trace;

@@ -14,6 +14,7 @@
 use crate::addr::{PAGE_SIZE, Pfn, PhysAddr, memparse};
 use crate::arena::Arena;
 use crate::barrier::{BarrierBackend, BarrierCounts};
+use crate::counters::{CounterSet, PerCpuStat};
 use crate::cpu::{Cpu, CpuData};
 use crate::memblock::{Memblock, MemblockError};
 pub use crate::mm::mm_init::BootError;
@@ -242,13 +243,24 @@ impl Machine {
     pub fn trace_clock(&self) -> &TraceClock {
         &self.trace_clock
     }
-    /// Event counters summed over CPUs (/proc/vmstat).
-    pub fn vm_events(&self) -> VmCounts {
-        let mut s = VmCounts::default();
+    /// Counters of one per-CPU stat family summed over CPUs: `stat` picks
+    /// the family out of a CPU's data. The one aggregation behind
+    /// [`vm_events`](Self::vm_events), [`tlbi_counts`](Self::tlbi_counts),
+    /// [`rcu_counts`](Self::rcu_counts) and
+    /// [`barrier_counts`](Self::barrier_counts).
+    ///
+    /// Mirrors mm/vmstat.c `sum_vm_events()` (a loop over the CPUs adding
+    /// each one's counters).
+    pub fn sum_cpus<S: PerCpuStat>(&self, stat: impl Fn(&CpuData) -> &S) -> S::Counts {
+        let mut s = S::Counts::default();
         for c in self.cpus.iter() {
-            s += c.events.snapshot();
+            s.add(&stat(c).snapshot());
         }
         s
+    }
+    /// Event counters summed over CPUs (/proc/vmstat).
+    pub fn vm_events(&self) -> VmCounts {
+        self.sum_cpus(|c| &c.events)
     }
     /// Event counters of one CPU.
     pub fn cpu_vm_events(&self, cpu: usize) -> Option<VmCounts> {
@@ -266,11 +278,7 @@ impl Machine {
     /// TLBI counts and modelled TLBI time summed over CPUs (each counted on
     /// the issuing CPU).
     pub fn tlbi_counts(&self) -> crate::tlb::TlbiCounts {
-        let mut s = crate::tlb::TlbiCounts::default();
-        for c in self.cpus.iter() {
-            s += c.tlb.tlbi_stats().snapshot();
-        }
-        s
+        self.sum_cpus(|c| c.tlb.tlbi_stats())
     }
     /// The RCU state (`rcu_state`).
     #[inline]
@@ -280,23 +288,15 @@ impl Machine {
     /// RCU counters summed over CPUs, with the machine-wide grace-period and
     /// invoked-callback counts.
     pub fn rcu_counts(&self) -> crate::rcu::RcuCounts {
-        let mut s = crate::rcu::RcuCounts {
+        crate::rcu::RcuCounts {
             grace_periods: self.rcu.gp_completed(),
             callbacks_invoked: self.rcu.callbacks_invoked(),
-            ..Default::default()
-        };
-        for c in self.cpus.iter() {
-            s += c.rcu.snapshot();
+            ..self.sum_cpus(|c| &c.rcu)
         }
-        s
     }
     /// Barrier counts summed over CPUs.
     pub fn barrier_counts(&self) -> BarrierCounts {
-        let mut s = BarrierCounts::default();
-        for c in self.cpus.iter() {
-            s += c.barriers.snapshot();
-        }
-        s
+        self.sum_cpus(|c| &c.barriers)
     }
 }
 

@@ -2,6 +2,7 @@
 //! break-before-make, TLB entries needed per mapping kind, faults, and the
 //! vmemmap routing of struct-page access.
 
+use mmlab_engine::counters::CounterSet;
 use mmlab_engine::layout::{VMALLOC_START, VMEMMAP_START};
 use mmlab_engine::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PAGE_SHARED};
 use mmlab_engine::pgtable::mmu::{self, Access, FaultKind};

@@ -1,6 +1,7 @@
 //! vmalloc: placement, mapping kinds and their barrier counts, lazy freeing
 //! and purges, order-0 frees of huge allocations, and bad input.
 
+use mmlab_engine::counters::CounterSet;
 use mmlab_engine::layout::VMALLOC_START;
 use mmlab_engine::pgtable::{self, mmu};
 use mmlab_engine::tlb::TlbiKind;

@@ -78,6 +78,8 @@
 //! profile's `grace_period_ns` to the calling CPU's modelled RCU time and,
 //! separately, the measured host time it actually waited.
 
+// Single-writer counter update (the CPU's own thread), as `VmEvents::add`.
+use crate::counters::{PerCpuStat, this_cpu_add as bump};
 use crate::cpu::Cpu;
 // The grace-period machinery sleeps on a Condvar and drops its lock around
 // callbacks (`MutexGuard::unlocked`): it uses parking_lot directly rather
@@ -131,12 +133,6 @@ fn this_thread() -> u64 {
     THREAD_TOKEN.with(|t| *t)
 }
 
-/// Single-writer counter update (the CPU's own thread), as `VmEvents::add`.
-#[inline]
-fn bump(c: &AtomicU64, n: u64) {
-    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
-}
-
 /// One CPU's RCU state (`struct rcu_data`) and counters.
 #[derive(Debug, Default)]
 pub struct RcuCpu {
@@ -167,6 +163,13 @@ impl RcuCpu {
     /// This CPU's counters (the global ones - grace periods, invoked
     /// callbacks - are zero here; see [`crate::Machine::rcu_counts`]).
     pub fn snapshot(&self) -> RcuCounts {
+        PerCpuStat::snapshot(self)
+    }
+}
+
+impl PerCpuStat for RcuCpu {
+    type Counts = RcuCounts;
+    fn snapshot(&self) -> RcuCounts {
         RcuCounts {
             grace_periods: 0,
             synchronize_rcu: self.synchronize_calls.load(Relaxed),
@@ -179,34 +182,23 @@ impl RcuCpu {
     }
 }
 
-/// RCU counters, one CPU's or summed; see [`crate::Machine::rcu_counts`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RcuCounts {
-    /// Grace periods completed.
-    pub grace_periods: u64,
-    /// `synchronize_rcu()` calls.
-    pub synchronize_rcu: u64,
-    /// `rcu_barrier()` calls.
-    pub rcu_barrier: u64,
-    /// Callbacks queued by `call_rcu()` / `kvfree_rcu()`.
-    pub callbacks_queued: u64,
-    /// Callbacks invoked.
-    pub callbacks_invoked: u64,
-    /// Modelled ns of grace-period latency charged to `synchronize_rcu()` callers.
-    pub modelled_ns: u64,
-    /// Measured host ns spent waiting in `synchronize_rcu()`.
-    pub host_wait_ns: u64,
-}
-
-impl std::ops::AddAssign for RcuCounts {
-    fn add_assign(&mut self, o: RcuCounts) {
-        self.grace_periods += o.grace_periods;
-        self.synchronize_rcu += o.synchronize_rcu;
-        self.rcu_barrier += o.rcu_barrier;
-        self.callbacks_queued += o.callbacks_queued;
-        self.callbacks_invoked += o.callbacks_invoked;
-        self.modelled_ns += o.modelled_ns;
-        self.host_wait_ns += o.host_wait_ns;
+crate::counter_snapshot! {
+    /// RCU counters, one CPU's or summed; see [`crate::Machine::rcu_counts`].
+    pub struct RcuCounts {
+        /// Grace periods completed (`rcu_state.gp_seq` advances).
+        pub grace_periods: u64,
+        /// `synchronize_rcu()` calls.
+        pub synchronize_rcu: u64,
+        /// `rcu_barrier()` calls.
+        pub rcu_barrier: u64,
+        /// Callbacks queued by `call_rcu()` / `kvfree_rcu()`.
+        pub callbacks_queued: u64,
+        /// Callbacks invoked.
+        pub callbacks_invoked: u64,
+        /// Modelled ns of grace-period latency charged to `synchronize_rcu()` callers.
+        pub modelled_ns: u64,
+        /// Measured host ns spent waiting in `synchronize_rcu()`.
+        pub host_wait_ns: u64,
     }
 }
 

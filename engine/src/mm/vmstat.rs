@@ -2,17 +2,24 @@
 //!
 //! The kernel counts events per CPU (`count_vm_events`) and sums the CPUs when
 //! /proc/vmstat is read. mmlab does the same: every emulated CPU owns a
-//! [`VmEvents`] array that only its own thread writes (a relaxed load and a
-//! store, no read-modify-write: there is a single writer), and readers add
-//! the CPUs up. Counters whose names exist in the kernel's /proc/vmstat keep
-//! them; the rest are mmlab's instrumentation of the allocator's inner steps
-//! (refills, drains, merges, the zone lock), named after the kernel function
-//! they count.
+//! [`VmEvents`] array that only its own thread writes (with
+//! [`this_cpu_add`]: a relaxed load and a store, no read-modify-write: there
+//! is a single writer), and readers add the CPUs up
+//! ([`Machine::sum_cpus`](crate::Machine::sum_cpus)). Counters whose names
+//! exist in the kernel's /proc/vmstat keep them; the rest are mmlab's
+//! instrumentation of the allocator's inner steps (refills, drains, merges,
+//! the zone lock), named after the kernel function they count.
+//!
+//! Each counter is declared once, below: its [`VmEvent`] (the index the hot
+//! path bumps) and its name, which is the field of the snapshot type
+//! [`VmCounts`] (a [`counter_snapshot!`](crate::counter_snapshot)) and the
+//! name printed and serialised.
 
+use crate::counters::{CounterSet, PerCpuStat, this_cpu_add};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 macro_rules! vm_events {
-    ($($(#[$m:meta])* $id:ident = $name:literal,)*) => {
+    ($($(#[$m:meta])* $id:ident => $field:ident,)*) => {
         /// One counter of [`VmEvents`].
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[repr(usize)]
@@ -20,9 +27,30 @@ macro_rules! vm_events {
         impl VmEvent {
             /// Every counter, in report order.
             pub const ALL: &'static [VmEvent] = &[$(VmEvent::$id,)*];
-            /// The name printed in vmstat-style reports.
+            /// The name printed in vmstat-style reports (the field of
+            /// [`VmCounts`]).
             pub const fn name(self) -> &'static str {
-                match self { $(VmEvent::$id => $name,)* }
+                match self { $(VmEvent::$id => stringify!($field),)* }
+            }
+        }
+
+        $crate::counter_snapshot! {
+            /// A plain copy of counters (one CPU's or a sum), one field per
+            /// [`VmEvent`], named as /proc/vmstat prints it.
+            pub struct VmCounts { $($(#[$m])* pub $field: u64,)* }
+        }
+
+        impl VmCounts {
+            /// Value of one counter.
+            pub const fn get(&self, e: VmEvent) -> u64 {
+                match e { $(VmEvent::$id => self.$field,)* }
+            }
+        }
+
+        impl PerCpuStat for VmEvents {
+            type Counts = VmCounts;
+            fn snapshot(&self) -> VmCounts {
+                VmCounts { $($field: self.get(VmEvent::$id),)* }
             }
         }
     };
@@ -30,60 +58,60 @@ macro_rules! vm_events {
 
 vm_events! {
     /// Pages allocated from zone Normal (`PGALLOC`).
-    PgallocNormal = "pgalloc_normal",
+    PgallocNormal => pgalloc_normal,
     /// Pages freed (`PGFREE`).
-    Pgfree = "pgfree",
+    Pgfree => pgfree,
     /// Allocations that returned NULL (`warn_alloc` or silent).
-    PgallocFail = "pgalloc_fail",
+    PgallocFail => pgalloc_fail,
     /// Entries to `__alloc_pages_slowpath`.
-    AllocSlowpath = "alloc_slowpath",
+    AllocSlowpath => alloc_slowpath,
     /// `rmqueue_bulk` calls that refilled a pcp list.
-    PcpRefill = "pcp_refill",
+    PcpRefill => pcp_refill,
     /// Pages moved from the buddy lists to a pcp list by refills.
-    PcpRefillPages = "pcp_refill_pages",
+    PcpRefillPages => pcp_refill_pages,
     /// `free_pcppages_bulk` calls.
-    PcpDrain = "pcp_drain",
+    PcpDrain => pcp_drain,
     /// Pages moved from pcp lists back to the buddy lists.
-    PcpDrainPages = "pcp_drain_pages",
+    PcpDrainPages => pcp_drain_pages,
     /// Pages freed straight to the buddy lists under the zone lock
     /// (`free_one_page`): orders the pcp does not cache, or a pcp trylock
     /// failure. `pgfree` minus these is what went onto pcp lists (counted
     /// this way so the pcp free path carries no extra counter).
-    FreeOnePagePages = "free_one_page_pages",
+    FreeOnePagePages => free_one_page_pages,
     /// Pages allocated straight from the buddy lists under the zone lock
     /// (`rmqueue_buddy`): orders the pcp does not cache, or a pcp miss
     /// that could not refill.
-    RmqueueBuddyPages = "rmqueue_buddy_pages",
+    RmqueueBuddyPages => rmqueue_buddy_pages,
     /// Frees that took the free_high path in `free_frozen_page_commit`.
-    PcpFreeHigh = "pcp_free_high",
+    PcpFreeHigh => pcp_free_high,
     /// `pcp_spin_trylock` failures (allocation or free went to the buddy).
-    PcpTrylockFail = "pcp_trylock_fail",
+    PcpTrylockFail => pcp_trylock_fail,
     /// `decay_pcp_high` runs that drained pages.
-    PcpDecayDrain = "pcp_decay_drain",
+    PcpDecayDrain => pcp_decay_drain,
     /// `drain_all_pages` calls.
-    DrainAllPages = "drain_all_pages",
+    DrainAllPages => drain_all_pages,
     /// `zone->lock` acquisitions.
-    ZoneLockAcquire = "zone_lock_acquire",
+    ZoneLockAcquire => zone_lock_acquire,
     /// `zone->lock` acquisitions that found the lock held.
-    ZoneLockContended = "zone_lock_contended",
+    ZoneLockContended => zone_lock_contended,
     /// Time `zone->lock` was held, in ns (only with `lock_stat`).
-    ZoneLockHoldNs = "zone_lock_hold_ns",
+    ZoneLockHoldNs => zone_lock_hold_ns,
     /// Buddy blocks taken by `__rmqueue_smallest`.
-    BuddyAlloc = "buddy_alloc",
+    BuddyAlloc => buddy_alloc,
     /// Halves put back by `expand` (one per split step).
-    BuddySplit = "buddy_split",
+    BuddySplit => buddy_split,
     /// Merge steps in `__free_one_page`.
-    BuddyMerge = "buddy_merge",
+    BuddyMerge => buddy_merge,
     /// Blocks placed at the tail by `buddy_merge_likely`.
-    BuddyFreeTail = "buddy_free_tail",
+    BuddyFreeTail => buddy_free_tail,
     /// `__rmqueue_claim` successes (fallback that took over a pageblock).
-    ExtfragClaim = "extfrag_claim",
+    ExtfragClaim => extfrag_claim,
     /// `__rmqueue_steal` successes (fallback without taking the pageblock).
-    ExtfragSteal = "extfrag_steal",
+    ExtfragSteal => extfrag_steal,
     /// Pageblocks reserved as MIGRATE_HIGHATOMIC.
-    HighatomicReserve = "highatomic_reserve",
+    HighatomicReserve => highatomic_reserve,
     /// Pages zeroed for `__GFP_ZERO`.
-    PgZero = "pgzero",
+    PgZero => pgzero,
 }
 
 /// Number of counters.
@@ -105,8 +133,7 @@ impl VmEvents {
     /// `count_vm_events()`. Only the owning CPU's thread calls this.
     #[inline]
     pub fn add(&self, e: VmEvent, n: u64) {
-        let c = &self.v[e as usize];
-        c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+        this_cpu_add(&self.v[e as usize], n);
     }
     /// Current value.
     #[inline]
@@ -115,52 +142,27 @@ impl VmEvents {
     }
     /// Copy of all counters.
     pub fn snapshot(&self) -> VmCounts {
-        VmCounts { v: std::array::from_fn(|i| self.v[i].load(Relaxed)) }
-    }
-}
-
-/// A plain copy of counters (one CPU's or a sum).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct VmCounts {
-    v: [u64; NR_VM_EVENTS],
-}
-
-impl Default for VmCounts {
-    fn default() -> Self {
-        VmCounts { v: [0; NR_VM_EVENTS] }
+        PerCpuStat::snapshot(self)
     }
 }
 
 impl VmCounts {
-    /// Value of one counter.
-    pub fn get(&self, e: VmEvent) -> u64 {
-        self.v[e as usize]
-    }
     /// Counters as (name, value), in report order.
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
         VmEvent::ALL.iter().map(|e| (e.name(), self.get(*e)))
-    }
-    /// `self - earlier`, for the counts of a run.
-    pub fn delta(&self, earlier: &VmCounts) -> VmCounts {
-        VmCounts { v: std::array::from_fn(|i| self.v[i].wrapping_sub(earlier.v[i])) }
-    }
-}
-
-impl std::ops::AddAssign for VmCounts {
-    fn add_assign(&mut self, o: VmCounts) {
-        for (a, b) in self.v.iter_mut().zip(o.v) {
-            *a += b;
-        }
     }
 }
 
 impl std::fmt::Display for VmCounts {
     /// One `name value` line per counter, as /proc/vmstat prints.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (n, v) in self.iter() {
-            writeln!(f, "{n} {v}")?;
-        }
-        Ok(())
+        let mut res = Ok(());
+        self.for_each_counter(&mut |n, v| {
+            if res.is_ok() {
+                res = writeln!(f, "{n} {v}");
+            }
+        });
+        res
     }
 }
 
@@ -177,12 +179,14 @@ mod tests {
         e.add(VmEvent::BuddyMerge, 1);
         let b = e.snapshot();
         assert_eq!(a.get(VmEvent::Pgfree), 7);
+        assert_eq!(a.pgfree, 7);
         let d = b.delta(&a);
         assert_eq!(d.get(VmEvent::BuddyMerge), 1);
         assert_eq!(d.get(VmEvent::Pgfree), 0);
         let mut s = a;
-        s += b;
+        s.add(&b);
         assert_eq!(s.get(VmEvent::Pgfree), 14);
         assert!(b.to_string().contains("pgfree 7\n"));
+        assert_eq!(VmCounts::FIELDS, VmEvent::ALL.iter().map(|e| e.name()).collect::<Vec<_>>());
     }
 }

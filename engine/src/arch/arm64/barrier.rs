@@ -100,10 +100,11 @@
 //! examples on [`isb`] and [`dsb`]).
 
 use core::fmt;
-use core::ops::{Add, AddAssign};
 use core::str::FromStr;
 use core::sync::atomic::AtomicU64;
 use core::sync::atomic::Ordering::Relaxed;
+
+use crate::counters::{CounterSet, PerCpuStat, this_cpu_add as bump};
 
 /// Number of barrier options (domain x access kind) arm64 defines for
 /// `dmb` and `dsb`.
@@ -353,7 +354,8 @@ impl FromStr for BarrierBackend {
 ///
 /// Written only by the thread running that CPU and read by anyone (reports,
 /// other CPUs). Because there is a single writer, a counter is bumped with a
-/// relaxed load followed by a relaxed store rather than `fetch_add`: that is
+/// relaxed load followed by a relaxed store rather than `fetch_add`
+/// ([`this_cpu_add`](crate::counters::this_cpu_add)): that is
 /// a plain load, add and store on both arm64 and x86_64, with no atomic
 /// read-modify-write (no `ldadd`/`lock xadd`) whose cost would disturb the
 /// barrier measurements. Readers see each counter untorn but possibly
@@ -372,12 +374,6 @@ pub struct BarrierStats {
     modelled_ns: AtomicU64,
 }
 
-/// Single-writer increment: see [`BarrierStats`].
-#[inline(always)]
-fn bump(counter: &AtomicU64, by: u64) {
-    counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
-}
-
 impl BarrierStats {
     /// All counters zero.
     pub const fn new() -> Self {
@@ -391,6 +387,13 @@ impl BarrierStats {
 
     /// A plain copy of the counters (each read relaxed; see the type docs).
     pub fn snapshot(&self) -> BarrierCounts {
+        PerCpuStat::snapshot(self)
+    }
+}
+
+impl PerCpuStat for BarrierStats {
+    type Counts = BarrierCounts;
+    fn snapshot(&self) -> BarrierCounts {
         BarrierCounts {
             dmb: core::array::from_fn(|i| self.dmb[i].load(Relaxed)),
             dsb: core::array::from_fn(|i| self.dsb[i].load(Relaxed)),
@@ -401,7 +404,9 @@ impl BarrierStats {
 }
 
 /// A plain copy of [`BarrierStats`]: counts per barrier and option, and the
-/// modelled time. Add snapshots of several CPUs to get machine totals.
+/// modelled time. Add snapshots of several CPUs to get machine totals
+/// ([`CounterSet::add`]); serialised as a map of every counter's name
+/// (`"dsb(ishst)"`, ..., `"isb"`, `"modelled_ns"`) to its value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BarrierCounts {
     /// `dmb` count per option, indexed by [`BarrierOption::INDEX`].
@@ -419,6 +424,22 @@ impl BarrierCounts {
     /// time).
     pub fn total(&self) -> u64 {
         self.dmb.iter().sum::<u64>() + self.dsb.iter().sum::<u64>() + self.isb
+    }
+
+    /// `dsb` count of option `O` (`counts.dsb_count(ishst)`), typed.
+    pub const fn dsb_count<O: DsbOption>(&self, _o: O) -> u64 {
+        self.dsb[O::INDEX]
+    }
+
+    /// The name of `dsb` with option `O` in [`iter`](Self::iter) and in
+    /// reports (`"dsb(ishst)"` for `ishst`), typed.
+    pub const fn dsb_name<O: DsbOption>(_o: O) -> &'static str {
+        DSB_ENTRY_NAMES[O::INDEX]
+    }
+
+    /// `dmb` count of option `O`, typed.
+    pub const fn dmb_count<O: DmbOption>(&self, _o: O) -> u64 {
+        self.dmb[O::INDEX]
     }
 
     /// Count for `kind` with the option called `option` ("ishst", ...).
@@ -444,17 +465,14 @@ impl BarrierCounts {
     }
 }
 
-impl Add for BarrierCounts {
-    type Output = BarrierCounts;
-
-    fn add(mut self, rhs: BarrierCounts) -> BarrierCounts {
-        self += rhs;
-        self
+impl serde::Serialize for BarrierCounts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        crate::counters::serialize_counters(self, s)
     }
 }
 
-impl AddAssign for BarrierCounts {
-    fn add_assign(&mut self, rhs: BarrierCounts) {
+impl CounterSet for BarrierCounts {
+    fn add(&mut self, rhs: &BarrierCounts) {
         for (a, b) in self.dmb.iter_mut().zip(rhs.dmb) {
             *a += b;
         }
@@ -463,6 +481,28 @@ impl AddAssign for BarrierCounts {
         }
         self.isb += rhs.isb;
         self.modelled_ns += rhs.modelled_ns;
+    }
+
+    fn delta(&self, before: &BarrierCounts) -> BarrierCounts {
+        BarrierCounts {
+            dmb: core::array::from_fn(|i| self.dmb[i].wrapping_sub(before.dmb[i])),
+            dsb: core::array::from_fn(|i| self.dsb[i].wrapping_sub(before.dsb[i])),
+            isb: self.isb.wrapping_sub(before.isb),
+            modelled_ns: self.modelled_ns.wrapping_sub(before.modelled_ns),
+        }
+    }
+
+    /// Every count, zero or not, in the order of [`BarrierCounts::iter`],
+    /// then `modelled_ns`.
+    fn for_each_counter(&self, f: &mut dyn FnMut(&'static str, u64)) {
+        for (name, n) in DMB_ENTRY_NAMES.into_iter().zip(self.dmb) {
+            f(name, n);
+        }
+        for (name, n) in DSB_ENTRY_NAMES.into_iter().zip(self.dsb) {
+            f(name, n);
+        }
+        f("isb", self.isb);
+        f("modelled_ns", self.modelled_ns);
     }
 }
 
@@ -895,7 +935,8 @@ mod tests {
         dmb(&backend, &b, ishld);
 
         let (sa, sb) = (a.snapshot(), b.snapshot());
-        let sum = sa + sb;
+        let mut sum = sa;
+        sum.add(&sb);
         assert_eq!(sum.dsb[IshSt::INDEX], 2);
         assert_eq!(sum.dsb[Ish::INDEX], 1);
         assert_eq!(sum.dmb[IshLd::INDEX], 1);
@@ -904,11 +945,10 @@ mod tests {
         assert_eq!(sum.total(), 5);
         assert_eq!(sum.modelled_ns, sa.modelled_ns + sb.modelled_ns);
 
-        let mut acc = BarrierCounts::default();
-        acc += sa;
-        acc += sb;
-        assert_eq!(acc, sum);
-        assert_eq!(sa + BarrierCounts::default(), sa);
+        assert_eq!(sum.delta(&sb), sa);
+        assert_eq!(sa.delta(&BarrierCounts::default()), sa);
+        assert_eq!(sa.dsb_count(ishst), 1);
+        assert_eq!(BarrierCounts::dsb_name(ishst), "dsb(ishst)");
     }
 
     #[test]
@@ -926,7 +966,10 @@ mod tests {
                 });
             }
         });
-        let total = stats.iter().map(BarrierStats::snapshot).fold(BarrierCounts::default(), |a, b| a + b);
+        let total = stats.iter().map(BarrierStats::snapshot).fold(BarrierCounts::default(), |mut a, b| {
+            a.add(&b);
+            a
+        });
         assert_eq!(total.dsb[IshSt::INDEX], CPUS as u64 * N);
         assert_eq!(total.isb, CPUS as u64 * N);
         assert_eq!(total.total(), 2 * CPUS as u64 * N);

@@ -46,6 +46,7 @@
 use crate::settings::Configs;
 use crate::stats::{Better, Comparison, Summary};
 use crate::test_vmalloc::{self, Counters, Params, TEST_CASES};
+use mmlab_engine::barrier::{BarrierCounts, ishst};
 use mmlab_engine::{Machine, MachineConfig};
 use mmlab_pcp::PageAllocator;
 use mmlab_vmalloc::Vmalloc;
@@ -205,14 +206,45 @@ impl Sample {
 /// A counter column: name, meaning, and how to read it from a run.
 #[derive(Clone, Copy, Debug)]
 pub struct CounterCol {
+    /// The column's name in every output (table, CSV header, JSON key):
+    /// an output format, kept as it was even where it differs from the
+    /// counter's own name (see [`COUNTERS`]).
     pub name: &'static str,
     pub what: &'static str,
+    /// The typed accessor of the counter the column shows.
     pub get: fn(&Counters) -> u64,
 }
 
-/// The counter columns `--counters` can show (per call).
+/// The counter columns `--counters` can show (per call): the one table of
+/// compare's column names, each mapped to a typed accessor of the counter
+/// it shows. Where the column name is not the counter's own name (the
+/// engine's vmstat/tracepoint name, defined once with its type), this table
+/// is the documented alias:
+///
+/// | column           | counter (owner)                                       |
+/// |------------------|-------------------------------------------------------|
+/// | `barrier_pairs`  | `dsb(ishst)` ([`BarrierCounts::dsb_name`]`(ishst)`)   |
+/// | `tlbi`           | all TLBI kinds summed ([`Counters::tlbi_total`])      |
+/// | `pcp_drains`     | `pcp_drain` ([`VmEvent::PcpDrain`])                   |
+/// | `buddy_pages`    | `rmqueue_buddy_pages` ([`VmEvent::RmqueueBuddyPages`])|
+/// | `zone_lock`      | `zone_lock_acquire` ([`VmEvent::ZoneLockAcquire`])    |
+/// | `buddy_merges`   | `buddy_merge` ([`VmEvent::BuddyMerge`])               |
+/// | `sync_rcu`       | `synchronize_rcu` ([`RcuCounts::synchronize_rcu`])    |
+///
+/// The other columns carry the counter's own name.
+///
+/// [`BarrierCounts::dsb_name`]: mmlab_engine::barrier::BarrierCounts::dsb_name
+/// [`VmEvent::PcpDrain`]: mmlab_engine::vmstat::VmEvent::PcpDrain
+/// [`VmEvent::RmqueueBuddyPages`]: mmlab_engine::vmstat::VmEvent::RmqueueBuddyPages
+/// [`VmEvent::ZoneLockAcquire`]: mmlab_engine::vmstat::VmEvent::ZoneLockAcquire
+/// [`VmEvent::BuddyMerge`]: mmlab_engine::vmstat::VmEvent::BuddyMerge
+/// [`RcuCounts::synchronize_rcu`]: mmlab_engine::rcu::RcuCounts::synchronize_rcu
 pub const COUNTERS: [CounterCol; 11] = [
-    CounterCol { name: "barrier_pairs", what: "dsb ishst (+ isb) pairs", get: |c| c.barrier("dsb(ishst)") },
+    CounterCol {
+        name: "barrier_pairs",
+        what: "dsb ishst (+ isb) pairs",
+        get: |c| c.barrier(BarrierCounts::dsb_name(ishst)),
+    },
     CounterCol { name: "tlbi", what: "TLBI instructions", get: |c| c.tlbi_total() },
     CounterCol { name: "pcp_drains", what: "free_pcppages_bulk calls", get: |c| c.pcp_drain },
     CounterCol { name: "pcp_drain_pages", what: "pages drained from pcp to buddy", get: |c| c.pcp_drain_pages },

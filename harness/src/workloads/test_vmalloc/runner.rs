@@ -13,9 +13,10 @@ use super::params::Params;
 use mmlab_engine::Machine;
 use mmlab_engine::barrier::BarrierCounts;
 use mmlab_engine::clock;
+use mmlab_engine::counters::CounterSet;
 use mmlab_engine::rng::Xoshiro256StarStar;
-use mmlab_engine::tlb::{TlbiCounts, TlbiKind};
-use mmlab_engine::vmstat::{VmCounts, VmEvent};
+use mmlab_engine::tlb::TlbiCounts;
+use mmlab_engine::vmstat::VmCounts;
 use mmlab_pcp::PageAllocator;
 use mmlab_vmalloc::percpu::PercpuAllocator;
 use mmlab_vmalloc::{Vmalloc, VmallocCounts};
@@ -173,47 +174,41 @@ impl Snapshot {
         }
     }
 
+    /// The counters of the run: each family's typed delta
+    /// ([`CounterSet::delta`]), read by field.
     fn delta(&self, before: &Snapshot) -> Counters {
         let ev = self.ev.delta(&before.ev);
-        let (a, b) = (&self.barriers, &before.barriers);
-        let bar = BarrierCounts {
-            dmb: std::array::from_fn(|i| a.dmb[i].wrapping_sub(b.dmb[i])),
-            dsb: std::array::from_fn(|i| a.dsb[i].wrapping_sub(b.dsb[i])),
-            isb: a.isb.wrapping_sub(b.isb),
-            modelled_ns: a.modelled_ns.wrapping_sub(b.modelled_ns),
-        };
-        let tlbis = TlbiKind::ALL
-            .iter()
-            .map(|&k| (k.name(), self.tlbi.get(k).wrapping_sub(before.tlbi.get(k))))
-            .filter(|&(_, n)| n != 0)
-            .collect();
+        let bar = self.barriers.delta(&before.barriers);
+        let tlbi = self.tlbi.delta(&before.tlbi);
+        let vm = self.vm.delta(&before.vm);
+        let rcu = self.rcu.delta(&before.rcu);
         Counters {
             barriers: bar.iter().collect(),
             barrier_modelled_ns: bar.modelled_ns,
-            tlbis,
-            tlbi_modelled_ns: self.tlbi.modelled_ns.wrapping_sub(before.tlbi.modelled_ns),
-            pcp_refill: ev.get(VmEvent::PcpRefill),
-            pcp_refill_pages: ev.get(VmEvent::PcpRefillPages),
-            pcp_drain: ev.get(VmEvent::PcpDrain),
-            pcp_drain_pages: ev.get(VmEvent::PcpDrainPages),
-            pcp_free_pages: ev.get(VmEvent::Pgfree) - ev.get(VmEvent::FreeOnePagePages),
-            rmqueue_buddy_pages: ev.get(VmEvent::RmqueueBuddyPages),
-            pcp_decay_drain: ev.get(VmEvent::PcpDecayDrain),
-            zone_lock_acquire: ev.get(VmEvent::ZoneLockAcquire),
-            zone_lock_contended: ev.get(VmEvent::ZoneLockContended),
-            zone_lock_hold_ns: ev.get(VmEvent::ZoneLockHoldNs),
-            buddy_merge: ev.get(VmEvent::BuddyMerge),
-            pgalloc_normal: ev.get(VmEvent::PgallocNormal),
-            pgfree: ev.get(VmEvent::Pgfree),
-            pgalloc_fail: ev.get(VmEvent::PgallocFail),
-            vmallocs: self.vm.vmallocs - before.vm.vmallocs,
-            vfrees: self.vm.vfrees - before.vm.vfrees,
-            vmalloc_purges: self.vm.purges - before.vm.purges,
-            purged_pages: self.vm.purged_pages - before.vm.purged_pages,
-            huge_fallbacks: self.vm.huge_fallbacks - before.vm.huge_fallbacks,
-            grace_periods: self.rcu.grace_periods - before.rcu.grace_periods,
-            synchronize_rcu: self.rcu.synchronize_rcu - before.rcu.synchronize_rcu,
-            rcu_modelled_ns: self.rcu.modelled_ns - before.rcu.modelled_ns,
+            tlbis: tlbi.iter().map(|(k, n)| (k.name(), n)).collect(),
+            tlbi_modelled_ns: tlbi.modelled_ns,
+            pcp_refill: ev.pcp_refill,
+            pcp_refill_pages: ev.pcp_refill_pages,
+            pcp_drain: ev.pcp_drain,
+            pcp_drain_pages: ev.pcp_drain_pages,
+            pcp_free_pages: ev.pgfree - ev.free_one_page_pages,
+            rmqueue_buddy_pages: ev.rmqueue_buddy_pages,
+            pcp_decay_drain: ev.pcp_decay_drain,
+            zone_lock_acquire: ev.zone_lock_acquire,
+            zone_lock_contended: ev.zone_lock_contended,
+            zone_lock_hold_ns: ev.zone_lock_hold_ns,
+            buddy_merge: ev.buddy_merge,
+            pgalloc_normal: ev.pgalloc_normal,
+            pgfree: ev.pgfree,
+            pgalloc_fail: ev.pgalloc_fail,
+            vmallocs: vm.vmallocs,
+            vfrees: vm.vfrees,
+            vmalloc_purges: vm.purges,
+            purged_pages: vm.purged_pages,
+            huge_fallbacks: vm.huge_fallbacks,
+            grace_periods: rcu.grace_periods,
+            synchronize_rcu: rcu.synchronize_rcu,
+            rcu_modelled_ns: rcu.modelled_ns,
         }
     }
 }

@@ -27,9 +27,10 @@
 //! that the maintenance they owe cannot be forgotten; tokens merge into one
 //! covering flush.
 
-use super::tlbi::{MAX_DVM_OPS, MAX_TLBI_RANGE_PAGES, Scope, TLBI_TTL_UNKNOWN, Tlbi, bump, tlbi_range_pages};
+use super::tlbi::{MAX_DVM_OPS, MAX_TLBI_RANGE_PAGES, Scope, TLBI_TTL_UNKNOWN, Tlbi, tlbi_range_pages};
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE};
 use crate::barrier::{ish, ishst};
+use crate::counters::this_cpu_add as bump;
 use crate::cpu::Cpu;
 use crate::machine::Machine;
 use std::sync::atomic::Ordering::Relaxed;

@@ -19,11 +19,11 @@
 //! other way round.
 
 use std::fmt;
-use std::ops::{Add, AddAssign};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE};
+use crate::counters::{CounterSet, PerCpuStat};
 
 /// `MAX_DVM_OPS` (= `PTRS_PER_PTE`): without range ops, ranges of this many
 /// strides or more are flushed whole.
@@ -310,8 +310,8 @@ impl fmt::Display for Tlbi {
 
 /// TLBI counts by kind and modelled TLBI time of one CPU, counted on the
 /// issuing CPU. Single writer (the CPU's thread, through its [`Cpu`](crate::cpu::Cpu)
-/// handle), so each bump is a relaxed load and store, as in
-/// [`crate::vmstat`].
+/// handle), so each bump is a relaxed load and store
+/// ([`this_cpu_add`](crate::counters::this_cpu_add)), as in [`crate::vmstat`].
 #[derive(Debug, Default)]
 pub struct TlbiStats {
     pub(super) counts: [AtomicU64; NR_TLBI_KINDS],
@@ -320,14 +320,16 @@ pub struct TlbiStats {
     pub(super) pending: AtomicU64,
 }
 
-#[inline(always)]
-pub(super) fn bump(c: &AtomicU64, by: u64) {
-    c.store(c.load(Relaxed).wrapping_add(by), Relaxed);
-}
-
 impl TlbiStats {
     /// A plain copy.
     pub fn snapshot(&self) -> TlbiCounts {
+        PerCpuStat::snapshot(self)
+    }
+}
+
+impl PerCpuStat for TlbiStats {
+    type Counts = TlbiCounts;
+    fn snapshot(&self) -> TlbiCounts {
         TlbiCounts {
             counts: std::array::from_fn(|i| self.counts[i].load(Relaxed)),
             modelled_ns: self.modelled_ns.load(Relaxed),
@@ -335,7 +337,8 @@ impl TlbiStats {
     }
 }
 
-/// A plain copy of [`TlbiStats`] (one CPU's or a sum).
+/// A plain copy of [`TlbiStats`] (one CPU's or a sum); serialised as a map
+/// of every counter's name (`"vaale1is"`, ..., `"modelled_ns"`) to its value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TlbiCounts {
     /// Count per kind, indexed by `TlbiKind as usize`.
@@ -354,13 +357,6 @@ impl TlbiCounts {
     pub fn total(&self) -> u64 {
         self.counts.iter().sum()
     }
-    /// `self - earlier`, for the counts of one operation.
-    pub fn delta(&self, earlier: &TlbiCounts) -> TlbiCounts {
-        TlbiCounts {
-            counts: std::array::from_fn(|i| self.counts[i].wrapping_sub(earlier.counts[i])),
-            modelled_ns: self.modelled_ns.wrapping_sub(earlier.modelled_ns),
-        }
-    }
     /// The non-zero counts as (kind, count), in [`TlbiKind::ALL`] order.
     pub fn iter(&self) -> impl Iterator<Item = (TlbiKind, u64)> + use<> {
         let c = *self;
@@ -368,20 +364,35 @@ impl TlbiCounts {
     }
 }
 
-impl Add for TlbiCounts {
-    type Output = TlbiCounts;
-    fn add(mut self, rhs: TlbiCounts) -> TlbiCounts {
-        self += rhs;
-        self
+impl serde::Serialize for TlbiCounts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        crate::counters::serialize_counters(self, s)
     }
 }
 
-impl AddAssign for TlbiCounts {
-    fn add_assign(&mut self, rhs: TlbiCounts) {
+impl CounterSet for TlbiCounts {
+    fn add(&mut self, rhs: &TlbiCounts) {
         for (a, b) in self.counts.iter_mut().zip(rhs.counts) {
             *a += b;
         }
         self.modelled_ns += rhs.modelled_ns;
+    }
+
+    /// `self - earlier`, for the counts of one operation.
+    fn delta(&self, earlier: &TlbiCounts) -> TlbiCounts {
+        TlbiCounts {
+            counts: std::array::from_fn(|i| self.counts[i].wrapping_sub(earlier.counts[i])),
+            modelled_ns: self.modelled_ns.wrapping_sub(earlier.modelled_ns),
+        }
+    }
+
+    /// Every kind's count, zero or not, in [`TlbiKind::ALL`] order, then
+    /// `modelled_ns`.
+    fn for_each_counter(&self, f: &mut dyn FnMut(&'static str, u64)) {
+        for k in TlbiKind::ALL {
+            f(k.name(), self.get(k));
+        }
+        f("modelled_ns", self.modelled_ns);
     }
 }
 
