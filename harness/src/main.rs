@@ -30,17 +30,8 @@ struct Cli {
     /// Number of CPUs, 1..=256 [default: 2; test-vmalloc and compare: max(2, nr_threads)].
     #[arg(long, global = true, value_name = "N", allow_negative_numbers = true, value_parser = cli::parse_cpus)]
     cpus: Option<usize>,
-    /// A boot parameter or sysctl, repeatable: percpu_pagelist_high_fraction
-    /// (0 or 8..=INT_MAX, else EINVAL as the sysctl), min_free_kbytes
-    /// (0..=INT_MAX; at or above RAM it is taken, as the kernel takes it,
-    /// with a warning: the watermarks then exceed the managed pages and
-    /// every allocation fails its watermark check), pcp.rules (7.2|6.12), pcp.high (pages), lock_stat
-    /// (0|1), barrier (native|count|model), cost_profile
-    /// (native|apple-m2|ampere-altra), arm64.lazy_mmu_barrier_batching,
-    /// arm64.tlbi_range (0|1), tlb_entries, vmap_allow_huge, vmalloc.contpte,
-    /// vmalloc.pmd, vmalloc.huge_by_default, vmalloc.align_size_to_huge
-    /// (on|off). With compare: applied to every configuration.
-    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
+    // The help sentence lists every key of the crates' tables (settings::set_help).
+    #[arg(long = "set", global = true, value_name = "KEY=VALUE", help = mmlab_harness::settings::set_help())]
     set: Vec<String>,
     /// Seed of the workload's random stream (compare --seeds gives its own).
     #[arg(long, global = true, value_name = "S", default_value_t = 1, allow_negative_numbers = true, value_parser = cli::parse_seed)]
@@ -230,7 +221,8 @@ enum TraceWhat {
 fn configs(cli: &Cli) -> Result<(MachineConfig, AllocatorConfig, VmallocConfig), String> {
     let mem_bytes = cli::parse_mem(&cli.mem)?;
     let mc = MachineConfig { mem_bytes, nr_cpus: cli.cpus.unwrap_or(2), ..Default::default() };
-    let c = mmlab_harness::settings::Configs::new(mc, &cli.set)?;
+    let sets = mmlab_harness::settings::parse(&cli.set)?;
+    let c = mmlab_harness::settings::Configs::from_settings(mc, &sets)?;
     for w in mmlab_harness::settings::warnings(&c) {
         eprintln!("mmlab: warning: {w}");
     }
@@ -323,6 +315,7 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
             seed: cli.seed,
             metric,
         };
+        spec.check_settings()?;
         let progress = |p: &str| eprintln!("mmlab compare: {p}");
         match &a.seeds {
             Some(range) => compare::run_seeds(spec, &cli::parse_seed_range(range)?, progress)?,

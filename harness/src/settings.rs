@@ -1,57 +1,232 @@
 //! `--set key=value` settings of the `mmlab` command.
 //!
 //! Every key is a boot parameter or sysctl of the machine or of the page
-//! allocator (or of vmalloc), or an instrumented switch of the emulation
-//! (named as such below). Values are checked here, before anything boots,
-//! with the ranges the kernel enforces.
+//! allocator (or of vmalloc), or an instrumented switch of the emulation.
+//! The keys are not listed here: each crate owns its configuration and the
+//! table of its keys, and this module only puts the three together:
+//!
+//! | keys | table | file |
+//! |---|---|---|
+//! | `percpu_pagelist_high_fraction`, `min_free_kbytes`, `pcp.*` | [`AllocatorConfig::KNOBS`] | `pcp/src/config.rs` |
+//! | `lock_stat`, `barrier`, `cost_profile`, `arm64.*`, `tlb_entries` | [`MachineConfig::KNOBS`] | `engine/src/kernel/params.rs` |
+//! | `vmap_allow_huge`, `vmalloc.*` | [`VmallocConfig::KNOBS`] | `vmalloc/src/config.rs` |
+//!
+//! A row of a table holds the key, its values, its kernel name and a setter
+//! that checks the value with the ranges the kernel enforces; the `--set`
+//! help sentence ([`set_help`]), the list of valid keys in an error and the
+//! checks all come from those rows. A [`Setting`] is parsed and checked when
+//! the command line is read, before anything boots; a bad one is a typed
+//! [`SettingsError`].
 //!
 //! [`Configs::new`] applies a list of settings in order and then settles the
 //! barrier backend: the cost profile implies one (`native` executes the
 //! barriers, the machine profiles model them) unless `barrier=` was given,
 //! and a `model` backend always takes the profile's barrier costs.
 
+use mmlab_buddy::knob::{Knob, KnobError, split_key_value, summarise};
 use mmlab_engine::MachineConfig;
 use mmlab_engine::barrier::BarrierBackend;
-use mmlab_pcp::{AllocatorConfig, KernelRules, MIN_PERCPU_PAGELIST_HIGH_FRACTION, SysctlError};
+use mmlab_pcp::AllocatorConfig;
 use mmlab_vmalloc::VmallocConfig;
+use std::fmt;
 
-/// The keys `--set` accepts, with the values each takes.
-pub const KEYS: &[(&str, &str)] = &[
-    ("percpu_pagelist_high_fraction", "0 or 8..=2147483647"),
-    ("min_free_kbytes", "0..=2147483647; above RAM every allocation fails its watermark, as in the kernel"),
-    ("pcp.rules", "7.2|6.12"),
-    ("lock_stat", "0|1"),
-    ("barrier", "native|count|model"),
-    ("arm64.lazy_mmu_barrier_batching", "0|1"),
-    ("arm64.tlbi_range", "0|1"),
-    ("tlb_entries", "1..=1048576"),
-    ("cost_profile", "native|apple-m2|ampere-altra"),
-    ("pcp.high", "pages, 1..=1073741824 (instrumented: pins high_min = high_max)"),
-    ("vmap_allow_huge", "on|off|1|0"),
-    ("vmalloc.contpte", "on|off|1|0"),
-    ("vmalloc.huge_by_default", "on|off|1|0"),
-    ("vmalloc.align_size_to_huge", "on|off|1|0"),
-    ("vmalloc.pmd", "on|off|1|0"),
+/// The order in which an error lists the valid keys. The tables' order is
+/// the help sentence's; this listing keeps the order errors have always
+/// printed (a test checks it names every key of the three tables once).
+const LISTING_ORDER: [&str; 15] = [
+    "percpu_pagelist_high_fraction",
+    "min_free_kbytes",
+    "pcp.rules",
+    "lock_stat",
+    "barrier",
+    "arm64.lazy_mmu_barrier_batching",
+    "arm64.tlbi_range",
+    "tlb_entries",
+    "cost_profile",
+    "pcp.high",
+    "vmap_allow_huge",
+    "vmalloc.contpte",
+    "vmalloc.huge_by_default",
+    "vmalloc.align_size_to_huge",
+    "vmalloc.pmd",
 ];
+
+/// The `--set` help sentence: every key of the allocator's, the machine's
+/// and vmalloc's tables with the values it takes.
+pub fn set_help() -> String {
+    let keys = AllocatorConfig::KNOBS
+        .summaries()
+        .chain(MachineConfig::KNOBS.summaries())
+        .chain(VmallocConfig::KNOBS.summaries());
+    format!("A boot parameter or sysctl, repeatable: {}. With compare: applied to every configuration", summarise(keys))
+}
+
+/// The knob a key names, in the table of the configuration it sets.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Machine(&'static Knob<MachineConfig>),
+    Allocator(&'static Knob<AllocatorConfig>),
+    Vmalloc(&'static Knob<VmallocConfig>),
+}
+
+impl Target {
+    fn find(key: &str) -> Option<Target> {
+        AllocatorConfig::KNOBS
+            .get(key)
+            .map(Target::Allocator)
+            .or_else(|| MachineConfig::KNOBS.get(key).map(Target::Machine))
+            .or_else(|| VmallocConfig::KNOBS.get(key).map(Target::Vmalloc))
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Target::Machine(k) => k.key,
+            Target::Allocator(k) => k.key,
+            Target::Vmalloc(k) => k.key,
+        }
+    }
+
+    /// `key (values)` as an error lists it.
+    fn help(self) -> String {
+        match self {
+            Target::Machine(k) => k.help(),
+            Target::Allocator(k) => k.help(),
+            Target::Vmalloc(k) => k.help(),
+        }
+    }
+
+    fn apply(self, c: &mut Configs, value: &str) -> Result<(), KnobError> {
+        match self {
+            Target::Machine(k) => k.apply(&mut c.machine, value),
+            Target::Allocator(k) => k.apply(&mut c.allocator, value),
+            Target::Vmalloc(k) => k.apply(&mut c.vmalloc, value),
+        }
+    }
+}
+
+/// A `--set key=value` whose key is known and whose value its knob takes.
+#[derive(Clone, Debug)]
+pub struct Setting {
+    /// The argument as given.
+    text: String,
+    target: Target,
+    value: String,
+}
+
+impl Setting {
+    /// The key, as its table spells it.
+    pub fn key(&self) -> &'static str {
+        self.target.key()
+    }
+
+    /// The argument as given (reports record it so).
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl fmt::Display for Setting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::str::FromStr for Setting {
+    type Err = SettingsError;
+
+    /// Parse `key=value` and check the value with its knob's setter.
+    fn from_str(kv: &str) -> Result<Setting, SettingsError> {
+        let (key, value) = split_key_value(kv)?;
+        let target = Target::find(key).ok_or_else(|| KnobError::UnknownKey(key.to_string()))?;
+        target.apply(&mut Configs::scratch(), value)?;
+        Ok(Setting { text: kv.to_string(), target, value: value.to_string() })
+    }
+}
+
+/// Parse every `key=value` of `sets`, in order.
+///
+/// # Errors
+/// The first setting that does not parse ([`SettingsError`]).
+pub fn parse(sets: &[String]) -> Result<Vec<Setting>, SettingsError> {
+    sets.iter().map(|s| s.parse()).collect()
+}
+
+/// A `--set` that cannot be applied: the knob's error, printed as the
+/// command always printed it (a bad key or a missing `=` also lists the
+/// valid keys).
+#[derive(Debug)]
+pub struct SettingsError(pub KnobError);
+
+impl From<KnobError> for SettingsError {
+    fn from(e: KnobError) -> Self {
+        SettingsError(e)
+    }
+}
+
+impl fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        if matches!(self.0, KnobError::NotKeyValue(_) | KnobError::UnknownKey(_)) {
+            let keys: Vec<String> = LISTING_ORDER.iter().filter_map(|k| Target::find(k)).map(Target::help).collect();
+            write!(f, "; valid keys: {}", keys.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SettingsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+impl From<SettingsError> for String {
+    fn from(e: SettingsError) -> String {
+        e.to_string()
+    }
+}
 
 /// Machine, allocator and vmalloc configuration built from settings.
 #[derive(Clone, Debug)]
 pub struct Configs {
+    /// The machine (memory, CPUs, barriers, TLB, costs).
     pub machine: MachineConfig,
+    /// The page allocator.
     pub allocator: AllocatorConfig,
+    /// vmalloc.
     pub vmalloc: VmallocConfig,
 }
 
 impl Configs {
-    /// Start from `machine` (memory size and CPUs already chosen), apply
-    /// `sets` in order, then settle the barrier backend (module docs).
-    pub fn new(machine: MachineConfig, sets: &[String]) -> Result<Configs, String> {
-        let mut c = Configs { machine, allocator: AllocatorConfig::default(), vmalloc: VmallocConfig::default() };
-        let mut explicit_barrier = false;
-        for kv in sets {
-            apply_set(kv, &mut c.machine, &mut c.allocator, &mut c.vmalloc)?;
-            explicit_barrier |= kv.split_once('=').is_some_and(|(k, _)| k.trim() == "barrier");
+    /// Every configuration at its default, to check a value on.
+    fn scratch() -> Configs {
+        Configs {
+            machine: MachineConfig::default(),
+            allocator: AllocatorConfig::default(),
+            vmalloc: VmallocConfig::default(),
         }
+    }
+
+    /// Start from `machine` (memory size and CPUs already chosen), parse and
+    /// apply `sets` in order, then settle the barrier backend (module docs).
+    ///
+    /// # Errors
+    /// The first setting that does not parse ([`SettingsError`]).
+    pub fn new(machine: MachineConfig, sets: &[String]) -> Result<Configs, SettingsError> {
+        Configs::from_settings(machine, &parse(sets)?)
+    }
+
+    /// As [`Configs::new`], with settings parsed already.
+    ///
+    /// # Errors
+    /// A knob's setter refusing a value; settings from [`parse`] were
+    /// checked by that same setter, which depends on the value alone.
+    pub fn from_settings(machine: MachineConfig, sets: &[Setting]) -> Result<Configs, SettingsError> {
+        let mut c = Configs { machine, ..Configs::scratch() };
+        for s in sets {
+            s.target.apply(&mut c, &s.value)?;
+        }
+        let explicit_barrier = sets.iter().any(|s| s.key() == "barrier");
         let profile = c.machine.cost_profile;
         c.machine.barrier_backend = match c.machine.barrier_backend {
             _ if !explicit_barrier => profile.barrier_backend(),
@@ -60,30 +235,6 @@ impl Configs {
         };
         Ok(c)
     }
-}
-
-fn parse_bool(key: &str, value: &str) -> Result<bool, String> {
-    match value {
-        "0" => Ok(false),
-        "1" => Ok(true),
-        _ => Err(bad_value(key, value, "expected 0 or 1")),
-    }
-}
-
-fn parse_on_off(key: &str, value: &str) -> Result<bool, String> {
-    match value {
-        "on" | "1" => Ok(true),
-        "off" | "0" => Ok(false),
-        _ => Err(bad_value(key, value, "expected on, off, 1 or 0")),
-    }
-}
-
-/// A value `proc_dointvec_minmax` with a minimum of 0 takes: 0..=INT_MAX.
-fn sysctl_int(key: &str, value: &str) -> Result<u32, String> {
-    let v: i64 = value.parse().map_err(|e| bad_value(key, value, format!("Invalid argument (EINVAL): {e}")))?;
-    u32::try_from(v).ok().filter(|&v| v <= i32::MAX as u32).ok_or_else(|| {
-        bad_value(key, value, format!("Invalid argument (EINVAL): the sysctl is an int in 0..={}", i32::MAX))
-    })
 }
 
 /// Settings the kernel accepts but that leave the machine unable to do
@@ -106,97 +257,21 @@ pub fn warnings(c: &Configs) -> Vec<String> {
     w
 }
 
-fn valid_keys() -> String {
-    KEYS.iter().map(|(k, v)| format!("{k} ({v})")).collect::<Vec<_>>().join(", ")
-}
-
-fn bad_value(key: &str, value: &str, why: impl std::fmt::Display) -> String {
-    format!("bad value {value:?} for {key}: {why}")
-}
-
-/// Apply one `key=value` to the configs.
-pub fn apply_set(
-    kv: &str,
-    mc: &mut MachineConfig,
-    ac: &mut AllocatorConfig,
-    vc: &mut VmallocConfig,
-) -> Result<(), String> {
-    let Some((key, value)) = kv.split_once('=') else {
-        return Err(format!("--set expects key=value, got {kv:?}; valid keys: {}", valid_keys()));
-    };
-    let (key, value) = (key.trim(), value.trim());
-    match key {
-        "percpu_pagelist_high_fraction" => {
-            // percpu_pagelist_high_fraction_sysctl_handler: proc_dointvec_minmax
-            // (an int, minimum 0) refuses anything else with -EINVAL.
-            let v = sysctl_int(key, value)?;
-            if v != 0 && v < MIN_PERCPU_PAGELIST_HIGH_FRACTION {
-                return Err(SysctlError::HighFraction(v).to_string());
-            }
-            ac.percpu_pagelist_high_fraction = v;
-        }
-        "min_free_kbytes" => {
-            // An int sysctl with a minimum of 0 (`proc_dointvec_minmax`) and
-            // no maximum: a value above RAM is taken, and
-            // setup_per_zone_wmarks() then puts every watermark above the
-            // managed pages ([`warnings`] says so).
-            ac.min_free_kbytes = Some(u64::from(sysctl_int(key, value)?));
-        }
-        "pcp.rules" => {
-            ac.rules = value.parse::<KernelRules>().map_err(|e| bad_value(key, value, e))?;
-        }
-        "lock_stat" => mc.lock_stat = parse_bool(key, value)?,
-        "arm64.lazy_mmu_barrier_batching" => mc.lazy_mmu_barrier_batching = parse_bool(key, value)?,
-        "arm64.tlbi_range" => mc.tlbi_range = parse_bool(key, value)?,
-        "tlb_entries" => {
-            let v: usize = value.parse().map_err(|e| bad_value(key, value, e))?;
-            if !(1..=1 << 20).contains(&v) {
-                return Err(bad_value(key, value, "expected 1..=1048576"));
-            }
-            mc.tlb_entries = v;
-        }
-        "cost_profile" => {
-            mc.cost_profile = mmlab_engine::cost::CostProfile::by_name(value).ok_or_else(|| {
-                bad_value(key, value, format!("known profiles: {}", mmlab_engine::cost::CostProfile::NAMES.join(", ")))
-            })?;
-        }
-        "vmap_allow_huge" => vc.vmap_allow_huge = parse_on_off(key, value)?,
-        "vmalloc.contpte" => vc.contpte = parse_on_off(key, value)?,
-        "vmalloc.huge_by_default" => vc.huge_by_default = parse_on_off(key, value)?,
-        "vmalloc.align_size_to_huge" => vc.align_size_to_huge = parse_on_off(key, value)?,
-        "vmalloc.pmd" => vc.pmd = parse_on_off(key, value)?,
-        "pcp.high" => {
-            let v: i32 = value.parse().map_err(|e| bad_value(key, value, e))?;
-            if !(1..=1 << 30).contains(&v) {
-                return Err(bad_value(key, value, "expected 1..=1073741824 pages"));
-            }
-            ac.pcp_high_override = Some(v);
-        }
-        "barrier" => {
-            mc.barrier_backend = value
-                .parse::<BarrierBackend>()
-                .map_err(|_| bad_value(key, value, "not a barrier backend this build provides (native|count|model)"))?;
-        }
-        _ => {
-            return Err(format!("unknown setting {key:?}; valid keys: {}", valid_keys()));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mmlab_pcp::KernelRules;
+
+    fn configs(kv: &str) -> Result<Configs, String> {
+        Ok(Configs::new(MachineConfig::default(), &[kv.to_string()])?)
+    }
 
     fn set(kv: &str) -> Result<(MachineConfig, AllocatorConfig), String> {
-        let mut mc = MachineConfig::default();
-        let mut ac = AllocatorConfig::default();
-        apply_set(kv, &mut mc, &mut ac, &mut VmallocConfig::default()).map(|()| (mc, ac))
+        configs(kv).map(|c| (c.machine, c.allocator))
     }
 
     fn vset(kv: &str) -> Result<VmallocConfig, String> {
-        let mut vc = VmallocConfig::default();
-        apply_set(kv, &mut MachineConfig::default(), &mut AllocatorConfig::default(), &mut vc).map(|()| vc)
+        configs(kv).map(|c| c.vmalloc)
     }
 
     #[test]
@@ -243,6 +318,43 @@ mod tests {
         assert!(set("pcp.high=-5").is_err());
     }
 
+    /// The listing names every key of the three tables once, and the help
+    /// sentence and the messages read as they always have.
+    #[test]
+    fn help_listing_and_messages() {
+        let mut keys: Vec<&str> = AllocatorConfig::KNOBS
+            .knobs()
+            .iter()
+            .map(|k| k.key)
+            .chain(MachineConfig::KNOBS.knobs().iter().map(|k| k.key))
+            .chain(VmallocConfig::KNOBS.knobs().iter().map(|k| k.key))
+            .collect();
+        let mut listed = LISTING_ORDER.to_vec();
+        keys.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(keys, listed);
+        assert!(set_help().contains(
+            "pcp.high (pages), lock_stat (0|1), barrier (native|count|model), cost_profile \
+             (native|apple-m2|ampere-altra), arm64.lazy_mmu_barrier_batching, arm64.tlbi_range (0|1), tlb_entries, \
+             vmap_allow_huge, vmalloc.contpte, vmalloc.pmd, vmalloc.huge_by_default, vmalloc.align_size_to_huge \
+             (on|off). With compare"
+        ));
+        let e = set("nope=1").unwrap_err();
+        assert!(e.starts_with(
+            "unknown setting \"nope\"; valid keys: percpu_pagelist_high_fraction (0 or 8..=2147483647), \
+             min_free_kbytes (0..=2147483647; above RAM every allocation fails its watermark, as in the kernel), \
+             pcp.rules (7.2|6.12), lock_stat (0|1),"
+        ));
+        assert!(e.ends_with("vmalloc.align_size_to_huge (on|off|1|0), vmalloc.pmd (on|off|1|0)"));
+        assert_eq!(
+            set("percpu_pagelist_high_fraction=3").unwrap_err(),
+            "percpu_pagelist_high_fraction must be 0 or at least 8, got 3"
+        );
+        assert_eq!(set("tlb_entries=x").unwrap_err(), "bad value \"x\" for tlb_entries: invalid digit found in string");
+        let s: Setting = " lock_stat = 1".parse().unwrap();
+        assert_eq!((s.key(), s.as_str()), ("lock_stat", " lock_stat = 1"));
+    }
+
     #[test]
     fn the_profile_picks_the_barrier_backend() {
         let with = |sets: &[&str]| {
@@ -250,6 +362,7 @@ mod tests {
             Configs::new(MachineConfig::default(), &sets).map(|c| c.machine.barrier_backend)
         };
         let m2 = mmlab_engine::cost::CostProfile::apple_m2();
+        let with = |sets: &[&str]| with(sets).map_err(|e| e.to_string());
         assert_eq!(with(&[]), Ok(BarrierBackend::Native));
         assert_eq!(with(&["cost_profile=apple-m2"]), Ok(BarrierBackend::Model(m2.barriers)));
         // An explicit backend wins, in either order; model takes the profile's costs.

@@ -38,7 +38,7 @@ impl std::fmt::Display for AllocError {
                 write!(f, "order {order} is above MAX_PAGE_ORDER ({MAX_PAGE_ORDER})")
             }
             AllocError::NoMemory { order, gfp } => {
-                write!(f, "page allocation failure: order:{order}, mode:{:#x}({gfp})", gfp.0)
+                write!(f, "page allocation failure: order:{order}, mode:{:#x}({gfp})", gfp.bits())
             }
             AllocError::ForeignCpu { cpu } => write!(f, "cpu {cpu} is a handle of another machine"),
         }
@@ -281,7 +281,7 @@ impl<'m> PageAllocator<'m> {
         }
         cpu.count(VmEvent::PgallocFail, 1);
         if !gfp.contains(Gfp::__GFP_NOWARN) {
-            tracing::warn!(target: "mmlab::page_alloc", "page allocation failure: order:{order}, mode:{:#x}({gfp})", gfp.0);
+            tracing::warn!(target: "mmlab::page_alloc", "page allocation failure: order:{order}, mode:{:#x}({gfp})", gfp.bits());
         }
         None
     }

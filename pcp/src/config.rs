@@ -59,24 +59,29 @@ impl AllocatorConfig {
         Knob {
             key: "percpu_pagelist_high_fraction",
             values: "0 or 8..=2147483647",
+            summary: "0 or 8..=INT_MAX, else EINVAL as the sysctl",
             kernel: KernelName::Sysctl("vm.percpu_pagelist_high_fraction"),
             set: set_high_fraction,
         },
         Knob {
             key: "min_free_kbytes",
             values: "0..=2147483647; above RAM every allocation fails its watermark, as in the kernel",
+            summary: "0..=INT_MAX; at or above RAM it is taken, as the kernel takes it, with a warning: the \
+                      watermarks then exceed the managed pages and every allocation fails its watermark check",
             kernel: KernelName::Sysctl("vm.min_free_kbytes"),
             set: set_min_free_kbytes,
         },
         Knob {
             key: "pcp.rules",
             values: "7.2|6.12",
+            summary: "7.2|6.12",
             kernel: KernelName::Code("the pcp rules of that release (mm/page_alloc.c)"),
             set: set_rules,
         },
         Knob {
             key: "pcp.high",
             values: "pages, 1..=1073741824 (instrumented: pins high_min = high_max)",
+            summary: "pages",
             kernel: KernelName::Instrumented("nr_pcp_high() patched to return a constant"),
             set: set_pcp_high,
         },

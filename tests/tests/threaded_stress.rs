@@ -12,7 +12,7 @@ use mmlab_pcp::{AllocatorConfig, PageAllocator};
 /// `MMLAB_TEST_SCALE` (default 1) divides the length of long workloads.
 use mmlab_tests::scale;
 
-const GFPS: [Gfp; 3] = [Gfp::GFP_KERNEL, Gfp::GFP_HIGHUSER_MOVABLE, Gfp(Gfp::GFP_KERNEL.0 | Gfp::__GFP_RECLAIMABLE.0)];
+const GFPS: [Gfp; 3] = [Gfp::GFP_KERNEL, Gfp::GFP_HIGHUSER_MOVABLE, Gfp::GFP_KERNEL.union(Gfp::__GFP_RECLAIMABLE)];
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Stats {

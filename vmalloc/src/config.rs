@@ -50,6 +50,7 @@ macro_rules! on_off_knob {
         Knob {
             key: $key,
             values: "on|off|1|0",
+            summary: "on|off",
             kernel: $kernel,
             set: |c: &mut VmallocConfig, key, value| {
                 c.$field = parse_on_off(key, value)?;
@@ -60,10 +61,11 @@ macro_rules! on_off_knob {
 }
 
 impl VmallocConfig {
-    /// The `--set` keys of vmalloc, in help order.
+    /// The `--set` keys of vmalloc, in help order (the fields' order).
     pub const KNOBS: KnobTable<VmallocConfig> = KnobTable(&[
         on_off_knob!("vmap_allow_huge", KernelName::BootParam("nohugevmalloc clears vmap_allow_huge"), vmap_allow_huge),
         on_off_knob!("vmalloc.contpte", KernelName::Code("arm64 arch_vmap_pte_supported_shift"), contpte),
+        on_off_knob!("vmalloc.pmd", KernelName::Code("arm64 arch_vmap_pmd_supported"), pmd),
         on_off_knob!(
             "vmalloc.huge_by_default",
             KernelName::Code("Dev Jain's RFC: huge vmalloc without VM_ALLOW_HUGE_VMAP"),
@@ -74,7 +76,6 @@ impl VmallocConfig {
             KernelName::Code("__vmalloc_node_range_noprof: size = ALIGN(real_size, 1UL << shift)"),
             align_size_to_huge
         ),
-        on_off_knob!("vmalloc.pmd", KernelName::Code("arm64 arch_vmap_pmd_supported"), pmd),
     ]);
 
     /// Apply `value` to the knob `key` ([`VmallocConfig::KNOBS`]).

@@ -468,7 +468,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 cpu,
                 (nr * 8) as u64,
                 1,
-                gfp & !Gfp::__GFP_ZERO,
+                gfp - Gfp::__GFP_ZERO,
                 PAGE_KERNEL,
                 VmFlags::empty(),
                 "vmalloc pages",
@@ -579,7 +579,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         let mut out = Vec::with_capacity(nr);
         let order = shift - PAGE_SHIFT;
         if order > 0 {
-            let hgfp = Gfp((gfp.0 | Gfp::__GFP_NOWARN.0) & !Gfp::__GFP_NOFAIL.0);
+            let hgfp = (gfp | Gfp::__GFP_NOWARN) - Gfp::__GFP_NOFAIL;
             while nr - out.len() >= 1 << order {
                 let Some(p) = self.pa.alloc_pages(cpu, hgfp, order) else {
                     return Err(out);

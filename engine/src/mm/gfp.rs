@@ -32,12 +32,16 @@
 #![allow(non_upper_case_globals)]
 
 use std::fmt;
-use std::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign, Not};
 use std::str::FromStr;
 
 /// A set of allocation flags: the kernel's `gfp_t`.
 ///
-/// Combine with `|`, test with [`Gfp::contains`] or `&`.
+/// A [`bitflags`] type over the kernel's bit values: combine with `|` (or
+/// [`Gfp::union`]), take flags away with `-` ([`Gfp::difference`], which
+/// keeps every other bit, as `gfp & ~__GFP_X` does in C), test with
+/// [`Gfp::contains`] or [`Gfp::intersects`]. The field is the raw `gfp_t`
+/// word, bits the 6.12 tables do not name included (as a trace may carry
+/// them); [`Gfp::from_bits_retain`] and [`Gfp::bits`] convert.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Gfp(pub u32);
 
@@ -76,141 +80,125 @@ mod bit {
 // The unused slot still separates ZERO from DIRECT_RECLAIM.
 const _: () = assert!(bit::ZERO + 1 == bit::UNUSED && bit::UNUSED + 1 == bit::DIRECT_RECLAIM);
 
-const fn b(n: u32) -> Gfp {
-    Gfp(1 << n)
+bitflags::bitflags! {
+    impl Gfp: u32 {
+        // Zone modifiers.
+        /// From `ZONE_DMA`.
+        const __GFP_DMA = 1 << bit::DMA;
+        /// May use highmem (no-op on 64-bit).
+        const __GFP_HIGHMEM = 1 << bit::HIGHMEM;
+        /// From `ZONE_DMA32`.
+        const __GFP_DMA32 = 1 << bit::DMA32;
+        /// Movable: `MIGRATE_MOVABLE`, may use `ZONE_MOVABLE`.
+        const __GFP_MOVABLE = 1 << bit::MOVABLE;
+        /// Zone modifier bits together (`GFP_ZONEMASK`).
+        const GFP_ZONEMASK = Self::__GFP_DMA.bits()
+            | Self::__GFP_HIGHMEM.bits()
+            | Self::__GFP_DMA32.bits()
+            | Self::__GFP_MOVABLE.bits();
+
+        // Page mobility and placement.
+        /// Reclaimable: `MIGRATE_RECLAIMABLE`.
+        const __GFP_RECLAIMABLE = 1 << bit::RECLAIMABLE;
+        /// The page will be dirtied (dirty-limit spreading).
+        const __GFP_WRITE = 1 << bit::WRITE;
+        /// Enforce the cpuset memory policy.
+        const __GFP_HARDWALL = 1 << bit::HARDWALL;
+        /// This node only, no fallback.
+        const __GFP_THISNODE = 1 << bit::THISNODE;
+        /// Charge to the memory cgroup.
+        const __GFP_ACCOUNT = 1 << bit::ACCOUNT;
+        /// No slab object extension vector.
+        const __GFP_NO_OBJ_EXT = 1 << bit::NO_OBJ_EXT;
+
+        // Watermark modifiers.
+        /// High priority: may dip below the min watermark.
+        const __GFP_HIGH = 1 << bit::HIGH;
+        /// May use all reserves.
+        const __GFP_MEMALLOC = 1 << bit::MEMALLOC;
+        /// Never use the emergency reserves.
+        const __GFP_NOMEMALLOC = 1 << bit::NOMEMALLOC;
+
+        // Reclaim modifiers.
+        /// May start physical I/O.
+        const __GFP_IO = 1 << bit::IO;
+        /// May call into the filesystem.
+        const __GFP_FS = 1 << bit::FS;
+        /// May enter direct reclaim.
+        const __GFP_DIRECT_RECLAIM = 1 << bit::DIRECT_RECLAIM;
+        /// May wake kswapd at the low watermark.
+        const __GFP_KSWAPD_RECLAIM = 1 << bit::KSWAPD_RECLAIM;
+        /// Both reclaim bits.
+        const __GFP_RECLAIM = Self::__GFP_DIRECT_RECLAIM.bits() | Self::__GFP_KSWAPD_RECLAIM.bits();
+        /// Retry hard, but may fail.
+        const __GFP_RETRY_MAYFAIL = 1 << bit::RETRY_MAYFAIL;
+        /// Retry forever; must not fail.
+        const __GFP_NOFAIL = 1 << bit::NOFAIL;
+        /// Give up after one light reclaim attempt.
+        const __GFP_NORETRY = 1 << bit::NORETRY;
+
+        // Action modifiers.
+        /// No allocation-failure warning.
+        const __GFP_NOWARN = 1 << bit::NOWARN;
+        /// Make a compound page.
+        const __GFP_COMP = 1 << bit::COMP;
+        /// Return zeroed pages.
+        const __GFP_ZERO = 1 << bit::ZERO;
+        /// Zero the MTE tags along with the memory.
+        const __GFP_ZEROTAGS = 1 << bit::ZEROTAGS;
+
+        /// Every defined bit (`__GFP_BITS_MASK`), the unused slot included.
+        const __GFP_BITS_MASK = (1 << bit::LAST) - 1;
+
+        // Composites, as gfp_types.h builds them.
+        /// `GFP_ATOMIC`: cannot sleep, may use reserves.
+        const GFP_ATOMIC = Self::__GFP_HIGH.bits() | Self::__GFP_KSWAPD_RECLAIM.bits();
+        /// `GFP_KERNEL`: the usual kernel allocation, may sleep and reclaim.
+        const GFP_KERNEL = Self::__GFP_RECLAIM.bits() | Self::__GFP_IO.bits() | Self::__GFP_FS.bits();
+        /// `GFP_KERNEL_ACCOUNT`: `GFP_KERNEL`, charged to the memory cgroup.
+        const GFP_KERNEL_ACCOUNT = Self::GFP_KERNEL.bits() | Self::__GFP_ACCOUNT.bits();
+        /// `GFP_NOWAIT`: no direct reclaim, no warning.
+        const GFP_NOWAIT = Self::__GFP_KSWAPD_RECLAIM.bits() | Self::__GFP_NOWARN.bits();
+        /// `GFP_NOIO`: may reclaim but start no I/O.
+        const GFP_NOIO = Self::__GFP_RECLAIM.bits();
+        /// `GFP_NOFS`: may reclaim but not call into the filesystem.
+        const GFP_NOFS = Self::__GFP_RECLAIM.bits() | Self::__GFP_IO.bits();
+        /// `GFP_USER`: for user space, cpuset-bound.
+        const GFP_USER = Self::__GFP_RECLAIM.bits()
+            | Self::__GFP_IO.bits()
+            | Self::__GFP_FS.bits()
+            | Self::__GFP_HARDWALL.bits();
+        /// `GFP_DMA`.
+        const GFP_DMA = Self::__GFP_DMA.bits();
+        /// `GFP_DMA32`.
+        const GFP_DMA32 = Self::__GFP_DMA32.bits();
+        /// `GFP_HIGHUSER`: user pages, highmem allowed.
+        const GFP_HIGHUSER = Self::GFP_USER.bits() | Self::__GFP_HIGHMEM.bits();
+        /// `GFP_HIGHUSER_MOVABLE`: movable user pages (`__GFP_SKIP_KASAN`
+        /// is 0 here).
+        const GFP_HIGHUSER_MOVABLE = Self::GFP_HIGHUSER.bits() | Self::__GFP_MOVABLE.bits();
+        /// `GFP_TRANSHUGE_LIGHT`: THP without reclaim.
+        const GFP_TRANSHUGE_LIGHT = (Self::GFP_HIGHUSER_MOVABLE.bits()
+            | Self::__GFP_COMP.bits()
+            | Self::__GFP_NOMEMALLOC.bits()
+            | Self::__GFP_NOWARN.bits())
+            & !Self::__GFP_RECLAIM.bits();
+        /// `GFP_TRANSHUGE`: THP with direct reclaim.
+        const GFP_TRANSHUGE = Self::GFP_TRANSHUGE_LIGHT.bits() | Self::__GFP_DIRECT_RECLAIM.bits();
+    }
 }
 
 impl Gfp {
     /// The empty set (`0`).
-    pub const NONE: Gfp = Gfp(0);
-
-    // Zone modifiers.
-    /// From `ZONE_DMA`.
-    pub const __GFP_DMA: Gfp = b(bit::DMA);
-    /// May use highmem (no-op on 64-bit).
-    pub const __GFP_HIGHMEM: Gfp = b(bit::HIGHMEM);
-    /// From `ZONE_DMA32`.
-    pub const __GFP_DMA32: Gfp = b(bit::DMA32);
-    /// Movable: `MIGRATE_MOVABLE`, may use `ZONE_MOVABLE`.
-    pub const __GFP_MOVABLE: Gfp = b(bit::MOVABLE);
-    /// Zone modifier bits together (`GFP_ZONEMASK`).
-    pub const GFP_ZONEMASK: Gfp =
-        Gfp(Self::__GFP_DMA.0 | Self::__GFP_HIGHMEM.0 | Self::__GFP_DMA32.0 | Self::__GFP_MOVABLE.0);
-
-    // Page mobility and placement.
-    /// Reclaimable: `MIGRATE_RECLAIMABLE`.
-    pub const __GFP_RECLAIMABLE: Gfp = b(bit::RECLAIMABLE);
-    /// The page will be dirtied (dirty-limit spreading).
-    pub const __GFP_WRITE: Gfp = b(bit::WRITE);
-    /// Enforce the cpuset memory policy.
-    pub const __GFP_HARDWALL: Gfp = b(bit::HARDWALL);
-    /// This node only, no fallback.
-    pub const __GFP_THISNODE: Gfp = b(bit::THISNODE);
-    /// Charge to the memory cgroup.
-    pub const __GFP_ACCOUNT: Gfp = b(bit::ACCOUNT);
-    /// No slab object extension vector.
-    pub const __GFP_NO_OBJ_EXT: Gfp = b(bit::NO_OBJ_EXT);
-
-    // Watermark modifiers.
-    /// High priority: may dip below the min watermark.
-    pub const __GFP_HIGH: Gfp = b(bit::HIGH);
-    /// May use all reserves.
-    pub const __GFP_MEMALLOC: Gfp = b(bit::MEMALLOC);
-    /// Never use the emergency reserves.
-    pub const __GFP_NOMEMALLOC: Gfp = b(bit::NOMEMALLOC);
-
-    // Reclaim modifiers.
-    /// May start physical I/O.
-    pub const __GFP_IO: Gfp = b(bit::IO);
-    /// May call into the filesystem.
-    pub const __GFP_FS: Gfp = b(bit::FS);
-    /// May enter direct reclaim.
-    pub const __GFP_DIRECT_RECLAIM: Gfp = b(bit::DIRECT_RECLAIM);
-    /// May wake kswapd at the low watermark.
-    pub const __GFP_KSWAPD_RECLAIM: Gfp = b(bit::KSWAPD_RECLAIM);
-    /// Both reclaim bits.
-    pub const __GFP_RECLAIM: Gfp = Gfp(Self::__GFP_DIRECT_RECLAIM.0 | Self::__GFP_KSWAPD_RECLAIM.0);
-    /// Retry hard, but may fail.
-    pub const __GFP_RETRY_MAYFAIL: Gfp = b(bit::RETRY_MAYFAIL);
-    /// Retry forever; must not fail.
-    pub const __GFP_NOFAIL: Gfp = b(bit::NOFAIL);
-    /// Give up after one light reclaim attempt.
-    pub const __GFP_NORETRY: Gfp = b(bit::NORETRY);
-
-    // Action modifiers.
-    /// No allocation-failure warning.
-    pub const __GFP_NOWARN: Gfp = b(bit::NOWARN);
-    /// Make a compound page.
-    pub const __GFP_COMP: Gfp = b(bit::COMP);
-    /// Return zeroed pages.
-    pub const __GFP_ZERO: Gfp = b(bit::ZERO);
-    /// Zero the MTE tags along with the memory.
-    pub const __GFP_ZEROTAGS: Gfp = b(bit::ZEROTAGS);
+    pub const NONE: Gfp = Gfp::empty();
     /// Zero without `CONFIG_KASAN_HW_TAGS`.
-    pub const __GFP_SKIP_ZERO: Gfp = Gfp(0);
+    pub const __GFP_SKIP_ZERO: Gfp = Gfp::empty();
     /// Zero without `CONFIG_KASAN_HW_TAGS`.
-    pub const __GFP_SKIP_KASAN: Gfp = Gfp(0);
+    pub const __GFP_SKIP_KASAN: Gfp = Gfp::empty();
     /// Zero without `CONFIG_LOCKDEP`.
-    pub const __GFP_NOLOCKDEP: Gfp = Gfp(0);
-
+    pub const __GFP_NOLOCKDEP: Gfp = Gfp::empty();
     /// Number of defined bits (`__GFP_BITS_SHIFT`).
     pub const __GFP_BITS_SHIFT: u32 = bit::LAST;
-    /// Every defined bit (`__GFP_BITS_MASK`).
-    pub const __GFP_BITS_MASK: Gfp = Gfp((1 << bit::LAST) - 1);
-
-    // Composites, as gfp_types.h builds them.
-    /// `GFP_ATOMIC`: cannot sleep, may use reserves.
-    pub const GFP_ATOMIC: Gfp = Gfp(Self::__GFP_HIGH.0 | Self::__GFP_KSWAPD_RECLAIM.0);
-    /// `GFP_KERNEL`: the usual kernel allocation, may sleep and reclaim.
-    pub const GFP_KERNEL: Gfp = Gfp(Self::__GFP_RECLAIM.0 | Self::__GFP_IO.0 | Self::__GFP_FS.0);
-    /// `GFP_KERNEL_ACCOUNT`: `GFP_KERNEL`, charged to the memory cgroup.
-    pub const GFP_KERNEL_ACCOUNT: Gfp = Gfp(Self::GFP_KERNEL.0 | Self::__GFP_ACCOUNT.0);
-    /// `GFP_NOWAIT`: no direct reclaim, no warning.
-    pub const GFP_NOWAIT: Gfp = Gfp(Self::__GFP_KSWAPD_RECLAIM.0 | Self::__GFP_NOWARN.0);
-    /// `GFP_NOIO`: may reclaim but start no I/O.
-    pub const GFP_NOIO: Gfp = Self::__GFP_RECLAIM;
-    /// `GFP_NOFS`: may reclaim but not call into the filesystem.
-    pub const GFP_NOFS: Gfp = Gfp(Self::__GFP_RECLAIM.0 | Self::__GFP_IO.0);
-    /// `GFP_USER`: for user space, cpuset-bound.
-    pub const GFP_USER: Gfp = Gfp(Self::__GFP_RECLAIM.0 | Self::__GFP_IO.0 | Self::__GFP_FS.0 | Self::__GFP_HARDWALL.0);
-    /// `GFP_DMA`.
-    pub const GFP_DMA: Gfp = Self::__GFP_DMA;
-    /// `GFP_DMA32`.
-    pub const GFP_DMA32: Gfp = Self::__GFP_DMA32;
-    /// `GFP_HIGHUSER`: user pages, highmem allowed.
-    pub const GFP_HIGHUSER: Gfp = Gfp(Self::GFP_USER.0 | Self::__GFP_HIGHMEM.0);
-    /// `GFP_HIGHUSER_MOVABLE`: movable user pages.
-    pub const GFP_HIGHUSER_MOVABLE: Gfp = Gfp(Self::GFP_HIGHUSER.0 | Self::__GFP_MOVABLE.0 | Self::__GFP_SKIP_KASAN.0);
-    /// `GFP_TRANSHUGE_LIGHT`: THP without reclaim.
-    pub const GFP_TRANSHUGE_LIGHT: Gfp =
-        Gfp((Self::GFP_HIGHUSER_MOVABLE.0 | Self::__GFP_COMP.0 | Self::__GFP_NOMEMALLOC.0 | Self::__GFP_NOWARN.0)
-            & !Self::__GFP_RECLAIM.0);
-    /// `GFP_TRANSHUGE`: THP with direct reclaim.
-    pub const GFP_TRANSHUGE: Gfp = Gfp(Self::GFP_TRANSHUGE_LIGHT.0 | Self::__GFP_DIRECT_RECLAIM.0);
-
-    /// The raw bits.
-    #[inline]
-    pub const fn bits(self) -> u32 {
-        self.0
-    }
-
-    /// True when no flag is set.
-    #[inline]
-    pub const fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    /// True when every bit of `other` is set in `self`.
-    #[inline]
-    pub const fn contains(self, other: Gfp) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// True when any bit of `other` is set in `self`.
-    #[inline]
-    pub const fn intersects(self, other: Gfp) -> bool {
-        self.0 & other.0 != 0
-    }
 
     /// The migratetype the flags ask for: 0 unmovable, 1 movable,
     /// 2 reclaimable. The value is the two mobility bits shifted down, so
@@ -221,7 +209,7 @@ impl Gfp {
     /// enabled (`page_group_by_mobility_disabled` false).
     #[inline]
     pub const fn gfp_migratetype(self) -> u8 {
-        ((self.0 & (Self::__GFP_MOVABLE.0 | Self::__GFP_RECLAIMABLE.0)) >> bit::MOVABLE) as u8
+        ((self.bits() & (Self::__GFP_MOVABLE.bits() | Self::__GFP_RECLAIMABLE.bits())) >> bit::MOVABLE) as u8
     }
 
     /// Whether the caller may sleep in direct reclaim.
@@ -282,19 +270,19 @@ const EXTRA_PARSE_NAMES: &[(Gfp, &str)] =
 impl fmt::Display for Gfp {
     /// Prints like the kernel's `show_gfp_flags()`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 == 0 {
+        if self.is_empty() {
             return f.write_str("none");
         }
-        let mut left = self.0;
+        let mut left = self.bits();
         let mut first = true;
         for &(mask, name) in PRINT_NAMES {
             if left == 0 {
                 break;
             }
-            if left & mask.0 != mask.0 {
+            if left & mask.bits() != mask.bits() {
                 continue;
             }
-            left &= !mask.0;
+            left &= !mask.bits();
             if !first {
                 f.write_str("|")?;
             }
@@ -313,7 +301,7 @@ impl fmt::Display for Gfp {
 
 impl fmt::Debug for Gfp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Gfp({:#x}: {})", self.0, self)
+        write!(f, "Gfp({:#x}: {})", self.bits(), self)
     }
 }
 
@@ -345,7 +333,7 @@ impl FromStr for Gfp {
     /// `0x1000000`, `__GFP_DMA`/`__GFP_DMA32`/`__GFP_NO_OBJ_EXT`, and spaces
     /// around the separators.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let mut out = Gfp(0);
+        let mut out = Gfp::empty();
         for part in s.split('|') {
             let part = part.trim();
             if part == "none" {
@@ -354,12 +342,12 @@ impl FromStr for Gfp {
             if let Some(hex) = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X"))
                 && let Ok(v) = u32::from_str_radix(hex, 16)
             {
-                out.0 |= v;
+                out |= Gfp::from_bits_retain(v);
                 continue;
             }
             let found = PRINT_NAMES.iter().chain(EXTRA_PARSE_NAMES).find(|(_, name)| *name == part);
             match found {
-                Some(&(mask, _)) => out.0 |= mask.0,
+                Some(&(mask, _)) => out |= mask,
                 None => {
                     return Err(ParseGfpError { name: part.to_owned() });
                 }
@@ -369,92 +357,54 @@ impl FromStr for Gfp {
     }
 }
 
-impl BitOr for Gfp {
-    type Output = Gfp;
-    #[inline]
-    fn bitor(self, rhs: Gfp) -> Gfp {
-        Gfp(self.0 | rhs.0)
-    }
-}
-
-impl BitOrAssign for Gfp {
-    #[inline]
-    fn bitor_assign(&mut self, rhs: Gfp) {
-        self.0 |= rhs.0;
-    }
-}
-
-impl BitAnd for Gfp {
-    type Output = Gfp;
-    #[inline]
-    fn bitand(self, rhs: Gfp) -> Gfp {
-        Gfp(self.0 & rhs.0)
-    }
-}
-
-impl BitAndAssign for Gfp {
-    #[inline]
-    fn bitand_assign(&mut self, rhs: Gfp) {
-        self.0 &= rhs.0;
-    }
-}
-
-impl Not for Gfp {
-    type Output = Gfp;
-    #[inline]
-    fn not(self) -> Gfp {
-        Gfp(!self.0)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn bit_values_match_gfp_types_h() {
-        assert_eq!(Gfp::__GFP_DMA.0, 0x1);
-        assert_eq!(Gfp::__GFP_HIGHMEM.0, 0x2);
-        assert_eq!(Gfp::__GFP_DMA32.0, 0x4);
-        assert_eq!(Gfp::__GFP_MOVABLE.0, 0x8);
-        assert_eq!(Gfp::__GFP_RECLAIMABLE.0, 0x10);
-        assert_eq!(Gfp::__GFP_HIGH.0, 0x20);
-        assert_eq!(Gfp::__GFP_IO.0, 0x40);
-        assert_eq!(Gfp::__GFP_FS.0, 0x80);
-        assert_eq!(Gfp::__GFP_ZERO.0, 0x100);
-        assert_eq!(Gfp::__GFP_DIRECT_RECLAIM.0, 0x400);
-        assert_eq!(Gfp::__GFP_KSWAPD_RECLAIM.0, 0x800);
-        assert_eq!(Gfp::__GFP_WRITE.0, 0x1000);
-        assert_eq!(Gfp::__GFP_NOWARN.0, 0x2000);
-        assert_eq!(Gfp::__GFP_RETRY_MAYFAIL.0, 0x4000);
-        assert_eq!(Gfp::__GFP_NOFAIL.0, 0x8000);
-        assert_eq!(Gfp::__GFP_NORETRY.0, 0x10000);
-        assert_eq!(Gfp::__GFP_MEMALLOC.0, 0x20000);
-        assert_eq!(Gfp::__GFP_COMP.0, 0x40000);
-        assert_eq!(Gfp::__GFP_NOMEMALLOC.0, 0x80000);
-        assert_eq!(Gfp::__GFP_HARDWALL.0, 0x100000);
-        assert_eq!(Gfp::__GFP_THISNODE.0, 0x200000);
-        assert_eq!(Gfp::__GFP_ACCOUNT.0, 0x400000);
-        assert_eq!(Gfp::__GFP_ZEROTAGS.0, 0x800000);
-        assert_eq!(Gfp::__GFP_NO_OBJ_EXT.0, 0x1000000);
-        assert_eq!(Gfp::__GFP_BITS_MASK.0, 0x1ffffff);
+        assert_eq!(Gfp::__GFP_DMA.bits(), 0x1);
+        assert_eq!(Gfp::__GFP_HIGHMEM.bits(), 0x2);
+        assert_eq!(Gfp::__GFP_DMA32.bits(), 0x4);
+        assert_eq!(Gfp::__GFP_MOVABLE.bits(), 0x8);
+        assert_eq!(Gfp::__GFP_RECLAIMABLE.bits(), 0x10);
+        assert_eq!(Gfp::__GFP_HIGH.bits(), 0x20);
+        assert_eq!(Gfp::__GFP_IO.bits(), 0x40);
+        assert_eq!(Gfp::__GFP_FS.bits(), 0x80);
+        assert_eq!(Gfp::__GFP_ZERO.bits(), 0x100);
+        assert_eq!(Gfp::__GFP_DIRECT_RECLAIM.bits(), 0x400);
+        assert_eq!(Gfp::__GFP_KSWAPD_RECLAIM.bits(), 0x800);
+        assert_eq!(Gfp::__GFP_WRITE.bits(), 0x1000);
+        assert_eq!(Gfp::__GFP_NOWARN.bits(), 0x2000);
+        assert_eq!(Gfp::__GFP_RETRY_MAYFAIL.bits(), 0x4000);
+        assert_eq!(Gfp::__GFP_NOFAIL.bits(), 0x8000);
+        assert_eq!(Gfp::__GFP_NORETRY.bits(), 0x10000);
+        assert_eq!(Gfp::__GFP_MEMALLOC.bits(), 0x20000);
+        assert_eq!(Gfp::__GFP_COMP.bits(), 0x40000);
+        assert_eq!(Gfp::__GFP_NOMEMALLOC.bits(), 0x80000);
+        assert_eq!(Gfp::__GFP_HARDWALL.bits(), 0x100000);
+        assert_eq!(Gfp::__GFP_THISNODE.bits(), 0x200000);
+        assert_eq!(Gfp::__GFP_ACCOUNT.bits(), 0x400000);
+        assert_eq!(Gfp::__GFP_ZEROTAGS.bits(), 0x800000);
+        assert_eq!(Gfp::__GFP_NO_OBJ_EXT.bits(), 0x1000000);
+        assert_eq!(Gfp::__GFP_BITS_MASK.bits(), 0x1ffffff);
     }
 
     #[test]
     fn composite_values() {
-        assert_eq!(Gfp::GFP_ATOMIC.0, 0x820);
-        assert_eq!(Gfp::GFP_KERNEL.0, 0xcc0);
-        assert_eq!(Gfp::GFP_KERNEL_ACCOUNT.0, 0x400cc0);
-        assert_eq!(Gfp::GFP_NOWAIT.0, 0x2800);
-        assert_eq!(Gfp::GFP_NOIO.0, 0xc00);
-        assert_eq!(Gfp::GFP_NOFS.0, 0xc40);
-        assert_eq!(Gfp::GFP_USER.0, 0x100cc0);
-        assert_eq!(Gfp::GFP_DMA.0, 0x1);
-        assert_eq!(Gfp::GFP_DMA32.0, 0x4);
-        assert_eq!(Gfp::GFP_HIGHUSER.0, 0x100cc2);
-        assert_eq!(Gfp::GFP_HIGHUSER_MOVABLE.0, 0x100cca);
-        assert_eq!(Gfp::GFP_TRANSHUGE_LIGHT.0, 0x1c20ca);
-        assert_eq!(Gfp::GFP_TRANSHUGE.0, 0x1c24ca);
+        assert_eq!(Gfp::GFP_ATOMIC.bits(), 0x820);
+        assert_eq!(Gfp::GFP_KERNEL.bits(), 0xcc0);
+        assert_eq!(Gfp::GFP_KERNEL_ACCOUNT.bits(), 0x400cc0);
+        assert_eq!(Gfp::GFP_NOWAIT.bits(), 0x2800);
+        assert_eq!(Gfp::GFP_NOIO.bits(), 0xc00);
+        assert_eq!(Gfp::GFP_NOFS.bits(), 0xc40);
+        assert_eq!(Gfp::GFP_USER.bits(), 0x100cc0);
+        assert_eq!(Gfp::GFP_DMA.bits(), 0x1);
+        assert_eq!(Gfp::GFP_DMA32.bits(), 0x4);
+        assert_eq!(Gfp::GFP_HIGHUSER.bits(), 0x100cc2);
+        assert_eq!(Gfp::GFP_HIGHUSER_MOVABLE.bits(), 0x100cca);
+        assert_eq!(Gfp::GFP_TRANSHUGE_LIGHT.bits(), 0x1c20ca);
+        assert_eq!(Gfp::GFP_TRANSHUGE.bits(), 0x1c24ca);
     }
 
     #[test]
@@ -476,7 +426,11 @@ mod tests {
         assert!(g.contains(Gfp::__GFP_ZERO));
         assert!(g.contains(Gfp::GFP_KERNEL));
         assert!(!g.contains(Gfp::GFP_USER));
+        assert_eq!(g - Gfp::__GFP_ZERO, Gfp::GFP_KERNEL);
         assert_eq!(g & !Gfp::__GFP_ZERO, Gfp::GFP_KERNEL);
+        // `-` keeps bits no table names, as `gfp & ~__GFP_ZERO` does.
+        let odd = Gfp::from_bits_retain(0x8000_0000) | Gfp::__GFP_ZERO;
+        assert_eq!((odd - Gfp::__GFP_ZERO).bits(), 0x8000_0000);
         assert_eq!(g & Gfp::__GFP_RECLAIM, Gfp::__GFP_RECLAIM);
         let mut h = Gfp::NONE;
         h |= Gfp::__GFP_IO;
@@ -491,7 +445,7 @@ mod tests {
 
     #[test]
     fn display_like_show_gfp_flags() {
-        assert_eq!(show(Gfp(0)), "none");
+        assert_eq!(show(Gfp::from_bits_retain(0)), "none");
         assert_eq!(show(Gfp::GFP_KERNEL), "GFP_KERNEL");
         assert_eq!(show(Gfp::GFP_KERNEL | Gfp::__GFP_ZERO), "GFP_KERNEL|__GFP_ZERO");
         assert_eq!(show(Gfp::GFP_HIGHUSER_MOVABLE | Gfp::__GFP_ZERO), "GFP_HIGHUSER_MOVABLE|__GFP_ZERO");
@@ -523,26 +477,26 @@ mod tests {
         );
         // Bits outside the 6.12 table print as one hex leftover.
         assert_eq!(show(Gfp::__GFP_NO_OBJ_EXT), "0x1000000");
-        assert_eq!(show(Gfp::GFP_KERNEL | Gfp(0x200)), "GFP_KERNEL|0x200");
-        assert_eq!(show(Gfp(0x8000_0200)), "0x80000200");
+        assert_eq!(show(Gfp::GFP_KERNEL | Gfp::from_bits_retain(0x200)), "GFP_KERNEL|0x200");
+        assert_eq!(show(Gfp::from_bits_retain(0x8000_0200)), "0x80000200");
     }
 
     #[test]
     fn parse_round_trips() {
         for g in [
-            Gfp(0),
+            Gfp::from_bits_retain(0),
             Gfp::GFP_KERNEL,
             Gfp::GFP_KERNEL | Gfp::__GFP_ZERO,
             Gfp::GFP_HIGHUSER_MOVABLE | Gfp::__GFP_ZERO,
             Gfp::GFP_TRANSHUGE | Gfp::__GFP_THISNODE,
-            Gfp::GFP_KERNEL | Gfp(0x200) | Gfp::__GFP_NO_OBJ_EXT,
-            Gfp(0xffff_ffff),
+            Gfp::GFP_KERNEL | Gfp::from_bits_retain(0x200) | Gfp::__GFP_NO_OBJ_EXT,
+            Gfp::from_bits_retain(0xffff_ffff),
         ] {
             assert_eq!(show(g).parse::<Gfp>(), Ok(g), "{}", show(g));
         }
-        assert_eq!("GFP_KERNEL | __GFP_ZERO".parse(), Ok(Gfp(0xdc0)));
+        assert_eq!("GFP_KERNEL | __GFP_ZERO".parse(), Ok(Gfp::from_bits_retain(0xdc0)));
         assert_eq!("__GFP_DMA32".parse(), Ok(Gfp::GFP_DMA32));
-        assert_eq!("none".parse(), Ok(Gfp(0)));
+        assert_eq!("none".parse(), Ok(Gfp::from_bits_retain(0)));
     }
 
     #[test]

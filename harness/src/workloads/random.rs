@@ -43,7 +43,7 @@ pub struct WorkloadStats {
     pub live_pages: u64,
 }
 
-const GFPS: [Gfp; 3] = [Gfp::GFP_KERNEL, Gfp::GFP_HIGHUSER_MOVABLE, Gfp(Gfp::GFP_KERNEL.0 | Gfp::__GFP_RECLAIMABLE.0)];
+const GFPS: [Gfp; 3] = [Gfp::GFP_KERNEL, Gfp::GFP_HIGHUSER_MOVABLE, Gfp::GFP_KERNEL.union(Gfp::__GFP_RECLAIMABLE)];
 
 impl RandomWorkload {
     /// Run on `cpus` (at least one). `after_op` is called after every

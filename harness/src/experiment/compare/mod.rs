@@ -176,6 +176,22 @@ pub struct Spec {
     pub metric: Metric,
 }
 
+impl Spec {
+    /// Parse every variant's settings (the common ones, then its own), as
+    /// the command line is read: a bad key or value is reported before
+    /// anything boots, labelled with the first variant it spoils.
+    ///
+    /// # Errors
+    /// `label: ` and the [`SettingsError`](crate::settings::SettingsError).
+    pub fn check_settings(&self) -> Result<(), String> {
+        for v in &self.variants {
+            let sets: Vec<String> = self.common.iter().chain(&v.sets).cloned().collect();
+            crate::settings::parse(&sets).map_err(|e| format!("{}: {e}", v.label))?;
+        }
+        Ok(())
+    }
+}
+
 /// One run of one row on one variant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {

@@ -1,0 +1,147 @@
+//! The machine's `--set` keys.
+//!
+//! The kernel takes its machine-wide switches on the command line
+//! (`kernel/params.c` parses `key=value` boot parameters for `early_param`
+//! and `__setup` handlers) or as sysctls. mmlab's machine has a few of each
+//! kind and some of its own: the barrier backend and the cost profile say
+//! how architectural effects execute and what they cost, and the TLB
+//! model's size is a property of the emulated CPU. [`MachineConfig::KNOBS`]
+//! lists them in one [`KnobTable`](crate::kernel::sysctl::KnobTable), with
+//! the values each takes, its kernel name and a setter that checks the
+//! value before anything boots; the harness's `--set` help and its errors
+//! come from it, as the allocator crates' keys come from theirs.
+
+use crate::barrier::BarrierBackend;
+use crate::cost::CostProfile;
+use crate::kernel::sysctl::{KernelName, Knob, KnobError, KnobTable, ValueError, parse_bool};
+use crate::machine::MachineConfig;
+
+/// The largest TLB model `tlb_entries` takes.
+const MAX_TLB_ENTRIES: usize = 1 << 20;
+
+impl MachineConfig {
+    /// The `--set` keys of the machine, in the order the command's help
+    /// lists them.
+    pub const KNOBS: KnobTable<MachineConfig> = KnobTable(&[
+        Knob {
+            key: "lock_stat",
+            values: "0|1",
+            summary: "0|1",
+            kernel: KernelName::Sysctl("kernel.lock_stat (CONFIG_LOCK_STAT)"),
+            set: |c, key, value| {
+                c.lock_stat = parse_bool(key, value)?;
+                Ok(())
+            },
+        },
+        Knob {
+            key: "barrier",
+            values: "native|count|model",
+            summary: "native|count|model",
+            kernel: KernelName::Instrumented("how dmb/dsb/isb execute: the instruction, a count, or a modelled cost"),
+            set: set_barrier,
+        },
+        Knob {
+            key: "cost_profile",
+            values: "native|apple-m2|ampere-altra",
+            summary: "native|apple-m2|ampere-altra",
+            kernel: KernelName::Instrumented("the modelled costs of TLBIs, their completion and grace periods"),
+            set: set_cost_profile,
+        },
+        Knob {
+            key: "arm64.lazy_mmu_barrier_batching",
+            values: "0|1",
+            summary: "0|1",
+            kernel: KernelName::Code("arm64 lazy-MMU mode deferring the PTE barriers (Linux 6.16)"),
+            set: |c, key, value| {
+                c.lazy_mmu_barrier_batching = parse_bool(key, value)?;
+                Ok(())
+            },
+        },
+        Knob {
+            key: "arm64.tlbi_range",
+            values: "0|1",
+            summary: "0|1",
+            kernel: KernelName::Code("arm64 system_supports_tlb_range(): FEAT_TLBIRANGE"),
+            set: |c, key, value| {
+                c.tlbi_range = parse_bool(key, value)?;
+                Ok(())
+            },
+        },
+        Knob {
+            key: "tlb_entries",
+            values: "1..=1048576",
+            summary: "",
+            kernel: KernelName::Instrumented("the entries of each CPU's TLB model"),
+            set: set_tlb_entries,
+        },
+    ]);
+}
+
+/// `barrier=`: a backend this build provides.
+fn set_barrier(c: &mut MachineConfig, key: &'static str, value: &str) -> Result<(), KnobError> {
+    c.barrier_backend = value.parse::<BarrierBackend>().map_err(|_| {
+        KnobError::bad_value(
+            key,
+            value,
+            ValueError::Other("not a barrier backend this build provides (native|count|model)".to_string()),
+        )
+    })?;
+    Ok(())
+}
+
+/// `cost_profile=`: a profile by name or alias ([`CostProfile::by_name`]).
+fn set_cost_profile(c: &mut MachineConfig, key: &'static str, value: &str) -> Result<(), KnobError> {
+    c.cost_profile = CostProfile::by_name(value).ok_or_else(|| {
+        KnobError::bad_value(
+            key,
+            value,
+            ValueError::Other(format!("known profiles: {}", CostProfile::NAMES.join(", "))),
+        )
+    })?;
+    Ok(())
+}
+
+/// `tlb_entries=`: 1 to 2^20 entries.
+fn set_tlb_entries(c: &mut MachineConfig, key: &'static str, value: &str) -> Result<(), KnobError> {
+    let v: usize = value.parse().map_err(|e| KnobError::bad_value(key, value, ValueError::NotInt(e)))?;
+    if !(1..=MAX_TLB_ENTRIES).contains(&v) {
+        return Err(KnobError::bad_value(key, value, ValueError::OutOfRange { expected: "1..=1048576" }));
+    }
+    c.tlb_entries = v;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(kv: &str) -> Result<MachineConfig, String> {
+        let mut c = MachineConfig::default();
+        MachineConfig::KNOBS.apply(&mut c, kv).map(|()| c).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn keys_values_and_messages() {
+        assert!(set("lock_stat=1").unwrap().lock_stat);
+        assert_eq!(set("lock_stat=yes").unwrap_err(), "bad value \"yes\" for lock_stat: expected 0 or 1");
+        assert_eq!(set("barrier=count").unwrap().barrier_backend, BarrierBackend::Count);
+        assert_eq!(
+            set("barrier=fast").unwrap_err(),
+            "bad value \"fast\" for barrier: not a barrier backend this build provides (native|count|model)"
+        );
+        assert_eq!(set("cost_profile=m2").unwrap().cost_profile.name, "apple-m2");
+        assert_eq!(
+            set("cost_profile=x86").unwrap_err(),
+            "bad value \"x86\" for cost_profile: known profiles: native, apple-m2, ampere-altra"
+        );
+        assert!(!set("arm64.lazy_mmu_barrier_batching=0").unwrap().lazy_mmu_barrier_batching);
+        assert!(!set("arm64.tlbi_range=0").unwrap().tlbi_range);
+        assert_eq!(set("tlb_entries=48").unwrap().tlb_entries, 48);
+        assert_eq!(set("tlb_entries=x").unwrap_err(), "bad value \"x\" for tlb_entries: invalid digit found in string");
+        assert_eq!(set("tlb_entries=0").unwrap_err(), "bad value \"0\" for tlb_entries: expected 1..=1048576");
+        assert_eq!(
+            set("tlb_entries=1048577").unwrap_err(),
+            "bad value \"1048577\" for tlb_entries: expected 1..=1048576"
+        );
+    }
+}
