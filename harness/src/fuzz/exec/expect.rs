@@ -16,18 +16,33 @@ use mmlab_engine::page::PageExt;
 use mmlab_engine::{PAGE_SIZE, Pfn};
 use mmlab_vmalloc::percpu::{PCPU_MIN_ALLOC_SIZE, PCPU_MIN_UNIT_SIZE};
 
-/// The acceptable outcomes of a call, and whether only errors are
-/// acceptable (so the call must change nothing).
-type Expect = (Vec<Outcome>, bool);
+/// What the oracle accepts from a call.
+pub(super) struct Expect {
+    /// The outcomes the call may return.
+    pub(super) allowed: Vec<Outcome>,
+    /// Whether only errors are acceptable, so the call must change nothing
+    /// (checked against a snapshot taken before it).
+    pub(super) must_not_change: bool,
+}
 
+/// Exactly `o`; nothing may change if it is an error.
 fn only(o: Outcome) -> Expect {
-    (vec![o], o.is_error())
+    Expect { allowed: vec![o], must_not_change: o.is_error() }
 }
+
+/// One of the errors `v`; nothing may change.
 fn errors(v: &[Outcome]) -> Expect {
-    (v.to_vec(), true)
+    Expect { allowed: v.to_vec(), must_not_change: true }
 }
+
+/// One of `v`, at least one a success.
 fn succeeds(v: &[Outcome]) -> Expect {
-    (v.to_vec(), false)
+    Expect { allowed: v.to_vec(), must_not_change: false }
+}
+
+/// The call is not run.
+fn skipped() -> Expect {
+    Expect { allowed: vec![Outcome::Skipped], must_not_change: false }
 }
 
 impl<'a, 'm> Executor<'a, 'm> {
@@ -41,7 +56,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             return only(Outcome::InvalidPfn);
         }
         match self.m.page(pfn).ext() {
-            PageExt::Alloc(..) => (vec![Outcome::Skipped], false),
+            PageExt::Alloc(..) => skipped(),
             PageExt::Buddy(_) | PageExt::Pcp(_) => errors(&[Outcome::DoubleFree, Outcome::NotAllocated]),
             PageExt::Tail => only(Outcome::NotAllocated),
             PageExt::Reserved => only(Outcome::Reserved),
@@ -51,7 +66,7 @@ impl<'a, 'm> Executor<'a, 'm> {
     /// Acceptable outcomes of a call on an area address. `kind` is the
     /// handle kind the call frees; `op` names the call.
     fn area_expect(&self, r: &Ref, kind: HandleKind) -> Expect {
-        let Some(addr) = self.area_addr(r) else { return (vec![Outcome::Skipped], false) };
+        let Some(addr) = self.area_addr(r) else { return skipped() };
         let h = r.handle();
         let obj = h.and_then(|h| self.handles.get(&h));
         let offset = matches!(r, Ref::Offset(_, k) if *k > 0);
@@ -62,25 +77,21 @@ impl<'a, 'm> Executor<'a, 'm> {
                     Obj::Vmap { .. } => HandleKind::Vmap,
                     Obj::MapRam { .. } => HandleKind::MapRam,
                     Obj::Percpu { .. } => HandleKind::Percpu,
-                    Obj::Pages(_) | Obj::Table { .. } => return (vec![Outcome::Skipped], false),
+                    Obj::Pages(_) | Obj::Table { .. } => return skipped(),
                 };
                 if right == kind {
                     only(Outcome::Ok)
                 } else if right == HandleKind::MapRam || right == HandleKind::Percpu || kind == HandleKind::Percpu {
                     // Cross-kind calls on vm_map_ram blocks and percpu
                     // chunks are not modelled.
-                    (vec![Outcome::Skipped], false)
+                    skipped()
                 } else {
                     only(Outcome::WrongKind)
                 }
             }
             Some(Obj::Vmalloc { live: true, size, .. }) if offset => {
                 let off = if let Ref::Offset(_, k) = *r { k } else { 0 };
-                if off < *size && kind != HandleKind::Percpu {
-                    only(Outcome::InsideArea)
-                } else {
-                    (vec![Outcome::Skipped], false)
-                }
+                if off < *size && kind != HandleKind::Percpu { only(Outcome::InsideArea) } else { skipped() }
             }
             Some(Obj::Vmalloc { kvfree_pending: true, live: false, .. }) if !offset && kind == HandleKind::Vmalloc => {
                 // Queued by kvfree_rcu: freeing it again is a double free,
@@ -89,14 +100,14 @@ impl<'a, 'm> Executor<'a, 'm> {
                 // array of a large vmalloc is vmalloc'd itself); freeing
                 // that one would be the caller's bug, as in the kernel.
                 if self.held_live(addr) || !self.vm.kvfree_queued(addr) && self.addr_in_use(addr) {
-                    (vec![Outcome::Skipped], false)
+                    skipped()
                 } else {
                     errors(&[Outcome::DoubleFree, Outcome::NotVmalloc, Outcome::InsideArea])
                 }
             }
             _ => {
                 if self.addr_in_use(addr) {
-                    return (vec![Outcome::Skipped], false);
+                    return skipped();
                 }
                 if kind == HandleKind::Percpu {
                     return only(Outcome::NotPercpu);
@@ -114,7 +125,7 @@ impl<'a, 'm> Executor<'a, 'm> {
         match &op.call {
             Call::AllocPages { order, out, .. } => {
                 if !bind_free(out) {
-                    (vec![O::Skipped], false)
+                    skipped()
                 } else if *order > mmlab_engine::MAX_PAGE_ORDER {
                     only(O::OrderTooLarge)
                 } else {
@@ -125,13 +136,13 @@ impl<'a, 'm> Executor<'a, 'm> {
                 if bind_free(out) {
                     succeeds(&[O::Ok, O::NoMemory])
                 } else {
-                    (vec![O::Skipped], false)
+                    skipped()
                 }
             }
             Call::FreePages { page, order } => {
                 if let Some((h, i)) = self.unit_of(page) {
                     let Some(u) = self.units(h).and_then(|u| u.get(i)).copied() else {
-                        return (vec![O::Skipped], false);
+                        return skipped();
                     };
                     if u.live {
                         if *order > mmlab_engine::MAX_PAGE_ORDER {
@@ -141,7 +152,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                     }
                     return self.foreign_pfn(u.pfn, *order);
                 }
-                let Some(pfn) = self.pfn_of(page) else { return (vec![O::Skipped], false) };
+                let Some(pfn) = self.pfn_of(page) else { return skipped() };
                 if let Some((h, i)) = self.live_unit_at(pfn) {
                     let u = self.units(h).map(|u| u[i]);
                     return match u {
@@ -156,16 +167,16 @@ impl<'a, 'm> Executor<'a, 'm> {
                 if self.units(*page).is_some_and(|u| u.iter().any(|u| u.live)) {
                     only(O::Ok)
                 } else {
-                    (vec![O::Skipped], false)
+                    skipped()
                 }
             }
             Call::GetPage { page } | Call::SplitPage { page, .. } => {
-                let Some(pfn) = self.pfn_of(page) else { return (vec![O::Skipped], false) };
+                let Some(pfn) = self.pfn_of(page) else { return skipped() };
                 if let Some((h, i)) = self.live_unit_at(pfn) {
                     let u = self.units(h).map(|u| u[i]).unwrap_or(Unit { pfn, order: 0, refs: 1, live: true });
                     if let Call::SplitPage { order, .. } = op.call {
                         if u.refs != 1 || (order > 0 && self.units(h).is_some_and(|v| v.len() > 1)) {
-                            return (vec![O::Skipped], false);
+                            return skipped();
                         }
                         return if order == u.order { only(O::Ok) } else { only(O::WrongOrder) };
                     }
@@ -175,7 +186,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                     return only(O::InvalidPfn);
                 }
                 match self.m.page(pfn).ext() {
-                    PageExt::Alloc(..) => (vec![O::Skipped], false),
+                    PageExt::Alloc(..) => skipped(),
                     _ => only(O::NotAllocated),
                 }
             }
@@ -205,7 +216,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             | Call::VmallocNode { size, out, .. } => {
                 let align = if let Call::VmallocNode { align, .. } = op.call { align } else { 1 };
                 if !bind_free(out) {
-                    (vec![O::Skipped], false)
+                    skipped()
                 } else if *size == 0 {
                     only(O::ZeroSize)
                 } else if !align.is_power_of_two() {
@@ -218,7 +229,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             }
             Call::Vmap { pages, out } | Call::VmMapRam { pages, out } => {
                 if !bind_free(out) {
-                    return (vec![O::Skipped], false);
+                    return skipped();
                 }
                 if pages.is_empty() {
                     return only(O::ZeroSize);
@@ -226,7 +237,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                 for p in pages {
                     let live = self.unit_of(p).and_then(|(h, i)| self.units(h).map(|u| u[i].live));
                     if live != Some(true) {
-                        return (vec![O::Skipped], false);
+                        return skipped();
                     }
                 }
                 alloc_ok
@@ -236,7 +247,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             Call::Vunmap { area } => self.area_expect(area, HandleKind::Vmap),
             Call::VmUnmapRam { area, count } => {
                 let e = self.area_expect(area, HandleKind::MapRam);
-                if e.0 == [O::Ok] {
+                if e.allowed == [O::Ok] {
                     let right = match area.handle().and_then(|h| self.handles.get(&h)) {
                         Some(Obj::MapRam { count: c, .. }) => *c,
                         _ => 0,
@@ -249,7 +260,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                     }
                     return e;
                 }
-                if e.0 == [O::Skipped] {
+                if e.allowed == [O::Skipped] {
                     return e;
                 }
                 if *count == 0 {
@@ -260,7 +271,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             Call::AllocPercpu { size, align, out } => {
                 let align = (*align).max(PCPU_MIN_ALLOC_SIZE);
                 if !bind_free(out) {
-                    (vec![O::Skipped], false)
+                    skipped()
                 } else if *size == 0 || *size > PCPU_MIN_UNIT_SIZE || !align.is_power_of_two() || align > PAGE_SIZE {
                     only(O::BadRequest)
                 } else {
@@ -276,7 +287,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                     .values()
                     .any(|o| matches!(*o, Obj::Table { va: v, live: true, .. } if v & !(SCRATCH_SLOT - 1) == slot));
                 if !bind_free(out) || live != Some(true) || slot_busy {
-                    (vec![O::Skipped], false)
+                    skipped()
                 } else {
                     succeeds(&[O::Ok, O::NoMemory])
                 }
@@ -285,7 +296,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                 let (h, k) = match *map {
                     Ref::Whole(h) => (h, 0),
                     Ref::Offset(h, k) => (h, k),
-                    _ => return (vec![O::Skipped], false),
+                    _ => return skipped(),
                 };
                 match self.handles.get(&h) {
                     Some(Obj::Table { live: true, .. }) if k == 0 => only(O::Ok),
@@ -296,7 +307,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                         let granule = if *pages >= 512 { 512 } else { 16 };
                         if k % granule == 0 { only(O::Ok) } else { only(O::PartialHugeUnmap) }
                     }
-                    _ => (vec![O::Skipped], false),
+                    _ => skipped(),
                 }
             }
         }

@@ -393,7 +393,7 @@ impl<'a, 'm> Executor<'a, 'm> {
 
     /// Run one op.
     pub fn step(&mut self, index: usize, op: &Op) -> StepResult {
-        let (allowed, must_not_change) = self.expect(op);
+        let expect::Expect { allowed, must_not_change } = self.expect(op);
         *self.coverage.ops.entry(op.name().to_string()).or_default() += 1;
         if allowed == [Outcome::Skipped] {
             *self.coverage.outcomes.entry("Skipped".to_string()).or_default() += 1;
