@@ -72,7 +72,7 @@
 //! | `tlb`      | TLBI, per-CPU TLB model and soft-MMU cache, tlbflush.h    | faithful ops and sequences; TLB contents simplified; TLBI cost modelled |
 //! | `cost`     | cost profiles for effects userspace cannot execute        | modelled (sources in the module) |
 //! | `vmstat`   | event counters                                           | instrumented |
-//! | `trace`    | kmem tracepoints                                         | faithful text |
+//! | `trace`    | kmem tracepoints (events; the harness prints them)       | faithful fields |
 //! | `sync`     | locks (zone lock with lock_stat)                          | instrumented |
 //! | `rcu`      | RCU: grace periods, quiescent states, call_rcu, rcu_barrier | faithful gp_seq/QS rules, one node; GP latency modelled |
 //!

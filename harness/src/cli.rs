@@ -9,7 +9,7 @@
 //! [`Mode`] and `compare --format` into [`OutFormat`] (a [`Format`] or a
 //! jsonl shard), both through a `ValueEnum` here whose values carry no help
 //! of their own (the option's help describes them), and `trace --format`
-//! into the engine's [`TraceFormat`] through its own `FromStr`
+//! into the trace printer's [`TraceFormat`] through its own `FromStr`
 //! ([`trace_format`]).
 //!
 //! # Why bounds, not progress and Ctrl-C
@@ -30,10 +30,10 @@
 //! | test_vmalloc `test_loop_count × test_repeat_count` | [`MAX_CALLS_PER_CASE`] = 2^31 - 1 | the largest `test_loop_count` the module takes, once |
 
 use crate::compare::Format;
+use crate::output::trace::TraceFormat;
 use crate::test_vmalloc::Mode;
 use clap::ValueEnum;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-use mmlab_engine::trace::TraceFormat;
 use std::path::Path;
 
 #[cfg(doc)]

@@ -6,7 +6,8 @@
 //! - [`workloads`]: test_vmalloc (parameters, cases, runner, rendering) and
 //!   the seeded random workload;
 //! - [`experiment`]: compare, reproduce, their statistics and shards;
-//! - [`output`]: charts, translation-table reports and the JSON writer;
+//! - [`output`]: charts, translation-table reports, the JSON writer and
+//!   the kmem tracepoint printer (ftrace text, JSON lines);
 //! - [`procfs`], [`settings`] and [`fuzz`].
 //!
 //! The modules' earlier paths (`mmlab_harness::compare`, `::test_vmalloc`,

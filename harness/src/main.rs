@@ -9,10 +9,10 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand, ValueEnum};
-use mmlab_engine::trace::{TraceFormat, install_global};
 use mmlab_engine::{Machine, MachineConfig};
 use mmlab_harness::cli::OutFormat;
 use mmlab_harness::compare::{Format, Metric};
+use mmlab_harness::output::trace::{TraceFormat, install_global};
 use mmlab_harness::workload::RandomWorkload;
 use mmlab_harness::{cli, pgtables, procfs, test_vmalloc};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};

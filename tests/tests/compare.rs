@@ -3,7 +3,7 @@
 
 use mmlab_engine::MachineConfig;
 use mmlab_harness::compare::{self, Metric, Spec, Variant};
-use mmlab_harness::reproduce::{self, Length};
+use mmlab_harness::reproduce::{self, Length, Mapping};
 use mmlab_harness::test_vmalloc::Params;
 use mmlab_tests::scale;
 
@@ -121,22 +121,22 @@ fn under_emulation() -> bool {
 fn reproduce_contpte_directions() {
     let r = reproduce::by_name("contpte", short(), 1).unwrap();
     assert!(!r.failed);
+    let c = r.contpte().unwrap();
     // 16x fewer TLB entries at every size; a 2 MiB block for 2 MiB and up.
     for kib in [64u64, 1024, 8192] {
-        let (pte, cont, pmd) = (
-            r.figure(&format!("{kib}K.pte.entries")).unwrap(),
-            r.figure(&format!("{kib}K.contpte.entries")).unwrap(),
-            r.figure(&format!("{kib}K.pmd.entries")).unwrap(),
-        );
-        assert_eq!(pte, 16.0 * cont, "{kib} KiB");
-        assert!(pmd <= cont);
+        let row = c.tlb_row(kib << 10).unwrap();
+        let (pte, cont, pmd) = (row.get(Mapping::Pte), row.get(Mapping::Contpte), row.get(Mapping::Pmd));
+        assert_eq!(pte.entries, 16 * cont.entries, "{kib} KiB");
+        assert!(pmd.entries <= cont.entries);
     }
-    assert_eq!(r.figure("8192K.pmd.entries"), Some(4.0));
+    let mib8 = c.tlb_row(8 << 20).unwrap();
+    assert_eq!(mib8.get(Mapping::Pmd).entries, 4);
     // 8 MiB of 4 KiB pages thrashes a 1280-entry TLB; contpte does not.
-    assert!(r.figure("8192K.pte.misses").unwrap() > r.figure("8192K.contpte.misses").unwrap() * 16.0);
+    assert!(mib8.get(Mapping::Pte).misses() > mib8.get(Mapping::Contpte).misses() * 16);
     // Order-4 blocks bypass the pcp: more zone-lock acquisitions per call.
-    for i in 0..3 {
-        assert!(r.figure(&format!("h1.{i}.zone_lock_on")) > r.figure(&format!("h1.{i}.zone_lock_off")));
+    assert_eq!(c.h1_zone_lock.len(), 3);
+    for z in &c.h1_zone_lock {
+        assert!(z.new > z.base);
     }
     assert!(r.text.contains("agreement (TLB)") && r.text.contains("agreement (h:1)"));
 }
@@ -149,13 +149,15 @@ fn reproduce_barrier_batching_directions() {
     }
     let r = reproduce::by_name("barrier-batching", short(), 1).unwrap();
     assert!(!r.failed);
-    let f = |k: &str| r.figure(k).unwrap_or_else(|| panic!("figure {k}"));
+    let b = r.barrier_batching().unwrap();
+    let pairs = |test: &str| b.row(test).unwrap_or_else(|| panic!("row {test}")).barrier_pairs;
     // Batched: one pair per vmalloc of 512 pages instead of 512.
-    assert_eq!(f("fix_size_alloc_test_p:512_h:0.pairs_before"), 512.0);
-    assert!(f("fix_size_alloc_test_p:512_h:0.pairs_after") < 4.0);
-    assert!(f("fix_size_alloc_test_p:16_h:0.pairs_after") < f("fix_size_alloc_test_p:16_h:0.pairs_before"));
+    assert_eq!(pairs("fix_size_alloc_test p:512 h:0").base, 512.0);
+    assert!(pairs("fix_size_alloc_test p:512 h:0").new < 4.0);
+    assert!(pairs("fix_size_alloc_test p:16 h:0").new < pairs("fix_size_alloc_test p:16 h:0").base);
     // One page: nothing to batch.
-    assert_eq!(f("fix_size_alloc_test_p:1_h:0.pairs_before"), f("fix_size_alloc_test_p:1_h:0.pairs_after"));
+    let p1 = pairs("fix_size_alloc_test p:1 h:0");
+    assert_eq!(p1.base, p1.new);
     assert!(r.text.contains("M2 published") && r.text.matches("agreement: ").count() == 2, "{}", r.text);
 }
 
@@ -167,12 +169,12 @@ fn reproduce_pcp_drain_directions() {
     }
     let r = reproduce::by_name("pcp-drain", short(), 1).unwrap();
     assert!(!r.failed);
-    let f = |k: &str| r.figure(k).unwrap_or_else(|| panic!("figure {k}"));
+    let p = r.pcp_drain().unwrap();
     // Huge by default takes its pages from the buddy lists and drains the
     // pcp lists it fills with order-0 frees; mainline does neither.
-    assert!(f("long_busy_list.drain_pages_huge") > f("long_busy_list.drain_pages_mainline") + 50.0);
-    assert!(f("long_busy_list.buddy_pages_huge") >= 96.0);
-    assert_eq!(f("long_busy_list.buddy_pages_mainline"), 0.0);
+    assert!(p.drain_pages.new > p.drain_pages.base + 50.0);
+    assert!(p.buddy_pages.new >= 96.0);
+    assert_eq!(p.buddy_pages.base, 0.0);
     assert_eq!(r.plots.len(), 2);
     assert!(r.plots[1].1.contains("<polyline"));
     assert!(reproduce::by_name("nope", short(), 1).is_err());

@@ -1,7 +1,8 @@
 //! Rendering that is the harness's own, not a kernel file's: SVG charts
 //! ([`plot`]), the translation-table reports of `stat pagetables` and
-//! `walk` ([`pgtables`]), and the JSON writer every machine-readable report
-//! goes through ([`json`]).
+//! `walk` ([`pgtables`]), the JSON writer every machine-readable report
+//! goes through ([`json`]), and the printer of the engine's kmem
+//! tracepoints as ftrace text or JSON lines ([`trace`]).
 //!
 //! Reports are typed structs deriving `serde::Serialize`; [`json`] writes
 //! them with serde_json, keeping the number and string spelling mmlab's
@@ -10,3 +11,4 @@
 pub mod json;
 pub mod pgtables;
 pub mod plot;
+pub mod trace;

@@ -1,0 +1,234 @@
+//! `mmlab reproduce`: the published kernel results of `seeds.md` §1–2,
+//! each run on the emulated machine and printed beside the published
+//! numbers, with one line that says whether they agree.
+//!
+//! | reproduction | published | what runs here |
+//! |---|---|---|
+//! | `barrier-batching` | test_vmalloc before/after the arm64 vmalloc series (v6.15-rc3), Apple M2 and Ampere Altra | every published row, base = no lazy-MMU barrier batching and no contpte vmalloc, new = both, under the `apple-m2` and `ampere-altra` cost profiles |
+//! | `contpte` | 16x fewer TLB entries; h:1 regression on Altra from 64 KiB blocks bypassing the pcp | TLB entries and TLB-model misses for 64 KiB..8 MiB buffers mapped three ways; fix_size h:1 with contpte off/on and the zone-lock traffic per call |
+//! | `pcp-drain` | long_busy_list +17 % (+31 % without patch 1) with huge vmalloc by default; sensitive to the pcp high; `msleep(1)` helps; fix_size p:512 improves | the same runs, the cause in counters, a pcp-high sweep, the sleep variant, p:512 |
+//!
+//! A reproduction is data: the published table ([`published`]: rows with
+//! the published numbers and their section of `seeds.md`), the rows mmlab
+//! measures ([`run`]: one typed result per reproduction, [`BarrierBatching`],
+//! [`Contpte`] and [`PcpDrain`], each row next to the published row it
+//! answers), and the rule that says whether they agree ([`agreement`]).
+//! The runner fills the result; [`render`] turns it into the report's text
+//! and plots and nothing else, so that tests and scripts read the numbers
+//! from typed fields rather than from the text.
+//!
+//! Quick mode (the default) uses fewer loops than the published 500 000 so
+//! that `reproduce all` finishes in well under a minute; `--full` runs ten
+//! times longer. The emulation's measured time is host time of Rust code,
+//! not of the kernel's C, so only the direction and the rough size of a
+//! change can be expected to agree; each agreement line says which do.
+
+pub mod agreement;
+pub mod published;
+pub mod render;
+pub mod run;
+
+pub use agreement::{Agreement, H1Verdict, Tally};
+pub use published::{BARRIER_BATCHING, Change, PCP_DRAIN, PublishedRegression, PublishedRow, Source, Table};
+pub use run::{
+    BarrierBatching, BarrierMeasured, BarrierRow, Contpte, Mapping, PcpDrain, PerCall, RegressionRow, SweepRow,
+    TlbCount, TlbRow, row_for,
+};
+
+use std::str::FromStr;
+
+/// Run length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Length {
+    /// Loops in percent of quick mode's: 100 quick, 1000 full.
+    pub loops_pct: u32,
+    /// Kept runs per side.
+    pub repeats: usize,
+}
+
+impl Length {
+    /// The default: quick mode's loops, ten runs a side.
+    pub const QUICK: Length = Length { loops_pct: 100, repeats: 10 };
+    /// `--full`: ten times quick mode's loops.
+    pub const FULL: Length = Length { loops_pct: 1000, repeats: 10 };
+
+    /// Quick mode's `n` scaled, at least 1.
+    fn scaled(self, n: i32) -> i32 {
+        ((i64::from(n) * i64::from(self.loops_pct) / 100).max(1)).min(i64::from(i32::MAX)) as i32
+    }
+}
+
+/// The reproductions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Which {
+    /// Lazy-MMU barrier batching and contpte: the series' test_vmalloc table.
+    BarrierBatching,
+    /// contpte vmalloc: TLB entries and misses, and the h:1 cost.
+    Contpte,
+    /// The pcp-drain regression of huge vmalloc by default.
+    PcpDrain,
+}
+
+impl Which {
+    /// Every reproduction, in the order `reproduce all` runs them.
+    pub const ALL: [Which; 3] = [Which::BarrierBatching, Which::Contpte, Which::PcpDrain];
+
+    /// The name `mmlab reproduce` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Which::BarrierBatching => "barrier-batching",
+            Which::Contpte => "contpte",
+            Which::PcpDrain => "pcp-drain",
+        }
+    }
+}
+
+impl FromStr for Which {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Which::ALL
+            .into_iter()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| format!("no reproduction {s:?}; reproductions: {}", ALL.join(", ")))
+    }
+}
+
+impl std::fmt::Display for Which {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a reproduction measured, by reproduction.
+#[derive(Clone, Debug)]
+pub enum Data {
+    /// `barrier-batching`.
+    BarrierBatching(BarrierBatching),
+    /// `contpte`.
+    Contpte(Contpte),
+    /// `pcp-drain`.
+    PcpDrain(PcpDrain),
+}
+
+impl Data {
+    /// Whether a test case failed.
+    pub fn failed(&self) -> bool {
+        match self {
+            Data::BarrierBatching(b) => b.failed(),
+            Data::Contpte(c) => c.h1.any_failed(),
+            Data::PcpDrain(p) => p.failed(),
+        }
+    }
+}
+
+/// What a reproduction produced: its data and the report rendered from it.
+#[derive(Clone, Debug)]
+pub struct Reproduction {
+    /// What was measured, with the published numbers beside it.
+    pub data: Data,
+    /// The printed report.
+    pub text: String,
+    /// `(suffix, svg)`: the plots it can draw.
+    pub plots: Vec<(&'static str, String)>,
+    /// Whether a test case failed.
+    pub failed: bool,
+}
+
+impl Reproduction {
+    /// Renders `data`.
+    pub fn new(data: Data) -> Self {
+        let (text, plots) = render::render(&data);
+        let failed = data.failed();
+        Reproduction { data, text, plots, failed }
+    }
+
+    /// The `barrier-batching` data, if this is that reproduction.
+    pub fn barrier_batching(&self) -> Option<&BarrierBatching> {
+        if let Data::BarrierBatching(b) = &self.data { Some(b) } else { None }
+    }
+
+    /// The `contpte` data, if this is that reproduction.
+    pub fn contpte(&self) -> Option<&Contpte> {
+        if let Data::Contpte(c) = &self.data { Some(c) } else { None }
+    }
+
+    /// The `pcp-drain` data, if this is that reproduction.
+    pub fn pcp_drain(&self) -> Option<&PcpDrain> {
+        if let Data::PcpDrain(p) = &self.data { Some(p) } else { None }
+    }
+}
+
+/// Runs `which` and renders it.
+///
+/// # Errors
+///
+/// A configuration that does not boot or a comparison that cannot run.
+pub fn reproduce(which: Which, len: Length, seed: u64) -> Result<Reproduction, String> {
+    let data = match which {
+        Which::BarrierBatching => Data::BarrierBatching(run::barrier_batching(len, seed)?),
+        Which::Contpte => Data::Contpte(run::contpte(len, seed)?),
+        Which::PcpDrain => Data::PcpDrain(run::pcp_drain(len, seed)?),
+    };
+    Ok(Reproduction::new(data))
+}
+
+/// Every reproduction's name, in order.
+pub const ALL: [&str; 3] = ["barrier-batching", "contpte", "pcp-drain"];
+
+/// Runs the reproduction called `name`.
+///
+/// # Errors
+///
+/// An unknown name, or what [`reproduce`] returns.
+pub fn by_name(name: &str, len: Length, seed: u64) -> Result<Reproduction, String> {
+    reproduce(name.parse()?, len, seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Mark;
+
+    #[test]
+    fn published_rows_parse() {
+        for p in BARRIER_BATCHING.rows {
+            let r = row_for(p.test, Length::QUICK).unwrap();
+            assert_eq!(r.label, p.test, "the row label round-trips");
+        }
+        assert!(row_for("no_such_test p:1", Length::QUICK).is_err());
+        assert!(row_for("fix_size_alloc_test q:1", Length::QUICK).is_err());
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(Which::ALL.map(Which::name), ALL);
+        assert_eq!("contpte".parse(), Ok(Which::Contpte));
+        assert_eq!(
+            "nope".parse::<Which>().unwrap_err(),
+            "no reproduction \"nope\"; reproductions: barrier-batching, contpte, pcp-drain"
+        );
+    }
+
+    #[test]
+    fn agreement_rule() {
+        let (i, r) = (Some(Mark::Improvement), Some(Mark::Regression));
+        let j = |ours: f64, om, published: f64, pm| Agreement::judge(Change::new(ours, om), Change::new(published, pm));
+        assert_eq!(j(-20.0, i, -25.0, i), Agreement::Agrees);
+        assert_eq!(j(-5.0, i, -25.0, i), Agreement::Direction);
+        assert_eq!(j(-5.0, None, -25.0, i), Agreement::Weak);
+        assert_eq!(j(5.0, r, -25.0, i), Agreement::Disagrees);
+        assert_eq!(j(1.0, r, 2.0, None), Agreement::Flat);
+        assert_eq!(j(9.0, r, 2.0, None), Agreement::Differs);
+        assert_eq!(Agreement::Flat.to_string(), "agrees (~0)");
+        assert_eq!(Agreement::Disagrees.to_string(), "DISAGREES");
+    }
+
+    #[test]
+    fn h1_rule() {
+        assert_eq!(H1Verdict::judge(3, 3, 7.0, true), H1Verdict::Agrees);
+        assert_eq!(H1Verdict::judge(3, 3, 60.0, true), H1Verdict::DirectionAndCause);
+        assert_eq!(H1Verdict::judge(2, 3, 60.0, true), H1Verdict::CauseOnly);
+        assert_eq!(H1Verdict::judge(3, 3, 7.0, false), H1Verdict::Disagrees);
+    }
+}

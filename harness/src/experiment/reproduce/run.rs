@@ -1,0 +1,617 @@
+//! The runner: boots the published configurations, runs them, and fills one
+//! typed result per reproduction, each measured row next to the published
+//! row it answers and with its verdict under [`super::agreement`]'s rules.
+//!
+//! The A/B runs go through [`compare::run`] (interleaved runs, warm-up,
+//! confidence intervals), on a 4 GiB, 2-CPU machine under a cost profile of
+//! the hardware the posting measured on. The contpte TLB table is not an A/B
+//! run: it maps one buffer per size three ways ([`Mapping`]) and walks it
+//! through the TLB model of one CPU.
+
+use super::Length;
+use super::agreement::{self, Agreement, H1Verdict, Tally};
+use super::published::{self, BARRIER_BATCHING, Change, PCP_DRAIN, PublishedRegression, PublishedRow, Table};
+use crate::compare::{self, CounterCol, Metric, Outcome, Row, RowResult, Spec, Variant};
+use crate::plot::Series;
+use crate::test_vmalloc::{self, Params};
+use mmlab_engine::pgtable::{self, mmu};
+use mmlab_engine::{Gfp, Machine, MachineConfig, PAGE_SIZE};
+use mmlab_pcp::PageAllocator;
+use mmlab_vmalloc::{Vmalloc, VmallocConfig};
+
+/// A counter per call on the base variant and on the new one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PerCall {
+    /// On the base (first) variant.
+    pub base: f64,
+    /// On the new variant.
+    pub new: f64,
+}
+
+impl PerCall {
+    /// `col` per call on variants 0 and `v` of `row`.
+    fn of(row: &RowResult, v: usize, col: &CounterCol) -> Self {
+        PerCall { base: row.counter_per_call(0, col), new: row.counter_per_call(v, col) }
+    }
+}
+
+/// The change of variant 1 against the base on row `row` of `o`.
+fn change(o: &Outcome, row: usize) -> Change {
+    change_of(&o.rows[row], 1)
+}
+
+fn change_of(r: &RowResult, v: usize) -> Change {
+    r.comparison(v, Metric::Total).map_or(Change::NONE, |c| Change::new(c.change_pct, c.mark))
+}
+
+/// The test_vmalloc row a published label names, with quick-mode loops
+/// chosen so that one run takes about a millisecond or more (the long
+/// setups of full_fit and long_busy_list get enough loops to matter).
+///
+/// # Errors
+///
+/// A label that names no test_vmalloc case or has a field other than
+/// `p:<pages>` and `h:<0|1>`.
+pub fn row_for(label: &str, len: Length) -> Result<Row, String> {
+    let mut it = label.split_whitespace();
+    let name = it.next().unwrap_or_default();
+    let index = test_vmalloc::TEST_CASES
+        .iter()
+        .position(|t| t.name == name)
+        .ok_or_else(|| format!("no test_vmalloc case {name:?}"))?;
+    let mut p = Params { sequential_test_order: true, ..Params::default() };
+    for kv in it {
+        match kv.split_once(':') {
+            Some(("p", v)) => p.nr_pages = v.parse().map_err(|_| format!("bad p: in {label:?}"))?,
+            Some(("h", v)) => p.use_huge = v == "1",
+            _ => return Err(format!("bad row label {label:?}")),
+        }
+    }
+    let pages = p.pages() as i32;
+    let loops = match name {
+        "fix_size_alloc_test" => (8000 / pages).max(200),
+        "long_busy_list_alloc_test" => 20_000,
+        "full_fit_alloc_test" => 50_000,
+        "random_size_alloc_test" => 1000,
+        "pcpu_alloc_test" => 1,
+        _ => 3000,
+    };
+    p.test_loop_count = len.scaled(loops);
+    p.nr_pcpu_objects = len.scaled(2000);
+    Ok(Row::case(index, &p))
+}
+
+fn sets(s: &[&str]) -> Vec<String> {
+    s.iter().map(|x| x.to_string()).collect()
+}
+
+/// The comparison every reproduction runs: 4 GiB, 2 CPUs, one warm-up.
+fn spec(common: &[&str], variants: Vec<Variant>, rows: Vec<Row>, len: Length, seed: u64) -> Spec {
+    Spec {
+        machine: MachineConfig { mem_bytes: 4 << 30, nr_cpus: 2, ..Default::default() },
+        common: sets(common),
+        variants,
+        rows,
+        repeats: len.repeats,
+        warmup: 1,
+        seed,
+        metric: Metric::Total,
+    }
+}
+
+fn progress(name: &'static str) -> impl FnMut(&str) {
+    move |p| eprintln!("mmlab reproduce {name}: {p}")
+}
+
+fn counters(names: &[&str]) -> Result<Vec<CounterCol>, String> {
+    names.iter().map(|c| compare::counter(c)).collect()
+}
+
+// ===== barrier-batching =====
+
+/// What one published row of the series' table measured here.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BarrierMeasured {
+    /// Our change under the `apple-m2` profile.
+    pub apple_m2: Change,
+    /// Its verdict against the published M2 change.
+    pub apple_m2_agreement: Agreement,
+    /// Our change under the `ampere-altra` profile.
+    pub ampere_altra: Change,
+    /// Its verdict against the published Altra change.
+    pub ampere_altra_agreement: Agreement,
+    /// Mean time per call before the series, ampere-altra profile, ns.
+    pub altra_before_ns: f64,
+}
+
+/// A published row of the series' table and what it measured here.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BarrierRow {
+    /// The published row.
+    pub published: PublishedRow,
+    /// `dsb ishst` (+ `isb`) pairs per call before → after, apple-m2 runs.
+    pub barrier_pairs: PerCall,
+    /// The changes and verdicts, or the failure of a run.
+    pub measured: Result<BarrierMeasured, String>,
+}
+
+/// `reproduce barrier-batching`: the series' test_vmalloc table, before →
+/// after, under both cost profiles.
+#[derive(Clone, Debug)]
+pub struct BarrierBatching {
+    /// The published table.
+    pub table: Table<PublishedRow>,
+    /// Kept runs per side.
+    pub repeats: usize,
+    /// One row per published row, in its order.
+    pub rows: Vec<BarrierRow>,
+    /// The verdicts on Apple M2, summed.
+    pub apple_m2: Tally,
+    /// The verdicts on Ampere Altra, summed.
+    pub ampere_altra: Tally,
+    /// The apple-m2 comparison.
+    pub m2_outcome: Outcome,
+    /// The ampere-altra comparison.
+    pub altra_outcome: Outcome,
+}
+
+impl BarrierBatching {
+    /// The row of the published test `test` (`fix_size_alloc_test p:16 h:0`).
+    pub fn row(&self, test: &str) -> Option<&BarrierRow> {
+        self.rows.iter().find(|r| r.published.test == test)
+    }
+
+    /// Whether a run failed.
+    pub fn failed(&self) -> bool {
+        self.rows.iter().any(|r| r.measured.is_err())
+    }
+}
+
+/// Runs `reproduce barrier-batching`.
+///
+/// # Errors
+///
+/// What [`compare::run`] returns.
+pub fn barrier_batching(len: Length, seed: u64) -> Result<BarrierBatching, String> {
+    let table = BARRIER_BATCHING;
+    let rows = table.rows.iter().map(|r| row_for(r.test, len)).collect::<Result<Vec<_>, _>>()?;
+    let variants = vec![
+        Variant::parse("before", "arm64.lazy_mmu_barrier_batching=0 vmalloc.contpte=off"),
+        Variant::parse("after", "arm64.lazy_mmu_barrier_batching=1 vmalloc.contpte=on"),
+    ];
+    let m2 = compare::run(
+        spec(&["cost_profile=apple-m2"], variants.clone(), rows.clone(), len, seed),
+        progress("barrier-batching (apple-m2)"),
+    )?;
+    let altra = compare::run(
+        spec(&["cost_profile=ampere-altra"], variants, rows, len, seed),
+        progress("barrier-batching (ampere-altra)"),
+    )?;
+    let pairs = compare::counter("barrier_pairs")?;
+    let (mut t_m2, mut t_altra) = (Tally::default(), Tally::default());
+    let mut out = Vec::new();
+    for (i, p) in table.rows.iter().enumerate() {
+        let barrier_pairs = PerCall::of(&m2.rows[i], 1, &pairs);
+        let measured = if let Some((_, f)) = m2.rows[i].failure().or(altra.rows[i].failure()) {
+            Err(f.to_string())
+        } else {
+            let (c_m2, c_al) = (change(&m2, i), change(&altra, i));
+            let (a_m2, a_al) = (Agreement::judge(c_m2, p.apple_m2), Agreement::judge(c_al, p.ampere_altra));
+            t_m2.add(p.test, a_m2);
+            t_altra.add(p.test, a_al);
+            Ok(BarrierMeasured {
+                apple_m2: c_m2,
+                apple_m2_agreement: a_m2,
+                ampere_altra: c_al,
+                ampere_altra_agreement: a_al,
+                altra_before_ns: altra.rows[i].summary(0, Metric::Total).map_or(f64::NAN, |s| s.mean),
+            })
+        };
+        out.push(BarrierRow { published: *p, barrier_pairs, measured });
+    }
+    Ok(BarrierBatching {
+        table,
+        repeats: len.repeats,
+        rows: out,
+        apple_m2: t_m2,
+        ampere_altra: t_altra,
+        m2_outcome: m2,
+        altra_outcome: altra,
+    })
+}
+
+// ===== contpte =====
+
+/// How a vmalloc'd buffer is mapped in the TLB table of `contpte`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mapping {
+    /// 4 KiB PTEs (`vmap_allow_huge` off).
+    Pte,
+    /// Contiguous PTEs, PMD blocks off (`vmalloc_huge`).
+    Contpte,
+    /// The kernel's choice: PMD blocks where they fit, else contpte.
+    Pmd,
+}
+
+impl Mapping {
+    /// The three, in the table's column order.
+    pub const ALL: [Mapping; 3] = [Mapping::Pte, Mapping::Contpte, Mapping::Pmd];
+
+    /// The column heading.
+    pub fn column(self) -> &'static str {
+        match self {
+            Mapping::Pte => "4K PTEs",
+            Mapping::Contpte => "contpte",
+            Mapping::Pmd => "PMD (kernel's choice)",
+        }
+    }
+
+    /// The vmalloc switches, and whether the buffer comes from
+    /// `vmalloc_huge` rather than `vmalloc`.
+    fn config(self) -> (VmallocConfig, bool) {
+        match self {
+            Mapping::Pte => (VmallocConfig { vmap_allow_huge: false, ..VmallocConfig::default() }, false),
+            Mapping::Contpte => (VmallocConfig { pmd: false, ..VmallocConfig::default() }, true),
+            Mapping::Pmd => (VmallocConfig::default(), true),
+        }
+    }
+}
+
+/// TLB entries and TLB-model misses for one buffer mapped one way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TlbCount {
+    /// TLB entries needed to cover the buffer.
+    pub entries: u64,
+    /// Misses touching each 4 KiB page once, after a flush.
+    pub misses_first: u64,
+    /// Misses of a second pass.
+    pub misses_second: u64,
+}
+
+impl TlbCount {
+    /// Misses of both passes.
+    pub fn misses(&self) -> u64 {
+        self.misses_first + self.misses_second
+    }
+}
+
+/// One buffer size of the TLB table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlbRow {
+    /// Buffer size, bytes.
+    pub size: u64,
+    /// By [`Mapping::ALL`] order.
+    pub counts: [TlbCount; 3],
+}
+
+impl TlbRow {
+    /// The counts of `mapping`.
+    pub fn get(&self, mapping: Mapping) -> TlbCount {
+        self.counts[mapping as usize]
+    }
+
+    /// How many times fewer entries contpte needs than 4 KiB PTEs.
+    pub fn ratio(&self) -> f64 {
+        self.get(Mapping::Pte).entries as f64 / self.get(Mapping::Contpte).entries.max(1) as f64
+    }
+}
+
+/// `reproduce contpte`: the TLB table and the h:1 cost.
+#[derive(Clone, Debug)]
+pub struct Contpte {
+    /// Entries of the emulated TLB.
+    pub tlb_entries: usize,
+    /// 64 KiB to 8 MiB, doubling.
+    pub tlb: Vec<TlbRow>,
+    /// Whether contpte needs [`published::CONTPTE_TLB_RATIO`] times fewer
+    /// entries at every size.
+    pub tlb_agrees: bool,
+    /// fix_size h:1, contpte off → on.
+    pub h1: Outcome,
+    /// The counter columns of its table; the first is the zone lock.
+    pub h1_counters: Vec<CounterCol>,
+    /// zone->lock acquisitions per call, per h:1 row, off → on.
+    pub h1_zone_lock: Vec<PerCall>,
+    /// Rows slower with contpte.
+    pub h1_regressed: usize,
+    /// The largest change, percent.
+    pub h1_worst_pct: f64,
+    /// Whether zone->lock acquisitions per call went up in every row.
+    pub h1_zone_lock_up: bool,
+    /// The verdict.
+    pub h1_verdict: H1Verdict,
+}
+
+impl Contpte {
+    /// The TLB row of a `size`-byte buffer.
+    pub fn tlb_row(&self, size: u64) -> Option<&TlbRow> {
+        self.tlb.iter().find(|r| r.size == size)
+    }
+}
+
+/// Touch every 4 KiB page of `[va, va + size)` twice, through the TLB
+/// model of `cpu`, after flushing it; count the misses of each pass.
+fn touch_twice(m: &Machine, cpu: &mmlab_engine::Cpu<'_>, va: u64, size: u64) -> Result<TlbCount, String> {
+    let k = m.kernel_as();
+    mmlab_engine::tlb::flush_tlb_all(cpu);
+    let entries = mmlab_engine::tlb::tlb_entries_needed(pgtable::leaves(m, &k, va, va + size));
+    let mut misses = [0u64; 2];
+    for pass in &mut misses {
+        let before = cpu.data().tlb.counts().misses;
+        for off in (0..size).step_by(PAGE_SIZE as usize) {
+            mmu::translate_uncached(cpu, &k, va + off, mmu::Access::READ).map_err(|e| e.to_string())?;
+        }
+        *pass = cpu.data().tlb.counts().misses - before;
+    }
+    Ok(TlbCount { entries, misses_first: misses[0], misses_second: misses[1] })
+}
+
+/// Runs `reproduce contpte`.
+///
+/// # Errors
+///
+/// A boot, vmalloc or translation failure, or what [`compare::run`] returns.
+pub fn contpte(len: Length, seed: u64) -> Result<Contpte, String> {
+    let mc = MachineConfig { mem_bytes: 1 << 30, nr_cpus: 2, ..Default::default() };
+    let tlb_entries = mc.tlb_entries;
+    let m = Machine::boot(mc).map_err(|e| format!("boot failed: {e}"))?;
+    let pa = PageAllocator::boot(&m, Default::default()).map_err(|e| format!("page allocator boot failed: {e}"))?;
+    let cpu = m.cpu(0).map_err(|e| e.to_string())?;
+    let mut tlb = Vec::new();
+    for shift in 16..=23 {
+        let size = 1u64 << shift;
+        let mut counts = [TlbCount::default(); 3];
+        for (slot, mapping) in counts.iter_mut().zip(Mapping::ALL) {
+            let (vc, huge) = mapping.config();
+            let vm = Vmalloc::new(&pa, vc);
+            let va = if huge { vm.vmalloc_huge(&cpu, size, Gfp::GFP_KERNEL) } else { vm.vmalloc(&cpu, size) }
+                .map_err(|e| e.to_string())?;
+            *slot = touch_twice(&m, &cpu, va, size)?;
+            vm.vfree(&cpu, va).map_err(|e| e.to_string())?;
+            vm.purge_vmap_area_lazy(&cpu).expect("a CPU of this machine");
+        }
+        tlb.push(TlbRow { size, counts });
+    }
+    let tlb_agrees = tlb.iter().all(|r| r.ratio() == published::CONTPTE_TLB_RATIO);
+    // The h:1 cost.
+    let rows = ["fix_size_alloc_test p:16 h:1", "fix_size_alloc_test p:64 h:1", "fix_size_alloc_test p:256 h:1"]
+        .iter()
+        .map(|l| row_for(l, len))
+        .collect::<Result<Vec<_>, _>>()?;
+    let variants =
+        vec![Variant::parse("contpte-off", "vmalloc.contpte=off"), Variant::parse("contpte-on", "vmalloc.contpte=on")];
+    let h1 = compare::run(
+        spec(&["cost_profile=ampere-altra", "lock_stat=1"], variants, rows, len, seed),
+        progress("contpte"),
+    )?;
+    let h1_counters = counters(&["zone_lock", "buddy_pages", "pcp_refill_pages", "pcp_free_pages", "tlbi"])?;
+    let h1_zone_lock: Vec<PerCall> = h1.rows.iter().map(|r| PerCall::of(r, 1, &h1_counters[0])).collect();
+    let h1_regressed = (0..h1.rows.len()).filter(|&i| change(&h1, i).pct > 0.0).count();
+    let h1_zone_lock_up = h1_zone_lock.iter().all(|z| z.new > z.base);
+    let h1_worst_pct = (0..h1.rows.len()).map(|i| change(&h1, i).pct).fold(f64::NAN, f64::max);
+    let h1_verdict = H1Verdict::judge(h1_regressed, h1.rows.len(), h1_worst_pct, h1_zone_lock_up);
+    Ok(Contpte {
+        tlb_entries,
+        tlb,
+        tlb_agrees,
+        h1,
+        h1_counters,
+        h1_zone_lock,
+        h1_regressed,
+        h1_worst_pct,
+        h1_zone_lock_up,
+        h1_verdict,
+    })
+}
+
+// ===== pcp-drain =====
+
+/// A published long_busy_list regression and ours.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RegressionRow {
+    /// The published regression.
+    pub published: PublishedRegression,
+    /// Our change against mainline.
+    pub ours: Change,
+    /// The verdict.
+    pub agreement: Agreement,
+}
+
+/// One pcp high of the sensitivity sweep: mainline vs huge-by-default.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepRow {
+    /// How the high is set, as the table labels it.
+    pub label: &'static str,
+    /// Our change.
+    pub change: Change,
+    /// pcp pages drained per iteration, mainline → huge.
+    pub drain_pages: PerCall,
+    /// CPU 0's pageset `(high_min, high_max)` at boot.
+    pub pcp_high: (i32, i32),
+    /// Whether a run failed.
+    pub failed: bool,
+}
+
+/// The pcp highs of the sweep: the table's label and the `--set` that
+/// gives it (none: the kernel's own sizing).
+const PCP_HIGH_SWEEP: [(&str, Option<&str>); 6] = [
+    ("kernel sizing (high_min..high_max)", None),
+    ("percpu_pagelist_high_fraction=8", Some("percpu_pagelist_high_fraction=8")),
+    ("percpu_pagelist_high_fraction=64", Some("percpu_pagelist_high_fraction=64")),
+    ("pcp.high=512", Some("pcp.high=512")),
+    ("pcp.high=2048", Some("pcp.high=2048")),
+    ("pcp.high=8192", Some("pcp.high=8192")),
+];
+
+/// `reproduce pcp-drain`: the regression, its cause, the pcp-high sweep,
+/// the msleep(1) variant and fix_size p:512.
+#[derive(Clone, Debug)]
+pub struct PcpDrain {
+    /// Kept runs per side of the main runs.
+    pub repeats: usize,
+    /// long_busy_list: mainline, huge-by-default, huge-no-patch1.
+    pub main: Outcome,
+    /// The counter columns of its table (the first four also of
+    /// [`PcpDrain::slept_p512`]'s).
+    pub counters: Vec<CounterCol>,
+    /// The published regressions and ours.
+    pub regressions: Vec<RegressionRow>,
+    /// pcp pages drained per iteration, mainline → huge-by-default.
+    pub drain_pages: PerCall,
+    /// Pages taken straight from the buddy lists per iteration, mainline →
+    /// huge-by-default.
+    pub buddy_pages: PerCall,
+    /// Whether huge-by-default drains more (the published cause).
+    pub cause_agrees: bool,
+    /// Kept runs per side of the sweep.
+    pub sweep_repeats: usize,
+    /// The sweep, one row per pcp high.
+    pub sweep: Vec<SweepRow>,
+    /// long_busy_list with msleep(1) before the vfrees, and fix_size p:512.
+    pub slept_p512: Outcome,
+    /// The change with the sleep.
+    pub slept: Change,
+    /// pcp pages drained per iteration with the sleep, huge-by-default.
+    pub slept_drain_pages: f64,
+    /// Whether the sleep takes away the regression's cause.
+    pub msleep_agrees: bool,
+    /// The fix_size p:512 change.
+    pub p512: Change,
+    /// Whether p:512 improves, as published.
+    pub p512_agrees: bool,
+    /// Pages on the pcp lists during long_busy_list, per variant.
+    pub series: Vec<Series>,
+}
+
+impl PcpDrain {
+    /// Whether a run failed.
+    pub fn failed(&self) -> bool {
+        self.main.any_failed() || self.sweep.iter().any(|r| r.failed) || self.slept_p512.any_failed()
+    }
+}
+
+fn huge_variants() -> Vec<Variant> {
+    vec![
+        Variant::parse("mainline", ""),
+        Variant::parse("huge-by-default", "vmalloc.huge_by_default=on vmalloc.align_size_to_huge=off"),
+    ]
+}
+
+/// Runs `reproduce pcp-drain`.
+///
+/// # Errors
+///
+/// What [`compare::run`] and [`test_vmalloc::run`] return.
+pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
+    let lbl = row_for("long_busy_list_alloc_test p:1 h:0", len)?;
+    let common = ["cost_profile=ampere-altra", "lock_stat=1"];
+    let mut variants = huge_variants();
+    variants.push(Variant::parse("huge-no-patch1", "vmalloc.huge_by_default=on vmalloc.align_size_to_huge=on"));
+    let main = compare::run(spec(&common, variants, vec![lbl.clone()], len, seed), progress("pcp-drain"))?;
+    let counters = counters(&[
+        "buddy_pages",
+        "pcp_free_pages",
+        "pcp_drains",
+        "pcp_drain_pages",
+        "zone_lock",
+        "zone_lock_hold_ns",
+        "buddy_merges",
+    ])?;
+    let regressions = PCP_DRAIN
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(v, p)| {
+            let ours = change_of(&main.rows[0], v + 1);
+            RegressionRow { published: *p, ours, agreement: Agreement::judge(ours, p.change) }
+        })
+        .collect();
+    let drain = compare::counter("pcp_drain_pages")?;
+    let drain_pages = PerCall::of(&main.rows[0], 1, &drain);
+    let buddy_pages = PerCall::of(&main.rows[0], 1, &compare::counter("buddy_pages")?);
+
+    // The pcp high sweep.
+    let short = Length { repeats: len.repeats.min(3), ..len };
+    let mut sweep_row = lbl.clone();
+    sweep_row.params.test_loop_count /= 2;
+    let mut sweep = Vec::new();
+    for (label, set) in PCP_HIGH_SWEEP {
+        let mut common: Vec<&str> = common.to_vec();
+        common.extend(set);
+        let o = compare::run(
+            spec(&common, huge_variants(), vec![sweep_row.clone()], short, seed),
+            progress("pcp-drain sweep"),
+        )?;
+        sweep.push(SweepRow {
+            label,
+            change: change(&o, 0),
+            drain_pages: PerCall::of(&o.rows[0], 1, &drain),
+            pcp_high: o.variants[0].pcp_high,
+            failed: o.any_failed(),
+        });
+    }
+
+    // Time between vmalloc and vfree.
+    let mut slept = lbl.clone();
+    slept.params.msleep_before_free = 1;
+    slept.label = "long_busy_list_alloc_test msleep(1) before vfree".to_string();
+    let p512 = row_for("fix_size_alloc_test p:512 h:0", len)?;
+    let o2 = compare::run(
+        spec(&common, huge_variants(), vec![slept, p512], len, seed),
+        progress("pcp-drain msleep, p:512"),
+    )?;
+    let slept = change(&o2, 0);
+    let slept_drain_pages = o2.rows[0].counter_per_call(1, &drain);
+    let msleep_agrees = agreement::msleep_agrees(slept, slept_drain_pages, change(&main, 0).pct, drain_pages.new);
+    let p512 = change(&o2, 1);
+    // The pcp count over time, one run each.
+    let series = pcp_series(&lbl, len, seed)?;
+    Ok(PcpDrain {
+        repeats: len.repeats,
+        main,
+        counters,
+        regressions,
+        cause_agrees: drain_pages.new > drain_pages.base,
+        drain_pages,
+        buddy_pages,
+        sweep_repeats: short.repeats,
+        sweep,
+        slept_p512: o2,
+        slept,
+        slept_drain_pages,
+        msleep_agrees,
+        p512,
+        p512_agrees: p512.pct < 0.0,
+        series,
+    })
+}
+
+/// Pages on the pcp lists every 20 iterations of long_busy_list, for
+/// mainline and huge-by-default.
+fn pcp_series(row: &Row, len: Length, seed: u64) -> Result<Vec<Series>, String> {
+    let mut out = Vec::new();
+    for (label, sets) in [
+        ("mainline", vec![]),
+        (
+            "huge-by-default",
+            vec!["vmalloc.huge_by_default=on".to_string(), "vmalloc.align_size_to_huge=off".to_string()],
+        ),
+    ] {
+        let c = crate::settings::Configs::new(
+            MachineConfig { mem_bytes: 4 << 30, nr_cpus: 2, ..Default::default() },
+            &sets,
+        )?;
+        let m = Machine::boot(c.machine).map_err(|e| e.to_string())?;
+        let pa = PageAllocator::boot(&m, c.allocator).map_err(|e| e.to_string())?;
+        let vm = Vmalloc::new(&pa, c.vmalloc);
+        let mut p = row.params.clone();
+        p.test_loop_count = len.scaled(5000).min(p.test_loop_count);
+        p.pcp_sample_interval = 20;
+        let r = test_vmalloc::run(&m, &pa, &vm, &p, seed)?;
+        out.push(Series {
+            label: label.to_string(),
+            points: r.workers[0].pcp_series.iter().map(|&(i, n)| (i as f64, n as f64)).collect(),
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,197 @@
+//! The invariant checks after each op and at the end of a run.
+//!
+//! [`Executor::check`] runs what CONFIG_DEBUG_VM, page_owner and the page
+//! table checks would, and page conservation; [`Executor::release_all`]
+//! and [`Executor::finish`] free everything the fuzzer holds and require
+//! the buddy to have every page back (module docs of [`super`]).
+
+use super::{Executor, Obj};
+use crate::fuzz::op::Handle;
+use crate::fuzz::oracle::{Violation, ViolationKind};
+use mmlab_engine::page::PageExt;
+use mmlab_engine::pgtable::{DescKind, Level};
+use mmlab_engine::{Machine, PAGE_SIZE, Pfn};
+use mmlab_vmalloc::VM_ALLOC;
+
+impl<'a, 'm> Executor<'a, 'm> {
+    /// Live handles.
+    pub fn live_handles(&self) -> usize {
+        self.handles.keys().filter(|h| self.is_live(**h)).count()
+    }
+
+    /// Pages the fuzzer holds.
+    pub fn held_pages(&self) -> u64 {
+        self.handles
+            .values()
+            .map(|o| match o {
+                Obj::Pages(u) => u.iter().filter(|u| u.live).map(|u| 1u64 << u.order).sum(),
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// Page-table pages the page allocator handed out, reachable from
+    /// swapper_pg_dir.
+    pub fn pgtable_pages(&self) -> u64 {
+        fn visit(m: &Machine, table: mmlab_engine::PhysAddr, level: Level, n: &mut u64) {
+            if matches!(m.page(table.pfn()).ext(), PageExt::Alloc(..)) {
+                *n += 1;
+            }
+            let Some(next) = level.next() else { return };
+            for slot in m.table(table) {
+                let d = mmlab_engine::pgtable::Desc(slot.load(std::sync::atomic::Ordering::Relaxed));
+                if d.kind(level) == DescKind::Table {
+                    visit(m, mmlab_engine::PhysAddr(d.addr()), next, n);
+                }
+            }
+        }
+        let mut n = 0;
+        visit(self.m, self.m.kernel_as().pgd(), Level::Pgd, &mut n);
+        n
+    }
+
+    /// The invariant checks (see the module documentation).
+    pub fn check(&self) -> Result<(), Violation> {
+        let v = |kind, message| Err(Violation { kind, op_index: None, op_name: None, message });
+        if let Err(e) = self.pa.check_invariants() {
+            return v(ViolationKind::Invariant, e);
+        }
+        if let Err(e) = self.vm.check().and_then(|()| self.percpu.check()) {
+            return v(ViolationKind::VmallocCheck, e);
+        }
+        for (h, o) in &self.handles {
+            if let Obj::Pages(units) = o {
+                for u in units.iter().filter(|u| u.live) {
+                    let p = self.m.page(u.pfn);
+                    let ok = matches!(p.ext(), PageExt::Alloc(o, _) if u32::from(o) == u.order);
+                    if !ok || p.refcount() != u.refs {
+                        return v(
+                            ViolationKind::HandleState,
+                            format!(
+                                "{h}: pfn {} held at order {} with {} references is {:?} with refcount {}",
+                                u.pfn,
+                                u.order,
+                                u.refs,
+                                p.ext(),
+                                p.refcount()
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        let mem = self.m.memmap();
+        let mut allocated = 0u64;
+        for pfn in mem.start_pfn().0..mem.end_pfn().0 {
+            if let PageExt::Alloc(o, _) = self.m.page(Pfn(pfn)).ext() {
+                allocated += 1 << o;
+            }
+        }
+        let z = self.pa.zone();
+        let free = z.nr_free_pages();
+        let pcp = self.pa.pcp_pages();
+        let managed = z.managed_pages();
+        if free + pcp + allocated as i64 != managed as i64 {
+            return v(
+                ViolationKind::Conservation,
+                format!("free {free} + pcp {pcp} + allocated {allocated} != managed {managed}"),
+            );
+        }
+        let held = self.held_pages();
+        let vmalloc: u64 =
+            self.vm.areas().iter().filter(|a| a.flags & VM_ALLOC != 0).map(|a| a.pages.len() as u64).sum();
+        let tables = self.pgtable_pages();
+        if held + vmalloc + tables != allocated {
+            return v(
+                ViolationKind::Conservation,
+                format!("allocated {allocated} != held {held} + vmalloc {vmalloc} + page tables {tables}"),
+            );
+        }
+        Ok(())
+    }
+
+    /// Free everything the fuzzer holds, shrink percpu, wait for
+    /// kvfree_rcu, purge the lazy areas and drain every pcp.
+    pub fn release_all(&mut self) -> Result<(), Violation> {
+        let v = |kind, message| Err(Violation { kind, op_index: None, op_name: None, message });
+        let handles: Vec<(Handle, Obj)> = self.handles.iter().map(|(h, o)| (*h, o.clone())).collect();
+        let cpu = &self.cpus[0];
+        for (h, o) in handles {
+            let r: Result<(), String> = match o {
+                Obj::Pages(units) => {
+                    let mut r = Ok(());
+                    for u in units.iter().filter(|u| u.live) {
+                        let mut order = u.order;
+                        for _ in 0..u.refs {
+                            if let Err(e) = self.pa.free_pages(cpu, u.pfn, order) {
+                                r = Err(e.to_string());
+                            }
+                            order = 0;
+                        }
+                    }
+                    r
+                }
+                Obj::Vmalloc { addr, live: true, .. } => self.vm.vfree(cpu, addr).map_err(|e| e.to_string()),
+                Obj::Vmap { addr, live: true } => self.vm.vunmap(cpu, addr).map_err(|e| e.to_string()),
+                Obj::MapRam { addr, count, live: true } => {
+                    self.vm.vm_unmap_ram(cpu, addr, count as usize).map_err(|e| e.to_string())
+                }
+                Obj::Percpu { ptr, live: true } => {
+                    self.percpu.free_percpu(self.vm, cpu, ptr).map_err(|e| e.to_string())
+                }
+                Obj::Table { va, pages, live: true, .. } => {
+                    mmlab_engine::pgtable::unmap_range(cpu, &self.m.kernel_as(), va, pages * PAGE_SIZE)
+                        .map(|f| f.flush(cpu))
+                        .map_err(|e| e.to_string())
+                }
+                _ => Ok(()),
+            };
+            if let Err(e) = r {
+                return v(ViolationKind::FinalState, format!("freeing {h} at the end: {e}"));
+            }
+        }
+        self.handles.clear();
+        self.live_pfns.clear();
+        self.dead.clear();
+        if let Err(e) = self.percpu.shrink(self.vm, cpu) {
+            return v(ViolationKind::FinalState, format!("percpu shrink: {e}"));
+        }
+        if let Err(e) = self.vm.kvfree_rcu_barrier(cpu) {
+            return v(ViolationKind::FinalState, format!("kvfree_rcu_barrier: {e}"));
+        }
+        self.vm.purge_vmap_area_lazy(cpu).expect("the fuzzer drives its own machine's CPUs");
+        self.pa.drain_all_pages(cpu);
+        Ok(())
+    }
+
+    /// Free everything the fuzzer holds, wait for kvfree_rcu, purge, drain,
+    /// and check that memory came back. Returns the first violation.
+    pub fn finish(&mut self) -> Result<(), Violation> {
+        let v = |kind, message| Err(Violation { kind, op_index: None, op_name: None, message });
+        self.check()?;
+        self.release_all()?;
+        self.check()?;
+        let z = self.pa.zone();
+        let tables = self.pgtable_pages();
+        let vmalloc: u64 = self.vm.areas().iter().map(|a| a.pages.len() as u64).sum();
+        let free = z.nr_free_pages() as u64;
+        let managed = z.managed_pages();
+        if self.pa.pcp_pages() != 0 || free + tables + vmalloc != managed {
+            return v(
+                ViolationKind::FinalState,
+                format!(
+                    "after freeing everything: buddy {free} + page tables {tables} + vmalloc left {vmalloc} != managed \
+                     {managed} (pcp {})",
+                    self.pa.pcp_pages()
+                ),
+            );
+        }
+        if tables == 0 && vmalloc == 0 && z.nr_free_per_order() != self.boot_buddyinfo {
+            return v(
+                ViolationKind::FinalState,
+                format!("buddyinfo {:?} != post-boot {:?}", z.nr_free_per_order(), self.boot_buddyinfo),
+            );
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,499 @@
+//! Running operations against a booted machine, with the oracle and the
+//! invariant checks.
+//!
+//! # The algorithm
+//!
+//! [`Executor`] owns the handle table: for each bound handle the objects
+//! it names (page units with their pfn, order and the references the
+//! fuzzer holds; vmalloc, vmap and vm_map_ram addresses; percpu pointers)
+//! and whether they are live. [`Executor::step`] resolves an op's handle
+//! references, derives the acceptable outcomes from that model
+//! ([`super::oracle`]), takes a snapshot when only errors are acceptable,
+//! runs the call (a panic inside the library is caught and is a
+//! violation), compares, and updates the model from what really happened.
+//!
+//! A call is skipped, not run, when a handle it names was never bound (its
+//! allocation failed, or the shrinker removed it), or when it would touch
+//! memory the fuzzer does not own: a double free of a page or area that
+//! has since been handed to someone else would corrupt their object in
+//! the kernel as well, and says nothing about the allocator.
+//!
+//! [`Executor::check`] runs what CONFIG_DEBUG_VM, page_owner and the page
+//! table checks would: `check_invariants`, `Vmalloc::check`, every held
+//! page still allocated at its order with the references the fuzzer
+//! holds, and page conservation. Conservation counts allocated frames by
+//! walking the memmap (heads in the allocated state, 2^order each) and
+//! requires free (buddy) + pcp + allocated = managed, and allocated =
+//! pages the fuzzer holds + pages of vmalloc areas (percpu chunks and
+//! page arrays included) + page-table pages (tables reachable from
+//! swapper_pg_dir that the page allocator handed out; boot tables are
+//! memblock-reserved). [`Executor::finish`] frees everything the fuzzer
+//! holds, waits for kvfree_rcu, purges, drains every pcp, and requires
+//! the buddy to hold managed minus the page-table pages that stayed, and,
+//! if no table page was ever allocated, the post-boot buddyinfo.
+//!
+//! The executor is split along that seam: this file holds the handle
+//! table and [`Executor::step`]; `expect` the oracle's tables (the
+//! outcomes acceptable for an op, from the model alone); `call` the
+//! executor's side (making the call and updating the model from what
+//! happened); `check` the invariant checks and the end of a run.
+
+use super::op::{Call, Handle, HandleKind, Op, Ref};
+use super::oracle::{Outcome, Snapshot, Violation, ViolationKind};
+use mmlab_engine::{Cpu, Machine, PAGE_SIZE, Pfn};
+use mmlab_pcp::PageAllocator;
+use mmlab_vmalloc::Vmalloc;
+use mmlab_vmalloc::percpu::PercpuAllocator;
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+mod call;
+mod check;
+mod expect;
+
+/// One block of pages the fuzzer holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Unit {
+    pfn: Pfn,
+    order: u32,
+    /// References the fuzzer holds (1 after allocation, +1 per get_page).
+    refs: i32,
+    live: bool,
+}
+
+#[derive(Clone, Debug)]
+enum Obj {
+    Pages(Vec<Unit>),
+    Vmalloc {
+        addr: u64,
+        size: u64,
+        live: bool,
+        kvfree_pending: bool,
+    },
+    Vmap {
+        addr: u64,
+        live: bool,
+    },
+    MapRam {
+        addr: u64,
+        count: u64,
+        live: bool,
+    },
+    Percpu {
+        ptr: u64,
+        live: bool,
+    },
+    /// A map_range mapping of `pages` pages at `va` to `pa`.
+    Table {
+        va: u64,
+        pa: u64,
+        pages: u64,
+        live: bool,
+    },
+}
+
+/// Scratch slots for map_range: 4 MiB each in the modules region (which
+/// nothing else maps), slot = handle number mod 512.
+const SCRATCH_SLOT: u64 = 4 << 20;
+
+/// A translation for messages: the physical address, or `nothing`.
+fn show_pa(pa: Option<u64>) -> String {
+    pa.map_or_else(|| "nothing".to_string(), |p| format!("pa {p:#x}"))
+}
+
+/// The scratch slot of a map_range handle for lane `lane` of `lanes`
+/// (threads share the region: each gets every `lanes`-th slot).
+fn scratch_slot(h: Handle, lane: u64, lanes: u64) -> u64 {
+    let per_lane = mmlab_engine::layout::MODULES_VSIZE / SCRATCH_SLOT / lanes.max(1);
+    mmlab_engine::layout::MODULES_VADDR + ((u64::from(h.id) % per_lane) * lanes.max(1) + lane) * SCRATCH_SLOT
+}
+
+/// Where in its slot a block of `pages` pages is mapped: blocks of 2 MiB
+/// or more at the slot's start (PMD blocks); smaller ones end just past the
+/// slot's middle, 64 KiB aligned, so that those over 64 KiB span two PTE
+/// tables (a table allocation can then fail half-way).
+fn scratch_va(base: u64, pages: u64) -> u64 {
+    let size = pages * PAGE_SIZE;
+    if size >= 2 << 20 {
+        base
+    } else {
+        let half = (size / 2) & !0xffff;
+        base + (2 << 20) - half.max(64 << 10)
+    }
+}
+
+/// A test-only extra check: called with the executor after every op;
+/// Some(message) is a [`ViolationKind::Hook`] violation.
+pub type Hook = Box<dyn Fn(&HookView) -> Option<String>>;
+
+/// What a hook may look at.
+#[derive(Debug)]
+pub struct HookView {
+    /// Bound handles that are live, per kind letter order (p, v, m, r, c).
+    pub live_handles: usize,
+    /// Pages the fuzzer holds.
+    pub held_pages: u64,
+}
+
+/// Counts per op kind and per outcome.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Coverage {
+    pub ops: BTreeMap<String, u64>,
+    pub outcomes: BTreeMap<String, u64>,
+}
+
+impl Coverage {
+    pub fn add(&mut self, other: &Coverage) {
+        for (k, v) in &other.ops {
+            *self.ops.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &other.outcomes {
+            *self.outcomes.entry(k.clone()).or_default() += v;
+        }
+    }
+    /// One line: `alloc_pages=12 free_pages=10 ... | Ok=20 DoubleFree=1`.
+    pub fn line(&self) -> String {
+        let a: Vec<String> = self.ops.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let b: Vec<String> = self.outcomes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!("{} | {}", a.join(" "), b.join(" "))
+    }
+}
+
+/// The result of one op.
+#[derive(Clone, Debug)]
+pub struct StepResult {
+    pub outcome: Outcome,
+    /// Details for `mmlab replay` (the address or pfn, the error text).
+    pub detail: String,
+    pub violation: Option<Violation>,
+}
+
+/// Options of an executor.
+#[derive(Debug, Clone, Copy)]
+pub struct ExecOptions {
+    /// fail_page_alloc is armed (allocation failures are then expected).
+    pub fault_injection: bool,
+    /// Compare snapshots around refused calls and flag spurious NoMemory
+    /// (off when other threads share the machine).
+    pub exclusive: bool,
+    /// This executor's lane of the map_range scratch region, and the
+    /// number of lanes (threads); 0 and 1 for a single executor.
+    pub lane: u64,
+    pub lanes: u64,
+}
+
+/// The executor of one run.
+pub struct Executor<'a, 'm> {
+    m: &'m Machine,
+    pa: &'a PageAllocator<'m>,
+    vm: &'a Vmalloc<'a, 'm>,
+    percpu: &'a PercpuAllocator,
+    cpus: Vec<Cpu<'m>>,
+    handles: BTreeMap<Handle, Obj>,
+    /// Head pfn of every live unit -> (handle, unit index).
+    live_pfns: std::collections::HashMap<Pfn, (Handle, usize)>,
+    /// Dead handles, oldest first; only the last [`KEEP_DEAD`] are kept
+    /// (for double frees), so the table stays small in long runs.
+    dead: std::collections::VecDeque<Handle>,
+    /// Handles whose units changed in this step.
+    touched: Vec<Handle>,
+    /// A violation found while running the call (a wrong translation).
+    late: Option<(ViolationKind, String)>,
+    opts: ExecOptions,
+    boot_buddyinfo: [u64; 11],
+    pub coverage: Coverage,
+    hook: Option<Hook>,
+    ops_run: usize,
+}
+
+impl std::fmt::Debug for Executor<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor").field("handles", &self.handles.len()).field("ops_run", &self.ops_run).finish()
+    }
+}
+
+/// Dead handles kept for wrong calls on them.
+const KEEP_DEAD: usize = 256;
+
+impl<'a, 'm> Executor<'a, 'm> {
+    /// An executor over `cpus` (handles of the CPUs its ops may name; an
+    /// op naming a CPU beyond them runs on `cpus[cpu % len]`).
+    pub fn new(
+        pa: &'a PageAllocator<'m>,
+        vm: &'a Vmalloc<'a, 'm>,
+        percpu: &'a PercpuAllocator,
+        cpus: Vec<Cpu<'m>>,
+        opts: ExecOptions,
+    ) -> Executor<'a, 'm> {
+        Executor {
+            m: pa.machine(),
+            pa,
+            vm,
+            percpu,
+            cpus,
+            handles: BTreeMap::new(),
+            live_pfns: std::collections::HashMap::new(),
+            dead: std::collections::VecDeque::new(),
+            touched: Vec::new(),
+            late: None,
+            opts,
+            boot_buddyinfo: pa.zone().nr_free_per_order(),
+            coverage: Coverage::default(),
+            hook: None,
+            ops_run: 0,
+        }
+    }
+
+    /// Install a test-only check run after every op.
+    pub fn set_hook(&mut self, hook: Hook) {
+        self.hook = Some(hook);
+    }
+
+    /// Set the buddyinfo the final check compares with (the post-boot one
+    /// by default).
+    pub fn set_boot_buddyinfo(&mut self, b: [u64; 11]) {
+        self.boot_buddyinfo = b;
+    }
+
+    /// Take the CPU handles back (for another executor or the final drain).
+    pub fn into_cpus(self) -> Vec<Cpu<'m>> {
+        self.cpus
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let z = self.pa.zone();
+        let busy: u64 = self.vm.areas().iter().map(|a| a.size).sum();
+        Snapshot {
+            buddyinfo: z.nr_free_per_order(),
+            per_type: z.nr_free_per_type(),
+            nr_free: z.nr_free_pages(),
+            pcp: (0..self.m.nr_cpus()).filter_map(|c| self.pa.pageset(c)).collect(),
+            events: self.m.vm_events(),
+            vmalloc_busy_bytes: busy,
+            vmalloc_lazy_pages: self.vm.lazy_nr(),
+            vmalloc_free_bytes: self.vm.free_bytes(),
+            vmalloc_counts: self.vm.counts(),
+            kvfree_pending: self.vm.kvfree_pending(),
+            percpu: self.percpu.counts(),
+        }
+    }
+
+    fn unit_of(&self, r: &Ref) -> Option<(Handle, usize)> {
+        match *r {
+            Ref::Whole(h) if h.kind == HandleKind::Pages => Some((h, 0)),
+            Ref::Unit(h, k) if h.kind == HandleKind::Pages => match self.handles.get(&h) {
+                Some(Obj::Pages(u)) if (k as usize) < u.len() => Some((h, k as usize)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    fn units(&self, h: Handle) -> Option<&Vec<Unit>> {
+        match self.handles.get(&h) {
+            Some(Obj::Pages(u)) => Some(u),
+            _ => None,
+        }
+    }
+
+    fn units_mut(&mut self, h: Handle) -> Option<&mut Vec<Unit>> {
+        match self.handles.get_mut(&h) {
+            Some(Obj::Pages(u)) => Some(u),
+            _ => None,
+        }
+    }
+
+    /// The pfn a page reference names.
+    fn pfn_of(&self, r: &Ref) -> Option<Pfn> {
+        match *r {
+            Ref::Raw(p) => Some(Pfn(p)),
+            Ref::Offset(h, k) => self.units(h)?.first().map(|u| u.pfn.add(k)),
+            _ => {
+                let (h, i) = self.unit_of(r)?;
+                self.units(h)?.get(i).map(|u| u.pfn)
+            }
+        }
+    }
+
+    /// Whether `pfn` heads one of the fuzzer's live units (then which).
+    fn live_unit_at(&self, pfn: Pfn) -> Option<(Handle, usize)> {
+        let (h, i) = *self.live_pfns.get(&pfn)?;
+        self.units(h)?.get(i).filter(|u| u.live && u.pfn == pfn).map(|_| (h, i))
+    }
+
+    /// Bring the pfn index and the dead list up to date for `h`.
+    fn reindex(&mut self, h: Handle) {
+        if let Some(Obj::Pages(units)) = self.handles.get(&h) {
+            for (i, u) in units.iter().enumerate() {
+                if u.live {
+                    self.live_pfns.insert(u.pfn, (h, i));
+                } else if self.live_pfns.get(&u.pfn) == Some(&(h, i)) {
+                    self.live_pfns.remove(&u.pfn);
+                }
+            }
+        }
+        if self.handles.contains_key(&h) && !self.is_live(h) && !self.dead.contains(&h) {
+            self.dead.push_back(h);
+            while self.dead.len() > KEEP_DEAD {
+                if let Some(old) = self.dead.pop_front()
+                    && !self.is_live(old)
+                {
+                    self.handles.remove(&old);
+                }
+            }
+        }
+    }
+
+    /// Whether `addr` starts a busy vmalloc area, or lies in a live
+    /// mapping of ours, so a wrong call on it would hit a live object.
+    fn addr_in_use(&self, addr: u64) -> bool {
+        self.held_live(addr) || self.vm.areas().iter().any(|a| a.addr == addr)
+    }
+
+    /// Whether a live handle of any kind covers `addr` (an address freed
+    /// once may since have been handed out again, to a vmalloc, a vmap, a
+    /// vm_map_ram block or a percpu chunk).
+    fn held_live(&self, addr: u64) -> bool {
+        self.handles.values().any(|o| match *o {
+            Obj::Vmalloc { addr: a, live: true, .. } | Obj::Vmap { addr: a, live: true } => a == addr,
+            Obj::MapRam { addr: a, count, live: true } => addr >= a && addr < a + count * PAGE_SIZE,
+            Obj::Percpu { ptr, live: true } => ptr == addr,
+            _ => false,
+        })
+    }
+
+    fn area_addr(&self, r: &Ref) -> Option<u64> {
+        match *r {
+            Ref::Raw(a) => Some(a),
+            Ref::Whole(h) | Ref::Offset(h, _) => {
+                let off = if let Ref::Offset(_, k) = *r { k } else { 0 };
+                match self.handles.get(&h)? {
+                    Obj::Vmalloc { addr, .. } | Obj::Vmap { addr, .. } | Obj::MapRam { addr, .. } => Some(addr + off),
+                    Obj::Percpu { ptr, .. } => Some(ptr + off),
+                    Obj::Pages(_) | Obj::Table { .. } => None,
+                }
+            }
+            Ref::Unit(..) => None,
+        }
+    }
+
+    fn is_live(&self, h: Handle) -> bool {
+        match self.handles.get(&h) {
+            Some(Obj::Pages(u)) => u.iter().any(|u| u.live),
+            Some(
+                Obj::Vmalloc { live, .. }
+                | Obj::Vmap { live, .. }
+                | Obj::MapRam { live, .. }
+                | Obj::Percpu { live, .. }
+                | Obj::Table { live, .. },
+            ) => *live,
+            None => false,
+        }
+    }
+
+    /// Run one op.
+    pub fn step(&mut self, index: usize, op: &Op) -> StepResult {
+        let expect::Expect { allowed, must_not_change } = self.expect(op);
+        *self.coverage.ops.entry(op.name().to_string()).or_default() += 1;
+        if allowed == [Outcome::Skipped] {
+            *self.coverage.outcomes.entry("Skipped".to_string()).or_default() += 1;
+            return StepResult { outcome: Outcome::Skipped, detail: String::new(), violation: None };
+        }
+        // vfree and kvfree_rcu first free kvfree_rcu objects whose grace
+        // period ended: a legitimate change even when the call is refused.
+        let snap_ok = self.opts.exclusive
+            && must_not_change
+            && !(matches!(op.call, Call::Vfree { .. } | Call::FreePercpu { .. }) && self.vm.kvfree_pending() > 0);
+        let before = if snap_ok { Some(self.snapshot()) } else { None };
+        let free_before = self.pa.zone().nr_free_pages();
+        let r = catch_unwind(AssertUnwindSafe(|| self.run(op)));
+        let (outcome, detail) = match r {
+            Ok(x) => x,
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "panic".to_string());
+                (Outcome::Panic, msg)
+            }
+        };
+        self.ops_run += 1;
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.extend(op.uses());
+        touched.extend(op.binds());
+        for h in touched.drain(..) {
+            self.reindex(h);
+        }
+        self.touched = touched;
+        *self.coverage.outcomes.entry(outcome.name().to_string()).or_default() += 1;
+        let v = |kind, message: String| Violation { kind, op_index: Some(index), op_name: Some(op.name()), message };
+        let mut violation = None;
+        let late = self.late.take();
+        if outcome == Outcome::Panic {
+            violation = Some(v(ViolationKind::Panic, format!("`{op}` panicked: {detail}")));
+        } else if !allowed.contains(&outcome) {
+            let want: Vec<&str> = allowed.iter().map(|o| o.name()).collect();
+            violation = Some(v(
+                ViolationKind::UnexpectedOutcome,
+                format!("`{op}` returned {outcome} ({detail}), expected {}", want.join(" or ")),
+            ));
+        } else if let Some(e) = op.expect.as_deref()
+            && e != outcome.name()
+        {
+            violation =
+                Some(v(ViolationKind::ExpectMismatch, format!("`{op}` returned {outcome} ({detail}), expect={e}")));
+        } else if let Some((kind, msg)) = late {
+            violation = Some(v(kind, format!("`{op}`: {msg}")));
+        } else if let Some(before) = before
+            && outcome.is_error()
+        {
+            let after = self.snapshot();
+            if after != before {
+                violation = Some(v(
+                    ViolationKind::StateChanged,
+                    format!("refused `{op}` ({outcome}) changed: {}", before.diff(&after)),
+                ));
+            }
+        }
+        if violation.is_none()
+            && outcome == Outcome::NoMemory
+            && self.opts.exclusive
+            && !self.opts.fault_injection
+            && matches!(op.call, Call::AllocPages { order: 0, .. })
+            && free_before > (self.pa.zone().managed_pages() / 4) as i64
+            && free_before > 2 * (self.pa.zone().high_wmark_pages() + self.pa.zone().watermark_boost()) as i64
+        {
+            violation = Some(v(
+                ViolationKind::SpuriousNoMemory,
+                format!(
+                    "`{op}` failed with {free_before} of {} pages free (high watermark {})",
+                    self.pa.zone().managed_pages(),
+                    self.pa.zone().high_wmark_pages()
+                ),
+            ));
+        }
+        if violation.is_none()
+            && let Some(hook) = &self.hook
+        {
+            let view = HookView { live_handles: self.live_handles(), held_pages: self.held_pages() };
+            if let Some(msg) = hook(&view) {
+                violation = Some(v(ViolationKind::Hook, msg));
+            }
+        }
+        // With other threads on the machine, checks wait for the end.
+        if violation.is_none() && op.call == Call::Check && self.opts.exclusive {
+            violation = self.check().err().map(|mut e| {
+                e.op_index = Some(index);
+                e
+            });
+        }
+        StepResult { outcome, detail, violation }
+    }
+
+    fn bind(&mut self, h: Handle, o: Obj) {
+        self.dead.retain(|d| *d != h);
+        self.handles.insert(h, o);
+        self.touched.push(h);
+    }
+}
