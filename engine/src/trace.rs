@@ -119,7 +119,7 @@ pub fn mm_page_alloc(
         page = if pfn.is_some() { page } else { 0 },
         pfn = pfn.unwrap_or(NO_PFN),
         order = order,
-        gfp_flags = u64::from(gfp.0),
+        gfp_flags = u64::from(gfp.bits()),
         migratetype = migratetype,
     );
 }

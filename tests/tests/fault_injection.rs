@@ -30,7 +30,7 @@ fn table_pages(m: &Machine) -> i64 {
 /// Pages of live vmalloc areas (vmalloc'd page arrays and percpu chunks
 /// included: they are vmalloc areas too).
 fn vmalloc_pages(vm: &Vmalloc<'_, '_>) -> i64 {
-    vm.areas().iter().filter(|a| a.flags & VM_ALLOC != 0).map(|a| a.pages.len() as i64).sum()
+    vm.areas().iter().filter(|a| a.flags.contains(VM_ALLOC)).map(|a| a.pages.len() as i64).sum()
 }
 
 /// Free pages, counting the pcp lists.

@@ -36,15 +36,6 @@ pub const VM_NO_GUARD: VmFlags = VmFlags::VM_NO_GUARD;
 /// `VM_ALLOW_HUGE_VMAP`: huge mappings allowed (`vmalloc_huge`).
 pub const VM_ALLOW_HUGE_VMAP: VmFlags = VmFlags::VM_ALLOW_HUGE_VMAP;
 
-/// Compares the raw bits, so that a test written against the former
-/// `flags: u32` field (`area.flags & VM_ALLOC != 0`) still reads as it did;
-/// new code says `area.flags.contains(VM_ALLOC)`.
-impl PartialEq<u32> for VmFlags {
-    fn eq(&self, bits: &u32) -> bool {
-        self.bits() == *bits
-    }
-}
-
 /// What made an area, which decides how it may be freed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum AreaKind {
@@ -94,14 +85,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kernel_values_and_raw_comparison() {
+    fn kernel_values_and_flag_operations() {
         assert_eq!(VM_ALLOC.bits(), 0x2);
         assert_eq!(VM_MAP.bits(), 0x4);
         assert_eq!(VM_NO_GUARD.bits(), 0x40);
         assert_eq!(VM_ALLOW_HUGE_VMAP.bits(), 0x400);
         let f = VM_ALLOC | VM_NO_GUARD;
-        assert!(f & VM_ALLOC != 0);
-        assert!(f & VM_MAP == 0);
+        assert!(f.contains(VM_ALLOC));
+        assert!(!f.contains(VM_MAP));
         assert_eq!(format!("{f:?}"), "VmFlags(VM_ALLOC | VM_NO_GUARD)");
     }
 }

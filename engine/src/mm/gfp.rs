@@ -43,7 +43,7 @@ use std::str::FromStr;
 /// word, bits the 6.12 tables do not name included (as a trace may carry
 /// them); [`Gfp::from_bits_retain`] and [`Gfp::bits`] convert.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Gfp(pub u32);
+pub struct Gfp(u32);
 
 /// Bit positions, in the order of the kernel's `___GFP_*_BIT` enum.
 mod bit {

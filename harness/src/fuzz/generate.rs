@@ -71,10 +71,10 @@ impl Source for ByteSource<'_> {
 pub const GFPS: [Gfp; 6] = [
     Gfp::GFP_KERNEL,
     Gfp::GFP_HIGHUSER_MOVABLE,
-    Gfp(Gfp::GFP_KERNEL.0 | Gfp::__GFP_RECLAIMABLE.0),
+    Gfp::GFP_KERNEL.union(Gfp::__GFP_RECLAIMABLE),
     Gfp::GFP_ATOMIC,
     Gfp::GFP_NOWAIT,
-    Gfp(Gfp::GFP_KERNEL.0 | Gfp::__GFP_ZERO.0),
+    Gfp::GFP_KERNEL.union(Gfp::__GFP_ZERO),
 ];
 
 /// What the generator may produce.

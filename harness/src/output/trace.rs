@@ -303,7 +303,7 @@ impl Kind {
                 ("pfn", Val::Hex(pfn)),
                 ("order", d(r.order)),
                 ("migratetype", d(r.migratetype)),
-                ("gfp_flags", Val::Str(Gfp(r.gfp_flags as u32).to_string())),
+                ("gfp_flags", Val::Str(Gfp::from_bits_retain(r.gfp_flags as u32).to_string())),
             ],
             Kind::Free => vec![("page", Val::Ptr(r.page)), ("pfn", Val::Hex(r.pfn)), ("order", d(r.order))],
             Kind::FreeBatched => vec![("page", Val::Ptr(r.page)), ("pfn", Val::Hex(r.pfn)), ("order", Val::Int(0))],

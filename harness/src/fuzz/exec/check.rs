@@ -99,7 +99,7 @@ impl<'a, 'm> Executor<'a, 'm> {
         }
         let held = self.held_pages();
         let vmalloc: u64 =
-            self.vm.areas().iter().filter(|a| a.flags & VM_ALLOC != 0).map(|a| a.pages.len() as u64).sum();
+            self.vm.areas().iter().filter(|a| a.flags.contains(VM_ALLOC)).map(|a| a.pages.len() as u64).sum();
         let tables = self.pgtable_pages();
         if held + vmalloc + tables != allocated {
             return v(
