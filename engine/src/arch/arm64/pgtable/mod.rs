@@ -52,6 +52,7 @@
 pub mod desc;
 pub mod map;
 pub mod mmu;
+pub mod ptdump;
 pub mod walk;
 
 pub use desc::{Desc, DescKind, Level};
