@@ -45,7 +45,7 @@
 
 use crate::settings::Configs;
 use crate::stats::{Better, Comparison, Summary};
-use crate::test_vmalloc::{self, Counters, Params, TEST_CASES};
+use crate::test_vmalloc::{self, CallUnit, Counters, Params, TEST_CASES};
 use mmlab_engine::barrier::{BarrierCounts, ishst};
 use mmlab_engine::{Machine, MachineConfig};
 use mmlab_pcp::PageAllocator;
@@ -95,10 +95,9 @@ impl Row {
     /// Calls per run: loop iterations (objects for pcpu_alloc_test) times
     /// repetitions times workers.
     pub fn calls(&self) -> u64 {
-        let per = if TEST_CASES[self.index()].name == "pcpu_alloc_test" {
-            self.params.nr_pcpu_objects.max(1) as u64
-        } else {
-            self.params.loops()
+        let per = match TEST_CASES[self.index()].unit {
+            CallUnit::PcpuObject => self.params.nr_pcpu_objects.max(1) as u64,
+            CallUnit::Loop => self.params.loops(),
         };
         per * self.params.repeats() * self.params.threads() as u64
     }

@@ -23,6 +23,18 @@ pub struct TestCase {
     pub name: &'static str,
     /// Expected to fail.
     pub xfail: bool,
+    /// What one call of the case is, for per-call figures.
+    pub unit: CallUnit,
+}
+
+/// What a case repeats: `test_loop_count` iterations, or (pcpu_alloc_test)
+/// one allocation per `nr_pcpu_objects` object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallUnit {
+    /// One iteration of the case's loop.
+    Loop,
+    /// One percpu object.
+    PcpuObject,
 }
 
 /// Number of test cases (K, 6.17).
@@ -30,17 +42,17 @@ pub const NR_TEST_CASES: usize = 11;
 
 /// The module's `test_case_array`; bit `i` of `run_test_mask` selects entry `i`.
 pub const TEST_CASES: [TestCase; NR_TEST_CASES] = [
-    TestCase { name: "fix_size_alloc_test", xfail: false },
-    TestCase { name: "full_fit_alloc_test", xfail: false },
-    TestCase { name: "long_busy_list_alloc_test", xfail: false },
-    TestCase { name: "random_size_alloc_test", xfail: false },
-    TestCase { name: "fix_align_alloc_test", xfail: false },
-    TestCase { name: "random_size_align_alloc_test", xfail: false },
-    TestCase { name: "align_shift_alloc_test", xfail: true },
-    TestCase { name: "pcpu_alloc_test", xfail: false },
-    TestCase { name: "kvfree_rcu_1_arg_vmalloc_test", xfail: false },
-    TestCase { name: "kvfree_rcu_2_arg_vmalloc_test", xfail: false },
-    TestCase { name: "vm_map_ram_test", xfail: false },
+    TestCase { name: "fix_size_alloc_test", xfail: false, unit: CallUnit::Loop },
+    TestCase { name: "full_fit_alloc_test", xfail: false, unit: CallUnit::Loop },
+    TestCase { name: "long_busy_list_alloc_test", xfail: false, unit: CallUnit::Loop },
+    TestCase { name: "random_size_alloc_test", xfail: false, unit: CallUnit::Loop },
+    TestCase { name: "fix_align_alloc_test", xfail: false, unit: CallUnit::Loop },
+    TestCase { name: "random_size_align_alloc_test", xfail: false, unit: CallUnit::Loop },
+    TestCase { name: "align_shift_alloc_test", xfail: true, unit: CallUnit::Loop },
+    TestCase { name: "pcpu_alloc_test", xfail: false, unit: CallUnit::PcpuObject },
+    TestCase { name: "kvfree_rcu_1_arg_vmalloc_test", xfail: false, unit: CallUnit::Loop },
+    TestCase { name: "kvfree_rcu_2_arg_vmalloc_test", xfail: false, unit: CallUnit::Loop },
+    TestCase { name: "vm_map_ram_test", xfail: false, unit: CallUnit::Loop },
 ];
 
 /// `THREAD_ALIGN << 1` on arm64 with VMAP_STACK and 16 KiB stacks.

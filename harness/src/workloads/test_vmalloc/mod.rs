@@ -48,7 +48,7 @@ mod params;
 mod render;
 mod runner;
 
-pub use cases::{NR_TEST_CASES, TEST_CASES, TestCase};
+pub use cases::{CallUnit, NR_TEST_CASES, TEST_CASES, TestCase};
 pub use params::{Mode, PARAM_NAMES, Params, resolve};
 pub use render::{render_json, render_text};
 pub use runner::{CaseResult, Counters, MachineInfo, Report, WorkerReport, run};
