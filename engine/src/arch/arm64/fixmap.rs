@@ -321,7 +321,7 @@ impl Fixmap {
     /// `fixmap_pte(addr)`: the PTE of slot `idx` in `bm_pte`.
     fn fixmap_pte(&self, idx: usize) -> Result<PhysAddr, FixmapError> {
         let va = fix_to_virt(idx);
-        if idx <= FIX_HOLE
+        if idx == FIX_HOLE
             || idx >= self.layout.end_of_fixed_addresses()
             || va < self.bm_pte_va
             || va - self.bm_pte_va >= Level::Pmd.entry_size()
