@@ -21,6 +21,8 @@
 //!     model        per-CPU TLB model, soft-MMU cache
 //!     flush        tlbi(), flush_tlb_*(), TlbFlush, the secondary-TLB hook
 //!   cost         modelled costs of TLBIs and grace periods (mmlab's model)
+//!   fixmap       FIX_PTE/PMD/PUD/PGD, set/clear_fixmap     include/asm/fixmap.h, mm/fixmap.c
+//!   mmu          map_mem(): the linear map at boot       mm/mmu.c (opt-in: arm64.linear_map=1)
 //! mm/                             mm/, include/linux/
 //!   mmzone       orders, migratetypes, zones             include/linux/mmzone.h
 //!   memblock     the boot allocator                      mm/memblock.c
@@ -71,6 +73,8 @@
 //! | `vmemmap`  | the memmap mapped by the kernel's tables                  | faithful mapping; the accessor's cache is instrumented |
 //! | `tlb`      | TLBI, per-CPU TLB model and soft-MMU cache, tlbflush.h    | faithful ops and sequences; TLB contents simplified; TLBI cost modelled |
 //! | `cost`     | cost profiles for effects userspace cannot execute        | modelled (sources in the module) |
+//! | `fixmap`   | fixmap slots and their TLB maintenance (v6.9)             | faithful slots, PTEs, barriers, TLBIs; only the page-table slots' `bm_pte` emulated |
+//! | `mmu`      | `map_mem()` of v6.9-rc1 and the 2024 series' three v1 patches | faithful walk, allocation/fixmap/TLBI order; no kernel-image carve-out, no KFENCE |
 //! | `vmstat`   | event counters                                           | instrumented |
 //! | `trace`    | kmem tracepoints (events; the harness prints them)       | faithful fields |
 //! | `sync`     | locks (zone lock with lock_stat)                          | instrumented |

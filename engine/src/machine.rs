@@ -52,6 +52,15 @@ pub struct MachineConfig {
     pub tlb_entries: usize,
     /// Modelled costs of TLBIs, their completion and grace periods.
     pub cost_profile: crate::cost::CostProfile,
+    /// `arm64.linear_map`: build the linear map at boot (`paging_init()` →
+    /// `map_mem()`, [`crate::arch::arm64::mmu`]). Off by default: boot as
+    /// before, with nothing mapped at `PAGE_OFFSET` (issue 13 decides
+    /// whether it becomes the default).
+    pub linear_map: bool,
+    /// `arm64.linear_map_variant`: which version of the linear-map code runs.
+    pub linear_map_variant: crate::arch::arm64::mmu::LinearMapVariant,
+    /// `rodata=`: `full` makes the linear map page-granular.
+    pub rodata: crate::arch::arm64::mmu::Rodata,
 }
 
 impl Default for MachineConfig {
@@ -66,6 +75,9 @@ impl Default for MachineConfig {
             // Neoverse N1's unified L2 TLB (Ampere Altra): 1280 entries.
             tlb_entries: 1280,
             cost_profile: crate::cost::CostProfile::default(),
+            linear_map: false,
+            linear_map_variant: Default::default(),
+            rodata: Default::default(),
         }
     }
 }
@@ -132,6 +144,11 @@ pub struct Machine {
     pub(crate) cpus: Box<[CachePadded<CpuData>]>,
     pub(crate) trace_clock: TraceClock,
     pub(crate) rcu: crate::rcu::RcuState,
+    /// The fixmap, behind `fixmap_lock` (present once the linear map was
+    /// built: `arm64.linear_map=1`).
+    pub(crate) fixmap: Mutex<Option<crate::arch::arm64::fixmap::Fixmap>>,
+    /// What `map_mem()` did at boot, if it ran.
+    pub(crate) linear_map: Option<crate::arch::arm64::mmu::LinearMapReport>,
 }
 
 impl Machine {

@@ -68,6 +68,41 @@ impl MachineConfig {
             },
         },
         Knob {
+            key: "arm64.linear_map",
+            values: "0|1",
+            summary: "0|1",
+            kernel: KernelName::Code(
+                "arm64 paging_init() -> map_mem(): the linear map built through the fixmap (opt-in; default 0)",
+            ),
+            set: |c, key, value| {
+                c.linear_map = parse_bool(key, value)?;
+                Ok(())
+            },
+        },
+        Knob {
+            key: "arm64.linear_map_variant",
+            values: "base|no-cont-remap|no-alloc-remap|lazy-unmap",
+            summary: "base|no-cont-remap|no-alloc-remap|lazy-unmap",
+            kernel: KernelName::Code(
+                "v6.9-rc1 map_mem(), or \"Speed up boot with faster linear map creation\" v1 1/3..3/3",
+            ),
+            set: |c, key, value| {
+                c.linear_map_variant =
+                    value.parse().map_err(|e: String| KnobError::bad_value(key, value, ValueError::Other(e)))?;
+                Ok(())
+            },
+        },
+        Knob {
+            key: "rodata",
+            values: "full|on|off",
+            summary: "full|on|off",
+            kernel: KernelName::BootParam("rodata= (full: the linear map is page-granular; arm64 default)"),
+            set: |c, key, value| {
+                c.rodata = value.parse().map_err(|e: String| KnobError::bad_value(key, value, ValueError::Other(e)))?;
+                Ok(())
+            },
+        },
+        Knob {
             key: "tlb_entries",
             values: "1..=1048576",
             summary: "",
@@ -137,6 +172,22 @@ mod tests {
         assert!(!set("arm64.lazy_mmu_barrier_batching=0").unwrap().lazy_mmu_barrier_batching);
         assert!(!set("arm64.tlbi_range=0").unwrap().tlbi_range);
         assert_eq!(set("tlb_entries=48").unwrap().tlb_entries, 48);
+        assert!(set("arm64.linear_map=1").unwrap().linear_map);
+        assert!(!MachineConfig::default().linear_map, "the linear map is opt-in");
+        assert_eq!(
+            set("arm64.linear_map_variant=lazy-unmap").unwrap().linear_map_variant,
+            crate::arch::arm64::mmu::LinearMapVariant::LazyUnmap
+        );
+        assert_eq!(
+            set("arm64.linear_map_variant=fast").unwrap_err(),
+            "bad value \"fast\" for arm64.linear_map_variant: unknown linear-map variant \"fast\" \
+             (known: base, no-cont-remap, no-alloc-remap, lazy-unmap)"
+        );
+        assert_eq!(set("rodata=off").unwrap().rodata, crate::arch::arm64::mmu::Rodata::Off);
+        assert_eq!(
+            set("rodata=no").unwrap_err(),
+            "bad value \"no\" for rodata: unknown rodata setting \"no\" (full|on|off)"
+        );
         assert_eq!(set("tlb_entries=x").unwrap_err(), "bad value \"x\" for tlb_entries: invalid digit found in string");
         assert_eq!(set("tlb_entries=0").unwrap_err(), "bad value \"0\" for tlb_entries: expected 1..=1048576");
         assert_eq!(

@@ -12,7 +12,10 @@
 //! 3. initialise every struct page (`memmap_init_range()` →
 //!    `__init_single_page()`: zone and node in `flags`, refcount 1, no page
 //!    type, an empty `lru`), mark every pageblock MOVABLE, and mark reserved
-//!    frames PG_reserved (`reserve_bootmem_region()`).
+//!    frames PG_reserved (`reserve_bootmem_region()`);
+//! 4. with `arm64.linear_map=1` only, `paging_init()`: `early_fixmap_init()`
+//!    and `map_mem()` build the linear map ([`crate::arch::arm64::mmu`]);
+//! 5. map the memmap at the vmemmap (`vmemmap_populate()`).
 //!
 //! Handing the unreserved frames to the buddy allocator
 //! (`memblock_free_all()`) is left to the allocator crate, which owns the
@@ -48,6 +51,8 @@ pub enum BootError {
     Arena(ArenaError),
     /// memblock could not place the memmap, the usemap or a table.
     Memblock(MemblockError),
+    /// `map_mem()` could not build the linear map (`arm64.linear_map=1`).
+    LinearMap(crate::arch::arm64::mmu::LinearMapError),
 }
 
 impl std::fmt::Display for BootError {
@@ -57,6 +62,7 @@ impl std::fmt::Display for BootError {
             BootError::Arena(e) => e.fmt(f),
             BootError::Memblock(e) => e.fmt(f),
             BootError::Pgtable(e) => write!(f, "building the vmemmap: {e}"),
+            BootError::LinearMap(e) => write!(f, "building the linear map: {e}"),
         }
     }
 }
@@ -107,7 +113,7 @@ impl Machine {
         // swapper_pg_dir: one page, zeroed, from memblock.
         let swapper_pg_dir = mb.alloc(PAGE_SIZE, PAGE_SIZE, "pgtable")?;
         arena.zero(swapper_pg_dir, PAGE_SIZE);
-        let m = Machine {
+        let mut m = Machine {
             config,
             memmap,
             pageblock_flags: usemap_pa,
@@ -123,11 +129,23 @@ impl Machine {
             cpus,
             trace_clock: TraceClock::new(),
             rcu: crate::rcu::RcuState::new(nr_cpus),
+            fixmap: Mutex::new(None),
+            linear_map: None,
         };
         m.memmap_init();
         m.memmap.set_pgd(swapper_pg_dir);
+        if m.config.linear_map {
+            // paging_init() on the boot CPU: early_fixmap_init(), map_mem().
+            let (fixmap, report) = {
+                let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
+                crate::arch::arm64::mmu::paging_init(&cpu0).map_err(BootError::LinearMap)?
+            };
+            *m.fixmap.lock() = Some(fixmap);
+            m.linear_map = Some(report);
+        }
         {
-            // paging_init() on the boot CPU: map the memmap at the vmemmap.
+            // bootmem_init() → sparse_init() on the boot CPU: map the memmap
+            // at the vmemmap.
             let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
             crate::mm::sparse_vmemmap::vmemmap_populate(&cpu0, memmap_pa).map_err(BootError::Pgtable)?;
         }

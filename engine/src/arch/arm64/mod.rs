@@ -9,9 +9,15 @@
 //! - [`tlb`]: TLBI encoding, the per-CPU TLB model and the flush API
 //!   (`asm/tlbflush.h`).
 //! - [`cost`]: modelled costs of TLBIs, their completion and grace periods.
+//! - [`fixmap`]: the fixmap slots and their TLB maintenance
+//!   (`asm/fixmap.h`, `mm/fixmap.c`).
+//! - [`mmu`]: the linear map built at boot, `map_mem()` and its 2024
+//!   variants (`mm/mmu.c`); opt-in with `arm64.linear_map=1`.
 
 pub mod barrier;
 pub mod cost;
+pub mod fixmap;
 pub mod memory;
+pub mod mmu;
 pub mod pgtable;
 pub mod tlb;

@@ -1,0 +1,205 @@
+//! The arm64 linear map built at boot (`arm64.linear_map=1`): `map_mem()` of
+//! Linux v6.9-rc1 and the three patches of "Speed up boot with faster linear
+//! map creation" (v1), checked against counts derived by hand from the
+//! kernel's algorithm, and the map itself checked by walks and accesses.
+//!
+//! # The hand derivation (64 MiB at PA 0x4000_0000, rodata=full, 4 KiB pages)
+//!
+//! `rodata=full` gives `NO_BLOCK_MAPPINGS | NO_CONT_MAPPINGS`, so the 64 MiB
+//! are 16384 PTEs in 32 PTE tables (2 MiB each), under one PMD table and one
+//! PUD table (pgd entry 0, pud entry 0; 64 MiB < 1 GiB). Every leaf write is
+//! `__set_pte()`: `dsb ishst; isb`. Every table descriptor write (`set_p4d`
+//! into swapper, `set_pud`, `set_pmd`) is also `dsb ishst; isb`: 34 pairs.
+//! `set_fixmap` is `__set_pte()` of the slot's PTE: one `dsb ishst; isb`.
+//! `clear_fixmap` is `dsb ishst; tlbi vaale1is; dsb ish; isb`.
+//!
+//! **base (v6.9-rc1).** Each of the 34 tables is zeroed through FIX_PTE at
+//! allocation (1 map, 1 clear). `init_pmd()` maps FIX_PMD per 32 MiB chunk:
+//! 2 chunks, 2 maps and clears. `init_pte()` maps FIX_PTE per 64 KiB chunk:
+//! 32 chunks per table x 32 tables = 1024. FIX_PUD is mapped once.
+//! Maps = clears = 34 + 2 + 1024 + 1 = 1061 = TLBIs = `dsb ish`.
+//! `dsb ishst` = `isb` = 2 x 1061 (sets and clears) + 34 (table
+//! descriptors) + 16384 (PTEs) = 18540.
+//!
+//! **no-cont-remap (v1 1/3).** Allocation as base (34 maps and clears);
+//! each PMD and PTE table is mapped once for population (1 + 32), the PUD
+//! table once: maps = clears = TLBIs = `dsb ish` = 34 + 33 + 1 = 68;
+//! `dsb ishst` = `isb` = 2 x 68 + 34 + 16384 = 16554.
+//!
+//! **no-alloc-remap (v1 2/3).** A new table is mapped in its own slot,
+//! zeroed and followed by a `dsb ishst`, populated and cleared once: maps =
+//! clears = TLBIs = `dsb ish` = 34. `dsb ishst` = 34 (sets) + 34 (clears) +
+//! 34 (after zeroing) + 34 + 16384 = 16520; `isb` = 34 + 34 + 34 + 16384 =
+//! 16486.
+//!
+//! **lazy-unmap (v1 3/3).** As no-alloc-remap, but the 32 PTE tables take
+//! slots 995 down to 980 in turn; the 17th finds them used up and clears
+//! all 16 with `clear_fixmap_nosync` and one `flush_tlb_kernel_range()`
+//! over 16 pages (`dsb ishst`, 16 `vaale1is`, `dsb ish`, `isb`); the cleanup
+//! at the end of `__create_pgd_mapping` does the same for the other 16.
+//! FIX_PMD and FIX_PUD are cleared as before. TLBIs = 32 + 2 = 34, but
+//! `dsb ish` = 2 + 2 = 4. `dsb ishst` = 34 + 34 + 34 + 16384 + 2 + 2 =
+//! 16490; `isb` = 34 + 34 + 16384 + 2 + 2 = 16456.
+
+use mmlab_engine::arch::arm64::mmu::{LinearMapCounts, LinearMapVariant, Rodata, phys_to_virt};
+use mmlab_engine::layout::{PAGE_OFFSET, PHYS_OFFSET};
+use mmlab_engine::pgtable::{self, Level, mmu};
+use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
+
+fn boot(mem: &str, variant: LinearMapVariant, rodata: Rodata) -> Machine {
+    let cfg = MachineConfig {
+        barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+        linear_map: true,
+        linear_map_variant: variant,
+        rodata,
+        ..MachineConfig::with(mem, 1).expect("size")
+    };
+    Machine::boot(cfg).expect("boots with the linear map")
+}
+
+/// The counts derived by hand in the module documentation, per variant.
+fn expected_64m(variant: LinearMapVariant) -> LinearMapCounts {
+    let common =
+        LinearMapCounts { pgtable_pud: 1, pgtable_pmd: 1, pgtable_pte: 32, pte_leaves: 16384, ..Default::default() };
+    // (PTE maps, PMD maps, PUD maps, nosync clears, TLBIs, dsb ish, dsb ishst, isb)
+    let (pte, pmd, pud, nosync, tlbi, ish, ishst, isb) = match variant {
+        LinearMapVariant::Base => (34 + 1024, 2, 1, 0, 1061, 1061, 18540, 18540),
+        LinearMapVariant::NoContRemap => (34 + 32, 1, 1, 0, 68, 68, 16554, 16554),
+        LinearMapVariant::NoAllocRemap => (32, 1, 1, 0, 34, 34, 16520, 16486),
+        LinearMapVariant::LazyUnmap => (32, 1, 1, 32, 34, 4, 16490, 16456),
+    };
+    LinearMapCounts {
+        fixmap_map_pte: pte,
+        fixmap_map_pmd: pmd,
+        fixmap_map_pud: pud,
+        fixmap_unmap_pte: pte,
+        fixmap_unmap_pmd: pmd,
+        fixmap_unmap_pud: pud,
+        fixmap_unmap_nosync: nosync,
+        tlbi_vaale1is: tlbi,
+        tlbi_total: tlbi,
+        dsb_ish: ish,
+        dsb_ishst: ishst,
+        isb,
+        ..common
+    }
+}
+
+#[test]
+fn counts_per_variant_match_the_hand_derivation() {
+    for v in LinearMapVariant::ALL {
+        let m = boot("64M", v, Rodata::Full);
+        let r = m.linear_map_report().expect("map_mem ran");
+        assert_eq!(r.counts, expected_64m(v), "variant {}", v.name());
+        assert_eq!(r.regions, [(PHYS_OFFSET, PHYS_OFFSET + (64 << 20))]);
+        // Every TLBI was a one-page kernel invalidation.
+        assert_eq!(r.tlbi.total(), r.counts.tlbi_vaale1is);
+    }
+}
+
+#[test]
+fn the_variants_cut_tlbis_as_the_series_says() {
+    let c = |v| boot("64M", v, Rodata::Full).linear_map_report().unwrap().counts;
+    let (base, ncr, nar, lazy) = (
+        c(LinearMapVariant::Base),
+        c(LinearMapVariant::NoContRemap),
+        c(LinearMapVariant::NoAllocRemap),
+        c(LinearMapVariant::LazyUnmap),
+    );
+    // no-cont-remap: 31 TLBIs saved per full PTE table (32 -> 1) and per
+    // 32 MiB chunk of the PMD table beyond the first.
+    assert_eq!(base.tlbi_total - ncr.tlbi_total, 32 * 31 + 1);
+    // no-alloc-remap: half of what is left, one TLBI per table.
+    assert_eq!(nar.tlbi_total, ncr.pgtables());
+    assert_eq!(ncr.tlbi_total, 2 * nar.tlbi_total);
+    // lazy-unmap: the same TLBIs, one completion wait per 16 PTE tables.
+    assert_eq!(lazy.tlbi_total, nar.tlbi_total);
+    assert_eq!(lazy.dsb_ish, lazy.pgtable_pte / 16 + 2);
+    assert_eq!(nar.dsb_ish, nar.tlbi_total);
+}
+
+/// Walk and access the first and last page of RAM through the linear map.
+fn check_ends(m: &Machine, expect_level: Level) {
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let mem = m.config().mem_bytes;
+    for pa in [PHYS_OFFSET, PHYS_OFFSET + mem - PAGE_SIZE] {
+        let va = phys_to_virt(pa);
+        let w = pgtable::walk(m, &k, va + 0x18);
+        let leaf = w.leaf.unwrap_or_else(|| panic!("{va:#x} is not mapped"));
+        assert_eq!(leaf.pa.0, pa + 0x18);
+        assert_eq!(leaf.level, expect_level);
+        // A store through the MMU lands in that page of RAM.
+        mmu::write_u64(&cpu, &k, va + 0x18, 0xfeed_0000 ^ pa).unwrap();
+        assert_eq!(
+            m.arena().word(mmlab_engine::PhysAddr(pa + 0x18)).load(std::sync::atomic::Ordering::Relaxed),
+            0xfeed_0000 ^ pa
+        );
+    }
+    assert_eq!(phys_to_virt(PHYS_OFFSET), PAGE_OFFSET);
+    // Nothing beyond the end of RAM.
+    assert!(pgtable::walk(m, &k, phys_to_virt(PHYS_OFFSET + mem)).leaf.is_none());
+}
+
+#[test]
+fn walks_land_on_the_right_pa_for_every_variant() {
+    for v in LinearMapVariant::ALL {
+        check_ends(&boot("64M", v, Rodata::Full), Level::Pte);
+    }
+}
+
+#[test]
+fn rodata_full_has_no_block_or_contiguous_entry() {
+    let m = boot("64M", LinearMapVariant::Base, Rodata::Full);
+    let k = m.kernel_as();
+    let leaves = pgtable::leaves(&m, &k, PAGE_OFFSET, PAGE_OFFSET + (64 << 20));
+    assert_eq!(leaves.iter().map(|(_, len)| len).sum::<u64>(), 64 << 20);
+    let mut va = PAGE_OFFSET;
+    while va < PAGE_OFFSET + (64 << 20) {
+        let leaf = pgtable::walk(&m, &k, va).leaf.expect("mapped");
+        assert_eq!(leaf.level, Level::Pte, "{va:#x}");
+        assert!(!leaf.desc.is_cont(), "{va:#x}");
+        va += PAGE_SIZE;
+    }
+    let c = m.linear_map_report().unwrap().counts;
+    assert_eq!((c.pmd_blocks, c.pud_blocks, c.cont_leaves), (0, 0, 0));
+}
+
+#[test]
+fn rodata_off_uses_contiguous_pmd_blocks_and_pud_blocks() {
+    // 64 MiB: two 32 MiB chunks, each 16 PMD blocks with the contiguous bit;
+    // the tables are one PUD and one PMD table, the base kernel zeroes both
+    // through FIX_PTE, maps FIX_PMD per chunk and FIX_PUD once: 5 TLBIs.
+    let m = boot("64M", LinearMapVariant::Base, Rodata::Off);
+    let c = m.linear_map_report().unwrap().counts;
+    assert_eq!((c.pgtable_pud, c.pgtable_pmd, c.pgtable_pte), (1, 1, 0));
+    assert_eq!((c.pmd_blocks, c.cont_leaves, c.pte_leaves), (32, 32, 0));
+    assert_eq!((c.fixmap_map_pte, c.fixmap_map_pmd, c.fixmap_map_pud, c.tlbi_total), (2, 2, 1, 5));
+    check_ends(&m, Level::Pmd);
+    let leaf = pgtable::walk(&m, &m.kernel_as(), PAGE_OFFSET).leaf.unwrap();
+    assert!(leaf.desc.is_cont());
+    // 1 GiB at a 1 GiB-aligned PA: one PUD block, no PMD table.
+    let m = boot("1G", LinearMapVariant::NoAllocRemap, Rodata::On);
+    let c = m.linear_map_report().unwrap().counts;
+    assert_eq!((c.pgtable_pud, c.pgtable_pmd, c.pud_blocks, c.tlbi_total), (1, 0, 1, 1));
+    check_ends(&m, Level::Pud);
+}
+
+#[test]
+fn default_boot_has_no_linear_map() {
+    let m = mmlab_tests::machine("64M", 1);
+    assert!(m.linear_map_report().is_none());
+    assert!(pgtable::walk(&m, &m.kernel_as(), PAGE_OFFSET).leaf.is_none());
+    assert!(!m.memblock().reserved().iter().any(|r| r.name == "fixmap"));
+}
+
+#[test]
+fn linear_map_tables_come_from_memblock_and_are_reserved() {
+    let m = boot("64M", LinearMapVariant::LazyUnmap, Rodata::Full);
+    let mb = m.memblock();
+    let fixmap = mb.reserved().iter().filter(|r| r.name == "fixmap").map(|r| r.size).sum::<u64>();
+    assert_eq!(fixmap, 3 * PAGE_SIZE, "bm_pud, bm_pmd, bm_pte");
+    // swapper + 4 vmemmap tables as before, plus 34 linear-map tables.
+    let tables = mb.reserved().iter().filter(|r| r.name == "pgtable").map(|r| r.size).sum::<u64>();
+    assert_eq!(tables / PAGE_SIZE, 1 + 3 + 34);
+}
