@@ -205,6 +205,13 @@ impl<'m> Zone<'m> {
     pub fn managed_pages(&self) -> u64 {
         self.managed_pages.load(Relaxed)
     }
+    /// `adjust_managed_page_count()` (mm/page_alloc.c): `count` pages join
+    /// (positive) or leave (negative) the pages this zone manages, as when a
+    /// memblock reservation is handed to the allocator after boot
+    /// (`free_reserved_page()`).
+    pub fn adjust_managed_page_count(&self, count: i64) {
+        self.managed_pages.fetch_add(count as u64, Relaxed);
+    }
     /// `zone_page_state(zone, NR_FREE_PAGES)`.
     #[inline]
     pub fn nr_free_pages(&self) -> i64 {

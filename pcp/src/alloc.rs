@@ -557,4 +557,33 @@ impl<'m> PageAllocator<'m> {
         }
         Ok(())
     }
+
+    /// `free_reserved_page()` (include/linux/mm.h): hand a page that memblock
+    /// reserved at boot to the allocator after boot, as the hugetlb vmemmap
+    /// optimisation does with the boot memmap it frees
+    /// (`free_bootmem_page()` on arm64): clear `PG_reserved`, give it one
+    /// reference, free it with `__free_page()`, and count it as managed
+    /// (`adjust_managed_page_count(page, 1)`).
+    ///
+    /// # Errors
+    /// [`FreeError::InvalidPfn`] for a frame that is not RAM,
+    /// [`FreeError::NotAllocated`] for a frame that is not reserved, a
+    /// [`FreeError::ForeignCpu`]; nothing is changed.
+    pub fn free_reserved_page(&self, cpu: &Cpu<'m>, pfn: Pfn) -> Result<(), FreeError> {
+        if self.foreign(cpu) {
+            return Err(FreeError::ForeignCpu { cpu: cpu.id() });
+        }
+        if !self.m.memmap().pfn_valid(pfn) {
+            return Err(FreeError::InvalidPfn { pfn });
+        }
+        let p = self.m.page(pfn);
+        if p.ext() != PageExt::Reserved {
+            return Err(FreeError::NotAllocated { pfn });
+        }
+        p.clear_flag(mmlab_engine::page::pg::PG_RESERVED);
+        p.set_refcount(1);
+        p.set_ext(PageExt::Alloc(0, Migratetype::Unmovable));
+        self.zone.adjust_managed_page_count(1);
+        self.free_pages(cpu, pfn, 0)
+    }
 }

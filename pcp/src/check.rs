@@ -82,7 +82,10 @@ impl PageAllocator<'_> {
                     mark(&mut seen, pfn, o as u32, "allocated block")?;
                     for t in 1..1u64 << o {
                         let tp = mem.page(pfn.add(t));
-                        if tp.ext() != PageExt::Tail {
+                        // A fake head (the hugetlb vmemmap optimisation maps
+                        // this tail's struct page onto a copy of the head's)
+                        // belongs to the allocation all the same.
+                        if tp.ext() != PageExt::Tail && mem.page_fixed_fake_head(pfn.add(t)) != pfn {
                             return Err(format!("tail {} of allocation {pfn} is {:?}", pfn.add(t), tp.ext()));
                         }
                     }

@@ -516,6 +516,30 @@ impl Memmap {
         Some(self.page_at(idx))
     }
 
+    /// `page_fixed_fake_head()` (include/linux/page-flags.h): the frame
+    /// whose struct page `pfn`'s really is. After the hugetlb vmemmap
+    /// optimisation remaps a folio's tail vmemmap pages onto its head page,
+    /// the first struct page of each such vmemmap page reads as a copy of
+    /// the head (`PG_head` set): a "fake head". It is told apart from a real
+    /// head by the struct page after it, which then reads as a tail whose
+    /// `compound_head` (the `lru.next` word, bit 0 set) names the real head.
+    /// Any other page is returned unchanged.
+    pub fn page_fixed_fake_head(&self, pfn: Pfn) -> Pfn {
+        let next = Pfn(pfn.0 + 1);
+        if !self.page_va(pfn).is_multiple_of(4096) || !self.pfn_valid(next) || !self.page(pfn).test_flag(pg::PG_HEAD) {
+            return pfn;
+        }
+        let head = self.page(next).lru_next();
+        if head & 1 == 0 {
+            return pfn;
+        }
+        let va = head - 1;
+        match va.checked_sub(crate::layout::VMEMMAP_START) {
+            Some(off) if off.is_multiple_of(STRUCT_PAGE_SIZE) => Pfn(off / STRUCT_PAGE_SIZE + self.vmemmap_pfn0),
+            _ => pfn,
+        }
+    }
+
     /// `pfn_valid()`.
     #[inline]
     pub fn pfn_valid(&self, pfn: Pfn) -> bool {
