@@ -520,10 +520,7 @@ fn output_addresses_outside_ram_are_errors_not_panics() {
     // A leaf may point outside RAM (device memory, ioremap): the write is
     // accepted, and an access through it is an external abort.
     let device = 0x1000_0000u64;
-    let dev = Desc::page(
-        device,
-        pgtable::desc::PROT_DEFAULT | pgtable::desc::bits::attrindx(pgtable::desc::bits::MT_DEVICE_NGNRE),
-    );
+    let dev = Desc::page(device, pgtable::desc::pgprot_device(pgtable::desc::PROT_DEFAULT));
     pgtable::set_pte(&cpu, slot, dev).unwrap();
     let want = FaultKind::ExternalAbort { pa: PhysAddr(device + 8) };
     assert_eq!(mmu::read_u64(&cpu, &k, va + 8).unwrap_err().kind, want);

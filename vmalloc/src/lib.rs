@@ -82,7 +82,7 @@ use kvfree::KvfreeQueued;
 use lazy::{LazyArea, LazyAreas};
 use mmlab_engine::gfp::Gfp;
 use mmlab_engine::layout::{VMALLOC_END, VMALLOC_START};
-use mmlab_engine::pgtable::desc::{CONT_PTE_SIZE, CONT_PTES, PAGE_KERNEL, PMD_SIZE};
+use mmlab_engine::pgtable::desc::{CONT_PTE_SIZE, CONT_PTES, PAGE_KERNEL, PMD_SIZE, PgProt, pgprot_nx};
 use mmlab_engine::pgtable::{
     self, AddressSpace, Desc, PgtableError, arch_enter_lazy_mmu_mode, arch_leave_lazy_mmu_mode, pmd_alloc,
     pte_alloc_kernel, try_huge_pmd,
@@ -393,7 +393,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         size: u64,
         align: u64,
         gfp: Gfp,
-        prot: u64,
+        prot: PgProt,
         vm_flags: VmFlags,
         caller: &'static str,
     ) -> Result<u64, VmallocError> {
@@ -447,7 +447,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         align: u64,
         shift: u32,
         gfp: Gfp,
-        prot: u64,
+        prot: PgProt,
         vm_flags: VmFlags,
         caller: &'static str,
     ) -> Result<u64, VmallocError> {
@@ -616,7 +616,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         cpu: &Cpu<'m>,
         addr: u64,
         pages: &[Pfn],
-        prot: u64,
+        prot: PgProt,
         shift: u32,
     ) -> Result<(), PgtableError> {
         let block = 1usize << (shift - PAGE_SHIFT);
@@ -655,7 +655,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                     r = pgtable::set_ptes(
                         cpu,
                         pgtable::entry_pa(table.pa(), idx),
-                        Desc::page(p, prot | pgtable::desc::bits::PTE_CONT),
+                        Desc::page(p, prot.mkcont()),
                         CONT_PTES,
                         PAGE_SIZE,
                     );
@@ -823,7 +823,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// [`VmallocError::PageNotAllocated`], [`VmallocError::NoVmapSpace`],
     /// [`VmallocError::NoMemory`] for a page table allocation, [`VmallocError::ForeignCpu`].
     /// Nothing is taken on error.
-    pub fn vmap(&self, cpu: &Cpu<'m>, pages: &[Pfn], prot: u64) -> Result<u64, VmallocError> {
+    pub fn vmap(&self, cpu: &Cpu<'m>, pages: &[Pfn], prot: PgProt) -> Result<u64, VmallocError> {
         self.this_machine(cpu)?;
         if pages.is_empty() {
             return Err(VmallocError::ZeroSize);
@@ -837,8 +837,8 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         let size = pages.len() as u64 * PAGE_SIZE;
         let va_size = size + PAGE_SIZE;
         let addr = self.alloc_vmap_area(cpu, va_size, PAGE_SIZE)?;
-        // vmap() maps without execute permission (pgprot_nx).
-        let prot = prot | pgtable::desc::bits::PTE_PXN;
+        // vmap() maps without execute permission.
+        let prot = pgprot_nx(prot);
         if self.vmap_pages_range(cpu, addr, pages, prot, PAGE_SHIFT).is_err() {
             let _ = pgtable::unmap_range(cpu, &self.asp, addr, size).map(TlbFlush::ignore);
             self.free_vmap_area_noflush(cpu, addr, va_size, self.cpu_node(cpu));

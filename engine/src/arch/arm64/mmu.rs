@@ -72,8 +72,8 @@ use crate::layout::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
 use crate::machine::Machine;
 use crate::memblock::MemblockError;
 use crate::page::{PageExt, pg};
-use crate::pgtable::desc::bits::{PMD_TYPE_TABLE, PTE_CONT, TABLE_PXN, TABLE_UXN};
-use crate::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, DescKind, PAGE_KERNEL, PMD_SIZE, PUD_SIZE};
+use crate::pgtable::desc::bits::{PMD_TYPE_TABLE, TABLE_PXN, TABLE_UXN};
+use crate::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, DescKind, PAGE_KERNEL, PMD_SIZE, PUD_SIZE, PgProt};
 use crate::pgtable::{Desc, Level, PgtableError, entry_pa, set_pgd, set_pmd, set_pte, set_pud};
 use crate::tlb::{TlbiCounts, TlbiKind};
 
@@ -442,12 +442,12 @@ impl<'a, 'm> Walker<'a, 'm> {
         mut addr: u64,
         end: u64,
         mut phys: u64,
-        prot: u64,
+        prot: PgProt,
     ) -> Result<(), LinearMapError> {
         loop {
             set_pte(self.cpu, t.entry(Level::Pte.index(addr)), Desc::page(phys, prot))?;
             self.counts.pte_leaves += 1;
-            self.counts.cont_leaves += u64::from(prot & PTE_CONT != 0);
+            self.counts.cont_leaves += u64::from(prot.is_cont());
             phys += PAGE_SIZE;
             addr += PAGE_SIZE;
             if addr == end {
@@ -465,7 +465,7 @@ impl<'a, 'm> Walker<'a, 'm> {
         mut addr: u64,
         end: u64,
         mut phys: u64,
-        prot: u64,
+        prot: PgProt,
         flags: u32,
     ) -> Result<(), LinearMapError> {
         let (pa, mapped) = self.table_below(pmd, Level::Pmd, flags)?;
@@ -478,7 +478,7 @@ impl<'a, 'm> Walker<'a, 'm> {
         loop {
             let next = addr_end(addr, end, CONT_PTE_SIZE);
             let cont = (addr | next | phys) & (CONT_PTE_SIZE - 1) == 0 && flags & NO_CONT_MAPPINGS == 0;
-            let p = if cont { prot | PTE_CONT } else { prot };
+            let p = if cont { prot.mkcont() } else { prot };
             if per_chunk {
                 let t = self.map(Level::Pte, pa)?;
                 self.init_pte(&t, addr, next, phys, p)?;
@@ -507,7 +507,7 @@ impl<'a, 'm> Walker<'a, 'm> {
         mut addr: u64,
         end: u64,
         mut phys: u64,
-        prot: u64,
+        prot: PgProt,
         flags: u32,
     ) -> Result<(), LinearMapError> {
         loop {
@@ -516,7 +516,7 @@ impl<'a, 'm> Walker<'a, 'm> {
             if (addr | next | phys) & (PMD_SIZE - 1) == 0 && flags & NO_BLOCK_MAPPINGS == 0 {
                 set_pmd(self.cpu, entry, Desc::block(phys, prot))?;
                 self.counts.pmd_blocks += 1;
-                self.counts.cont_leaves += u64::from(prot & PTE_CONT != 0);
+                self.counts.cont_leaves += u64::from(prot.is_cont());
             } else {
                 self.alloc_init_cont_pte(entry, addr, next, phys, prot, flags)?;
             }
@@ -537,7 +537,7 @@ impl<'a, 'm> Walker<'a, 'm> {
         mut addr: u64,
         end: u64,
         mut phys: u64,
-        prot: u64,
+        prot: PgProt,
         flags: u32,
     ) -> Result<(), LinearMapError> {
         let (pa, mapped) = self.table_below(pud, Level::Pud, flags)?;
@@ -550,7 +550,7 @@ impl<'a, 'm> Walker<'a, 'm> {
         loop {
             let next = addr_end(addr, end, CONT_PMD_SIZE);
             let cont = (addr | next | phys) & (CONT_PMD_SIZE - 1) == 0 && flags & NO_CONT_MAPPINGS == 0;
-            let p = if cont { prot | PTE_CONT } else { prot };
+            let p = if cont { prot.mkcont() } else { prot };
             match table {
                 Some(t) => self.init_pmd(&t, addr, next, phys, p, flags)?,
                 None => {
@@ -581,7 +581,7 @@ impl<'a, 'm> Walker<'a, 'm> {
         mut addr: u64,
         end: u64,
         mut phys: u64,
-        prot: u64,
+        prot: PgProt,
         flags: u32,
     ) -> Result<(), LinearMapError> {
         let (pa, mapped) = self.table_below(pgd, Level::Pgd, flags)?;
@@ -615,7 +615,7 @@ impl<'a, 'm> Walker<'a, 'm> {
         phys: u64,
         virt: u64,
         size: u64,
-        prot: u64,
+        prot: PgProt,
         flags: u32,
     ) -> Result<(), LinearMapError> {
         let pgdir = self.cpu.machine().kernel_as().pgd();

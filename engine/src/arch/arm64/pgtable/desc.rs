@@ -5,8 +5,9 @@
 //! positions. [`Desc`] wraps one and decodes it per [`Level`]: bits\[1:0\]
 //! say invalid (bit 0 clear), table (`0b11` at levels 0-2), block (`0b01` at
 //! levels 1-2) or page (`0b11` at level 3). The kernel's protection values
-//! are built from the same named bits as in pgtable-prot.h, so
-//! `PAGE_KERNEL` for a page at PA 0 is `0x0068_0000_0000_0703` (no nG).
+//! are [`PgProt`]s (its `pgprot_t`) built from the same named bits as in
+//! pgtable-prot.h, so `PAGE_KERNEL` for a page at PA 0 is
+//! `0x0068_0000_0000_0703` (no nG).
 
 use std::fmt;
 
@@ -144,24 +145,123 @@ pub mod bits {
 
 use bits::*;
 
+/// A page protection: the attribute bits of a leaf descriptor, without its
+/// output address. Mirrors the kernel's `pgprot_t`
+/// (arch/arm64/include/asm/pgtable-types.h), a struct around `pteval_t` so a
+/// protection cannot be mixed up with a descriptor or an address. Build one
+/// from the named values ([`PAGE_KERNEL`], ...) and the helpers below; the
+/// raw constructor is [`__pgprot`], the raw value [`pgprot_val`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(transparent)]
+pub struct PgProt(u64);
+
+/// `__pgprot(x)`: a protection from raw descriptor attribute bits (the
+/// [`bits`] constants, at their architectural positions).
+#[inline]
+pub const fn __pgprot(val: u64) -> PgProt {
+    PgProt(val)
+}
+
+/// `pgprot_val(prot)`: the raw attribute bits.
+#[inline]
+pub const fn pgprot_val(prot: PgProt) -> u64 {
+    prot.0
+}
+
+/// `__pgprot_modify(prot, mask, bits)` (arch/arm64/include/asm/pgtable.h):
+/// clear `mask`, then set `bits`.
+#[inline]
+pub const fn __pgprot_modify(prot: PgProt, mask: u64, bits: u64) -> PgProt {
+    PgProt((prot.0 & !mask) | bits)
+}
+
+/// `pgprot_nx(prot)`: not executable by the kernel (sets `PTE_PXN`). The
+/// kernel also clears `PTE_MAYBE_GP`, which is 0 here: the emulated kernel
+/// does not use BTI, so no kernel protection carries `PTE_GP`.
+#[inline]
+pub const fn pgprot_nx(prot: PgProt) -> PgProt {
+    __pgprot_modify(prot, 0, PTE_PXN)
+}
+
+/// `pgprot_noncached(prot)`: strongly ordered device memory
+/// (`MT_DEVICE_nGnRnE`), never executable.
+#[inline]
+pub const fn pgprot_noncached(prot: PgProt) -> PgProt {
+    __pgprot_modify(prot, PTE_ATTRINDX_MASK, attrindx(MT_DEVICE_NGNRNE) | PTE_PXN | PTE_UXN)
+}
+
+/// `pgprot_device(prot)`: device memory with early write acknowledgement
+/// (`MT_DEVICE_nGnRE`), never executable.
+#[inline]
+pub const fn pgprot_device(prot: PgProt) -> PgProt {
+    __pgprot_modify(prot, PTE_ATTRINDX_MASK, attrindx(MT_DEVICE_NGNRE) | PTE_PXN | PTE_UXN)
+}
+
+impl PgProt {
+    /// `pgprot_val(self)`.
+    #[inline]
+    pub const fn val(self) -> u64 {
+        self.0
+    }
+    /// True if any of the attribute bits `b` is set.
+    #[inline]
+    pub const fn has(self, b: u64) -> bool {
+        self.0 & b != 0
+    }
+    /// `__pgprot(pgprot_val(self) | b)`: with the attribute bits `b` set.
+    #[inline]
+    pub const fn with(self, b: u64) -> PgProt {
+        PgProt(self.0 | b)
+    }
+    /// `__pgprot(pgprot_val(self) & ~b)`: with the attribute bits `b` clear.
+    #[inline]
+    pub const fn without(self, b: u64) -> PgProt {
+        PgProt(self.0 & !b)
+    }
+    /// With the contiguous hint, as arch/arm64/mm/mmu.c builds a cont run
+    /// (`__pgprot(pgprot_val(prot) | PTE_CONT)`; `pte_mkcont()` on a prot).
+    #[inline]
+    pub const fn mkcont(self) -> PgProt {
+        self.with(PTE_CONT)
+    }
+    /// Without the contiguous hint (`pte_mknoncont()` on a prot): the
+    /// mapping walkers decide `PTE_CONT` per run themselves, as
+    /// `alloc_init_cont_pte()` does.
+    #[inline]
+    pub const fn mknoncont(self) -> PgProt {
+        self.without(PTE_CONT)
+    }
+    /// `pte_cont()` of a descriptor with this prot.
+    #[inline]
+    pub const fn is_cont(self) -> bool {
+        self.has(PTE_CONT)
+    }
+}
+
+impl fmt::Debug for PgProt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PgProt({:#018x})", self.0)
+    }
+}
+
 /// `PROT_DEFAULT` without nG (`arm64_use_ng_mappings` off).
-pub const PROT_DEFAULT: u64 = PTE_TYPE_PAGE | PTE_SHARED | PTE_AF;
+pub const PROT_DEFAULT: PgProt = __pgprot(PTE_TYPE_PAGE | PTE_SHARED | PTE_AF);
 /// `PROT_NORMAL`.
-pub const PROT_NORMAL: u64 = PROT_DEFAULT | PTE_PXN | PTE_UXN | PTE_WRITE | attrindx(MT_NORMAL);
+pub const PROT_NORMAL: PgProt = PROT_DEFAULT.with(PTE_PXN | PTE_UXN | PTE_WRITE | attrindx(MT_NORMAL));
 /// `PAGE_KERNEL`.
-pub const PAGE_KERNEL: u64 = PROT_NORMAL;
+pub const PAGE_KERNEL: PgProt = PROT_NORMAL;
 /// `PAGE_KERNEL_RO`.
-pub const PAGE_KERNEL_RO: u64 = (PROT_NORMAL & !PTE_WRITE) | PTE_RDONLY;
+pub const PAGE_KERNEL_RO: PgProt = PROT_NORMAL.without(PTE_WRITE).with(PTE_RDONLY);
 /// `PAGE_KERNEL_ROX`.
-pub const PAGE_KERNEL_ROX: u64 = (PROT_NORMAL & !(PTE_WRITE | PTE_PXN)) | PTE_RDONLY;
+pub const PAGE_KERNEL_ROX: PgProt = PROT_NORMAL.without(PTE_WRITE | PTE_PXN).with(PTE_RDONLY);
 /// `PAGE_KERNEL_EXEC`.
-pub const PAGE_KERNEL_EXEC: u64 = PROT_NORMAL & !PTE_PXN;
+pub const PAGE_KERNEL_EXEC: PgProt = PROT_NORMAL.without(PTE_PXN);
 /// `_PAGE_DEFAULT`.
-pub const PAGE_DEFAULT: u64 = PROT_DEFAULT | attrindx(MT_NORMAL);
+pub const PAGE_DEFAULT: PgProt = PROT_DEFAULT.with(attrindx(MT_NORMAL));
 /// `PAGE_SHARED`: user read-write (writable through DBM; clean = RDONLY).
-pub const PAGE_SHARED: u64 = PAGE_DEFAULT | PTE_USER | PTE_RDONLY | PTE_NG | PTE_PXN | PTE_UXN | PTE_WRITE;
+pub const PAGE_SHARED: PgProt = PAGE_DEFAULT.with(PTE_USER | PTE_RDONLY | PTE_NG | PTE_PXN | PTE_UXN | PTE_WRITE);
 /// `PAGE_READONLY`.
-pub const PAGE_READONLY: u64 = PAGE_DEFAULT | PTE_USER | PTE_RDONLY | PTE_NG | PTE_PXN | PTE_UXN;
+pub const PAGE_READONLY: PgProt = PAGE_DEFAULT.with(PTE_USER | PTE_RDONLY | PTE_NG | PTE_PXN | PTE_UXN);
 /// A kernel table descriptor's attributes (`pmd_populate_kernel`, `pud_populate`):
 /// `TYPE_TABLE | TABLE_AF | TABLE_UXN`.
 pub const KERNEL_TABLE: u64 = PMD_TYPE_TABLE | TABLE_AF | TABLE_UXN;
@@ -193,13 +293,13 @@ impl Desc {
 
     /// `pfn_pte(pfn, prot)` for a physical address.
     #[inline]
-    pub const fn page(pa: u64, prot: u64) -> Desc {
-        Desc((pa & PTE_ADDR_MASK) | prot)
+    pub const fn page(pa: u64, prot: PgProt) -> Desc {
+        Desc((pa & PTE_ADDR_MASK) | pgprot_val(prot))
     }
     /// `mk_pmd_sect_prot` / `mk_pud_sect_prot`: a block from a page prot.
     #[inline]
-    pub const fn block(pa: u64, prot: u64) -> Desc {
-        Desc((pa & PTE_ADDR_MASK) | (prot & !PTE_TYPE_MASK) | PMD_TYPE_SECT)
+    pub const fn block(pa: u64, prot: PgProt) -> Desc {
+        Desc((pa & PTE_ADDR_MASK) | (pgprot_val(prot) & !PTE_TYPE_MASK) | PMD_TYPE_SECT)
     }
     /// A table descriptor pointing at `table_pa` with `attrs` (e.g. [`KERNEL_TABLE`]).
     #[inline]
@@ -359,12 +459,25 @@ mod tests {
     #[test]
     fn kernel_prots_bit_for_bit() {
         assert_eq!(Desc::page(0, PAGE_KERNEL).bits(), 0x0068_0000_0000_0703);
-        assert_eq!(Desc::page(0, PAGE_KERNEL | PTE_NG).bits(), 0x0068_0000_0000_0f03);
-        assert_eq!(Desc::page(0x4000_1000, PAGE_KERNEL | PTE_CONT).bits(), 0x0078_0000_4000_1703);
+        assert_eq!(Desc::page(0, PAGE_KERNEL.with(PTE_NG)).bits(), 0x0068_0000_0000_0f03);
+        assert_eq!(Desc::page(0x4000_1000, PAGE_KERNEL.mkcont()).bits(), 0x0078_0000_4000_1703);
         assert_eq!(Desc::block(0x4020_0000, PAGE_KERNEL).bits(), 0x0068_0000_4020_0701);
         assert_eq!(Desc::table(0x4000_5000, KERNEL_TABLE).bits(), 0x1000_0000_4000_5403);
-        assert_eq!(PAGE_KERNEL_RO, 0x0060_0000_0000_0783);
-        assert_eq!(PAGE_KERNEL_EXEC, 0x0048_0000_0000_0703);
+        assert_eq!(pgprot_val(PAGE_KERNEL_RO), 0x0060_0000_0000_0783);
+        assert_eq!(pgprot_val(PAGE_KERNEL_EXEC), 0x0048_0000_0000_0703);
+    }
+
+    #[test]
+    fn pgprot_helpers() {
+        assert_eq!(__pgprot(pgprot_val(PAGE_KERNEL)), PAGE_KERNEL);
+        assert_eq!(PAGE_KERNEL.mkcont().mknoncont(), PAGE_KERNEL);
+        assert!(PAGE_KERNEL.mkcont().is_cont() && !PAGE_KERNEL.is_cont());
+        assert_eq!(pgprot_nx(PAGE_KERNEL_EXEC), PAGE_KERNEL);
+        let nc = pgprot_noncached(PAGE_KERNEL);
+        assert_eq!(Desc::page(0, nc).attrindx(), MT_DEVICE_NGNRNE);
+        assert_eq!(Desc::page(0, pgprot_device(PAGE_KERNEL)).attrindx(), MT_DEVICE_NGNRE);
+        assert_eq!(__pgprot_modify(nc, PTE_ATTRINDX_MASK, attrindx(MT_NORMAL)), PAGE_KERNEL);
+        assert_eq!(format!("{PAGE_KERNEL:?}"), "PgProt(0x0068000000000703)");
     }
 
     #[test]

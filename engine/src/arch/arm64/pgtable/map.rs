@@ -19,8 +19,7 @@
 //! a row, as `vunmap_p*d_range()` do. Both hand back the TLB maintenance
 //! owed as a [`TlbFlush`].
 
-use super::desc::bits::PTE_CONT;
-use super::desc::{CONT_PMD_SIZE, CONT_PMDS, CONT_PTE_SIZE, CONT_PTES, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE};
+use super::desc::{CONT_PMD_SIZE, CONT_PMDS, CONT_PTE_SIZE, CONT_PTES, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, PgProt};
 use super::*;
 
 /// How [`map_range`] may map a range.
@@ -248,7 +247,7 @@ pub fn map_range<'m>(
     va: u64,
     pa: u64,
     size: u64,
-    prot: u64,
+    prot: PgProt,
     flags: MapFlags,
 ) -> Result<TlbFlush, PgtableError> {
     if size == 0 || !(va | pa | size).is_multiple_of(PAGE_SIZE) || va.checked_add(size - 1).is_none() {
@@ -278,12 +277,12 @@ fn map_range_journaled<'m>(
     va: u64,
     pa: u64,
     size: u64,
-    prot: u64,
+    prot: PgProt,
     flags: MapFlags,
     undo: &mut MapUndo,
 ) -> Result<(), PgtableError> {
     let m = cpu.machine();
-    let prot = prot & !PTE_CONT;
+    let prot = prot.mknoncont();
     let end = va + (size - 1);
     let (mut va_cur, mut pa_cur) = (va, pa);
     // table_below, noting a table it installs.
@@ -342,7 +341,7 @@ fn map_range_journaled<'m>(
                 });
             if cont_pmd {
                 write(undo, pmd_slot, CONT_PMDS, &|| {
-                    set_ptes(cpu, pmd_slot, Desc::block(pa_cur, prot | PTE_CONT), CONT_PMDS, PMD_SIZE)
+                    set_ptes(cpu, pmd_slot, Desc::block(pa_cur, prot.mkcont()), CONT_PMDS, PMD_SIZE)
                 })?;
                 step = CONT_PMD_SIZE;
             } else if flags.block
@@ -358,7 +357,7 @@ fn map_range_journaled<'m>(
                 let pte_slot = entry_pa(pte_t, idx);
                 if flags.cont && (va_cur | pa_cur) % CONT_PTE_SIZE == 0 && left >= CONT_PTE_SIZE {
                     write(undo, pte_slot, CONT_PTES, &|| {
-                        set_ptes(cpu, pte_slot, Desc::page(pa_cur, prot | PTE_CONT), CONT_PTES, PAGE_SIZE)
+                        set_ptes(cpu, pte_slot, Desc::page(pa_cur, prot.mkcont()), CONT_PTES, PAGE_SIZE)
                     })?;
                     step = CONT_PTE_SIZE;
                 } else {
@@ -435,12 +434,12 @@ pub fn try_huge_pmd<'m>(
     pmd_slot: PhysAddr,
     va: u64,
     pa: u64,
-    prot: u64,
+    prot: PgProt,
 ) -> Result<bool, PgtableError> {
     if !(va | pa).is_multiple_of(PMD_SIZE) || !free_empty_table_for_block(cpu, alloc, pmd_slot, Level::Pmd, va, None) {
         return Ok(false);
     }
-    set_pmd(cpu, pmd_slot, Desc::block(pa, prot & !PTE_CONT))?;
+    set_pmd(cpu, pmd_slot, Desc::block(pa, prot.mknoncont()))?;
     Ok(true)
 }
 
@@ -452,11 +451,11 @@ pub fn try_huge_pmd<'m>(
 ///
 /// [`PgtableError::ContAlignment`] if `va` or `pa` is not 64 KiB aligned or `ptep` is not the slot
 /// of `va`; what [`set_ptes`] refuses.
-pub fn set_cont_ptes(cpu: &Cpu<'_>, ptep: PhysAddr, va: u64, pa: u64, prot: u64) -> Result<(), PgtableError> {
+pub fn set_cont_ptes(cpu: &Cpu<'_>, ptep: PhysAddr, va: u64, pa: u64, prot: PgProt) -> Result<(), PgtableError> {
     if !(va | pa).is_multiple_of(CONT_PTE_SIZE) || Level::Pte.index(va) != ((ptep.0 % PAGE_SIZE) / 8) as usize {
         return Err(PgtableError::ContAlignment { va, pa, size: CONT_PTE_SIZE });
     }
-    set_ptes(cpu, ptep, Desc::page(pa, prot | PTE_CONT), CONT_PTES, PAGE_SIZE)
+    set_ptes(cpu, ptep, Desc::page(pa, prot.mkcont()), CONT_PTES, PAGE_SIZE)
 }
 
 /// Clear the leaves of `[va, va + size)` (`vunmap_range_noflush`: get and

@@ -55,7 +55,7 @@ pub mod mmu;
 pub mod ptdump;
 pub mod walk;
 
-pub use desc::{Desc, DescKind, Level};
+pub use desc::{Desc, DescKind, Level, PgProt};
 pub use map::*;
 pub use walk::*;
 

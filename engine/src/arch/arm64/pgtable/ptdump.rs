@@ -301,7 +301,7 @@ mod tests {
             line,
             "0xffff000000200000-0xffff000000400000           2M PMD       RW NX SHD AF        BLK UXN    MEM/NORMAL"
         );
-        let p = Desc::page(0x4000_0000, PAGE_KERNEL_ROX | PTE_CONT);
+        let p = Desc::page(0x4000_0000, PAGE_KERNEL_ROX.mkcont());
         let line = ptdump_line(0xffff_8000_8000_0000, 0xffff_8000_8001_0000, "PTE", p.0 & PTDUMP_PROT_MASK);
         assert_eq!(
             line,
