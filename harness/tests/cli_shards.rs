@@ -119,7 +119,10 @@ fn shard_options_are_checked() {
 /// cost_profile=apple-m2 --set barrier=model --set lock_stat=1 compare --seeds
 /// 1..3 --format jsonl --new vmalloc.contpte=off run_test_mask=0x145
 /// nr_pages=16 use_huge=0,1 test_loop_count=10`) still merges, and prints
-/// what that `mmlab` printed merging it (`--counters all`, JSON and CSV).
+/// byte for byte what the harness before that change printed merging it
+/// (`--counters all`, JSON and CSV; the `.merged.*` files were written by
+/// the parent commit's `mmlab`, since main's binary predates the statrs t
+/// quantiles and prints other interval widths).
 #[test]
 fn a_shard_from_before_the_counters_view_merges_as_it_did() {
     let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");

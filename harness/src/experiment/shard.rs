@@ -24,7 +24,9 @@
 //!    configuration), every row's label and test_vmalloc parameters.
 //! 2. `sample`, one per (seed, row, variant): the seed, row and variant
 //!    (index and label), measured and modelled ns of the run, calls, the
-//!    failure if any, and every counter of the run.
+//!    failure if any, and every counter the run reports: the barrier and
+//!    TLBI maps and the scalars of [`crate::test_vmalloc::counters::FIELDS`],
+//!    written and read back through that table.
 //! 3. `end`: the number of samples and the shard's measured wall time; a
 //!    shard without it was cut short and is refused.
 //!
