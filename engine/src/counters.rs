@@ -59,6 +59,10 @@ pub trait CounterSet: Copy + Default + serde::Serialize {
     fn delta(&self, before: &Self) -> Self;
     /// Call `f` with every counter's name and value, in report order.
     fn for_each_counter(&self, f: &mut dyn FnMut(&'static str, u64));
+    /// Set the counter that [`for_each_counter`](Self::for_each_counter)
+    /// calls `name` to `value` (reading a report back); `false`, and no
+    /// change, if no counter has that name.
+    fn set_counter(&mut self, name: &str, value: u64) -> bool;
 }
 
 /// The per-CPU part of a stat family: counters that one CPU's thread bumps
@@ -154,6 +158,13 @@ macro_rules! counter_snapshot {
             fn for_each_counter(&self, f: &mut dyn FnMut(&'static str, u64)) {
                 $( f(stringify!($field), self.$field); )+
             }
+            fn set_counter(&mut self, name: &str, value: u64) -> bool {
+                $( if name == stringify!($field) {
+                    self.$field = value;
+                    return true;
+                } )+
+                false
+            }
         }
     };
 }
@@ -199,5 +210,31 @@ mod tests {
         assert_eq!(seen, [("a", 11), ("b", 22)]);
         assert_eq!((Two::FIELDS, t.values()), (&["a", "b"][..], vec![11, 22]));
         assert_eq!(serde_json::to_string(&t).unwrap(), r#"{"a":11,"b":22}"#);
+        assert!(t.set_counter("b", 5) && !t.set_counter("c", 1));
+        assert_eq!(t, Two { a: 11, b: 5 });
+    }
+
+    /// Every name [`CounterSet::for_each_counter`] walks is one
+    /// [`CounterSet::set_counter`] writes back, for the hand-written sets too.
+    fn names_write_back<C: CounterSet + PartialEq + std::fmt::Debug>() {
+        let mut names = Vec::new();
+        C::default().for_each_counter(&mut |n, _| names.push(n));
+        let mut c = C::default();
+        for (i, n) in names.iter().enumerate() {
+            assert!(c.set_counter(n, i as u64 + 1), "{n}");
+        }
+        let mut seen = Vec::new();
+        c.for_each_counter(&mut |n, v| seen.push((n, v)));
+        assert_eq!(seen, names.iter().enumerate().map(|(i, &n)| (n, i as u64 + 1)).collect::<Vec<_>>());
+        assert!(!c.set_counter("no such counter", 1));
+    }
+
+    #[test]
+    fn every_family_writes_back_by_name() {
+        names_write_back::<Two>();
+        names_write_back::<crate::barrier::BarrierCounts>();
+        names_write_back::<crate::tlb::TlbiCounts>();
+        names_write_back::<crate::vmstat::VmCounts>();
+        names_write_back::<crate::rcu::RcuCounts>();
     }
 }

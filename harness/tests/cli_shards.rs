@@ -114,6 +114,28 @@ fn shard_options_are_checked() {
     assert!(err.contains("/nonexistent-mmlab.jsonl"), "{err}");
 }
 
+/// A shard written by main's `mmlab` before test_vmalloc's counters became
+/// a view over the crates' snapshots (tests/data; made with `--mem 128M --set
+/// cost_profile=apple-m2 --set barrier=model --set lock_stat=1 compare --seeds
+/// 1..3 --format jsonl --new vmalloc.contpte=off run_test_mask=0x145
+/// nr_pages=16 use_huge=0,1 test_loop_count=10`) still merges, and prints
+/// byte for byte what the harness before that change printed merging it
+/// (`--counters all`, JSON and CSV; the `.merged.*` files were written by
+/// the parent commit's `mmlab`, since main's binary predates the statrs t
+/// quantiles and prints other interval widths).
+#[test]
+fn a_shard_from_before_the_counters_view_merges_as_it_did() {
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let shard = data.join("shard-before-counters-view.jsonl");
+    for format in ["json", "csv"] {
+        let (code, out, err) =
+            mmlab(&["compare", "--merge", shard.to_str().unwrap(), "--counters", "all", "--format", format]);
+        assert_eq!(code, Some(0), "{err}");
+        let want = std::fs::read_to_string(data.join(format!("shard-before-counters-view.merged.{format}"))).unwrap();
+        assert_eq!(out, want, "{format}");
+    }
+}
+
 /// The built `mmlab`, started through cargo's target runner when one is set
 /// (the qemu-user leg of CI: a cross-built binary cannot be exec'd directly).
 fn mmlab_command() -> Command {

@@ -102,7 +102,7 @@ fn all_cases_repeated_in_sequence_on_two_workers() {
     let json = test_vmalloc::render_json(&r, &["vmalloc.contpte=on".to_string()]);
     assert!(json.contains("\"set\":[\"vmalloc.contpte=on\"]"), "{json}");
     // The kvfree_rcu tests waited for grace periods of the engine's RCU.
-    assert!(r.counters.grace_periods > 0, "{json}");
+    assert!(r.counters.rcu.grace_periods > 0, "{json}");
     assert!(!json.contains("\"grace_periods\":0"), "{json}");
 }
 

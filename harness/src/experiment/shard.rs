@@ -24,7 +24,9 @@
 //!    configuration), every row's label and test_vmalloc parameters.
 //! 2. `sample`, one per (seed, row, variant): the seed, row and variant
 //!    (index and label), measured and modelled ns of the run, calls, the
-//!    failure if any, and every counter of the run.
+//!    failure if any, and every counter the run reports: the barrier and
+//!    TLBI maps and the scalars of [`crate::test_vmalloc::counters::FIELDS`],
+//!    written and read back through that table.
 //! 3. `end`: the number of samples and the shard's measured wall time; a
 //!    shard without it was cut short and is refused.
 //!
@@ -113,7 +115,8 @@ pub struct EndLine {
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Line {
     Header(Header),
-    Sample(SampleLine),
+    /// Boxed: a sample holds every counter family's snapshot.
+    Sample(Box<SampleLine>),
     End(EndLine),
 }
 
@@ -183,7 +186,7 @@ pub fn to_jsonl(o: &Outcome) -> Result<String, String> {
                     modelled_ns: s.modelled_ns,
                     calls: s.calls,
                     failure: s.failure.clone(),
-                    counters: s.counters.clone(),
+                    counters: s.counters,
                 });
             }
         }
@@ -191,7 +194,7 @@ pub fn to_jsonl(o: &Outcome) -> Result<String, String> {
     samples.sort_by_key(|s| (s.seed, s.row, s.variant));
     let n = samples.len();
     let lines = std::iter::once(Line::Header(header(o)))
-        .chain(samples.into_iter().map(Line::Sample))
+        .chain(samples.into_iter().map(|s| Line::Sample(Box::new(s))))
         .chain(std::iter::once(Line::End(EndLine { samples: n, wall_ms: o.wall_ms })));
     let mut out = String::new();
     for l in lines {
@@ -223,7 +226,7 @@ pub fn read(name: &str, text: &str) -> Result<Shard, String> {
             }
             Line::Header(_) => return Err(format!("{at}: a second header")),
             Line::Sample(_) if header.is_none() => return Err(format!("{at}: a sample before the header")),
-            Line::Sample(s) => samples.push(s),
+            Line::Sample(s) => samples.push(*s),
             Line::End(e) => end = Some(e),
         }
     }
@@ -364,7 +367,7 @@ pub fn merge(shards: &[(String, Shard)], metric: Metric) -> Result<Outcome, Stri
                                 seed,
                                 measured_ns: x.measured_ns,
                                 modelled_ns: x.modelled_ns,
-                                counters: x.counters.clone(),
+                                counters: x.counters,
                                 calls: x.calls,
                                 failure: x.failure.clone(),
                             }
@@ -395,47 +398,6 @@ pub fn merge(shards: &[(String, Shard)], metric: Metric) -> Result<Outcome, Stri
     })
 }
 
-/// Names of counters stored as `(&'static str, u64)` pairs, written as a
-/// JSON object and read back against the names the engine knows.
-pub(crate) mod static_names {
-    use serde::de::Error as _;
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-    use std::collections::BTreeMap;
-
-    fn known() -> Vec<&'static str> {
-        use mmlab_engine::barrier::BarrierCounts;
-        use mmlab_engine::tlb::TlbiKind;
-        let mut all = BarrierCounts::default();
-        all.dmb.fill(1);
-        all.dsb.fill(1);
-        all.isb = 1;
-        all.iter().map(|(n, _)| n).chain(TlbiKind::ALL.iter().map(|k| k.name())).collect()
-    }
-
-    pub fn serialize<S: Serializer>(v: &[(&'static str, u64)], s: S) -> Result<S::Ok, S::Error> {
-        let m: BTreeMap<&str, u64> = v.iter().copied().collect();
-        m.serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(&'static str, u64)>, D::Error> {
-        let m: BTreeMap<String, u64> = BTreeMap::deserialize(d)?;
-        let known = known();
-        let mut v = m
-            .into_iter()
-            .map(|(k, n)| {
-                known
-                    .iter()
-                    .find(|&&x| x == k)
-                    .map(|&x| (x, n))
-                    .ok_or_else(|| D::Error::custom(format!("unknown counter {k:?}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        // The engine's order (barriers: dmb, dsb, isb; TLBIs: TlbiKind::ALL).
-        v.sort_by_key(|(k, _)| known.iter().position(|x| x == k));
-        Ok(v)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,20 +406,6 @@ mod tests {
     fn seed_ranges_compress() {
         assert_eq!(crate::compare::seed_ranges(&[1, 2, 3, 7, 9, 10]), "1..4, 7..8, 9..11");
         assert_eq!(crate::compare::seed_ranges(&[u64::MAX - 1, u64::MAX]), format!("{}..={}", u64::MAX - 1, u64::MAX));
-    }
-
-    #[test]
-    fn counters_round_trip() {
-        let c = Counters {
-            barriers: vec![("dsb(ishst)", 3), ("isb", 2)],
-            tlbis: vec![(mmlab_engine::tlb::TlbiKind::ALL[0].name(), 5)],
-            pcp_drain: 7,
-            ..Counters::default()
-        };
-        let j = serde_json::to_string(&c).unwrap();
-        assert_eq!(serde_json::from_str::<Counters>(&j).unwrap(), c);
-        let bad = j.replace("dsb(ishst)", "dsb(bogus)");
-        assert!(serde_json::from_str::<Counters>(&bad).unwrap_err().to_string().contains("unknown counter"));
     }
 
     #[test]

@@ -46,7 +46,7 @@
 use crate::settings::Configs;
 use crate::stats::{Better, Comparison, Summary};
 use crate::test_vmalloc::{self, CallUnit, Counters, Params, TEST_CASES};
-use mmlab_engine::barrier::{BarrierCounts, ishst};
+use mmlab_engine::barrier::ishst;
 use mmlab_engine::{Machine, MachineConfig};
 use mmlab_pcp::PageAllocator;
 use mmlab_vmalloc::Vmalloc;
@@ -232,48 +232,55 @@ pub struct CounterCol {
 
 /// The counter columns `--counters` can show (per call): the one table of
 /// compare's column names, each mapped to a typed accessor of the counter
-/// it shows. Where the column name is not the counter's own name (the
-/// engine's vmstat/tracepoint name, defined once with its type), this table
-/// is the documented alias:
+/// it shows (a field of the owning crate's snapshot in [`Counters`]). Where
+/// the column name is not the counter's own name (the engine's
+/// vmstat/tracepoint name, defined once with its type), this table is the
+/// documented alias:
 ///
-/// | column           | counter (owner)                                       |
-/// |------------------|-------------------------------------------------------|
-/// | `barrier_pairs`  | `dsb(ishst)` ([`BarrierCounts::dsb_name`]`(ishst)`)   |
-/// | `tlbi`           | all TLBI kinds summed ([`Counters::tlbi_total`])      |
-/// | `pcp_drains`     | `pcp_drain` ([`VmEvent::PcpDrain`])                   |
-/// | `buddy_pages`    | `rmqueue_buddy_pages` ([`VmEvent::RmqueueBuddyPages`])|
-/// | `zone_lock`      | `zone_lock_acquire` ([`VmEvent::ZoneLockAcquire`])    |
-/// | `buddy_merges`   | `buddy_merge` ([`VmEvent::BuddyMerge`])               |
-/// | `sync_rcu`       | `synchronize_rcu` ([`RcuCounts::synchronize_rcu`])    |
+/// | column           | counter (owner)                                            |
+/// |------------------|------------------------------------------------------------|
+/// | `barrier_pairs`  | `dsb(ishst)` ([`BarrierCounts::dsb_count`]`(ishst)`)       |
+/// | `tlbi`           | all TLBI kinds summed ([`TlbiCounts::total`])              |
+/// | `pcp_drains`     | `pcp_drain` ([`VmEvent::PcpDrain`])                        |
+/// | `buddy_pages`    | `rmqueue_buddy_pages` ([`VmEvent::RmqueueBuddyPages`])     |
+/// | `zone_lock`      | `zone_lock_acquire` ([`VmEvent::ZoneLockAcquire`])         |
+/// | `buddy_merges`   | `buddy_merge` ([`VmEvent::BuddyMerge`])                    |
+/// | `sync_rcu`       | `synchronize_rcu` ([`RcuCounts::synchronize_rcu`])         |
 ///
-/// The other columns carry the counter's own name.
+/// The other columns carry the counter's own name (`pcp_free_pages` is the
+/// harness's derived quantity, [`Counters::pcp_free_pages`]).
 ///
-/// [`BarrierCounts::dsb_name`]: mmlab_engine::barrier::BarrierCounts::dsb_name
+/// [`BarrierCounts::dsb_count`]: mmlab_engine::barrier::BarrierCounts::dsb_count
+/// [`TlbiCounts::total`]: mmlab_engine::tlb::TlbiCounts::total
 /// [`VmEvent::PcpDrain`]: mmlab_engine::vmstat::VmEvent::PcpDrain
 /// [`VmEvent::RmqueueBuddyPages`]: mmlab_engine::vmstat::VmEvent::RmqueueBuddyPages
 /// [`VmEvent::ZoneLockAcquire`]: mmlab_engine::vmstat::VmEvent::ZoneLockAcquire
 /// [`VmEvent::BuddyMerge`]: mmlab_engine::vmstat::VmEvent::BuddyMerge
 /// [`RcuCounts::synchronize_rcu`]: mmlab_engine::rcu::RcuCounts::synchronize_rcu
 pub const COUNTERS: [CounterCol; 11] = [
+    CounterCol { name: "barrier_pairs", what: "dsb ishst (+ isb) pairs", get: |c| c.barriers.dsb_count(ishst) },
+    CounterCol { name: "tlbi", what: "TLBI instructions", get: |c| c.tlbi.total() },
+    CounterCol { name: "pcp_drains", what: "free_pcppages_bulk calls", get: |c| c.vm.pcp_drain },
+    CounterCol { name: "pcp_drain_pages", what: "pages drained from pcp to buddy", get: |c| c.vm.pcp_drain_pages },
+    CounterCol { name: "pcp_free_pages", what: "pages freed onto pcp lists", get: Counters::pcp_free_pages },
     CounterCol {
-        name: "barrier_pairs",
-        what: "dsb ishst (+ isb) pairs",
-        get: |c| c.barrier(BarrierCounts::dsb_name(ishst)),
+        name: "buddy_pages",
+        what: "pages taken straight from buddy lists",
+        get: |c| c.vm.rmqueue_buddy_pages,
     },
-    CounterCol { name: "tlbi", what: "TLBI instructions", get: |c| c.tlbi_total() },
-    CounterCol { name: "pcp_drains", what: "free_pcppages_bulk calls", get: |c| c.pcp_drain },
-    CounterCol { name: "pcp_drain_pages", what: "pages drained from pcp to buddy", get: |c| c.pcp_drain_pages },
-    CounterCol { name: "pcp_free_pages", what: "pages freed onto pcp lists", get: |c| c.pcp_free_pages },
-    CounterCol { name: "buddy_pages", what: "pages taken straight from buddy lists", get: |c| c.rmqueue_buddy_pages },
-    CounterCol { name: "pcp_refill_pages", what: "pages moved buddy to pcp by refills", get: |c| c.pcp_refill_pages },
-    CounterCol { name: "zone_lock", what: "zone->lock acquisitions", get: |c| c.zone_lock_acquire },
+    CounterCol {
+        name: "pcp_refill_pages",
+        what: "pages moved buddy to pcp by refills",
+        get: |c| c.vm.pcp_refill_pages,
+    },
+    CounterCol { name: "zone_lock", what: "zone->lock acquisitions", get: |c| c.vm.zone_lock_acquire },
     CounterCol {
         name: "zone_lock_hold_ns",
         what: "zone->lock hold time, measured (lock_stat=1)",
-        get: |c| c.zone_lock_hold_ns,
+        get: |c| c.vm.zone_lock_hold_ns,
     },
-    CounterCol { name: "buddy_merges", what: "merge steps in __free_one_page", get: |c| c.buddy_merge },
-    CounterCol { name: "sync_rcu", what: "synchronize_rcu() calls", get: |c| c.synchronize_rcu },
+    CounterCol { name: "buddy_merges", what: "merge steps in __free_one_page", get: |c| c.vm.buddy_merge },
+    CounterCol { name: "sync_rcu", what: "synchronize_rcu() calls", get: |c| c.rcu.synchronize_rcu },
 ];
 
 /// The counter column called `name`.
@@ -533,7 +540,7 @@ fn sample_of(rep: &test_vmalloc::Report, row: &Row, seed: u64) -> Sample {
         seed,
         measured_ns: measured,
         modelled_ns: modelled,
-        counters: rep.counters.clone(),
+        counters: rep.counters,
         calls: row.calls() / rep.workers.len().max(1) as u64,
         failure,
     }

@@ -44,11 +44,13 @@
 //! destroyed, lazy vmap areas purged and every pcp list drained.
 
 mod cases;
+pub mod counters;
 mod params;
 mod render;
 mod runner;
 
 pub use cases::{CallUnit, NR_TEST_CASES, TEST_CASES, TestCase};
+pub use counters::Counters;
 pub use params::{Mode, PARAM_NAMES, Params, resolve};
 pub use render::{render_json, render_text};
-pub use runner::{CaseResult, Counters, MachineInfo, Report, WorkerReport, run};
+pub use runner::{CaseResult, MachineInfo, Report, WorkerReport, run};

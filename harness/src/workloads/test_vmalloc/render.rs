@@ -3,7 +3,8 @@
 //! JSON object ([`render_json`]).
 
 use super::cases::TEST_CASES;
-use super::runner::{Counters, Report};
+use super::counters::Pairs;
+use super::runner::Report;
 use crate::output::json;
 use std::fmt::Write as _;
 
@@ -65,11 +66,11 @@ pub fn render_text(r: &Report, settings: &[String]) -> String {
     }
     let c = &r.counters;
     let _ = writeln!(s, "# counters over the run (workers only; teardown excluded), {} usec wall:", r.wall_usec);
-    let bars: Vec<String> = c.barriers.iter().map(|(k, n)| format!("{k}={n}")).collect();
-    let _ = writeln!(s, "#   barriers: {} (modelled {} ns)", or_none(&bars), c.barrier_modelled_ns);
-    let tlbis: Vec<String> = c.tlbis.iter().map(|(k, n)| format!("{k}={n}")).collect();
-    let _ = writeln!(s, "#   tlbi: {} (modelled {} ns)", or_none(&tlbis), c.tlbi_modelled_ns);
-    for (k, v) in counter_fields(c) {
+    let bars: Vec<String> = c.barriers_by_kind().iter().map(|(k, n)| format!("{k}={n}")).collect();
+    let _ = writeln!(s, "#   barriers: {} (modelled {} ns)", or_none(&bars), c.barriers.modelled_ns);
+    let tlbis: Vec<String> = c.tlbis_by_kind().iter().map(|(k, n)| format!("{k}={n}")).collect();
+    let _ = writeln!(s, "#   tlbi: {} (modelled {} ns)", or_none(&tlbis), c.tlbi.modelled_ns);
+    for (k, v) in c.fields() {
         let _ = writeln!(s, "#   {k}: {v}");
     }
     s
@@ -77,36 +78,6 @@ pub fn render_text(r: &Report, settings: &[String]) -> String {
 
 fn or_none(v: &[String]) -> String {
     if v.is_empty() { "none".to_string() } else { v.join(" ") }
-}
-
-/// The scalar counters by name, in report order.
-fn counter_fields(c: &Counters) -> [(&'static str, u64); 24] {
-    [
-        ("pcp_refill", c.pcp_refill),
-        ("pcp_refill_pages", c.pcp_refill_pages),
-        ("pcp_drain", c.pcp_drain),
-        ("pcp_drain_pages", c.pcp_drain_pages),
-        ("pcp_free_pages", c.pcp_free_pages),
-        ("rmqueue_buddy_pages", c.rmqueue_buddy_pages),
-        ("pcp_decay_drain", c.pcp_decay_drain),
-        ("zone_lock_acquire", c.zone_lock_acquire),
-        ("zone_lock_contended", c.zone_lock_contended),
-        ("zone_lock_hold_ns", c.zone_lock_hold_ns),
-        ("buddy_merge", c.buddy_merge),
-        ("pgalloc_normal", c.pgalloc_normal),
-        ("pgfree", c.pgfree),
-        ("pgalloc_fail", c.pgalloc_fail),
-        ("vmallocs", c.vmallocs),
-        ("vfrees", c.vfrees),
-        ("vmalloc_purges", c.vmalloc_purges),
-        ("purged_pages", c.purged_pages),
-        ("huge_fallbacks", c.huge_fallbacks),
-        ("grace_periods", c.grace_periods),
-        ("synchronize_rcu", c.synchronize_rcu),
-        ("rcu_modelled_ns", c.rcu_modelled_ns),
-        ("barrier_modelled_ns", c.barrier_modelled_ns),
-        ("tlbi_modelled_ns", c.tlbi_modelled_ns),
-    ]
 }
 
 /// The JSON object of [`render_json`], field by field in output order.
@@ -121,7 +92,7 @@ struct JsonReport<'a> {
     machine: JsonMachine<'a>,
     time: JsonTime,
     workers: Vec<JsonWorker<'a>>,
-    counters: JsonCounters<'a>,
+    counters: JsonCounters,
     failed: bool,
 }
 
@@ -172,26 +143,16 @@ struct JsonCase<'a> {
 }
 
 #[derive(serde::Serialize)]
-struct JsonCounters<'a> {
+struct JsonCounters {
     scope: &'static str,
     /// Barriers by kind, non-zero only.
-    #[serde(serialize_with = "json::pairs_as_map")]
-    barriers: &'a [(&'static str, u64)],
+    barriers: Pairs,
     /// TLBIs by kind, non-zero only.
-    #[serde(serialize_with = "json::pairs_as_map")]
-    tlbi: &'a [(&'static str, u64)],
-    /// The scalar counters ([`counter_fields`]), as members of this object.
+    tlbi: Pairs,
+    /// The scalar counters ([`super::counters::FIELDS`]), as members of
+    /// this object.
     #[serde(flatten)]
-    fields: Named,
-}
-
-/// `(name, value)` pairs serialised as an object's members.
-struct Named([(&'static str, u64); 24]);
-
-impl serde::Serialize for Named {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        json::pairs_as_map(&self.0, s)
-    }
+    fields: Pairs,
 }
 
 /// The report as one JSON object (one line).
@@ -243,9 +204,9 @@ pub fn render_json(r: &Report, settings: &[String]) -> String {
             .collect(),
         counters: JsonCounters {
             scope: "workers only, teardown excluded",
-            barriers: &c.barriers,
-            tlbi: &c.tlbis,
-            fields: Named(counter_fields(c)),
+            barriers: Pairs(c.barriers_by_kind()),
+            tlbi: Pairs(c.tlbis_by_kind()),
+            fields: Pairs(c.fields()),
         },
         failed: r.any_failed(),
     })

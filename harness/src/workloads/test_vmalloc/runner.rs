@@ -9,17 +9,14 @@
 //! that is not counted.
 
 use super::cases::{Ctx, NR_TEST_CASES, TEST_CASES};
+use super::counters::Counters;
 use super::params::Params;
 use mmlab_engine::Machine;
-use mmlab_engine::barrier::BarrierCounts;
 use mmlab_engine::clock;
-use mmlab_engine::counters::CounterSet;
 use mmlab_engine::rng::Xoshiro256StarStar;
-use mmlab_engine::tlb::TlbiCounts;
-use mmlab_engine::vmstat::VmCounts;
 use mmlab_pcp::PageAllocator;
+use mmlab_vmalloc::Vmalloc;
 use mmlab_vmalloc::percpu::PercpuAllocator;
-use mmlab_vmalloc::{Vmalloc, VmallocCounts};
 use std::sync::Barrier;
 use std::time::Instant;
 
@@ -58,69 +55,6 @@ pub struct WorkerReport {
     pub pcp_series: Vec<(u64, i64)>,
 }
 
-/// Counter deltas over the workers' run (teardown excluded).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Counters {
-    /// Barriers by kind ("dsb(ishst)", "isb", ...), non-zero only.
-    #[serde(with = "crate::shard::static_names")]
-    pub barriers: Vec<(&'static str, u64)>,
-    /// Modelled barrier time (model backend only), ns.
-    pub barrier_modelled_ns: u64,
-    /// TLBIs by kind, non-zero only.
-    #[serde(with = "crate::shard::static_names")]
-    pub tlbis: Vec<(&'static str, u64)>,
-    /// Modelled TLBI time (cost profile), ns.
-    pub tlbi_modelled_ns: u64,
-    pub pcp_refill: u64,
-    pub pcp_refill_pages: u64,
-    pub pcp_drain: u64,
-    pub pcp_drain_pages: u64,
-    /// Pages freed onto pcp lists (`pgfree - free_one_page_pages`).
-    pub pcp_free_pages: u64,
-    /// Pages allocated straight from the buddy lists (bypassing the pcp).
-    pub rmqueue_buddy_pages: u64,
-    /// `decay_pcp_high` runs that drained (with `msleep_before_free`).
-    pub pcp_decay_drain: u64,
-    pub zone_lock_acquire: u64,
-    pub zone_lock_contended: u64,
-    /// Measured host ns, 0 unless `lock_stat`.
-    pub zone_lock_hold_ns: u64,
-    pub buddy_merge: u64,
-    pub pgalloc_normal: u64,
-    pub pgfree: u64,
-    /// Page allocations that returned NULL.
-    pub pgalloc_fail: u64,
-    pub vmallocs: u64,
-    pub vfrees: u64,
-    pub vmalloc_purges: u64,
-    pub purged_pages: u64,
-    pub huge_fallbacks: u64,
-    /// RCU grace periods.
-    pub grace_periods: u64,
-    /// `synchronize_rcu()` calls (each waited for a grace period).
-    pub synchronize_rcu: u64,
-    /// Modelled time of those waits (cost profile), ns.
-    pub rcu_modelled_ns: u64,
-}
-
-impl Counters {
-    /// All modelled time: barriers (model backend), TLBIs with their
-    /// completion waits, and `synchronize_rcu()` waits; ns.
-    pub fn modelled_ns(&self) -> u64 {
-        self.barrier_modelled_ns + self.tlbi_modelled_ns + self.rcu_modelled_ns
-    }
-
-    /// Barriers of one kind (for example `"dsb(ishst)"`).
-    pub fn barrier(&self, name: &str) -> u64 {
-        self.barriers.iter().find(|(k, _)| *k == name).map_or(0, |&(_, n)| n)
-    }
-
-    /// TLBIs of every kind.
-    pub fn tlbi_total(&self) -> u64 {
-        self.tlbis.iter().map(|&(_, n)| n).sum()
-    }
-}
-
 /// What the machine looked like when run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MachineInfo {
@@ -155,64 +89,6 @@ impl Report {
     }
 }
 
-struct Snapshot {
-    ev: VmCounts,
-    barriers: BarrierCounts,
-    tlbi: TlbiCounts,
-    vm: VmallocCounts,
-    rcu: mmlab_engine::rcu::RcuCounts,
-}
-
-impl Snapshot {
-    fn take(m: &Machine, vm: &Vmalloc<'_, '_>) -> Snapshot {
-        Snapshot {
-            ev: m.vm_events(),
-            barriers: m.barrier_counts(),
-            tlbi: m.tlbi_counts(),
-            vm: vm.counts(),
-            rcu: m.rcu_counts(),
-        }
-    }
-
-    /// The counters of the run: each family's typed delta
-    /// ([`CounterSet::delta`]), read by field.
-    fn delta(&self, before: &Snapshot) -> Counters {
-        let ev = self.ev.delta(&before.ev);
-        let bar = self.barriers.delta(&before.barriers);
-        let tlbi = self.tlbi.delta(&before.tlbi);
-        let vm = self.vm.delta(&before.vm);
-        let rcu = self.rcu.delta(&before.rcu);
-        Counters {
-            barriers: bar.iter().collect(),
-            barrier_modelled_ns: bar.modelled_ns,
-            tlbis: tlbi.iter().map(|(k, n)| (k.name(), n)).collect(),
-            tlbi_modelled_ns: tlbi.modelled_ns,
-            pcp_refill: ev.pcp_refill,
-            pcp_refill_pages: ev.pcp_refill_pages,
-            pcp_drain: ev.pcp_drain,
-            pcp_drain_pages: ev.pcp_drain_pages,
-            pcp_free_pages: ev.pgfree - ev.free_one_page_pages,
-            rmqueue_buddy_pages: ev.rmqueue_buddy_pages,
-            pcp_decay_drain: ev.pcp_decay_drain,
-            zone_lock_acquire: ev.zone_lock_acquire,
-            zone_lock_contended: ev.zone_lock_contended,
-            zone_lock_hold_ns: ev.zone_lock_hold_ns,
-            buddy_merge: ev.buddy_merge,
-            pgalloc_normal: ev.pgalloc_normal,
-            pgfree: ev.pgfree,
-            pgalloc_fail: ev.pgalloc_fail,
-            vmallocs: vm.vmallocs,
-            vfrees: vm.vfrees,
-            vmalloc_purges: vm.purges,
-            purged_pages: vm.purged_pages,
-            huge_fallbacks: vm.huge_fallbacks,
-            grace_periods: rcu.grace_periods,
-            synchronize_rcu: rcu.synchronize_rcu,
-            rcu_modelled_ns: rcu.modelled_ns,
-        }
-    }
-}
-
 /// A worker's random stream: worker 0 uses `seed` itself.
 fn worker_seed(seed: u64, worker: usize) -> u64 {
     seed ^ (worker as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
@@ -242,7 +118,7 @@ pub fn run<'m>(
     }
     let cpus = (0..nthreads).map(|i| m.cpu(i)).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
     let pcpu = PercpuAllocator::new();
-    let before = Snapshot::take(m, vm);
+    let before = Counters::take(m, vm);
     let start_barrier = Barrier::new(nthreads);
     let t0 = Instant::now();
     let workers: Vec<WorkerReport> = std::thread::scope(|s| {
@@ -273,7 +149,7 @@ pub fn run<'m>(
         handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
     });
     let wall_usec = t0.elapsed().as_micros() as u64;
-    let counters = Snapshot::take(m, vm).delta(&before);
+    let counters = Counters::take(m, vm).delta(&before);
     // Teardown: the module's objects are all gone; what the allocators
     // cache goes back too.
     let cpu = m.cpu(0).map_err(|e| e.to_string())?;

@@ -155,14 +155,22 @@ impl CounterSet for BarrierCounts {
     /// Every count, zero or not, in the order of [`BarrierCounts::iter`],
     /// then `modelled_ns`.
     fn for_each_counter(&self, f: &mut dyn FnMut(&'static str, u64)) {
-        for (name, n) in DMB_ENTRY_NAMES.into_iter().zip(self.dmb) {
-            f(name, n);
-        }
-        for (name, n) in DSB_ENTRY_NAMES.into_iter().zip(self.dsb) {
-            f(name, n);
-        }
-        f("isb", self.isb);
-        f("modelled_ns", self.modelled_ns);
+        let mut c = *self;
+        c.slots().for_each(|(name, n)| f(name, *n));
+    }
+
+    fn set_counter(&mut self, name: &str, value: u64) -> bool {
+        self.slots().find(|&(n, _)| n == name).map(|(_, slot)| *slot = value).is_some()
+    }
+}
+
+impl BarrierCounts {
+    /// Every counter by name, in [`CounterSet::for_each_counter`] order:
+    /// the one list of the names, for reading and for writing back.
+    fn slots(&mut self) -> impl Iterator<Item = (&'static str, &mut u64)> {
+        let dmb = DMB_ENTRY_NAMES.into_iter().zip(&mut self.dmb);
+        let dsb = DSB_ENTRY_NAMES.into_iter().zip(&mut self.dsb);
+        dmb.chain(dsb).chain([("isb", &mut self.isb), ("modelled_ns", &mut self.modelled_ns)])
     }
 }
 

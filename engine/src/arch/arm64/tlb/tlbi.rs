@@ -389,10 +389,21 @@ impl CounterSet for TlbiCounts {
     /// Every kind's count, zero or not, in [`TlbiKind::ALL`] order, then
     /// `modelled_ns`.
     fn for_each_counter(&self, f: &mut dyn FnMut(&'static str, u64)) {
-        for k in TlbiKind::ALL {
-            f(k.name(), self.get(k));
-        }
-        f("modelled_ns", self.modelled_ns);
+        let mut c = *self;
+        c.slots().for_each(|(name, n)| f(name, *n));
+    }
+
+    fn set_counter(&mut self, name: &str, value: u64) -> bool {
+        self.slots().find(|&(n, _)| n == name).map(|(_, slot)| *slot = value).is_some()
+    }
+}
+
+impl TlbiCounts {
+    /// Every counter by name, in [`CounterSet::for_each_counter`] order:
+    /// the one list of the names, for reading and for writing back.
+    fn slots(&mut self) -> impl Iterator<Item = (&'static str, &mut u64)> {
+        let kinds = TlbiKind::ALL.into_iter().map(TlbiKind::name).zip(&mut self.counts);
+        kinds.chain([("modelled_ns", &mut self.modelled_ns)])
     }
 }
 
