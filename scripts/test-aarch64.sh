@@ -13,7 +13,9 @@
 # Environment:
 #   MMLAB_TEST_SCALE          divisor for long test workloads (default 16 under qemu)
 #   MMLAB_AARCH64_CARGO_HOME  CARGO_HOME for Debian's cargo
-#                             (default: target-aarch64/cargo-home)
+#                             (default: ~/.cache/mmlab/aarch64-cargo-home, outside
+#                             the tree, so that the crates it unpacks are not
+#                             mistaken for the project's sources)
 #
 # Why Debian's cargo/rustc and not rustup's: rustup cannot download the aarch64
 # std here (only the Debian and crates.io registries are reachable), while
@@ -110,7 +112,7 @@ export CARGO_TARGET_DIR="$ROOT/target-aarch64"
 # A CARGO_HOME of its own: Debian's cargo (newer than rustup's) must not share
 # rustup's registry cache/lock and its global-cache database.
 USER_CARGO_HOME=${CARGO_HOME:-$HOME/.cargo}
-export CARGO_HOME=${MMLAB_AARCH64_CARGO_HOME:-$CARGO_TARGET_DIR/cargo-home}
+export CARGO_HOME=${MMLAB_AARCH64_CARGO_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/mmlab/aarch64-cargo-home}
 mkdir -p "$CARGO_HOME"
 # Keep the user's registry/network settings (mirrors, proxies), if any.
 for f in config.toml config; do
