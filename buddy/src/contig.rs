@@ -7,6 +7,15 @@
 //! with a frame in use (or parked on a pcp list: the caller drains first) is
 //! refused as busy, and nothing changes. Simplified: no MIGRATE_ISOLATE
 //! pageblocks; the whole check-and-take runs under one zone-lock hold.
+//!
+//! Without `__GFP_COMP` every frame of the range becomes an order-0 page of
+//! its own (`split_free_pages`: one `post_alloc_hook` and
+//! `set_page_refcounted` per frame). With it (Linux 6.12, "mm/contig_alloc:
+//! support __GFP_COMP", the first patch of Yu Zhao's series whose third is
+//! cf54f310d0d3 "mm/hugetlb: use __GFP_COMP for gigantic folios") the range
+//! must be exactly a naturally aligned power of two and comes back as one
+//! allocation of that order (`prep_new_page` of the head); anything else is
+//! refused (`-EINVAL`). [`ContigScan`] counts the work of each call.
 
 use crate::zone::{Fpi, LockedZone, Zone};
 use mmlab_engine::memblock::free_pages_memory;
@@ -35,6 +44,14 @@ pub enum ContigError {
         /// The frames asked for.
         nr_pages: u64,
     },
+    /// `__GFP_COMP` asked for a range that is not one naturally aligned
+    /// power-of-two block (`alloc_contig_range` returns `-EINVAL`).
+    NotCompound {
+        /// The first frame asked for.
+        start: Pfn,
+        /// The frames asked for.
+        nr_pages: u64,
+    },
     /// The CPU handle belongs to another machine.
     ForeignCpu {
         /// The handle's CPU id.
@@ -50,11 +67,39 @@ impl std::fmt::Display for ContigError {
             }
             ContigError::Busy { pfn } => write!(f, "pfn {pfn} in the range is in use"),
             ContigError::NoRange { nr_pages } => write!(f, "no free contiguous range of {nr_pages} pages"),
+            ContigError::NotCompound { start, nr_pages } => {
+                write!(f, "contig range {start}+{nr_pages} is not an aligned power of two (__GFP_COMP)")
+            }
             ContigError::ForeignCpu { cpu } => write!(f, "cpu {cpu} is a handle of another machine"),
         }
     }
 }
 impl std::error::Error for ContigError {}
+
+crate::counter_snapshot! {
+    /// The work of `alloc_contig_pages` / `alloc_contig_range` calls
+    /// (mmlab's own, instrumented), accumulated by the caller.
+    pub struct ContigScan {
+        /// Candidate ranges `pfn_range_valid_contig` examined.
+        pub ranges_scanned: u64,
+        /// Frames it looked at (one struct page read each).
+        pub pages_scanned: u64,
+        /// `alloc_contig_range` attempts.
+        pub ranges_tried: u64,
+        /// Attempts refused because a frame was in use.
+        pub ranges_busy: u64,
+        /// Free buddy blocks taken off the free lists.
+        pub blocks_taken: u64,
+        /// Frames of those blocks outside the range, given back.
+        pub pages_given_back: u64,
+        /// Struct pages prepared as allocated pages: every frame without
+        /// `__GFP_COMP` (`split_free_pages`), the head only with it
+        /// (`prep_new_page`).
+        pub pages_prepped: u64,
+        /// Ranges handed out.
+        pub ranges_allocated: u64,
+    }
+}
 
 impl LockedZone<'_, '_> {
     /// The free block containing `pfn`, as (head, order).
@@ -72,19 +117,51 @@ impl LockedZone<'_, '_> {
     /// [`ContigError::OutOfRange`] for an empty range or one that leaves the zone;
     /// [`ContigError::Busy`] for a frame not in a free block.
     pub fn take_contig_range(&mut self, start: Pfn, nr: u64, mt: Migratetype) -> Result<(), ContigError> {
+        self.take_contig_range_scan(start, nr, mt, false, &mut ContigScan::default())
+    }
+
+    /// [`LockedZone::take_contig_range`], as one compound allocation of
+    /// order `log2(nr)` if `comp` (`__GFP_COMP`): the head an allocated page
+    /// of that order with refcount 1, every other frame a tail. The work is
+    /// added to `scan`.
+    ///
+    /// # Errors
+    /// As [`LockedZone::take_contig_range`], and
+    /// [`ContigError::NotCompound`] when `comp` and the range is not a
+    /// naturally aligned power of two no larger than the free blocks around
+    /// it (the kernel's outer range must equal the range).
+    pub fn take_contig_range_scan(
+        &mut self,
+        start: Pfn,
+        nr: u64,
+        mt: Migratetype,
+        comp: bool,
+        scan: &mut ContigScan,
+    ) -> Result<(), ContigError> {
         let end = start.0.saturating_add(nr);
         if nr == 0 || !self.zone.spans(start) || !self.zone.spans(Pfn(end - 1)) {
             return Err(ContigError::OutOfRange { start, nr_pages: nr });
         }
+        scan.ranges_tried += 1;
         // Check first: every frame must sit in a free block.
         let mut blocks = Vec::new();
         let mut p = start.0;
         while p < end {
-            let (head, o) = self.free_block_containing(Pfn(p)).ok_or(ContigError::Busy { pfn: Pfn(p) })?;
+            let Some((head, o)) = self.free_block_containing(Pfn(p)) else {
+                scan.ranges_busy += 1;
+                return Err(ContigError::Busy { pfn: Pfn(p) });
+            };
             blocks.push((head, o));
             p = head.0 + (1 << o);
         }
+        if comp {
+            let outer = (blocks[0].0.0, p);
+            if !nr.is_power_of_two() || !start.0.is_multiple_of(nr) || outer != (start.0, end) {
+                return Err(ContigError::NotCompound { start, nr_pages: nr });
+            }
+        }
         // Take the blocks, give back what sticks out.
+        scan.blocks_taken += blocks.len() as u64;
         for (head, o) in blocks {
             let bmt = self.zone.pageblock_migratetype(head);
             self.del_page_from_free_list(head, o, bmt);
@@ -97,16 +174,29 @@ impl LockedZone<'_, '_> {
             };
             if bs < start.0 {
                 give_back(bs, start.0, self);
+                scan.pages_given_back += start.0 - bs;
             }
             if be > end {
                 give_back(end, be, self);
+                scan.pages_given_back += be - end;
             }
         }
-        for p in start.0..end {
-            let page = self.zone.m.page(Pfn(p));
-            page.set_refcount(1);
-            page.set_ext(PageExt::Alloc(0, mt));
+        if comp {
+            // prep_new_page() of the head; the tails stay tails.
+            let head = self.zone.m.page(start);
+            head.set_refcount(1);
+            head.set_ext(PageExt::Alloc(nr.trailing_zeros() as u8, mt));
+            scan.pages_prepped += 1;
+        } else {
+            // split_free_pages(): every frame its own page.
+            for p in start.0..end {
+                let page = self.zone.m.page(Pfn(p));
+                page.set_refcount(1);
+                page.set_ext(PageExt::Alloc(0, mt));
+            }
+            scan.pages_prepped += nr;
         }
+        scan.ranges_allocated += 1;
         self.cpu.count(VmEvent::PgallocNormal, nr);
         Ok(())
     }
@@ -122,6 +212,58 @@ impl<'m> Zone<'m> {
         self.lock(cpu).take_contig_range(start, nr, mt)
     }
 
+    /// `pfn_range_valid_contig()`: every frame of the candidate is in this
+    /// zone and not reserved (one struct page read per frame, counted).
+    /// Pages in use pass; `alloc_contig_range` finds them busy.
+    pub fn pfn_range_valid_contig(&self, start: Pfn, nr: u64, scan: &mut ContigScan) -> bool {
+        scan.ranges_scanned += 1;
+        for p in start.0..start.0 + nr {
+            scan.pages_scanned += 1;
+            if !self.spans(Pfn(p)) || self.m.page(Pfn(p)).ext() == PageExt::Reserved {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// `alloc_contig_pages()` with `__GFP_COMP` as `comp`, its work added
+    /// to `scan`: candidates at every multiple of `nr` (or of a pageblock
+    /// when `nr` is not a power of two) from the zone start, each checked
+    /// by [`Zone::pfn_range_valid_contig`] and then tried.
+    ///
+    /// # Errors
+    /// [`ContigError::NoRange`] when no candidate could be had;
+    /// [`ContigError::NotCompound`] for `comp` with `nr` not a power of
+    /// two. Nothing is changed.
+    pub fn alloc_contig_pages_scan(
+        &self,
+        cpu: &Cpu<'m>,
+        nr: u64,
+        mt: Migratetype,
+        comp: bool,
+        scan: &mut ContigScan,
+    ) -> Result<Pfn, ContigError> {
+        if nr == 0 || nr > self.spanned_pages {
+            return Err(ContigError::NoRange { nr_pages: nr });
+        }
+        if comp && !nr.is_power_of_two() {
+            return Err(ContigError::NotCompound { start: Pfn(self.zone_start_pfn), nr_pages: nr });
+        }
+        let align = if nr.is_power_of_two() { nr } else { PAGEBLOCK_NR_PAGES };
+        let mut pfn = self.zone_start_pfn.next_multiple_of(align);
+        while pfn + nr <= self.zone_end_pfn().0 {
+            if self.pfn_range_valid_contig(Pfn(pfn), nr, scan) {
+                match self.lock(cpu).take_contig_range_scan(Pfn(pfn), nr, mt, comp, scan) {
+                    Ok(()) => return Ok(Pfn(pfn)),
+                    Err(ContigError::Busy { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            pfn += align;
+        }
+        Err(ContigError::NoRange { nr_pages: nr })
+    }
+
     /// `alloc_contig_pages()`: the first naturally aligned free range of
     /// `nr` frames (pageblock-aligned if `nr` is not a power of two).
     ///
@@ -129,18 +271,6 @@ impl<'m> Zone<'m> {
     /// [`ContigError::NoRange`] when no free range of `nr` frames exists (or `nr` is 0 or larger
     /// than the zone); nothing is changed.
     pub fn alloc_contig_pages(&self, cpu: &Cpu<'m>, nr: u64, mt: Migratetype) -> Result<Pfn, ContigError> {
-        if nr == 0 || nr > self.spanned_pages {
-            return Err(ContigError::NoRange { nr_pages: nr });
-        }
-        let align = if nr.is_power_of_two() { nr } else { PAGEBLOCK_NR_PAGES };
-        let mut pfn = self.zone_start_pfn.next_multiple_of(align);
-        while pfn + nr <= self.zone_end_pfn().0 {
-            match self.alloc_contig_range(cpu, Pfn(pfn), nr, mt) {
-                Ok(()) => return Ok(Pfn(pfn)),
-                Err(ContigError::Busy { .. }) => pfn += align,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(ContigError::NoRange { nr_pages: nr })
+        self.alloc_contig_pages_scan(cpu, nr, mt, false, &mut ContigScan::default())
     }
 }

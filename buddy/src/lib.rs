@@ -77,7 +77,7 @@ mod rmqueue;
 mod watermark;
 mod zone;
 
-pub use contig::ContigError;
+pub use contig::{ContigError, ContigScan};
 pub use mmlab_engine::counter_snapshot;
 pub use rmqueue::{RmqueueMode, fallbacks, pcp_allowed_order};
 pub use watermark::{WMARK_HIGH, WMARK_LOW, WMARK_MIN, WMARK_PROMO, calculate_min_free_kbytes};

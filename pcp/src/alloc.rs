@@ -112,7 +112,7 @@ impl std::error::Error for FreeError {}
 
 /// `gfp_migratetype()` as a type.
 #[inline]
-fn gfp_mt(gfp: Gfp) -> Migratetype {
+pub(crate) fn gfp_mt(gfp: Gfp) -> Migratetype {
     Migratetype::from_index(gfp.gfp_migratetype() as usize)
 }
 
@@ -454,7 +454,7 @@ impl<'m> PageAllocator<'m> {
     /// `free_frozen_pages()` (6.12: `free_unref_page()`): to the pcp for
     /// cacheable orders, else to the buddy under the zone lock.
     #[inline(always)]
-    fn free_frozen_pages(&self, cpu: &Cpu<'m>, pfn: Pfn, page: &StructPage, order: u32) {
+    pub(crate) fn free_frozen_pages(&self, cpu: &Cpu<'m>, pfn: Pfn, page: &StructPage, order: u32) {
         let m = self.m;
         // free_pages_prepare()
         trace::mm_page_free(cpu.id(), m.trace_clock(), m.memmap().page_va(pfn), pfn.0, order);

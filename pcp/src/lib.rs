@@ -65,6 +65,7 @@
 mod alloc;
 mod check;
 mod config;
+mod contig;
 mod fault;
 mod pcplist;
 mod rules;

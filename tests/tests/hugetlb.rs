@@ -24,14 +24,11 @@ fn free_pages(pa: &PageAllocator<'_>) -> i64 {
 }
 
 fn cfg(hvo_on: bool) -> HugetlbConfig {
-    HugetlbConfig {
-        hugepages: 0,
-        hvo: HvoConfig {
-            hugetlb_optimize_vmemmap: hvo_on,
-            rcu: RcuPolicy::V6_12,
-            arm64: if hvo_on { Arm64Hvo::PauseCpus } else { Arm64Hvo::Off },
-        },
-    }
+    HugetlbConfig::with_hvo(HvoConfig {
+        hugetlb_optimize_vmemmap: hvo_on,
+        rcu: RcuPolicy::V6_12,
+        arm64: if hvo_on { Arm64Hvo::PauseCpus } else { Arm64Hvo::Off },
+    })
 }
 
 /// Grow to `n`, check, shrink to 0, check nothing was lost.
@@ -150,7 +147,7 @@ fn boot_parameter() {
     let mut c = cfg(false);
     c.set("hugepages", "3").unwrap();
     let mut ht = Hugetlb::new(&pa, c);
-    assert_eq!(ht.hugetlb_hstate_alloc_pages(&cpu).unwrap(), 3);
+    assert_eq!(ht.hugetlb_init(&cpu).unwrap(), [0, 3, 0, 0]);
     assert_eq!(ht.hstate().name(), "hugepages-2048kB");
     assert_eq!(ht.set_max_huge_pages(&cpu, 0).unwrap(), 0);
     pa.check_invariants().unwrap();
