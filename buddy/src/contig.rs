@@ -213,13 +213,23 @@ impl<'m> Zone<'m> {
     }
 
     /// `pfn_range_valid_contig()`: every frame of the candidate is in this
-    /// zone and not reserved (one struct page read per frame, counted).
-    /// Pages in use pass; `alloc_contig_range` finds them busy.
+    /// zone, not reserved and not part of a huge page (one struct page read
+    /// per frame, counted; the scan stops at the first that fails). Other
+    /// pages in use pass; `alloc_contig_range` finds them busy.
+    ///
+    /// `PageHuge()` is read as "part of a compound page" (`PG_head`, or a
+    /// tail's `compound_head` with bit 0 set): in mmlab only hugetlb makes
+    /// compound pages.
     pub fn pfn_range_valid_contig(&self, start: Pfn, nr: u64, scan: &mut ContigScan) -> bool {
         scan.ranges_scanned += 1;
         for p in start.0..start.0 + nr {
             scan.pages_scanned += 1;
-            if !self.spans(Pfn(p)) || self.m.page(Pfn(p)).ext() == PageExt::Reserved {
+            if !self.spans(Pfn(p)) {
+                return false;
+            }
+            let page = self.m.page(Pfn(p));
+            let compound = page.test_flag(mmlab_engine::page::pg::PG_HEAD) || page.lru_next() & 1 == 1;
+            if page.ext() == PageExt::Reserved || compound {
                 return false;
             }
         }
