@@ -247,8 +247,6 @@ impl From<FolioError> for HugetlbError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct InUse {
     size: HugePageSize,
-    /// `HPG_restore_reserve`: it consumed a reservation, given back on free.
-    restore_reserve: bool,
 }
 
 /// The hugetlb subsystem of one machine: the four hstates over a page

@@ -18,11 +18,14 @@
 //!   (`return_unused_surplus_pages`) drops the reservation and frees as
 //!   many free surplus pages, as a batch.
 //! - `alloc_hugetlb_folio` (a fault): a mapping that holds a reservation
-//!   takes a free page and consumes its reservation (the folio remembers
-//!   it, `HPG_restore_reserve`); one without may only take a page nobody
-//!   reserved; when none is free, a surplus page is allocated.
-//!   `free_huge_folio` gives the reservation back if one was consumed, and
-//!   while the pool has surplus pages frees the folio out of the pool
+//!   takes a free page and consumes its reservation; one without may only
+//!   take a page nobody reserved; when none is free, a surplus page is
+//!   allocated. The fault is taken to succeed, so the reservation is
+//!   consumed for good (`HPG_restore_reserve` is cleared once the folio is
+//!   mapped); a mapping gives back only the reservations it never used,
+//!   with `hugetlb_acct_memory(-n)`.
+//!   `free_huge_folio` (the last unmap), while the pool has surplus pages,
+//!   frees the folio out of the pool
 //!   (`remove_hugetlb_folio(…, true)`, `update_and_free_hugetlb_folio`:
 //!   an optimized folio waits for `free_hpage_workfn`, whose restore has
 //!   its own grace period); otherwise it goes back on the free list.
@@ -82,18 +85,9 @@ impl<'m> Hugetlb<'_, 'm> {
 
     /// `free_huge_folio()` of a folio out of the free list (handed out, or
     /// a surplus page `gather_surplus_pages` did not need).
-    fn free_huge_folio_inner(
-        &mut self,
-        cpu: &Cpu<'m>,
-        size: HugePageSize,
-        folio: Folio,
-        restore_reserve: bool,
-    ) -> Result<(), HugetlbError> {
+    fn free_huge_folio_inner(&mut self, cpu: &Cpu<'m>, size: HugePageSize, folio: Folio) -> Result<(), HugetlbError> {
         self.counts.free_huge_folio_calls += 1;
         let h = self.h(size);
-        if restore_reserve {
-            h.resv_huge_pages += 1;
-        }
         if h.surplus_huge_pages > 0 {
             // remove_hugetlb_folio(h, folio, true): not on the free list.
             h.surplus_huge_pages -= 1;
@@ -139,7 +133,7 @@ impl<'m> Hugetlb<'_, 'm> {
         if reserved {
             self.h(size).resv_huge_pages -= 1;
         }
-        self.active.insert(folio.pfn, InUse { size, restore_reserve: reserved });
+        self.active.insert(folio.pfn, InUse { size });
         self.counts.folios_handed_out += 1;
         Ok(folio)
     }
@@ -155,7 +149,7 @@ impl<'m> Hugetlb<'_, 'm> {
             return Err(HugetlbError::NotInUse { pfn: folio.pfn });
         };
         self.active.remove(&folio.pfn);
-        self.free_huge_folio_inner(cpu, u.size, folio, u.restore_reserve)
+        self.free_huge_folio_inner(cpu, u.size, folio)
     }
 
     /// `gather_surplus_pages()`: make `resv + delta` pages free, allocating
@@ -203,7 +197,7 @@ impl<'m> Hugetlb<'_, 'm> {
         }
         // The rest goes back (they are surplus, so out of the pool).
         for f in list {
-            self.free_huge_folio_inner(cpu, size, f, false)?;
+            self.free_huge_folio_inner(cpu, size, f)?;
         }
         if ok { Ok(()) } else { Err(HugetlbError::NoMemory) }
     }
