@@ -8,10 +8,15 @@
 //! invariants; with HVO off only the batch's two `flush_tlb_all` reach the
 //! vmemmap code; HVO frees 7 vmemmap pages per 2 MiB folio in one batch per
 //! write; a count beyond memory stops where the allocator runs out, reads
-//! back what it reached, and still shrinks to 0 without a loss.
+//! back what it reached, and still shrinks to 0 without a loss; every size
+//! (64K, 2M, 32M, 1G) grows and shrinks on its own `nr_hugepages` with
+//! buddyinfo back to the post-boot state; the boot parameters fill each
+//! pool; sizes arm64 does not offer are refused. Gigantic sizes per
+//! release, demote, and surplus pages have their own files
+//! (hugetlb_gigantic.rs, hugetlb_demote.rs, hugetlb_surplus.rs).
 
 use mmlab_engine::{Machine, MachineConfig};
-use mmlab_hugetlb::{HUGETLB_PAGE_ORDER, Hugetlb, HugetlbConfig};
+use mmlab_hugetlb::{HUGETLB_PAGE_ORDER, HugePageSize, Hugetlb, HugetlbConfig, HugetlbError};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmemmap::{Arm64Hvo, HvoConfig, RcuPolicy};
 
@@ -150,5 +155,108 @@ fn boot_parameter() {
     assert_eq!(ht.hugetlb_init(&cpu).unwrap(), [0, 3, 0, 0]);
     assert_eq!(ht.hstate().name(), "hugepages-2048kB");
     assert_eq!(ht.set_max_huge_pages(&cpu, 0).unwrap(), 0);
+    pa.check_invariants().unwrap();
+}
+
+/// Each size on its own pool, HVO off: `n` pages, the other pools
+/// untouched, then 0 and buddyinfo exactly as after boot.
+#[test]
+fn every_size_round_trip() {
+    for (mem, size, n) in [
+        ("64M", HugePageSize::Cont64K, 100),
+        ("64M", HugePageSize::Pmd2M, 8),
+        ("256M", HugePageSize::ContPmd32M, 3),
+        ("2G", HugePageSize::Pud1G, 1),
+    ] {
+        let m = boot(mem);
+        let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+        let cpu = m.cpu(0).unwrap();
+        let (boot_info, boot_free) = (pa.zone().nr_free_per_order(), pa.zone().nr_free_pages());
+        let mut ht = Hugetlb::new(&pa, cfg(false));
+        assert_eq!(ht.set_max_huge_pages_of(&cpu, size, n).unwrap(), n, "{size}");
+        for s in ht.sysfs() {
+            let want = if s.size == size { n } else { 0 };
+            assert_eq!((s.nr_hugepages, s.free_hugepages, s.resv_hugepages, s.surplus_hugepages), (want, want, 0, 0));
+        }
+        assert!(ht.hstate_of(size).free_folios().all(|f| f.order == size.order()));
+        assert_eq!(pa.zone().nr_free_pages() + pa.pcp_pages(), boot_free - (n << size.order()) as i64, "{size}");
+        pa.check_invariants().unwrap();
+        assert_eq!(ht.set_max_huge_pages_of(&cpu, size, 0).unwrap(), 0);
+        assert_eq!(ht.hstate_of(size).max_huge_pages, 0);
+        pa.check_invariants().unwrap();
+        pa.drain_all_pages(&cpu);
+        assert_eq!(pa.zone().nr_free_pages(), boot_free, "{size}");
+        assert_eq!(pa.zone().nr_free_per_order(), boot_info, "{size}: buddyinfo as after boot");
+    }
+}
+
+/// Boot parameters for several sizes fill each pool at init (gigantic
+/// sizes first); `hugepages=` before any size goes to the default size.
+#[test]
+fn boot_parameters_per_size() {
+    let m = boot("256M");
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let (c, refused) = cfg(false).parse_cmdline(
+        "hugepages=4 hugepagesz=32M hugepages=2 hugepagesz=64K hugepages=0:16 hugepagesz=4M hugepages=1",
+    );
+    assert_eq!(refused.len(), 2, "4M is not an arm64 size, and its count follows it: {refused:?}");
+    let mut ht = Hugetlb::new(&pa, c);
+    assert_eq!(ht.hugetlb_init(&cpu).unwrap(), [16, 4, 2, 0]);
+    assert_eq!(ht.hstate().name(), "hugepages-2048kB");
+    assert_eq!(ht.default_size(), HugePageSize::Pmd2M);
+    // Both 32M folios came first, from the bottom of memory.
+    assert!(ht.hstate_of(HugePageSize::ContPmd32M).free_folios().all(|f| f.pfn.0 < 0x44000));
+    for size in HugePageSize::ALL {
+        assert_eq!(ht.set_max_huge_pages_of(&cpu, size, 0).unwrap(), 0);
+    }
+    pa.check_invariants().unwrap();
+}
+
+/// Sizes arm64 with 4K pages does not offer: a typed error, as
+/// `arch_hugetlb_valid_size` refuses them.
+#[test]
+fn unsupported_sizes() {
+    for bytes in [0, 4 << 10, 16 << 10, 1 << 20, 4 << 20, 8 << 20, 512 << 20, 2 << 30, 16 << 30] {
+        assert_eq!(Hugetlb::size_to_hstate(bytes), Err(HugetlbError::UnsupportedSize { bytes }));
+    }
+    for size in HugePageSize::ALL {
+        assert_eq!(Hugetlb::size_to_hstate(size.bytes()), Ok(size));
+    }
+    let mut c = HugetlbConfig::default();
+    for bad in ["4M", "1M", "0", "2X", "16G"] {
+        assert!(c.set("hugepagesz", bad).is_err(), "{bad}");
+        assert!(c.set("default_hugepagesz", bad).is_err(), "{bad}");
+    }
+    assert_eq!(c.resolved_hugepages(), [0; 4]);
+}
+
+/// Every size beyond memory: the pool grows as far as it can, reads back
+/// what it reached, and empties without a loss.
+#[test]
+fn every_size_beyond_memory() {
+    for size in [HugePageSize::Cont64K, HugePageSize::ContPmd32M] {
+        let m = boot("64M");
+        let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+        let cpu = m.cpu(0).unwrap();
+        let before = pa.zone().nr_free_pages();
+        let mut ht = Hugetlb::new(&pa, cfg(false));
+        let reached = ht.set_max_huge_pages_of(&cpu, size, 1 << 20).unwrap();
+        let most = (64 << 20) / size.bytes();
+        assert!(reached > 0 && reached < most, "{size}: {reached}");
+        assert_eq!(ht.hstate_of(size).nr_huge_pages, reached);
+        pa.check_invariants().unwrap();
+        assert_eq!(ht.set_max_huge_pages_of(&cpu, size, 0).unwrap(), 0);
+        pa.drain_all_pages(&cpu);
+        assert_eq!(pa.zone().nr_free_pages(), before);
+        pa.check_invariants().unwrap();
+    }
+    // 1G on 64M: no range at all; nothing changes.
+    let m = boot("64M");
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let mut ht = Hugetlb::new(&pa, cfg(false));
+    assert_eq!(ht.set_max_huge_pages_of(&cpu, HugePageSize::Pud1G, 2).unwrap(), 0);
+    assert_eq!(ht.counts().pool_alloc_failures, 1);
     pa.check_invariants().unwrap();
 }
