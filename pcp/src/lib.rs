@@ -33,6 +33,12 @@
 //! (for callers that may block) releases highatomic reserves and drains all
 //! pcp lists once, as the kernel does when direct reclaim makes no progress.
 //!
+//! Contiguous ranges for gigantic pages (`alloc_contig_pages`, with or
+//! without `__GFP_COMP`), `folio_put` of an allocation above
+//! `MAX_PAGE_ORDER`, and the allocator's record of an allocation changing
+//! shape (`join_allocation`, `split_allocation`; instrumented) are in the
+//! `contig` module.
+//!
 //! # Example
 //!
 //! Boot a small machine and its page allocator, allocate an order-0 page
