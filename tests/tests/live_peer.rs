@@ -11,9 +11,12 @@
 //!   managed * watermark_scale_factor / 10000)` per zone.
 //!
 //! These are architecture-neutral: x86_64 and arm64 run the same code.
-//! `high_max` uses the managed pages of the last pageset update, and managed
-//! pages can move a little after boot (freed init memory), so it is compared
-//! within 1 %; the other values must match exactly. A host kernel older than
+//! `high_max` and the watermark spacing use the managed pages of the last
+//! pageset or watermark update, and managed pages move after boot without
+//! either being redone (freed init memory; HVO freeing boot vmemmap pages
+//! with `free_reserved_page` when a hugetlb pool grows, which raises
+//! managed pages for good), so those are compared within 1 %; the other
+//! values must match exactly. A host kernel older than
 //! 6.7 prints no high_min/high_max, and then only batch is compared.
 
 use mmlab_pcp::{zone_batchsize, zone_highsize};
@@ -110,8 +113,9 @@ fn host_kernel_pagesets_follow_the_same_formulas() {
         let batch = zone_batchsize(z.managed);
         // Watermark spacing (__setup_per_zone_wmarks).
         let delta = (z.min / 4).max(z.managed / 10000 * scale + z.managed % 10000 * scale / 10000);
-        assert_eq!(z.low - z.min, delta, "zone {}: low - min", z.name);
-        assert_eq!(z.high - z.low, delta, "zone {}: high - low", z.name);
+        let close = |got: u64| got.abs_diff(delta) as f64 <= (delta as f64 * 0.01).max(1.0);
+        assert!(close(z.low - z.min), "zone {}: low - min {} vs {delta}", z.name, z.low - z.min);
+        assert!(close(z.high - z.low), "zone {}: high - low {} vs {delta}", z.name, z.high - z.low);
         for &(kbatch, hmin, hmax) in &z.pagesets {
             assert_eq!(kbatch as i32, batch, "zone {} managed {}: batch", z.name, z.managed);
             let (Some(hmin), Some(hmax)) = (hmin, hmax) else { continue };
