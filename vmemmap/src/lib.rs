@@ -89,6 +89,7 @@ mod config;
 pub mod folio;
 mod optimize;
 mod remap;
+pub mod race;
 pub mod walker;
 
 pub use config::{Arm64Hvo, HvoConfig, RcuPolicy};
