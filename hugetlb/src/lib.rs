@@ -58,6 +58,7 @@
 #![deny(missing_docs)]
 
 pub mod config;
+pub mod hugetlbpage;
 
 pub use config::HugetlbConfig;
 

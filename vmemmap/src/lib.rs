@@ -88,8 +88,8 @@
 mod config;
 pub mod folio;
 mod optimize;
-mod remap;
 pub mod race;
+mod remap;
 pub mod walker;
 
 pub use config::{Arm64Hvo, HvoConfig, RcuPolicy};

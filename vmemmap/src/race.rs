@@ -225,7 +225,11 @@ impl std::fmt::Display for RaceError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RaceError::Cpus { walkers, nr_cpus } => {
-                write!(f, "{walkers} walkers need {} CPUs (and at least 1 walker); the machine has {nr_cpus}", walkers + 1)
+                write!(
+                    f,
+                    "{walkers} walkers need {} CPUs (and at least 1 walker); the machine has {nr_cpus}",
+                    walkers + 1
+                )
             }
             RaceError::CpuBusy(c) => write!(f, "cpu {c} is in use"),
             RaceError::Hvo(e) => write!(f, "{e}"),
@@ -467,9 +471,7 @@ fn folio_ref_freeze(cpu: &Cpu<'_>, pfn: Pfn, count: i32) -> Result<bool, Fault> 
     let va = m.memmap().page_va(pfn) + REFCOUNT_OFFSET;
     let pa = mmu::translate(cpu, &m.kernel_as(), va, Access::WRITE)?;
     let word = m.arena().word(PhysAddr(pa.0 & !7));
-    Ok(word
-        .fetch_update(Relaxed, Relaxed, |w| ((w >> 32) as u32 as i32 == count).then_some(w & 0xffff_ffff))
-        .is_ok())
+    Ok(word.fetch_update(Relaxed, Relaxed, |w| ((w >> 32) as u32 as i32 == count).then_some(w & 0xffff_ffff)).is_ok())
 }
 
 /// Run the experiment on `pa`'s machine: the updater on `cpu`, walkers on
@@ -579,7 +581,13 @@ pub fn run<'m>(pa: &PageAllocator<'m>, cpu: &Cpu<'m>, cfg: &RaceConfig) -> Resul
 
 /// One updater iteration. Returns (folios, exposed walkers, walkers that
 /// gave up).
-fn iteration(hvo: &Hvo<'_, '_>, cpu: &Cpu<'_>, cfg: &RaceConfig, s: &Schedule, it: u32) -> Result<(u64, u64, u64), RaceError> {
+fn iteration(
+    hvo: &Hvo<'_, '_>,
+    cpu: &Cpu<'_>,
+    cfg: &RaceConfig,
+    s: &Schedule,
+    it: u32,
+) -> Result<(u64, u64, u64), RaceError> {
     let pa = hvo.page_allocator();
     let m = hvo.machine();
     let forced = cfg.window == RaceWindow::Forced;
