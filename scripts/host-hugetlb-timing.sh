@@ -10,7 +10,8 @@
 # per write, then the median per (size, HVO, direction).
 #
 # Needs root and an empty pool. Restores vm.hugetlb_optimize_vmemmap and the
-# pool sizes it found (both 0 in practice) on exit, even on error or ^C.
+# pool sizes it found (both 0 in practice) on exit, even on error or ^C, and
+# recomputes the zone watermarks (see restore()).
 #
 # Usage: scripts/host-hugetlb-timing.sh [N_2M] [REPS] [N_1G]
 #   defaults: 4000 x 2 MiB, 5 repetitions, 8 x 1 GiB (0 skips 1 GiB)
@@ -39,6 +40,12 @@ restore() {
 	[[ $orig_1g == none ]] || echo "$orig_1g" >"$P1G" || true
 	echo "$orig_2m" >"$P2M" || true
 	echo "$orig_hvo" >"$SYSCTL_HVO" || true
+	# HVO gives boot-time (memblock) memmap pages to the buddy allocator and
+	# its restore takes ordinary pages back, so managed pages grew while the
+	# watermarks still derive from the old count (tests/live_peer.rs compares
+	# them). Writing watermark_scale_factor its own value recomputes them
+	# (setup_per_zone_wmarks) and changes no setting.
+	cat /proc/sys/vm/watermark_scale_factor >/proc/sys/vm/watermark_scale_factor || true
 	echo "# restored: hugetlb_optimize_vmemmap=$(cat "$SYSCTL_HVO") 2M=$(cat "$P2M") 1G=$( [[ -e $P1G ]] && cat "$P1G" || echo none)"
 }
 trap restore EXIT
