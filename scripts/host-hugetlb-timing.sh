@@ -45,7 +45,9 @@ restore() {
 	# watermarks still derive from the old count (tests/live_peer.rs compares
 	# them). Writing watermark_scale_factor its own value recomputes them
 	# (setup_per_zone_wmarks) and changes no setting.
-	cat /proc/sys/vm/watermark_scale_factor >/proc/sys/vm/watermark_scale_factor || true
+	local wsf
+	wsf=$(cat /proc/sys/vm/watermark_scale_factor)
+	echo "$wsf" >/proc/sys/vm/watermark_scale_factor || true
 	echo "# restored: hugetlb_optimize_vmemmap=$(cat "$SYSCTL_HVO") 2M=$(cat "$P2M") 1G=$( [[ -e $P1G ]] && cat "$P1G" || echo none)"
 }
 trap restore EXIT
