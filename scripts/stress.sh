@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPEAT=${1:-20}
-TESTS=(--test reliability --test threaded_stress --test test_vmalloc --test fault_injection)
+TESTS=(--test reliability --test threaded_stress --test test_vmalloc --test fault_injection --test hvo_race)
 
 cargo test -q -p mmlab-tests "${TESTS[@]}" --no-run
 for i in $(seq 1 "$REPEAT"); do

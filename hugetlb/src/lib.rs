@@ -73,6 +73,7 @@ pub mod config;
 pub mod demote;
 pub mod gigantic;
 pub mod hstate;
+pub mod hugetlbpage;
 mod pool;
 pub mod surplus;
 

@@ -55,7 +55,9 @@
 //! new tables, and before it they still reach the old page, as a stale TLB
 //! entry would. Writes that must respect the read-only tails go through the
 //! MMU ([`walker`]): a write to an optimized folio's tail struct page is a
-//! permission fault.
+//! permission fault. [`race`] runs speculative PFN walkers on other CPUs
+//! against a batch optimization, to show the race the 6.11 grace period
+//! closes (a walker's fault is an event there, not a crash).
 //!
 //! # arm64 and break-before-make
 //!
@@ -88,6 +90,7 @@
 mod config;
 pub mod folio;
 mod optimize;
+pub mod race;
 mod remap;
 pub mod walker;
 

@@ -39,7 +39,7 @@ use mmlab_engine::page::{STRUCT_PAGE_SIZE, pg};
 use mmlab_engine::pgtable::desc::{KERNEL_TABLE, PAGE_KERNEL, PAGE_KERNEL_RO, PMD_SIZE, PTRS_PER_TABLE};
 use mmlab_engine::pgtable::{self, Desc, DescKind, Level, PgtableAlloc, PgtableError, entry_pa};
 use mmlab_engine::{Cpu, Gfp, PAGE_SIZE, Pfn, PhysAddr, tlb};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// What a walk does at the PTE level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,20 +83,20 @@ pub(crate) enum FlushFor {
 /// `copy_page()`: the 4 KiB at `src` into `dst`, word by word.
 pub(crate) fn copy_page(m: &mmlab_engine::Machine, dst: Pfn, src: Pfn) {
     let a = m.arena();
-    for i in 0..PAGE_SIZE / 8 {
-        let v = a.word(PhysAddr(src.phys().0 + i * 8)).load(Relaxed);
-        a.word(PhysAddr(dst.phys().0 + i * 8)).store(v, Relaxed);
+    let words = (PAGE_SIZE / 8) as usize;
+    let (s, d) = (a.slice::<AtomicU64>(src.phys(), words), a.slice::<AtomicU64>(dst.phys(), words));
+    for (d, s) in d.iter().zip(s) {
+        d.store(s.load(Relaxed), Relaxed);
     }
 }
 
 /// `reset_struct_pages()`: overwrite the first `NR_RESET_STRUCT_PAGE` struct
 /// pages of the vmemmap page `page` with the ones after them.
 fn reset_struct_pages(m: &mmlab_engine::Machine, page: Pfn) {
-    let a = m.arena();
-    let n = crate::folio::NR_RESET_STRUCT_PAGE * STRUCT_PAGE_SIZE / 8;
+    let n = (crate::folio::NR_RESET_STRUCT_PAGE * STRUCT_PAGE_SIZE / 8) as usize;
+    let w = m.arena().slice::<AtomicU64>(page.phys(), 2 * n);
     for i in 0..n {
-        let v = a.word(PhysAddr(page.phys().0 + (n + i) * 8)).load(Relaxed);
-        a.word(PhysAddr(page.phys().0 + i * 8)).store(v, Relaxed);
+        w[i].store(w[n + i].load(Relaxed), Relaxed);
     }
 }
 
@@ -177,7 +177,12 @@ impl Hvo<'_, '_> {
         if addr == walk.reuse_addr {
             // The fresh head: mapped read-write, and no longer to be freed.
             prot = PAGE_KERNEL;
-            walk.pages.retain(|&p| p != reuse);
+            // list_del(&reuse_page->lru): the fresh page was added last, just
+            // before this first entry of the walk, and a batch's list holds
+            // every folio's pages, so look from the end.
+            if let Some(i) = walk.pages.iter().rposition(|&p| p == reuse) {
+                walk.pages.remove(i);
+            }
             cpu.dmb(ishst); // smp_wmb(): the copy before the entry
         }
         self.update_entry(cpu, addr, slot, Level::Pte, Desc::page(reuse.phys().0, prot))?;

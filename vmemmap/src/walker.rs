@@ -24,7 +24,7 @@
 
 use mmlab_engine::page::pg;
 use mmlab_engine::pgtable::mmu::{self, Access, Fault};
-use mmlab_engine::{Cpu, Pfn, PhysAddr, rcu};
+use mmlab_engine::{Cpu, Machine, Pfn, PhysAddr, rcu};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Offset of `_refcount` in struct page.
@@ -59,13 +59,40 @@ pub fn page_ref_atomic_add_unless(cpu: &Cpu<'_>, pfn: Pfn, nr: i32, u: i32) -> R
 /// # Errors
 /// As [`page_ref_atomic_add_unless`].
 pub fn page_ref_add_unless(cpu: &Cpu<'_>, pfn: Pfn, nr: i32, u: i32) -> Result<bool, Fault> {
-    let m = cpu.machine();
     rcu::rcu_read_lock(cpu);
-    let p = m.page(pfn);
-    let fake_head = m.memmap().page_fixed_fake_head(pfn) != pfn && p.test_flag(pg::PG_HEAD);
-    let r = if fake_head || p.refcount() == u { Ok(false) } else { page_ref_atomic_add_unless(cpu, pfn, nr, u) };
+    let r = match page_count_writable(cpu.machine(), pfn, u) {
+        CountCheck::Writable => page_ref_atomic_add_unless(cpu, pfn, nr, u),
+        CountCheck::FakeHead | CountCheck::Excluded => Ok(false),
+    };
     rcu::rcu_read_unlock(cpu);
     r
+}
+
+/// What the check before the atomic add found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CountCheck {
+    /// Not a fake head and the count is not the excluded value: the add may
+    /// be tried.
+    Writable,
+    /// A fake head (`page_is_fake_head()`, 6.11+): HVO mapped this struct
+    /// page onto the head's copy; leave it alone.
+    FakeHead,
+    /// The count is the excluded value (0 for `get_page_unless_zero`).
+    Excluded,
+}
+
+/// `page_count_writable()` (the check `page_ref_add_unless()` gained in
+/// 6.11, before its atomic add): a fake head or a count equal to `u` is not
+/// to be written. Reads through the struct-page accessor.
+pub fn page_count_writable(m: &Machine, pfn: Pfn, u: i32) -> CountCheck {
+    let p = m.page(pfn);
+    if m.memmap().page_fixed_fake_head(pfn) != pfn && p.test_flag(pg::PG_HEAD) {
+        CountCheck::FakeHead
+    } else if p.refcount() == u {
+        CountCheck::Excluded
+    } else {
+        CountCheck::Writable
+    }
 }
 
 /// `get_page_unless_zero()`: take a reference unless the count is 0.
