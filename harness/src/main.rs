@@ -224,6 +224,10 @@ enum ReproduceWhat {
     Contpte,
     /// The pcp-drain regression of huge vmalloc by default (seeds §2).
     PcpDrain,
+    /// The hugetlb_vmemmap grace-period regression (per-folio synchronize_rcu,
+    /// -34.3 %) and its fix, 1G alloc/free before and after __GFP_COMP, and
+    /// batched demote (seeds §4).
+    Hvo,
     /// Every reproduction above, in quick mode unless --full.
     All,
 }
@@ -417,6 +421,7 @@ fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::
         ReproduceWhat::BarrierBatching => vec!["barrier-batching"],
         ReproduceWhat::Contpte => vec!["contpte"],
         ReproduceWhat::PcpDrain => vec!["pcp-drain"],
+        ReproduceWhat::Hvo => vec!["hvo"],
         ReproduceWhat::All => reproduce::ALL.to_vec(),
     };
     if let Some(path) = plot {
