@@ -3,23 +3,23 @@
 //!
 //! - (a) surplus-page faults: one `synchronize_rcu()` per fault with the
 //!   6.11 race fix and none with the parent or the 6.12 fix (HVO off); the
-//!   race fix costs throughput, the fix gets it back to the parent's; with
+//!   race fix costs (modelled, host-independent) throughput, the fix gets
+//!   it back to the parent's; with
 //!   HVO on, 6.12 still waits twice per fault (optimize and restore alone),
 //!   2026 never.
 //! - (b) 1G pages: v6.11 prepares, freezes and frees every page alone,
-//!   v6.12 the head and one `folio_put`; both writes faster after.
-//! - (c) demote 1G → 2M: 513 grace periods unbatched, 2 batched; faster.
+//!   v6.12 the head and one `folio_put`.
+//! - (c) demote 1G → 2M: 513 grace periods unbatched, 2 batched.
+//!
+//! Measured host times are reported by the reproduction, never asserted
+//! here.
 
-use mmlab_harness::reproduce::hvo::{self, FixVerdict};
-use mmlab_harness::reproduce::{Agreement, Length};
+use mmlab_harness::reproduce::Length;
+use mmlab_harness::reproduce::hvo;
 use mmlab_vmemmap::RcuPolicy;
 
 /// A tenth of quick mode's loops, two runs per configuration.
 const SHORT: Length = Length { loops_pct: 10, repeats: 6 };
-
-fn mean(xs: &[f64]) -> f64 {
-    xs.iter().sum::<f64>() / xs.len() as f64
-}
 
 #[test]
 fn anon_cow_grace_periods_and_throughput() {
@@ -43,13 +43,14 @@ fn anon_cow_grace_periods_and_throughput() {
     // Every fault was a surplus page, freed when its process exited.
     assert_eq!(race.counters.hugetlb.surplus_allocated, 16);
     assert_eq!(race.counters.hugetlb.pool_folios_freed, 16);
-    // The effect: the race fix is slower by about a grace period per
-    // 37.5 + 10.5 ms of work; the fix is back at the parent.
-    assert!(race.change.pct < -10.0 && race.change.pct > -40.0, "{:?}", race.change);
-    assert!(matches!(a.regression, Agreement::Agrees | Agreement::Direction | Agreement::Weak));
-    assert!(fix.change.pct.abs() < 5.0, "{:?}", fix.change);
-    assert!(mean(&fix.throughput) > 1.1 * mean(&race.throughput));
-    assert_ne!(a.fix, FixVerdict::Improves, "the +13.7 % is not modelled");
+    // The effect, on the host-independent (modelled) throughput: the race
+    // fix adds a 10.5 ms grace period to each fault's 37.5 ms of benchmark
+    // work; the fix is the parent. (The measured part is reported, not
+    // asserted: tests do not time.)
+    let ratio = race.modelled_throughput / parent.modelled_throughput;
+    assert!((0.77..0.79).contains(&ratio), "{ratio}");
+    assert_eq!(fix.modelled_throughput, parent.modelled_throughput);
+    assert!(race.modelled_throughput > 0.0 && race.throughput.iter().all(|&t| t > 0.0));
     // HVO on: 6.12 optimizes and restores each surplus page alone.
     let on = |p| a.rows.iter().find(|r| r.variant.hvo && r.variant.policy == p).unwrap();
     let (hvo612, hvo2026) = (on(RcuPolicy::V6_12), on(RcuPolicy::NoFakeHeads));
@@ -58,11 +59,11 @@ fn anon_cow_grace_periods_and_throughput() {
     assert_eq!(hvo612.counters.hvo.folios_restored, 16);
     assert_eq!(hvo612.counters.hvo.vmemmap_pages_freed, 16 * 8, "7 tails + the old head per 2M folio");
     assert_eq!(hvo2026.synchronize_rcu_per_fault, 0.0);
-    assert!(mean(&hvo612.throughput) < mean(&hvo2026.throughput));
+    assert!(hvo612.modelled_throughput < hvo2026.modelled_throughput);
 }
 
 #[test]
-fn gigantic_per_page_work_and_times() {
+fn gigantic_per_page_work() {
     let g = hvo::gigantic(SHORT).unwrap();
     assert_eq!((g.pages, g.mem_bytes, g.repeats), (1, 2 << 30, 2));
     assert!(g.cause_agrees);
@@ -73,13 +74,11 @@ fn gigantic_per_page_work_and_times() {
     // The same range search in both.
     assert_eq!(old.alloc_counters.contig.pages_scanned, new.alloc_counters.contig.pages_scanned);
     assert!(old.free_counters.vm.pcp_drain > 1000 && new.free_counters.vm.pcp_drain == 0);
-    for r in &g.rows {
-        assert!(r.ours.pct < 0.0, "{}: {:?}", r.op, r.ours);
-        assert!(r.published.pct < 0.0);
-        assert!(r.ours_ms.1 < r.ours_ms.0);
-    }
-    let free = g.rows.iter().find(|r| r.op == "free").unwrap();
-    assert!(free.ours.pct < -50.0, "{:?}", free.ours);
+    // The times are reported, not asserted (tests do not time); the
+    // published changes are both speed-ups.
+    assert!(g.rows.iter().all(|r| r.published.pct < 0.0));
+    // HVO off: nothing modelled but the batch's flushes.
+    assert_eq!(old.modelled.0.grace_period_ns + new.modelled.1.grace_period_ns, 0);
     assert_eq!(old.alloc_ms.len(), 2);
 }
 
@@ -96,6 +95,7 @@ fn demote_grace_periods() {
     }
     assert_eq!(unbatched.modelled.grace_period_ns, 513 * 10_500_000);
     assert_eq!(batched.modelled.grace_period_ns, 2 * 10_500_000);
-    assert!(d.ours.pct < -80.0, "{:?}", d.ours);
+    // The time is reported, not asserted; what it is made of is counted.
+    assert!(unbatched.modelled.total_ns > 100 * batched.modelled.total_ns);
     assert!(d.published_change.pct < -99.0);
 }

@@ -89,6 +89,9 @@ pub struct LoadRow {
     pub published: Option<PublishedKernel>,
     /// Throughput of each run, faults/s.
     pub throughput: Vec<f64>,
+    /// Throughput without the measured part (modelled time and the
+    /// benchmark's work only), mean over the runs, faults/s: host-independent.
+    pub modelled_throughput: f64,
     /// The change against the parent's row (`None` mark: not significant).
     pub change: Change,
     /// Its 95 % interval, percent.
@@ -158,6 +161,7 @@ fn load_row(v: LoadVariant, runs: &[LoadRun], base: &[f64]) -> LoadRow {
     LoadRow {
         variant: v,
         published: if v.hvo { None } else { published::ANON_COW_V2.iter().copied().find(|p| p.policy == v.policy) },
+        modelled_throughput: mean(&runs.iter().map(|r| r.modelled_throughput).collect::<Vec<_>>()),
         throughput,
         change,
         change_ci,

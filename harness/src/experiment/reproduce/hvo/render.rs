@@ -75,6 +75,7 @@ fn anon_cow(s: &mut String, h: &Hvo) {
         "faults/s",
         "change",
         "published",
+        "faults/s, modelled part only",
         "sync_rcu/fault (sleeps)",
         "published vol. cs",
         "grace ms/fault",
