@@ -75,7 +75,7 @@ fn anon_cow(s: &mut String, h: &Hvo) {
         "faults/s",
         "change",
         "published",
-        "faults/s, modelled part only",
+        "faults/s (modelled part only)",
         "sync_rcu/fault (sleeps)",
         "published vol. cs",
         "grace ms/fault",
@@ -98,6 +98,7 @@ fn anon_cow(s: &mut String, h: &Hvo) {
                 },
                 r.published
                     .map_or("-".to_string(), |p| if p.change.pct == 0.0 { "base".to_string() } else { cell(p.change) }),
+                fmt_num(r.modelled_throughput),
                 fmt_num(r.synchronize_rcu_per_fault),
                 r.published.map_or("-".to_string(), |p| p.voluntary_cs.to_string()),
                 fmt_num(r.grace_period_ns_per_fault / 1e6),
