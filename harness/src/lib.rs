@@ -8,6 +8,7 @@
 //! - [`experiment`]: compare, reproduce, their statistics and shards;
 //! - [`output`]: charts, translation-table reports, the JSON writer and
 //!   the kmem tracepoint printer (ftrace text, JSON lines);
+//! - [`hugetlb`]: `mmlab hugetlb`, the sysfs interface of the pools;
 //! - [`procfs`], [`settings`] and [`fuzz`].
 //!
 //! The modules' earlier paths (`mmlab_harness::compare`, `::test_vmalloc`,
@@ -17,6 +18,7 @@
 pub mod cli;
 pub mod experiment;
 pub mod fuzz;
+pub mod hugetlb;
 pub mod output;
 pub mod procfs;
 pub mod settings;

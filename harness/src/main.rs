@@ -120,6 +120,26 @@ enum Command {
     /// Run a replay file (as `mmlab fuzz` writes, or hand-written) and
     /// print each operation's result; exit 1 on a violation.
     Replay(mmlab_harness::fuzz::cli::ReplayArgs),
+    /// Write the hugetlb sysfs files, in order, as `echo VALUE > FILE`
+    /// would, and print for each write the file read back, the time it took
+    /// (measured host time, and modelled: grace periods, TLBIs, barriers)
+    /// and the counters (HVO, synchronize_rcu, TLBIs, barriers, buddy and
+    /// pcp traffic, contiguous-range scans). Pools of `--set hugepages=...`
+    /// are grown first, as at boot.
+    #[command(after_help = HUGETLB_HELP)]
+    Hugetlb {
+        /// FILE=VALUE writes, done in order. FILE is a file of
+        /// /sys/kernel/mm/hugepages/ (the prefix may be left out):
+        /// hugepages-<N>kB/{nr_hugepages, nr_overcommit_hugepages,
+        /// demote_size, demote}, or the same with a size as hugepagesz=
+        /// takes it (2M/nr_hugepages); or a sysctl of the default size:
+        /// vm.nr_hugepages, vm.nr_overcommit_hugepages.
+        #[arg(value_name = "FILE=VALUE", required = true)]
+        writes: Vec<String>,
+        /// One JSON object (every counter) instead of the text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Reproduce a published kernel result and print ours beside it.
     Reproduce {
         #[arg(value_enum)]
@@ -183,6 +203,19 @@ struct CompareArgs {
     plot: Option<std::path::PathBuf>,
 }
 
+/// Examples for `mmlab hugetlb --help`.
+const HUGETLB_HELP: &str = "\
+Sizes on arm64 with 4K pages: hugepages-64kB, hugepages-2048kB, hugepages-32768kB, hugepages-1048576kB.
+Values are parsed as the kernel's store functions do (kstrtoul; memparse for demote_size); a bad
+file, size or value is an error before anything runs, a write the kernel fails at run time (demote
+out of memory) is reported and the next writes still run (exit status 1).
+
+Examples:
+  mmlab --mem 8G hugetlb hugepages-2048kB/nr_hugepages=1000 hugepages-2048kB/nr_hugepages=0
+  mmlab --set hugetlb_vmemmap.arm64=pause hugetlb 1G/nr_hugepages=2 1G/demote_size=2M 1G/demote=1
+  mmlab --set hugetlb.gigantic=v6.11 hugetlb 1G/nr_hugepages=2 1G/nr_hugepages=0
+  mmlab hugetlb vm.nr_overcommit_hugepages=64 --json";
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum ReproduceWhat {
     /// Barrier batching in vmalloc (seeds §1, the test_vmalloc table).
@@ -191,6 +224,10 @@ enum ReproduceWhat {
     Contpte,
     /// The pcp-drain regression of huge vmalloc by default (seeds §2).
     PcpDrain,
+    /// The hugetlb_vmemmap grace-period regression (per-folio synchronize_rcu,
+    /// -34.3 %) and its fix, 1G alloc/free before and after __GFP_COMP, and
+    /// batched demote (seeds §4).
+    Hvo,
     /// Every reproduction above, in quick mode unless --full.
     All,
 }
@@ -207,8 +244,10 @@ enum StatFile {
     Costs,
     /// /proc/vmallocinfo (with --after-ops: after a seeded vmalloc workload).
     Vmallocinfo,
-    /// The Vmalloc lines of /proc/meminfo.
+    /// The Vmalloc and hugetlb (HugePages_*, Hugepagesize, Hugetlb) lines of /proc/meminfo.
     Meminfo,
+    /// Every file of /sys/kernel/mm/hugepages/hugepages-*kB/ (as `grep -r .` prints them).
+    Hugepages,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -219,6 +258,12 @@ enum TraceWhat {
 
 /// Machine, allocator and vmalloc configuration from the global options.
 fn configs(cli: &Cli) -> Result<(MachineConfig, AllocatorConfig, VmallocConfig), String> {
+    let c = all_configs(cli)?;
+    Ok((c.machine, c.allocator, c.vmalloc))
+}
+
+/// Every configuration from the global options (hugetlb's too).
+fn all_configs(cli: &Cli) -> Result<mmlab_harness::settings::Configs, String> {
     let mem_bytes = cli::parse_mem(&cli.mem)?;
     let mc = MachineConfig { mem_bytes, nr_cpus: cli.cpus.unwrap_or(2), ..Default::default() };
     let sets = mmlab_harness::settings::parse(&cli.set)?;
@@ -226,7 +271,19 @@ fn configs(cli: &Cli) -> Result<(MachineConfig, AllocatorConfig, VmallocConfig),
     for w in mmlab_harness::settings::warnings(&c) {
         eprintln!("mmlab: warning: {w}");
     }
-    Ok((c.machine, c.allocator, c.vmalloc))
+    Ok(c)
+}
+
+/// `hugetlb`: check every write, boot, write; returns whether a write
+/// failed.
+fn run_hugetlb(cli: &Cli, writes: &[String], json: bool) -> Result<bool, String> {
+    use mmlab_harness::hugetlb;
+    let c = all_configs(cli)?;
+    let writes = hugetlb::parse_writes(writes, c.hugetlb.default_hugepagesz).map_err(|e| e.to_string())?;
+    let report = hugetlb::run(&c, &writes)?;
+    let text = if json { hugetlb::render::json(&report) } else { hugetlb::render::text(&report) };
+    write_stdout(&text)?;
+    Ok(report.any_failed())
 }
 
 fn boot(mc: MachineConfig) -> Result<Machine, String> {
@@ -364,6 +421,7 @@ fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::
         ReproduceWhat::BarrierBatching => vec!["barrier-batching"],
         ReproduceWhat::Contpte => vec!["contpte"],
         ReproduceWhat::PcpDrain => vec!["pcp-drain"],
+        ReproduceWhat::Hvo => vec!["hvo"],
         ReproduceWhat::All => reproduce::ALL.to_vec(),
     };
     if let Some(path) = plot {
@@ -437,6 +495,7 @@ fn run(cli: &Cli) -> Result<bool, String> {
     match &cli.command {
         Command::Compare(a) => run_compare(cli, a),
         Command::Reproduce { what, full, plot } => run_reproduce(cli, *what, *full, plot.as_deref()),
+        Command::Hugetlb { writes, json } => run_hugetlb(cli, writes, *json),
         Command::Fuzz(a) => run_fuzz(cli, a),
         Command::Replay(a) => run_replay(cli, a),
         Command::TestVmalloc { params, mode, json } => {
@@ -483,12 +542,15 @@ fn run(cli: &Cli) -> Result<bool, String> {
 /// vmalloc one for vmallocinfo and meminfo, the page one otherwise), print
 /// the file.
 fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> Result<bool, String> {
-    let (mc, ac, vc) = configs(cli)?;
+    let c = all_configs(cli)?;
+    let (mc, ac, vc) = (c.machine.clone(), c.allocator.clone(), c.vmalloc);
     if ptdump && !matches!(file, StatFile::Pagetables) {
         return Err("--ptdump applies to `stat pagetables` only".to_string());
     }
     let m = boot(mc)?;
     let pa = boot_allocator(&m, ac)?;
+    // The boot-time pools (hugepages=), as hugetlb_init grows them.
+    let (ht, _) = mmlab_harness::hugetlb::boot_hugetlb(&m, &pa, c.hugetlb)?;
     let vmalloc_file = |print: fn(&Vmalloc<'_, '_>) -> String| -> Result<String, String> {
         let vm = Vmalloc::new(&pa, vc);
         if let Some(n) = after_ops {
@@ -502,7 +564,11 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
     };
     let text = match file {
         StatFile::Vmallocinfo => vmalloc_file(|vm| vm.vmallocinfo())?,
-        StatFile::Meminfo => vmalloc_file(|vm| vm.meminfo())?,
+        StatFile::Meminfo => vmalloc_file(|vm| vm.meminfo())? + &ht.meminfo().to_string(),
+        StatFile::Hugepages => {
+            page_workload()?;
+            mmlab_hugetlb::sysfs::sysfs_listing(&ht.sysfs())
+        }
         StatFile::Buddyinfo => page_workload().map(|()| procfs::buddyinfo(&pa))?,
         StatFile::Zoneinfo => page_workload().map(|()| procfs::zoneinfo(&pa))?,
         StatFile::Pagetypeinfo => page_workload().map(|()| procfs::pagetypeinfo(&pa))?,

@@ -10,6 +10,11 @@
 //! | `percpu_pagelist_high_fraction`, `min_free_kbytes`, `pcp.*` | [`AllocatorConfig::KNOBS`] | `pcp/src/config.rs` |
 //! | `lock_stat`, `barrier`, `cost_profile`, `arm64.*`, `tlb_entries` | [`MachineConfig::KNOBS`] | `engine/src/kernel/params.rs` |
 //! | `vmap_allow_huge`, `vmalloc.*` | [`VmallocConfig::KNOBS`] | `vmalloc/src/config.rs` |
+//! | `hugepagesz`, `hugepages`, `default_hugepagesz`, `hugetlb.*` | [`HugetlbConfig::KNOBS`] | `hugetlb/src/config.rs` |
+//! | `hugetlb_optimize_vmemmap`, `hugetlb_vmemmap.*` | [`HvoConfig::KNOBS`] | `vmemmap/src/config.rs` |
+//!
+//! The hugetlb keys take effect where a command has hugetlb pools (`stat`,
+//! `hugetlb`); the boot parameters are read in order, as on a command line.
 //!
 //! A row of a table holds the key, its values, its kernel name and a setter
 //! that checks the value with the ranges the kernel enforces; the `--set`
@@ -26,14 +31,16 @@
 use mmlab_buddy::knob::{Knob, KnobError, split_key_value, summarise};
 use mmlab_engine::MachineConfig;
 use mmlab_engine::barrier::BarrierBackend;
+use mmlab_hugetlb::HugetlbConfig;
 use mmlab_pcp::AllocatorConfig;
 use mmlab_vmalloc::VmallocConfig;
+use mmlab_vmemmap::HvoConfig;
 use std::fmt;
 
 /// The order in which an error lists the valid keys. The tables' order is
 /// the help sentence's; this listing keeps the order errors have always
 /// printed (a test checks it names every key of the three tables once).
-const LISTING_ORDER: [&str; 18] = [
+const LISTING_ORDER: &[&str] = &[
     "percpu_pagelist_high_fraction",
     "min_free_kbytes",
     "pcp.rules",
@@ -52,6 +59,14 @@ const LISTING_ORDER: [&str; 18] = [
     "vmalloc.huge_by_default",
     "vmalloc.align_size_to_huge",
     "vmalloc.pmd",
+    "hugepagesz",
+    "hugepages",
+    "default_hugepagesz",
+    "hugetlb.gigantic",
+    "hugetlb.demote",
+    "hugetlb_optimize_vmemmap",
+    "hugetlb_vmemmap.rcu",
+    "hugetlb_vmemmap.arm64",
 ];
 
 /// The `--set` help sentence: every key of the allocator's, the machine's
@@ -60,7 +75,9 @@ pub fn set_help() -> String {
     let keys = AllocatorConfig::KNOBS
         .summaries()
         .chain(MachineConfig::KNOBS.summaries())
-        .chain(VmallocConfig::KNOBS.summaries());
+        .chain(VmallocConfig::KNOBS.summaries())
+        .chain(HugetlbConfig::KNOBS.summaries())
+        .chain(HvoConfig::KNOBS.summaries());
     format!("A boot parameter or sysctl, repeatable: {}. With compare: applied to every configuration", summarise(keys))
 }
 
@@ -70,6 +87,8 @@ enum Target {
     Machine(&'static Knob<MachineConfig>),
     Allocator(&'static Knob<AllocatorConfig>),
     Vmalloc(&'static Knob<VmallocConfig>),
+    Hugetlb(&'static Knob<HugetlbConfig>),
+    Hvo(&'static Knob<HvoConfig>),
 }
 
 impl Target {
@@ -79,6 +98,8 @@ impl Target {
             .map(Target::Allocator)
             .or_else(|| MachineConfig::KNOBS.get(key).map(Target::Machine))
             .or_else(|| VmallocConfig::KNOBS.get(key).map(Target::Vmalloc))
+            .or_else(|| HugetlbConfig::KNOBS.get(key).map(Target::Hugetlb))
+            .or_else(|| HvoConfig::KNOBS.get(key).map(Target::Hvo))
     }
 
     fn key(self) -> &'static str {
@@ -86,6 +107,8 @@ impl Target {
             Target::Machine(k) => k.key,
             Target::Allocator(k) => k.key,
             Target::Vmalloc(k) => k.key,
+            Target::Hugetlb(k) => k.key,
+            Target::Hvo(k) => k.key,
         }
     }
 
@@ -95,6 +118,8 @@ impl Target {
             Target::Machine(k) => k.help(),
             Target::Allocator(k) => k.help(),
             Target::Vmalloc(k) => k.help(),
+            Target::Hugetlb(k) => k.help(),
+            Target::Hvo(k) => k.help(),
         }
     }
 
@@ -103,6 +128,8 @@ impl Target {
             Target::Machine(k) => k.apply(&mut c.machine, value),
             Target::Allocator(k) => k.apply(&mut c.allocator, value),
             Target::Vmalloc(k) => k.apply(&mut c.vmalloc, value),
+            Target::Hugetlb(k) => k.apply(&mut c.hugetlb, value),
+            Target::Hvo(k) => k.apply(&mut c.hugetlb.hvo, value),
         }
     }
 }
@@ -189,7 +216,8 @@ impl From<SettingsError> for String {
     }
 }
 
-/// Machine, allocator and vmalloc configuration built from settings.
+/// Machine, allocator, vmalloc and hugetlb configuration built from
+/// settings.
 #[derive(Clone, Debug)]
 pub struct Configs {
     /// The machine (memory, CPUs, barriers, TLB, costs).
@@ -198,6 +226,8 @@ pub struct Configs {
     pub allocator: AllocatorConfig,
     /// vmalloc.
     pub vmalloc: VmallocConfig,
+    /// hugetlb and HVO.
+    pub hugetlb: HugetlbConfig,
 }
 
 impl Configs {
@@ -207,6 +237,7 @@ impl Configs {
             machine: MachineConfig::default(),
             allocator: AllocatorConfig::default(),
             vmalloc: VmallocConfig::default(),
+            hugetlb: HugetlbConfig::default(),
         }
     }
 
@@ -315,6 +346,32 @@ mod tests {
     }
 
     #[test]
+    fn hugetlb_keys() {
+        let c = Configs::new(
+            MachineConfig::default(),
+            &[
+                "hugepagesz=1G".to_string(),
+                "hugepages=2".to_string(),
+                "hugepagesz=2M".to_string(),
+                "hugepages=8".to_string(),
+                "hugetlb_vmemmap.rcu=v6.11".to_string(),
+                "hugetlb_optimize_vmemmap=off".to_string(),
+                "hugetlb.gigantic=v6.11".to_string(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.hugetlb.resolved_hugepages(), [0, 8, 0, 2]);
+        assert_eq!(c.hugetlb.hvo.rcu, mmlab_vmemmap::RcuPolicy::V6_11);
+        assert!(!c.hugetlb.hvo.hugetlb_optimize_vmemmap);
+        assert_eq!(c.hugetlb.gigantic, mmlab_hugetlb::GiganticAlloc::V6_11);
+        assert!(configs("hugepagesz=3M").unwrap_err().contains("hugepagesz"));
+        assert!(configs("hugetlb_vmemmap.rcu=v6.9").unwrap_err().contains("v6.10, v6.11"));
+        // A count twice for one size: refused in order, as the kernel does.
+        let twice = Configs::new(MachineConfig::default(), &["hugepages=1".to_string(), "hugepages=2".to_string()]);
+        assert!(twice.unwrap_err().to_string().contains("specified twice"));
+    }
+
+    #[test]
     fn pcp_high_override() {
         assert_eq!(set("pcp.high=512").unwrap().1.pcp_high_override, Some(512));
         assert!(set("pcp.high=0").is_err());
@@ -331,6 +388,8 @@ mod tests {
             .map(|k| k.key)
             .chain(MachineConfig::KNOBS.knobs().iter().map(|k| k.key))
             .chain(VmallocConfig::KNOBS.knobs().iter().map(|k| k.key))
+            .chain(HugetlbConfig::KNOBS.knobs().iter().map(|k| k.key))
+            .chain(HvoConfig::KNOBS.knobs().iter().map(|k| k.key))
             .collect();
         let mut listed = LISTING_ORDER.to_vec();
         keys.sort_unstable();
@@ -341,7 +400,12 @@ mod tests {
              (native|apple-m2|ampere-altra), arm64.lazy_mmu_barrier_batching, arm64.tlbi_range, arm64.linear_map (0|1), \
              arm64.linear_map_variant (base|no-cont-remap|no-alloc-remap|lazy-unmap), rodata (full|on|off), tlb_entries, \
              vmap_allow_huge, vmalloc.contpte, vmalloc.pmd, vmalloc.huge_by_default, vmalloc.align_size_to_huge \
-             (on|off). With compare"
+             (on|off), hugepagesz"
+        ));
+        assert!(set_help().contains(
+            "hugepagesz (<size>), hugepages (<count>), default_hugepagesz (<size>), hugetlb.gigantic, hugetlb.demote \
+             (v6.11|v6.12), hugetlb_optimize_vmemmap (on|off), hugetlb_vmemmap.rcu (v6.10|v6.11|v6.12|v6.12-draft|2026), \
+             hugetlb_vmemmap.arm64 (off|pause|unsafe). With compare"
         ));
         let e = set("nope=1").unwrap_err();
         assert!(e.starts_with(
@@ -349,7 +413,8 @@ mod tests {
              min_free_kbytes (0..=2147483647; above RAM every allocation fails its watermark, as in the kernel), \
              pcp.rules (7.2|6.12), lock_stat (0|1),"
         ));
-        assert!(e.ends_with("vmalloc.align_size_to_huge (on|off|1|0), vmalloc.pmd (on|off|1|0)"));
+        assert!(e.contains("vmalloc.align_size_to_huge (on|off|1|0), vmalloc.pmd (on|off|1|0), hugepagesz"));
+        assert!(e.ends_with("hugetlb_vmemmap.arm64 (off|pause|unsafe)"), "{e}");
         assert_eq!(
             set("percpu_pagelist_high_fraction=3").unwrap_err(),
             "percpu_pagelist_high_fraction must be 0 or at least 8, got 3"

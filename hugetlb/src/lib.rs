@@ -49,7 +49,7 @@
 //! The kernel's free list is LIFO: `enqueue_hugetlb_folio` adds at the
 //! head, `remove_pool_hugetlb_folio` takes the head. Demote, surplus pages,
 //! reservations and the fault path's allocator are in [`demote`] and
-//! [`surplus`].
+//! [`surplus`]; the sysfs files and /proc/meminfo lines in [`sysfs`].
 //!
 //! # Fidelity
 //!
@@ -76,9 +76,11 @@ pub mod hstate;
 pub mod hugetlbpage;
 mod pool;
 pub mod surplus;
+pub mod sysfs;
 
 pub use config::{BootParamError, DemoteBatching, GiganticAlloc, HugetlbConfig};
 pub use hstate::{Hstate, HstateSysfs, HugePageSize};
+pub use sysfs::{HstateAttr, HugetlbMeminfo, Store, StoreOutcome, SysfsError};
 
 use mmlab_buddy::{ContigError, ContigScan};
 use mmlab_engine::{Cpu, Pfn};

@@ -7,6 +7,7 @@
 //! | `barrier-batching` | test_vmalloc before/after the arm64 vmalloc series (v6.15-rc3), Apple M2 and Ampere Altra | every published row, base = no lazy-MMU barrier batching and no contpte vmalloc, new = both, under the `apple-m2` and `ampere-altra` cost profiles |
 //! | `contpte` | 16x fewer TLB entries; h:1 regression on Altra from 64 KiB blocks bypassing the pcp | TLB entries and TLB-model misses for 64 KiB..8 MiB buffers mapped three ways; fix_size h:1 with contpte off/on and the zone-lock traffic per call |
 //! | `pcp-drain` | long_busy_list +17 % (+31 % without patch 1) with huge vmalloc by default; sensitive to the pcp high; `msleep(1)` helps; fix_size p:512 improves | the same runs, the cause in counters, a pcp-high sweep, the sleep variant, p:512 |
+//! | `hvo` | `seeds.md` §4: -34.3 % vm-scalability with a grace period per surplus page, +13.7 % with the fix; 700 x 1G alloc/free before/after `__GFP_COMP`; demote 513 → 2 grace periods | [`hvo`]: surplus-page faults on 4 CPUs per grace-period policy, a few 1G pages per gigantic release, one 1G demote per batching |
 //!
 //! A reproduction is data: the published table ([`published`]: rows with
 //! the published numbers and their section of `seeds.md`), the rows mmlab
@@ -24,6 +25,7 @@
 //! change can be expected to agree; each agreement line says which do.
 
 pub mod agreement;
+pub mod hvo;
 pub mod published;
 pub mod render;
 pub mod run;
@@ -67,11 +69,13 @@ pub enum Which {
     Contpte,
     /// The pcp-drain regression of huge vmalloc by default.
     PcpDrain,
+    /// The hugetlb_vmemmap grace-period regression, gigantic folios, demote.
+    Hvo,
 }
 
 impl Which {
     /// Every reproduction, in the order `reproduce all` runs them.
-    pub const ALL: [Which; 3] = [Which::BarrierBatching, Which::Contpte, Which::PcpDrain];
+    pub const ALL: [Which; 4] = [Which::BarrierBatching, Which::Contpte, Which::PcpDrain, Which::Hvo];
 
     /// The name `mmlab reproduce` takes.
     pub fn name(self) -> &'static str {
@@ -79,6 +83,7 @@ impl Which {
             Which::BarrierBatching => "barrier-batching",
             Which::Contpte => "contpte",
             Which::PcpDrain => "pcp-drain",
+            Which::Hvo => "hvo",
         }
     }
 }
@@ -109,6 +114,8 @@ pub enum Data {
     Contpte(Contpte),
     /// `pcp-drain`.
     PcpDrain(PcpDrain),
+    /// `hvo` (boxed: its counters make it the largest).
+    Hvo(Box<hvo::Hvo>),
 }
 
 impl Data {
@@ -118,6 +125,7 @@ impl Data {
             Data::BarrierBatching(b) => b.failed(),
             Data::Contpte(c) => c.h1.any_failed(),
             Data::PcpDrain(p) => p.failed(),
+            Data::Hvo(h) => h.failed(),
         }
     }
 }
@@ -157,6 +165,11 @@ impl Reproduction {
     pub fn pcp_drain(&self) -> Option<&PcpDrain> {
         if let Data::PcpDrain(p) = &self.data { Some(p) } else { None }
     }
+
+    /// The `hvo` data, if this is that reproduction.
+    pub fn hvo(&self) -> Option<&hvo::Hvo> {
+        if let Data::Hvo(h) = &self.data { Some(h) } else { None }
+    }
 }
 
 /// Runs `which` and renders it.
@@ -169,12 +182,13 @@ pub fn reproduce(which: Which, len: Length, seed: u64) -> Result<Reproduction, S
         Which::BarrierBatching => Data::BarrierBatching(run::barrier_batching(len, seed)?),
         Which::Contpte => Data::Contpte(run::contpte(len, seed)?),
         Which::PcpDrain => Data::PcpDrain(run::pcp_drain(len, seed)?),
+        Which::Hvo => Data::Hvo(Box::new(hvo::hvo(len, seed)?)),
     };
     Ok(Reproduction::new(data))
 }
 
 /// Every reproduction's name, in order.
-pub const ALL: [&str; 3] = ["barrier-batching", "contpte", "pcp-drain"];
+pub const ALL: [&str; 4] = ["barrier-batching", "contpte", "pcp-drain", "hvo"];
 
 /// Runs the reproduction called `name`.
 ///
@@ -206,7 +220,7 @@ mod tests {
         assert_eq!("contpte".parse(), Ok(Which::Contpte));
         assert_eq!(
             "nope".parse::<Which>().unwrap_err(),
-            "no reproduction \"nope\"; reproductions: barrier-batching, contpte, pcp-drain"
+            "no reproduction \"nope\"; reproductions: barrier-batching, contpte, pcp-drain, hvo"
         );
     }
 
