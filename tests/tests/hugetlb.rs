@@ -73,12 +73,9 @@ fn round_trip(mem: &str, n: u64, hvo_on: bool) {
     pa.check_invariants().unwrap();
     assert_eq!(free_pages(&pa) + c.vmemmap_pmd_splits as i64, before, "every page back: {c:?}");
     if !hvo_on {
-        // hugetlb_vmemmap_optimize_folios() still flushes twice per batch,
-        // as in 6.12; nothing else happens to the vmemmap.
-        assert_eq!(c.flush_tlb_all, 2, "{c:?}");
-        let mut rest = c;
-        rest.flush_tlb_all = 0;
-        assert_eq!(rest, Default::default(), "HVO off touches no vmemmap");
+        // Mainline arm64 does not build HVO: the batch entry points are the
+        // header's empty stubs, so not even 6.12's two flushes per batch.
+        assert_eq!(c, Default::default(), "HVO off touches no vmemmap");
     }
 }
 

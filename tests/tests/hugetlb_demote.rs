@@ -23,7 +23,8 @@ fn cfg(demote: DemoteBatching, rcu: RcuPolicy, hvo_on: bool) -> HugetlbConfig {
     let mut c = HugetlbConfig::with_hvo(HvoConfig {
         hugetlb_optimize_vmemmap: hvo_on,
         rcu,
-        arm64: if hvo_on { Arm64Hvo::PauseCpus } else { Arm64Hvo::Off },
+        // Built in (as LKP's kernels), on or off by the sysctl.
+        arm64: Arm64Hvo::PauseCpus,
     });
     c.demote = demote;
     c

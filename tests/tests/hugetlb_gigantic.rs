@@ -28,7 +28,8 @@ fn cfg(gigantic: GiganticAlloc, hvo_on: bool) -> HugetlbConfig {
     let mut c = HugetlbConfig::with_hvo(HvoConfig {
         hugetlb_optimize_vmemmap: hvo_on,
         rcu: RcuPolicy::V6_12,
-        arm64: if hvo_on { Arm64Hvo::PauseCpus } else { Arm64Hvo::Off },
+        // Built in (as LKP's kernels), on or off by the sysctl.
+        arm64: Arm64Hvo::PauseCpus,
     });
     c.gigantic = gigantic;
     c

@@ -38,6 +38,15 @@ impl Hvo<'_, '_> {
         self.count(|c| c.synchronize_rcu += 1);
     }
 
+    /// Whether `CONFIG_HUGETLB_PAGE_OPTIMIZE_VMEMMAP` is built in. Mainline
+    /// arm64 ([`Arm64Hvo::Off`]) does not select it, so every entry point
+    /// is the header's empty stub there: no split, no flush, no grace period
+    /// (not even 6.11's unconditional one), restore moves every folio to the
+    /// non-HVO list.
+    fn compiled_in(&self) -> bool {
+        self.cfg.arm64 != Arm64Hvo::Off
+    }
+
     /// The flag a single-folio call passes, and the 6.11 unconditional wait.
     fn single_folio_flags(&self, cpu: &Cpu<'_>) -> VmemmapFlags {
         match self.cfg.rcu {
@@ -163,6 +172,9 @@ impl Hvo<'_, '_> {
     /// report a bug (the kernel would crash).
     pub fn hugetlb_vmemmap_optimize_folio(&self, cpu: &Cpu<'_>, folio: Folio) -> Result<bool, HvoError> {
         let folio = Folio::new(self.m, folio.pfn, folio.order)?;
+        if !self.compiled_in() {
+            return Ok(false);
+        }
         let flags = self.single_folio_flags(cpu);
         let mut pages = Vec::new();
         let r = self.optimize_folio_inner(cpu, folio, &mut pages, flags);
@@ -195,6 +207,9 @@ impl Hvo<'_, '_> {
     pub fn hugetlb_vmemmap_optimize_folios(&self, cpu: &Cpu<'_>, folios: &[Folio]) -> Result<(), HvoError> {
         for f in folios {
             Folio::new(self.m, f.pfn, f.order)?;
+        }
+        if !self.compiled_in() {
+            return Ok(());
         }
         for &f in folios {
             match self.hugetlb_vmemmap_split_folio(cpu, f) {
@@ -272,6 +287,9 @@ impl Hvo<'_, '_> {
     /// bad folio; the others report a bug.
     pub fn hugetlb_vmemmap_restore_folio(&self, cpu: &Cpu<'_>, folio: Folio) -> Result<(), HvoError> {
         let folio = Folio::new(self.m, folio.pfn, folio.order)?;
+        if !self.compiled_in() {
+            return Ok(());
+        }
         let flags = self.single_folio_flags(cpu);
         self.restore_folio_inner(cpu, folio, flags)
     }
@@ -293,6 +311,10 @@ impl Hvo<'_, '_> {
     ) -> Result<usize, HvoError> {
         for f in folios.iter() {
             Folio::new(self.m, f.pfn, f.order)?;
+        }
+        if !self.compiled_in() {
+            non_hvo.append(folios);
+            return Ok(0);
         }
         if self.cfg.rcu == RcuPolicy::V6_11 {
             self.synchronize_rcu(cpu);
