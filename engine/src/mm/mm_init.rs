@@ -190,8 +190,11 @@ mod tests {
         names.sort();
         // The memmap, the usemap, and the vmemmap's tables: swapper_pg_dir
         // plus one pud, one pmd and one pte table (64M is a partial section,
-        // mapped with base pages).
-        assert_eq!(names, ["memmap", "pgtable", "pgtable", "pgtable", "pgtable", "usemap"]);
+        // mapped with base pages), taken one below the other and merged into
+        // one region as memblock_merge_regions() does.
+        assert_eq!(names, ["memmap", "pgtable", "usemap"]);
+        let tables = mb.reserved().iter().find(|r| r.name == "pgtable").unwrap();
+        assert_eq!(tables.size, 4 * PAGE_SIZE);
         // 16384 frames x 64 B = 1 MiB of memmap at the top 2 MiB-aligned slot.
         let memmap = *mb.reserved().iter().find(|r| r.name == "memmap").unwrap();
         assert_eq!(memmap.size, 1 << 20);
