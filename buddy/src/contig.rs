@@ -80,6 +80,10 @@ impl LockedZone<'_, '_> {
         let mut blocks = Vec::new();
         let mut p = start.0;
         while p < end {
+            // A frame of a hole (no struct page: !pfn_valid) is never free.
+            if !self.zone.m.memmap().pfn_valid(Pfn(p)) {
+                return Err(ContigError::Busy { pfn: Pfn(p) });
+            }
             let (head, o) = self.free_block_containing(Pfn(p)).ok_or(ContigError::Busy { pfn: Pfn(p) })?;
             blocks.push((head, o));
             p = head.0 + (1 << o);

@@ -219,8 +219,8 @@ enum TraceWhat {
 
 /// Machine, allocator and vmalloc configuration from the global options.
 fn configs(cli: &Cli) -> Result<(MachineConfig, AllocatorConfig, VmallocConfig), String> {
-    let mem_bytes = cli::parse_mem(&cli.mem)?;
-    let mc = MachineConfig { mem_bytes, nr_cpus: cli.cpus.unwrap_or(2), ..Default::default() };
+    let (mem_bytes, mem_banks) = cli::parse_mem(&cli.mem)?;
+    let mc = MachineConfig { mem_bytes, mem_banks, nr_cpus: cli.cpus.unwrap_or(2), ..Default::default() };
     let sets = mmlab_harness::settings::parse(&cli.set)?;
     let c = mmlab_harness::settings::Configs::from_settings(mc, &sets)?;
     for w in mmlab_harness::settings::warnings(&c) {
@@ -296,7 +296,7 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
         Some(list) => list.split(',').map(|c| compare::counter(c.trim())).collect::<Result<Vec<_>, _>>()?,
     };
     let outcome = if a.merge.is_empty() {
-        let mem_bytes = cli::parse_mem(&cli.mem)?;
+        let (mem_bytes, mem_banks) = cli::parse_mem(&cli.mem)?;
         let rows = compare::rows_from_args(&a.params)?;
         let threads = rows.iter().map(|r| r.params.threads()).max().unwrap_or(1);
         let nr_cpus = cli.cpus.unwrap_or(threads.max(2));
@@ -306,7 +306,7 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
             variants.push(Variant::parse(&label, n));
         }
         let spec = Spec {
-            machine: MachineConfig { mem_bytes, nr_cpus, ..Default::default() },
+            machine: MachineConfig { mem_bytes, mem_banks, nr_cpus, ..Default::default() },
             common: cli.set.clone(),
             variants,
             rows,
