@@ -68,6 +68,9 @@ pub struct MachineConfig {
     pub linear_map_variant: crate::arch::arm64::mmu::LinearMapVariant,
     /// `rodata=`: `full` makes the linear map page-granular.
     pub rodata: crate::arch::arm64::mmu::Rodata,
+    /// `debug_pagealloc=on`: `can_set_direct_map()` holds, so the linear map
+    /// is page-granular whatever `rodata=` says.
+    pub debug_pagealloc: bool,
 }
 
 impl Default for MachineConfig {
@@ -87,6 +90,7 @@ impl Default for MachineConfig {
             linear_map: false,
             linear_map_variant: Default::default(),
             rodata: Default::default(),
+            debug_pagealloc: false,
         }
     }
 }

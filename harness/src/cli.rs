@@ -246,7 +246,8 @@ mod tests {
         assert!(parse_repeat("1").unwrap_err().contains("at least 2"));
         assert_eq!(parse_warmup("0"), Ok(0));
         assert!(parse_warmup("1000000000000").unwrap_err().contains("at most 10000"));
-        assert!(parse_mem("1K").unwrap_err().contains("16M to 1T"));
+        assert!(parse_mem("1K").unwrap_err().contains("multiples of the 4K page"));
+        assert!(parse_mem("8M").unwrap_err().contains("16M to 1T"));
         assert_eq!(parse_mem("64M"), Ok((64 << 20, vec![])));
         assert_eq!(parse_mem("64M,64M@0x100000000").unwrap().1.len(), 2);
         assert!(parse_mem("64M,4097@0x100000000").unwrap_err().contains("multiples of the 4K page"));

@@ -40,6 +40,11 @@
 //! FIX_PMD and FIX_PUD are cleared as before. TLBIs = 32 + 2 = 34, but
 //! `dsb ish` = 2 + 2 = 4. `dsb ishst` = 34 + 34 + 34 + 16384 + 2 + 2 =
 //! 16490; `isb` = 34 + 34 + 16384 + 2 + 2 = 16456.
+//!
+//! **v6.10 (the series as merged).** As no-alloc-remap, but `init_pte()`
+//! writes with `__set_pte_nosync()`: the 16384 PTE pairs go, the fixmap
+//! clear after each table publishes it. TLBIs = `dsb ish` = 34; `dsb ishst`
+//! = 16520 - 16384 = 136; `isb` = 16486 - 16384 = 102.
 
 use mmlab_engine::arch::arm64::mmu::{LinearMapCounts, LinearMapVariant, Rodata, phys_to_virt};
 use mmlab_engine::layout::{PAGE_OFFSET, PHYS_OFFSET};
@@ -67,6 +72,7 @@ fn expected_64m(variant: LinearMapVariant) -> LinearMapCounts {
         LinearMapVariant::NoContRemap => (34 + 32, 1, 1, 0, 68, 68, 16554, 16554),
         LinearMapVariant::NoAllocRemap => (32, 1, 1, 0, 34, 34, 16520, 16486),
         LinearMapVariant::LazyUnmap => (32, 1, 1, 32, 34, 4, 16490, 16456),
+        LinearMapVariant::V6_10 => (32, 1, 1, 0, 34, 34, 136, 102),
     };
     LinearMapCounts {
         fixmap_map_pte: pte,
@@ -183,6 +189,23 @@ fn rodata_off_uses_contiguous_pmd_blocks_and_pud_blocks() {
     let c = m.linear_map_report().unwrap().counts;
     assert_eq!((c.pgtable_pud, c.pgtable_pmd, c.pud_blocks, c.tlbi_total), (1, 0, 1, 1));
     check_ends(&m, Level::Pud);
+}
+
+#[test]
+fn debug_pagealloc_forces_page_granularity() {
+    // rodata=off alone maps blocks; debug_pagealloc=on makes
+    // can_set_direct_map() true, so the linear map is page-granular.
+    let cfg = MachineConfig {
+        barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+        linear_map: true,
+        rodata: Rodata::Off,
+        debug_pagealloc: true,
+        ..MachineConfig::with("64M", 1).expect("size")
+    };
+    let m = Machine::boot(cfg).unwrap();
+    let c = m.linear_map_report().unwrap().counts;
+    assert_eq!((c.pmd_blocks, c.pud_blocks, c.cont_leaves, c.pte_leaves), (0, 0, 0, 16384));
+    check_ends(&m, Level::Pte);
 }
 
 #[test]

@@ -74,7 +74,7 @@ use crate::memblock::MemblockError;
 use crate::page::{PageExt, pg};
 use crate::pgtable::desc::bits::{PMD_TYPE_TABLE, TABLE_PXN, TABLE_UXN};
 use crate::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, DescKind, PAGE_KERNEL, PMD_SIZE, PUD_SIZE, PgProt};
-use crate::pgtable::{Desc, Level, PgtableError, entry_pa, set_pgd, set_pmd, set_pte, set_pud};
+use crate::pgtable::{Desc, Level, PgtableError, entry_pa, set_pgd, set_pmd, set_pte, set_pte_nosync, set_pud};
 use crate::tlb::{TlbiCounts, TlbiKind};
 
 /// `NO_BLOCK_MAPPINGS`: no PUD or PMD blocks.
@@ -99,13 +99,21 @@ pub enum LinearMapVariant {
     NoAllocRemap,
     /// v1 3/3 "arm64: mm: Lazily clear pte table mappings from fixmap".
     LazyUnmap,
+    /// The series as merged for Linux 6.10 (v3: no-cont-remap, "Batch dsb
+    /// and isb when populating pgtables", no-alloc-remap; no lazy-unmap),
+    /// which is still mainline's code for this path (checked in 6.12 and
+    /// a 6.18 stable tree) on CPUs without BBML2_NOABORT.
+    #[serde(rename = "v6.10")]
+    V6_10,
 }
 
 impl LinearMapVariant {
-    /// Every variant, in the order the patches apply.
-    pub const ALL: [LinearMapVariant; 4] = [Self::Base, Self::NoContRemap, Self::NoAllocRemap, Self::LazyUnmap];
+    /// Every variant: the v1 patches in the order they apply, then the
+    /// series as merged.
+    pub const ALL: [LinearMapVariant; 5] =
+        [Self::Base, Self::NoContRemap, Self::NoAllocRemap, Self::LazyUnmap, Self::V6_10];
     /// The variants' names, in [`ALL`](Self::ALL) order.
-    pub const NAMES: [&'static str; 4] = ["base", "no-cont-remap", "no-alloc-remap", "lazy-unmap"];
+    pub const NAMES: [&'static str; 5] = ["base", "no-cont-remap", "no-alloc-remap", "lazy-unmap", "v6.10"];
 
     /// The variant's name.
     pub const fn name(self) -> &'static str {
@@ -119,6 +127,11 @@ impl LinearMapVariant {
     /// clears the slot again (before no-alloc-remap).
     const fn zeroes_through_fix_pte(self) -> bool {
         matches!(self, Self::Base | Self::NoContRemap)
+    }
+    /// `init_pte()` writes with `__set_pte_nosync()`; the fixmap clear that
+    /// ends the table's population publishes them (6.10).
+    const fn batches_pte_barriers(self) -> bool {
+        matches!(self, Self::V6_10)
     }
 }
 
@@ -444,8 +457,14 @@ impl<'a, 'm> Walker<'a, 'm> {
         mut phys: u64,
         prot: PgProt,
     ) -> Result<(), LinearMapError> {
+        let nosync = self.variant.batches_pte_barriers();
         loop {
-            set_pte(self.cpu, t.entry(Level::Pte.index(addr)), Desc::page(phys, prot))?;
+            let (entry, pte) = (t.entry(Level::Pte.index(addr)), Desc::page(phys, prot));
+            if nosync {
+                set_pte_nosync(self.cpu, entry, pte)?
+            } else {
+                set_pte(self.cpu, entry, pte)?
+            }
             self.counts.pte_leaves += 1;
             self.counts.cont_leaves += u64::from(prot.is_cont());
             phys += PAGE_SIZE;
@@ -636,12 +655,19 @@ impl<'a, 'm> Walker<'a, 'm> {
     }
 }
 
-/// The linear-map flags `map_mem()` uses for memory (`can_set_direct_map()`
-/// is `rodata_full` here: no debug_pagealloc, KFENCE or realm).
-pub const fn map_mem_flags(rodata: Rodata) -> u32 {
-    match rodata {
-        Rodata::Full => NO_EXEC_MAPPINGS | NO_BLOCK_MAPPINGS | NO_CONT_MAPPINGS,
-        Rodata::On | Rodata::Off => NO_EXEC_MAPPINGS,
+/// Mirrors arch/arm64/mm/pageattr.c `can_set_direct_map()`: `rodata_full`
+/// or `debug_pagealloc_enabled()` (mmlab has no KFENCE and no realm).
+pub const fn can_set_direct_map(rodata: Rodata, debug_pagealloc: bool) -> bool {
+    matches!(rodata, Rodata::Full) || debug_pagealloc
+}
+
+/// The linear-map flags `map_mem()` uses for memory: `NO_EXEC_MAPPINGS`,
+/// plus page granularity when [`can_set_direct_map`].
+pub const fn map_mem_flags(rodata: Rodata, debug_pagealloc: bool) -> u32 {
+    if can_set_direct_map(rodata, debug_pagealloc) {
+        NO_EXEC_MAPPINGS | NO_BLOCK_MAPPINGS | NO_CONT_MAPPINGS
+    } else {
+        NO_EXEC_MAPPINGS
     }
 }
 
@@ -662,7 +688,7 @@ pub fn map_mem(
     rodata: Rodata,
 ) -> Result<LinearMapReport, LinearMapError> {
     let m = cpu.machine();
-    let flags = map_mem_flags(rodata);
+    let flags = map_mem_flags(rodata, m.config().debug_pagealloc);
     let regions: Vec<(u64, u64)> = m.memblock().memory().iter().map(|r| (r.base.0, r.end())).collect();
     let (t0, b0, f0) = (m.tlbi_counts(), m.barrier_counts(), fixmap.counts());
     let start = std::time::Instant::now();
