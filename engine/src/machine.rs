@@ -71,6 +71,10 @@ pub struct MachineConfig {
     /// `debug_pagealloc=on`: `can_set_direct_map()` holds, so the linear map
     /// is page-granular whatever `rodata=` says.
     pub debug_pagealloc: bool,
+    /// `arm64.kernel_image`: a kernel image in RAM at 0x40200000, reserved
+    /// in memblock and carved out of the linear map
+    /// ([`crate::arch::arm64::kimage`]). Off by default.
+    pub kernel_image: bool,
 }
 
 impl Default for MachineConfig {
@@ -91,6 +95,7 @@ impl Default for MachineConfig {
             linear_map_variant: Default::default(),
             rodata: Default::default(),
             debug_pagealloc: false,
+            kernel_image: false,
         }
     }
 }

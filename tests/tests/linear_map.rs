@@ -226,3 +226,49 @@ fn linear_map_tables_come_from_memblock_and_are_reserved() {
     let tables = mb.reserved().iter().filter(|r| r.name == "pgtable").map(|r| r.size).sum::<u64>();
     assert_eq!(tables / PAGE_SIZE, 1 + 3 + 34);
 }
+
+/// The kernel image in RAM (`arm64.kernel_image=1`, Debian 7.2's sizes at
+/// 0x40200000): `[_text, _end)` reserved; `map_mem()` maps the banks less
+/// `[_stext, __init_begin)` = [0x40210000, 0x42700000) page by page
+/// (rodata=full), then that interval as the alias with `NO_CONT_MAPPINGS`
+/// only: its 2 MiB-aligned interior [0x40400000, 0x42600000) becomes 17
+/// PMD blocks, its edges fill the PTE tables the first pass made for the
+/// 2 MiB ranges they share with memory (496 + 256 PTEs). 64 MiB = 32 PMD
+/// entries, 17 of them blocks: 15 PTE tables.
+#[test]
+fn kernel_image_is_carved_out_and_mapped_as_its_alias() {
+    use mmlab_engine::arch::arm64::kimage::KernelImage;
+    let k = KernelImage::DEBIAN_7_2;
+    assert_eq!((k.stext(), k.init_begin()), (0x4021_0000, 0x4270_0000));
+    for v in LinearMapVariant::ALL {
+        let cfg = MachineConfig {
+            barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+            linear_map: true,
+            linear_map_variant: v,
+            kernel_image: true,
+            ..MachineConfig::with("64M", 1).expect("size")
+        };
+        let m = Machine::boot(cfg).unwrap();
+        let kernel = *m.memblock().reserved().iter().find(|r| r.name == "kernel").expect("reserved");
+        assert_eq!((kernel.base.0, kernel.size), (0x4020_0000, 48000 << 10));
+        let r = m.linear_map_report().unwrap();
+        assert_eq!(r.regions, [(PHYS_OFFSET, 0x4021_0000), (0x4270_0000, PHYS_OFFSET + (64 << 20))]);
+        assert_eq!(r.kernel_alias, Some((0x4021_0000, 0x4270_0000)));
+        let c = r.counts;
+        assert_eq!((c.pgtable_pud, c.pgtable_pmd, c.pgtable_pte), (1, 1, 15), "{}", v.name());
+        assert_eq!((c.pmd_blocks, c.cont_leaves), (17, 0));
+        assert_eq!(c.pte_leaves, 16384 - 17 * 512);
+        let k_as = m.kernel_as();
+        for (pa, level) in [
+            (0x4020_f000, Level::Pte),
+            (0x4021_0000, Level::Pte),
+            (0x4040_0000, Level::Pmd),
+            (0x426f_f000, Level::Pte),
+            (0x4270_0000, Level::Pte),
+        ] {
+            let leaf = pgtable::walk(&m, &k_as, phys_to_virt(pa) + 8).leaf.expect("mapped");
+            assert_eq!((leaf.pa.0, leaf.level), (pa + 8, level), "{pa:#x}");
+        }
+        check_ends(&m, Level::Pte);
+    }
+}

@@ -104,6 +104,18 @@ impl MachineConfig {
             },
         },
         Knob {
+            key: "arm64.kernel_image",
+            values: "0|1",
+            summary: "0|1",
+            kernel: KernelName::Code(
+                "the kernel image in RAM at 0x40200000 (Debian 7.2's sizes), reserved and carved out of map_mem()",
+            ),
+            set: |c, key, value| {
+                c.kernel_image = parse_bool(key, value)?;
+                Ok(())
+            },
+        },
+        Knob {
             key: "debug_pagealloc",
             values: "0|1",
             summary: "0|1",

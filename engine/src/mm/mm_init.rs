@@ -125,6 +125,11 @@ impl Machine {
             mb.add(PhysAddr(b.base), b.size);
         }
         let bank_pfns: Vec<(u64, u64)> = banks.iter().map(|b| (b.base >> PAGE_SHIFT, b.end() >> PAGE_SHIFT)).collect();
+        if config.kernel_image {
+            // arm64_memblock_init(): memblock_reserve(_text, _end - _text).
+            let k = crate::arch::arm64::kimage::KernelImage::DEBIAN_7_2;
+            mb.reserve(PhysAddr(k.phys), k.size(), "kernel")?;
+        }
 
         // The memmap: the present sections' struct pages, one buffer
         // (sparse_buffer_init); vmemmap_populate() backs it with PMD-sized blocks.

@@ -46,9 +46,11 @@
 //! - *Faithful*: the walk, the order of table allocation, fixmap map and
 //!   unmap, the entries and table descriptors written, and every barrier
 //!   and TLBI of all four variants, for 4 KiB pages, 48-bit VA, 4 levels.
-//! - *Simplified*: mmlab's RAM holds no kernel image, so there is no
-//!   `[_text, __init_begin)` carve-out and no separately mapped kernel
-//!   alias; KFENCE is not configured, so no early pool is mapped; the
+//! - *Simplified*: the kernel image is in RAM only with
+//!   `arm64.kernel_image=1` ([`super::kimage`]): then `[_stext,
+//!   __init_begin)` is left out of the regions and mapped after them as the
+//!   kernel alias with `NO_CONT_MAPPINGS`; KFENCE is not configured, so no
+//!   early pool is mapped; the
 //!   kernel's BUGs (a live entry that cannot change) are errors. `map_mem()`
 //!   runs after the memmap is placed (the [`Machine`] needs it), where the
 //!   kernel runs it before `sparse_init()`: the tables land at other
@@ -242,8 +244,12 @@ pub struct LinearMapReport {
     pub rodata: Rodata,
     /// The `NO_*_MAPPINGS` flags of the memory regions.
     pub flags: u32,
-    /// The regions mapped, `[start, end)` physical.
+    /// The regions mapped, `[start, end)` physical (memory banks, less the
+    /// kernel's text and rodata when the image is in RAM).
     pub regions: Vec<(u64, u64)>,
+    /// The linear alias of the kernel's `[_stext, __init_begin)`, mapped
+    /// after the regions with `NO_CONT_MAPPINGS` only (`arm64.kernel_image=1`).
+    pub kernel_alias: Option<(u64, u64)>,
     /// Counts of the phase.
     pub counts: LinearMapCounts,
     /// TLBIs by kind during the phase.
@@ -689,7 +695,21 @@ pub fn map_mem(
 ) -> Result<LinearMapReport, LinearMapError> {
     let m = cpu.machine();
     let flags = map_mem_flags(rodata, m.config().debug_pagealloc);
-    let regions: Vec<(u64, u64)> = m.memblock().memory().iter().map(|r| (r.base.0, r.end())).collect();
+    let kernel_alias = m.config().kernel_image.then(|| {
+        let k = super::kimage::KernelImage::DEBIAN_7_2;
+        (k.stext(), k.init_begin())
+    });
+    // memblock_mark_nomap(kernel_start, ...): for_each_mem_range() skips it.
+    let mut regions: Vec<(u64, u64)> = Vec::new();
+    for r in m.memblock().memory() {
+        let (s, e) = (r.base.0, r.end());
+        match kernel_alias {
+            Some((ks, ke)) if ks < e && s < ke => {
+                regions.extend([(s, ks.max(s)), (ke.min(e), e)].into_iter().filter(|(a, b)| a < b));
+            }
+            _ => regions.push((s, e)),
+        }
+    }
     let (t0, b0, f0) = (m.tlbi_counts(), m.barrier_counts(), fixmap.counts());
     let start = std::time::Instant::now();
     let mut w = Walker::new(cpu, fixmap, variant);
@@ -698,6 +718,11 @@ pub fn map_mem(
             return Err(LinearMapError::OutOfRange { start: s, end: e });
         }
         w.create_pgd_mapping(s, phys_to_virt(s), e - s, PAGE_KERNEL, flags)?;
+    }
+    if let Some((ks, ke)) = kernel_alias {
+        // The alias of [_stext, __init_begin): non-executable leaves,
+        // blocks allowed, no contiguous runs, no PXNTable.
+        w.create_pgd_mapping(ks, phys_to_virt(ks), ke - ks, PAGE_KERNEL, NO_CONT_MAPPINGS)?;
     }
     let host_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let mut counts = w.counts;
@@ -715,7 +740,7 @@ pub fn map_mem(
     counts.dsb_ishst = barriers.get(BarrierKind::Dsb, "ishst").unwrap_or(0);
     counts.dsb_ish = barriers.get(BarrierKind::Dsb, "ish").unwrap_or(0);
     counts.isb = barriers.get(BarrierKind::Isb, "").unwrap_or(0);
-    Ok(LinearMapReport { variant, rodata, flags, regions, counts, tlbi, barriers, host_ns })
+    Ok(LinearMapReport { variant, rodata, flags, regions, kernel_alias, counts, tlbi, barriers, host_ns })
 }
 
 /// Mirrors the linear-map part of arch/arm64/mm/mmu.c `paging_init()` (with

@@ -11,12 +11,15 @@
 //! - [`cost`]: modelled costs of TLBIs, their completion and grace periods.
 //! - [`fixmap`]: the fixmap slots and their TLB maintenance
 //!   (`asm/fixmap.h`, `mm/fixmap.c`).
+//! - [`kimage`]: the kernel image in RAM and its carve-out from the
+//!   linear map (`vmlinux.lds.S`, `arm64_memblock_init()`).
 //! - [`mmu`]: the linear map built at boot, `map_mem()` and its 2024
 //!   variants (`mm/mmu.c`); opt-in with `arm64.linear_map=1`.
 
 pub mod barrier;
 pub mod cost;
 pub mod fixmap;
+pub mod kimage;
 pub mod memory;
 pub mod mmu;
 pub mod pgtable;
