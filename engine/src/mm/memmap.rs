@@ -175,7 +175,7 @@ impl Memmap {
     /// its first byte, inside `arena`), which holds the struct pages of
     /// `pieces` one after the other, for the frames `[start_pfn, end_pfn)`.
     /// Struct pages from `first_deferred_pfn` on are initialised at first
-    /// touch; [`Memmap::init_early`] initialises the rest.
+    /// touch; `init_early()` (called by boot) initialises the rest.
     ///
     /// # Safety
     ///
