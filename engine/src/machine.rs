@@ -186,8 +186,8 @@ pub struct Machine {
     pub(crate) fixmap: Mutex<Option<crate::arch::arm64::fixmap::Fixmap>>,
     /// What `map_mem()` did at boot, if it ran.
     pub(crate) linear_map: Option<crate::arch::arm64::mmu::LinearMapReport>,
-    /// Measured host time of the boot steps.
-    pub(crate) boot_phases: crate::mm::mm_init::BootHostTimes,
+    /// The boot steps as they ran.
+    pub(crate) boot_phases: Vec<crate::mm::mm_init::BootPhase>,
 }
 
 impl Machine {
@@ -359,6 +359,11 @@ impl Machine {
     /// Barrier counts summed over CPUs.
     pub fn barrier_counts(&self) -> BarrierCounts {
         self.sum_cpus(|c| &c.barriers)
+    }
+    /// The fixmap's set/clear counts, if the fixmap was set up (with the
+    /// linear map).
+    pub fn fixmap_counts(&self) -> Option<crate::arch::arm64::fixmap::FixmapCounts> {
+        self.fixmap.lock().as_ref().map(|f| f.counts())
     }
 }
 

@@ -69,6 +69,16 @@ enum Command {
         #[arg(long, value_name = "PFN", conflicts_with = "va", allow_negative_numbers = true)]
         struct_page: Option<String>,
     },
+    /// Boot the machine and print the per-phase breakdown (memblock, linear
+    /// map, kernel image map, vmemmap, memmap init, free into buddy):
+    /// measured and modelled time apart, table pages per level, TLBIs by
+    /// kind, barriers, and map_mem() on its own with its fixmap operations.
+    /// The linear map is built unless --set arm64.linear_map=0.
+    Boot {
+        /// One JSON object instead of the text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print kmem tracepoint events of a seeded random workload.
     Trace {
         /// What to trace.
@@ -444,6 +454,7 @@ fn run(cli: &Cli) -> Result<bool, String> {
             run_test_vmalloc(cli, mc, ac, vc, params, *mode, *json)
         }
         &Command::Stat { file, after_ops, ptdump } => run_stat(cli, file, after_ops, ptdump),
+        &Command::Boot { json } => run_boot(cli, json),
         Command::Walk { va, asid, struct_page } => {
             let (mc, _, _) = configs(cli)?;
             if let Some(pfn) = struct_page {
@@ -477,6 +488,26 @@ fn run(cli: &Cli) -> Result<bool, String> {
             }
         }
     }
+}
+
+/// `boot`: boot with the linear map (unless `arm64.linear_map=0` was set),
+/// bring the page allocator up as the last phase, print the breakdown.
+fn run_boot(cli: &Cli, json: bool) -> Result<bool, String> {
+    use mmlab_engine::mm::mm_init::BootPhase;
+    use mmlab_harness::output::boot::BootReport;
+    let (mut mc, ac, _) = configs(cli)?;
+    let explicit = mmlab_harness::settings::parse(&cli.set)?.iter().any(|s| s.key() == "arm64.linear_map");
+    if !explicit {
+        mc.linear_map = true;
+    }
+    let m = boot(mc)?;
+    let (pa, free) = BootPhase::measure(&m, "free into buddy", "memblock_free_all(), deferred_init_memmap()", || {
+        boot_allocator(&m, ac)
+    });
+    let pa = pa?;
+    let report = BootReport::collect(&m, &pa, &free);
+    let text = if json { mmlab_harness::output::json::to_line(&report) } else { report.render() };
+    write_stdout(&text).map(|()| false)
 }
 
 /// `stat FILE`: boot, run the seeded workload of `--after-ops` (the

@@ -174,37 +174,44 @@ impl Machine {
             rcu: crate::rcu::RcuState::new(nr_cpus),
             fixmap: Mutex::new(None),
             linear_map: None,
-            boot_phases: Default::default(),
+            boot_phases: Vec::new(),
         };
-        let t = std::time::Instant::now();
-        m.memmap_init(&bank_pfns);
-        m.memmap.set_pgd(swapper_pg_dir);
-        let t_memmap_init = t.elapsed();
-        let t = std::time::Instant::now();
+        let ((), p) =
+            BootPhase::measure(&m, "memmap init", "memmap_init() (struct pages below first_deferred_pfn)", || {
+                m.memmap_init(&bank_pfns);
+                m.memmap.set_pgd(swapper_pg_dir);
+            });
+        let mut phases = vec![
+            BootPhase {
+                name: "memblock",
+                kernel: "arm64_memblock_init(), the memmap and usemap placement",
+                host_ns: ns(t_memblock),
+                tlbi: Default::default(),
+                barriers: Default::default(),
+            },
+            p,
+        ];
         if m.config.linear_map {
             // paging_init() on the boot CPU: early_fixmap_init(), map_mem().
-            let (fixmap, report) = {
-                let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
-                crate::arch::arm64::mmu::paging_init(&cpu0).map_err(BootError::LinearMap)?
-            };
+            let (r, p) =
+                BootPhase::measure(&m, "linear map", "paging_init() -> early_fixmap_init(), map_mem()", || {
+                    let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
+                    crate::arch::arm64::mmu::paging_init(&cpu0).map_err(BootError::LinearMap)
+                });
+            let (fixmap, report) = r?;
             *m.fixmap.lock() = Some(fixmap);
             m.linear_map = Some(report);
+            phases.push(p);
         }
-        let t_linear = t.elapsed();
-        let t = std::time::Instant::now();
-        {
-            // bootmem_init() → sparse_init() on the boot CPU: map the memmap
-            // at the vmemmap.
+        // bootmem_init() → sparse_init() on the boot CPU: map the memmap at
+        // the vmemmap.
+        let (r, p) = BootPhase::measure(&m, "vmemmap", "sparse_init() -> vmemmap_populate()", || {
             let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
-            crate::mm::sparse_vmemmap::vmemmap_populate(&cpu0, memmap_pa).map_err(BootError::Pgtable)?;
-        }
-        let t_vmemmap = t.elapsed();
-        m.boot_phases = BootHostTimes {
-            memblock_ns: ns(t_memblock),
-            memmap_init_ns: ns(t_memmap_init),
-            paging_init_ns: ns(t_linear),
-            vmemmap_ns: ns(t_vmemmap),
-        };
+            crate::mm::sparse_vmemmap::vmemmap_populate(&cpu0, memmap_pa).map_err(BootError::Pgtable)
+        });
+        r?;
+        phases.push(p);
+        m.boot_phases = phases;
         Ok(m)
     }
 
@@ -247,9 +254,10 @@ impl Machine {
         }
     }
 
-    /// Measured host time of the boot steps (not deterministic).
-    pub fn boot_host_times(&self) -> BootHostTimes {
-        self.boot_phases
+    /// The steps of [`Machine::boot`] as they ran, with their measured host
+    /// time and what they issued.
+    pub fn boot_phases(&self) -> &[BootPhase] {
+        &self.boot_phases
     }
 }
 
@@ -257,19 +265,35 @@ fn ns(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Measured host time of [`Machine::boot`]'s steps, in ns (not
-/// deterministic; instrumented).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct BootHostTimes {
-    /// The arena, memblock, the memmap and usemap placement.
-    pub memblock_ns: u64,
-    /// `memmap_init()` (the early struct pages; deferred ones are written
-    /// at first touch).
-    pub memmap_init_ns: u64,
-    /// `paging_init()`: the fixmap and `map_mem()` (0 without the linear map).
-    pub paging_init_ns: u64,
-    /// `vmemmap_populate()` and the accessor's sync.
-    pub vmemmap_ns: u64,
+/// One step of boot as it ran (instrumented): its name, the kernel
+/// function it mirrors, the measured host time and what it issued.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BootPhase {
+    /// mmlab's name of the step.
+    pub name: &'static str,
+    /// The kernel function(s) it mirrors.
+    pub kernel: &'static str,
+    /// Measured host time, ns (not deterministic).
+    pub host_ns: u64,
+    /// TLBIs issued, with their modelled time.
+    pub tlbi: crate::tlb::TlbiCounts,
+    /// Barriers issued, with their modelled time (model backend only).
+    pub barriers: crate::barrier::BarrierCounts,
+}
+
+impl BootPhase {
+    /// Run `f` on machine `m` as the boot step `name` (mirroring `kernel`)
+    /// and record its host time and the TLBIs and barriers every CPU issued.
+    pub fn measure<T>(m: &Machine, name: &'static str, kernel: &'static str, f: impl FnOnce() -> T) -> (T, BootPhase) {
+        use crate::counters::CounterSet;
+        let (t0, b0) = (m.tlbi_counts(), m.barrier_counts());
+        let start = std::time::Instant::now();
+        let r = f();
+        let host_ns = ns(start.elapsed());
+        let tlbi = m.tlbi_counts().delta(&t0);
+        let barriers = m.barrier_counts().delta(&b0);
+        (r, BootPhase { name, kernel, host_ns, tlbi, barriers })
+    }
 }
 
 #[cfg(test)]
