@@ -272,8 +272,8 @@ impl BootReport {
         );
         let _ = writeln!(
             s,
-            "{:<17} {:>11} {:>11}  {:>22}  {:>9}  {:>9}  {}",
-            "phase", "measured ms", "modelled ms", "tables pgd/pud/pmd/pte", "TLBIs", "barriers", "kernel"
+            "{:<17} {:>11} {:>11}  {:>22}  {:>9}  {:>9}  kernel",
+            "phase", "measured ms", "modelled ms", "tables pgd/pud/pmd/pte", "TLBIs", "barriers"
         );
         for p in &self.phases {
             if !p.emulated {
