@@ -201,6 +201,8 @@ enum ReproduceWhat {
     Contpte,
     /// The pcp-drain regression of huge vmalloc by default (seeds §2).
     PcpDrain,
+    /// Faster linear map creation: map_mem() per variant, M2 16G to Altra 512G (seeds §3).
+    LinearMap,
     /// Every reproduction above, in quick mode unless --full.
     All,
 }
@@ -374,6 +376,7 @@ fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::
         ReproduceWhat::BarrierBatching => vec!["barrier-batching"],
         ReproduceWhat::Contpte => vec!["contpte"],
         ReproduceWhat::PcpDrain => vec!["pcp-drain"],
+        ReproduceWhat::LinearMap => vec!["linear-map"],
         ReproduceWhat::All => reproduce::ALL.to_vec(),
     };
     if let Some(path) = plot {

@@ -272,3 +272,29 @@ fn kernel_image_is_carved_out_and_mapped_as_its_alias() {
         check_ends(&m, Level::Pte);
     }
 }
+
+/// `reproduce linear-map`'s counts: a 4 GiB Altra machine run in full
+/// agrees with the 1 GiB run plus 3 x the 2 GiB increment (else the
+/// reproduction errs), and the 64 GiB base row holds the counts derived by
+/// hand: 32768 PTE tables x (1 zeroing + 32 chunk maps) + 64 PMD tables x
+/// (1 + 32) + the PUD table's zeroing and one map = 1083458 TLBIs, each a
+/// completion wait in base.
+#[test]
+fn reproduce_counts_extrapolate_and_match_the_hand_derivation() {
+    use mmlab_harness::reproduce::linear_map::{MachineRow, linear_map_on};
+    let altra = |gib| MachineRow { name: "test", gib, profile: "ampere-altra" };
+    let r = linear_map_on(&[(1, altra(4)), (1, altra(64))], 4).expect("runs and extrapolates");
+    let base64 = &r.rows[1].cells[0];
+    assert_eq!(base64.variant, LinearMapVariant::Base);
+    assert!(!base64.run_in_full);
+    assert_eq!(base64.counts.tlbi_total, 32768 * 33 + 64 * 33 + 2);
+    assert_eq!(base64.counts.dsb_ish, base64.counts.tlbi_total);
+    assert_eq!(base64.counts.pgtables(), 32768 + 64 + 1);
+    // lazy-unmap: one completion wait per 16 PTE tables, plus the PMD and
+    // PUD tables' own clears.
+    let lazy = r.rows[1].cells.iter().find(|c| c.variant == LinearMapVariant::LazyUnmap).unwrap();
+    assert_eq!(lazy.counts.dsb_ish, 32768 / 16 + 64 + 1);
+    assert!(r.rows[0].cells.iter().all(|c| c.run_in_full));
+    // Every variant is faster than base, on both rows.
+    assert!(r.rows.iter().flat_map(|row| &row.cells[1..]).all(|c| c.ours_pct < 0.0 && c.agreement.is_some()));
+}

@@ -7,6 +7,7 @@
 //! | `barrier-batching` | test_vmalloc before/after the arm64 vmalloc series (v6.15-rc3), Apple M2 and Ampere Altra | every published row, base = no lazy-MMU barrier batching and no contpte vmalloc, new = both, under the `apple-m2` and `ampere-altra` cost profiles |
 //! | `contpte` | 16x fewer TLB entries; h:1 regression on Altra from 64 KiB blocks bypassing the pcp | TLB entries and TLB-model misses for 64 KiB..8 MiB buffers mapped three ways; fix_size h:1 with contpte off/on and the zone-lock traffic per call |
 //! | `pcp-drain` | long_busy_list +17 % (+31 % without patch 1) with huge vmalloc by default; sensitive to the pcp high; `msleep(1)` helps; fix_size p:512 improves | the same runs, the cause in counters, a pcp-high sweep, the sleep variant, p:512 |
+//! | `linear-map` | `map_mem()` ms of v6.9-rc1 and the "faster linear map creation" patches, M2 16G to Altra 512G (§3) | `map_mem()` per variant with `rodata=full`, modelled under the `apple-m2` / `ampere-altra` profiles ([`linear_map`]) |
 //!
 //! A reproduction is data: the published table ([`published`]: rows with
 //! the published numbers and their section of `seeds.md`), the rows mmlab
@@ -24,6 +25,7 @@
 //! change can be expected to agree; each agreement line says which do.
 
 pub mod agreement;
+pub mod linear_map;
 pub mod published;
 pub mod render;
 pub mod run;
@@ -67,11 +69,13 @@ pub enum Which {
     Contpte,
     /// The pcp-drain regression of huge vmalloc by default.
     PcpDrain,
+    /// Faster linear map creation: map_mem() per variant and machine.
+    LinearMap,
 }
 
 impl Which {
     /// Every reproduction, in the order `reproduce all` runs them.
-    pub const ALL: [Which; 3] = [Which::BarrierBatching, Which::Contpte, Which::PcpDrain];
+    pub const ALL: [Which; 4] = [Which::BarrierBatching, Which::Contpte, Which::PcpDrain, Which::LinearMap];
 
     /// The name `mmlab reproduce` takes.
     pub fn name(self) -> &'static str {
@@ -79,6 +83,7 @@ impl Which {
             Which::BarrierBatching => "barrier-batching",
             Which::Contpte => "contpte",
             Which::PcpDrain => "pcp-drain",
+            Which::LinearMap => "linear-map",
         }
     }
 }
@@ -109,6 +114,8 @@ pub enum Data {
     Contpte(Contpte),
     /// `pcp-drain`.
     PcpDrain(PcpDrain),
+    /// `linear-map`.
+    LinearMap(linear_map::LinearMap),
 }
 
 impl Data {
@@ -118,6 +125,7 @@ impl Data {
             Data::BarrierBatching(b) => b.failed(),
             Data::Contpte(c) => c.h1.any_failed(),
             Data::PcpDrain(p) => p.failed(),
+            Data::LinearMap(_) => false,
         }
     }
 }
@@ -153,6 +161,11 @@ impl Reproduction {
         if let Data::Contpte(c) = &self.data { Some(c) } else { None }
     }
 
+    /// The `linear-map` data, if this is that reproduction.
+    pub fn linear_map(&self) -> Option<&linear_map::LinearMap> {
+        if let Data::LinearMap(l) = &self.data { Some(l) } else { None }
+    }
+
     /// The `pcp-drain` data, if this is that reproduction.
     pub fn pcp_drain(&self) -> Option<&PcpDrain> {
         if let Data::PcpDrain(p) = &self.data { Some(p) } else { None }
@@ -169,12 +182,13 @@ pub fn reproduce(which: Which, len: Length, seed: u64) -> Result<Reproduction, S
         Which::BarrierBatching => Data::BarrierBatching(run::barrier_batching(len, seed)?),
         Which::Contpte => Data::Contpte(run::contpte(len, seed)?),
         Which::PcpDrain => Data::PcpDrain(run::pcp_drain(len, seed)?),
+        Which::LinearMap => Data::LinearMap(linear_map::linear_map()?),
     };
     Ok(Reproduction::new(data))
 }
 
 /// Every reproduction's name, in order.
-pub const ALL: [&str; 3] = ["barrier-batching", "contpte", "pcp-drain"];
+pub const ALL: [&str; 4] = ["barrier-batching", "contpte", "pcp-drain", "linear-map"];
 
 /// Runs the reproduction called `name`.
 ///
@@ -206,7 +220,7 @@ mod tests {
         assert_eq!("contpte".parse(), Ok(Which::Contpte));
         assert_eq!(
             "nope".parse::<Which>().unwrap_err(),
-            "no reproduction \"nope\"; reproductions: barrier-batching, contpte, pcp-drain"
+            "no reproduction \"nope\"; reproductions: barrier-batching, contpte, pcp-drain, linear-map"
         );
     }
 

@@ -18,6 +18,7 @@ pub fn render(data: &Data) -> (String, Vec<(&'static str, String)>) {
         Data::BarrierBatching(b) => barrier_batching(b),
         Data::Contpte(c) => contpte(c),
         Data::PcpDrain(p) => pcp_drain(p),
+        Data::LinearMap(l) => (super::linear_map::render(l), Vec::new()),
     }
 }
 
