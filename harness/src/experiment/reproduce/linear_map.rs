@@ -46,7 +46,6 @@ use super::published::Change;
 use crate::stats::Mark;
 use mmlab_engine::arch::arm64::mmu::{LinearMapCounts, LinearMapVariant, Rodata};
 use mmlab_engine::cost::CostProfile;
-use mmlab_engine::counters::CounterSet;
 use mmlab_engine::{Machine, MachineConfig};
 use serde::Serialize;
 use std::fmt::Write as _;
