@@ -35,11 +35,27 @@
 //! | `no-alloc-remap` (v1 2/3) | mapped in its own level's slot, zeroed, `dsb ishst`, left mapped for the populate step | mapped only if it already existed; one clear: 1 TLBI per table |
 //! | `lazy-unmap` (v1 3/3) | as no-alloc-remap, but a PTE table takes the next of 16 `FIX_PTE` slots | PTE slots are cleared 16 at a time with `clear_fixmap_nosync` and one `flush_tlb_kernel_range` over 16 pages (16 TLBIs, one `dsb ish`), and once more at the end of each `__create_pgd_mapping` |
 //!
+//! | `v6.10` (v3 as merged) | as no-alloc-remap | as no-alloc-remap, and `init_pte()` writes with `__set_pte_nosync()`: no barrier pair per PTE; the fixmap clear that ends the table publishes it |
+//!
+//! `v6.10` is what mainline still does on this path (checked in the 6.12
+//! source and a 6.18 stable tree: only `PMD_TABLE_AF` in the table
+//! descriptors was added), except that since 6.18 a system whose CPUs all
+//! have BBML2_NOABORT keeps blocks with `rodata=full`
+//! (`force_pte_mapping()`) and splits them on demand
+//! ([`super::pageattr`]); Ampere Altra (Neoverse N1) has no BBML2, so its
+//! linear map stays page-granular.
+//!
 //! Every leaf is written with `__set_pte()` / `set_pmd()` / `set_pud()`,
 //! each followed by `dsb ishst; isb` (the barrier batching of the series'
 //! v2 is not part of v1). Table descriptors are written with `set_p4d()`
 //! (straight into `swapper_pg_dir`, which is still writable this early:
-//! `rodata_is_rw`, so `FIX_PGD` is not used), `set_pud()` and `set_pmd()`.
+//! `set_swapper_pgd()` skips the fixmap while `rodata_is_rw`, so `FIX_PGD`
+//! is not used; checked in 6.12), `set_pud()` and `set_pmd()`. Every
+//! `clear_fixmap()` is `flush_tlb_kernel_range()` of one page, which in
+//! these kernels is a loop of `tlbi vaale1is`, one per page, between `dsb
+//! ishst` and `dsb ish; isb` (checked in 6.12's `asm/tlbflush.h`; range
+//! TLBIs for kernel ranges came later), and `flush_tlb_all()` above
+//! `MAX_DVM_OPS` pages.
 //!
 //! # Fidelity
 //!
@@ -61,9 +77,13 @@
 //! # Opt-in
 //!
 //! The linear map is built only with the machine knob `arm64.linear_map=1`
-//! (default 0: boot as before, nothing mapped at `PAGE_OFFSET`, memblock
-//! and the page counts unchanged). Making it the default is a later
-//! fidelity decision (issue 13).
+//! (`mmlab boot` turns it on unless told otherwise). It stays off by
+//! default because turning it on changes every page count of every boot
+//! (a 256 MiB machine loses 133 pages to its tables, so managed pages,
+//! watermarks, pcp high_max, buddyinfo and every pfn in a trace move) and
+//! the hand-derived numbers of 38 tests across the engine, harness and
+//! integration tests; it also adds about 0.4 s to a 4 GiB boot in a debug
+//! build. Making it the default is a later change with those tests.
 
 use super::fixmap::{Fixmap, FixmapCounts, FixmapError, FixmapLayout, FixmapPage, NR_PTE_SLOTS_LAZY, fix_to_virt};
 use crate::addr::{PAGE_SIZE, PhysAddr};

@@ -1,4 +1,4 @@
-//! `mmlab reproduce`: the published kernel results of `seeds.md` §1–2,
+//! `mmlab reproduce`: the published kernel results of `seeds.md` §1–3,
 //! each run on the emulated machine and printed beside the published
 //! numbers, with one line that says whether they agree.
 //!
