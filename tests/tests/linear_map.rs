@@ -273,8 +273,8 @@ fn kernel_image_is_carved_out_and_mapped_as_its_alias() {
     }
 }
 
-/// `reproduce linear-map`'s counts: a 4 GiB Altra machine run in full
-/// agrees with the 1 GiB run plus 3 x the 2 GiB increment (else the
+/// `reproduce linear-map`'s counts: a 3 GiB Altra machine run in full
+/// agrees with the 1 GiB run plus 2 x the 2 GiB increment (else the
 /// reproduction errs), and the 64 GiB base row holds the counts derived by
 /// hand: 32768 PTE tables x (1 zeroing + 32 chunk maps) + 64 PMD tables x
 /// (1 + 32) + the PUD table's zeroing and one map = 1083458 TLBIs, each a
@@ -283,7 +283,7 @@ fn kernel_image_is_carved_out_and_mapped_as_its_alias() {
 fn reproduce_counts_extrapolate_and_match_the_hand_derivation() {
     use mmlab_harness::reproduce::linear_map::{MachineRow, linear_map_on};
     let altra = |gib| MachineRow { name: "test", gib, profile: "ampere-altra" };
-    let r = linear_map_on(&[(1, altra(4)), (1, altra(64))], 4).expect("runs and extrapolates");
+    let r = linear_map_on(&[(1, altra(3)), (1, altra(64))], 3).expect("runs and extrapolates");
     let base64 = &r.rows[1].cells[0];
     assert_eq!(base64.variant, LinearMapVariant::Base);
     assert!(!base64.run_in_full);
@@ -297,4 +297,49 @@ fn reproduce_counts_extrapolate_and_match_the_hand_derivation() {
     assert!(r.rows[0].cells.iter().all(|c| c.run_in_full));
     // Every variant is faster than base, on both rows.
     assert!(r.rows.iter().flat_map(|row| &row.cells[1..]).all(|c| c.ours_pct < 0.0 && c.agreement.is_some()));
+}
+
+/// `map_kernel()` with the image in RAM: the segments at `KIMAGE_VADDR`
+/// with their permissions, translating to the image's PAs; vmalloc starts
+/// after the image; `mmlab boot` reports the phase.
+#[test]
+fn kernel_image_is_mapped_at_kimage_vaddr() {
+    use mmlab_engine::arch::arm64::kimage::KernelImage;
+    use mmlab_engine::layout::KIMAGE_VADDR;
+    let k = KernelImage::DEBIAN_7_2;
+    let cfg = MachineConfig {
+        barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+        linear_map: true,
+        kernel_image: true,
+        ..MachineConfig::with("128M", 1).expect("size")
+    };
+    let m = Machine::boot(cfg).unwrap();
+    let asp = m.kernel_as();
+    let cpu = m.cpu(0).unwrap();
+    // (pa in the image, writable, executable)
+    for (pa, w, x) in [
+        (k.phys, true, false),
+        (k.stext() + 0x1234, false, true),
+        (k.stext() + k.text + 8, false, false),
+        (k.init_begin(), false, true),
+        (k.end() - 8, true, false),
+    ] {
+        let va = k.va(pa);
+        let leaf = pgtable::walk(&m, &asp, va).leaf.unwrap_or_else(|| panic!("{va:#x} unmapped"));
+        assert_eq!(leaf.pa.0, pa, "{va:#x}");
+        assert_eq!(leaf.desc.writable(), w, "{va:#x}");
+        assert_eq!(!leaf.desc.has(mmlab_engine::pgtable::desc::bits::PTE_PXN), x, "{va:#x}");
+        assert_eq!(mmu::write_u64(&cpu, &asp, va & !7, 1).is_ok(), w, "{va:#x}");
+    }
+    assert_eq!(k.va(k.phys), KIMAGE_VADDR);
+    assert!(pgtable::walk(&m, &asp, k.va_end()).leaf.is_none());
+    let text = pgtable::walk(&m, &asp, k.va(k.stext() + (64 << 10))).leaf.unwrap();
+    assert!(text.desc.is_cont(), "text in contiguous runs");
+    drop(cpu);
+    let pa = mmlab_pcp::PageAllocator::boot(&m, mmlab_pcp::AllocatorConfig::default()).unwrap();
+    let vm = mmlab_vmalloc::Vmalloc::new(&pa, mmlab_vmalloc::VmallocConfig::default());
+    let cpu = m.cpu(0).unwrap();
+    let v = vm.vmalloc(&cpu, 4096).unwrap();
+    assert!(v >= k.va_end(), "vmalloc above the image: {v:#x}");
+    assert!(m.boot_phases().iter().any(|p| p.name == "kernel image map"));
 }

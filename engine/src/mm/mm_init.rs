@@ -191,6 +191,16 @@ impl Machine {
             },
             p,
         ];
+        if m.config.kernel_image {
+            // map_kernel() (early C code since 6.9, before paging_init()).
+            let k = crate::arch::arm64::kimage::KernelImage::DEBIAN_7_2;
+            let (r, p) = BootPhase::measure(&m, "kernel image map", "map_kernel() (pi/map_kernel.c)", || {
+                let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
+                crate::arch::arm64::kimage::map_kernel(&cpu0, &k).map_err(BootError::Pgtable)
+            });
+            r?;
+            phases.push(p);
+        }
         if m.config.linear_map {
             // paging_init() on the boot CPU: early_fixmap_init(), map_mem().
             let (r, p) =

@@ -186,10 +186,18 @@ impl BootReport {
                 phases.push(PhaseRow::not_emulated("linear map", "paging_init() -> map_mem() (arm64.linear_map=0)"))
             }
         }
-        phases.push(PhaseRow::not_emulated(
-            "kernel image map",
-            "map_kernel() (early C code since 6.9, no fixmap; not emulated)",
-        ));
+        match phase("kernel image map") {
+            Some(p) => {
+                let kimg = mmlab_engine::arch::arm64::kimage::KernelImage::DEBIAN_7_2;
+                let mut t = table_pages_in(m, &k, kimg.va(kimg.phys), kimg.va_end());
+                t[0] = 0;
+                phases.push(PhaseRow::from_phase(p, t));
+            }
+            None => phases.push(PhaseRow::not_emulated(
+                "kernel image map",
+                "map_kernel() (early C code since 6.9, no fixmap; arm64.kernel_image=0)",
+            )),
+        }
         if let Some(p) = phase("vmemmap") {
             // The memmap's own part of the vmemmap (the fixmap shares the
             // last PGD entry of the vmemmap window).

@@ -18,12 +18,13 @@
 //! | segment sizes: Debian's arm64 7.2.13 kernel ("19136K kernel code, 5282K rwdata, 18632K rodata, 3904K init, 884K bss"), 64 KiB header, rounded up to `SEGMENT_ALIGN` | faithful to that kernel |
 //! | load address `PHYS_OFFSET + 2 MiB` (0x40200000, as QEMU's virt loads it; no KASLR) | faithful to that machine |
 //! | the memblock reservation and `map_mem()`'s carve-out and alias | faithful |
-//! | `map_kernel()` (since 6.9 early C code writing `init_pg_dir` before `paging_init()`) at `KIMAGE_VADDR` | not emulated: the vmalloc range does not reserve the image's VA yet (`declare_kernel_vmas()`) |
+//! | `map_kernel()` at `KIMAGE_VADDR`: the segments with their permissions, contiguous runs in text and data | simplified: the final permissions at once (rodata read-only, as `mark_rodata_ro()` leaves it; the init segment executable as one piece), tables from memblock rather than the image's `init_pg_dir`, written with the run-time barrier rules (the kernel's early C code uses plain stores and one `dsb ishst`) |
+//! | `declare_kernel_vmas()` | simplified: vmalloc's free range starts after the image (the image's areas are not listed in /proc/vmallocinfo) |
 //!
 //! The image is opt-in (`arm64.kernel_image=1`): it takes 47 MiB of RAM,
 //! which would change every small machine's page counts.
 
-use crate::layout::PHYS_OFFSET;
+use crate::layout::{KIMAGE_VADDR, PHYS_OFFSET};
 
 /// `SEGMENT_ALIGN`: 64 KiB.
 pub const SEGMENT_ALIGN: u64 = 64 << 10;
@@ -76,6 +77,44 @@ impl KernelImage {
     pub const fn size(&self) -> u64 {
         self.end() - self.phys
     }
+}
+
+impl KernelImage {
+    /// The image's virtual address of physical address `pa` (no KASLR:
+    /// `_text` at `KIMAGE_VADDR`).
+    pub const fn va(&self, pa: u64) -> u64 {
+        KIMAGE_VADDR + (pa - self.phys)
+    }
+    /// One past the image's last virtual address.
+    pub const fn va_end(&self) -> u64 {
+        self.va(self.end())
+    }
+}
+
+/// Mirrors arch/arm64/kernel/pi/map_kernel.c `map_kernel()` (6.9+), as it
+/// leaves the image after boot (module docs): the header RW NX, text ROX
+/// (contiguous runs allowed), rodata read-only, init ROX, data and bss RW
+/// (contiguous runs allowed), at `KIMAGE_VADDR`.
+///
+/// # Errors
+///
+/// A table write or allocation the tables refuse.
+pub fn map_kernel(cpu: &crate::cpu::Cpu<'_>, k: &KernelImage) -> Result<(), crate::pgtable::PgtableError> {
+    use crate::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PAGE_KERNEL_ROX};
+    use crate::pgtable::{MapFlags, MemblockTables, map_range};
+    let asp = cpu.machine().kernel_as();
+    let segments = [
+        (k.phys, k.head, PAGE_KERNEL, false),
+        (k.stext(), k.text, PAGE_KERNEL_ROX, true),
+        (k.stext() + k.text, k.rodata, PAGE_KERNEL_RO, false),
+        (k.init_begin(), k.init, PAGE_KERNEL_ROX, false),
+        (k.init_begin() + k.init, k.data, PAGE_KERNEL, true),
+    ];
+    for (pa, size, prot, cont) in segments {
+        // Mapping into empty entries needs no TLB maintenance.
+        map_range(cpu, &asp, &MemblockTables, k.va(pa), pa, size, prot, MapFlags { block: true, cont })?.ignore();
+    }
+    Ok(())
 }
 
 #[cfg(test)]
