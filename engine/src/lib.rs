@@ -79,7 +79,7 @@
 //! | `cost`     | cost profiles for effects userspace cannot execute        | modelled (sources in the module) |
 //! | `fixmap`   | fixmap slots and their TLB maintenance (v6.9)             | faithful slots, PTEs, barriers, TLBIs; only the page-table slots' `bm_pte` emulated |
 //! | `mmu`      | `map_mem()` of v6.9-rc1, the 2024 series' three v1 patches, and 6.10 as merged | faithful walk, allocation/fixmap/TLBI order, kernel-image carve-out; no KFENCE |
-//! | `kimage`   | the kernel image's place in RAM and its linear alias       | faithful to Debian 7.2 on QEMU virt; `map_kernel()` not emulated |
+//! | `kimage`   | the kernel image's place in RAM and its linear alias       | faithful to Debian 7.2 on QEMU virt; `map_kernel()` with final permissions at once |
 //! | `pageattr` | `set_memory_ro/rw` with 6.18's block splitting (BBML2) or break-before-make | faithful boundary walk and leaves; any linear-map range accepted |
 //! | `memmap`   | the memmap: present sections, deferred struct page init    | faithful contents; written at first touch (simplified timing) |
 //! | `banks`    | RAM banks and the checks on them                           | faithful banks; refuses what the kernel would trim |

@@ -13,7 +13,8 @@
 //! backend is `model`), kept apart; table pages per level; TLBIs by kind;
 //! barriers. `map_mem()`, the step the published figures time, is printed
 //! again on its own with its fixmap operations. The kernel image map
-//! (`map_kernel()`) is not emulated and says so.
+//! (`map_kernel()`) runs only with the image in RAM (`arm64.kernel_image=1`);
+//! otherwise its row says so.
 
 use mmlab_engine::arch::arm64::fixmap::FixmapCounts;
 use mmlab_engine::arch::arm64::mmu::LinearMapReport;
