@@ -24,7 +24,9 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "mmlab", version)]
 struct Cli {
-    /// RAM of the machine, like `mem=` (K/M/G/T suffixes).
+    /// RAM of the machine, like `mem=` (K/M/G/T suffixes), one bank at
+    /// 0x40000000; or banks as a device tree memory node lists them,
+    /// SIZE[@BASE],SIZE@BASE,... (e.g. 2G,2G@0x100000000: a hole between).
     #[arg(long, global = true, value_name = "SIZE", default_value = "4G")]
     mem: String,
     /// Number of CPUs, 1..=256 [default: 2; test-vmalloc and compare: max(2, nr_threads)].
