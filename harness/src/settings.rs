@@ -33,7 +33,7 @@ use std::fmt;
 /// The order in which an error lists the valid keys. The tables' order is
 /// the help sentence's; this listing keeps the order errors have always
 /// printed (a test checks it names every key of the three tables once).
-const LISTING_ORDER: [&str; 20] = [
+const LISTING_ORDER: [&str; 21] = [
     "percpu_pagelist_high_fraction",
     "min_free_kbytes",
     "pcp.rules",
@@ -46,6 +46,7 @@ const LISTING_ORDER: [&str; 20] = [
     "rodata",
     "arm64.kernel_image",
     "debug_pagealloc",
+    "deferred_struct_page_init",
     "tlb_entries",
     "cost_profile",
     "pcp.high",
@@ -342,7 +343,7 @@ mod tests {
             "pcp.high (pages), lock_stat (0|1), barrier (native|count|model), cost_profile \
              (native|apple-m2|ampere-altra), arm64.lazy_mmu_barrier_batching, arm64.tlbi_range, arm64.linear_map (0|1), \
              arm64.linear_map_variant (base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10), rodata (full|on|off), \
-             arm64.kernel_image, debug_pagealloc (0|1), tlb_entries, \
+             arm64.kernel_image, debug_pagealloc, deferred_struct_page_init (0|1), tlb_entries, \
              vmap_allow_huge, vmalloc.contpte, vmalloc.pmd, vmalloc.huge_by_default, vmalloc.align_size_to_huge \
              (on|off). With compare"
         ));

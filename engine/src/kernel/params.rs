@@ -126,6 +126,18 @@ impl MachineConfig {
             },
         },
         Knob {
+            key: "deferred_struct_page_init",
+            values: "0|1",
+            summary: "0|1",
+            kernel: KernelName::Code(
+                "CONFIG_DEFERRED_STRUCT_PAGE_INIT: struct pages past the first section initialised later (here: at first touch)",
+            ),
+            set: |c, key, value| {
+                c.deferred_struct_page_init = parse_bool(key, value)?;
+                Ok(())
+            },
+        },
+        Knob {
             key: "tlb_entries",
             values: "1..=1048576",
             summary: "",
