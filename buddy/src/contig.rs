@@ -147,6 +147,11 @@ impl LockedZone<'_, '_> {
         let mut blocks = Vec::new();
         let mut p = start.0;
         while p < end {
+            // A frame of a hole (no struct page: !pfn_valid) is never free.
+            if !self.zone.m.memmap().pfn_valid(Pfn(p)) {
+                scan.ranges_busy += 1;
+                return Err(ContigError::Busy { pfn: Pfn(p) });
+            }
             let Some((head, o)) = self.free_block_containing(Pfn(p)) else {
                 scan.ranges_busy += 1;
                 return Err(ContigError::Busy { pfn: Pfn(p) });

@@ -98,12 +98,23 @@ impl<'m> Zone<'m> {
         cpu.count(VmEvent::FreeOnePagePages, 1 << order);
     }
 
-    /// `__free_pages_core()` at boot (`memblock_free_all()`): the block's
+    /// `__free_pages_core()` at boot (`memblock_free_all()`, and
+    /// `deferred_init_memmap()` for the deferred struct pages): the block's
     /// pages drop their boot reference, become managed, and go to the tail
-    /// of the free lists.
+    /// of the free lists. A struct page not yet initialised (deferred, see
+    /// [`mmlab_engine::mm::memmap`]) is skipped: its first touch gives it
+    /// refcount 0, as this write would.
     pub fn free_pages_core(&self, cpu: &Cpu<'m>, pfn: Pfn, order: u32) {
-        for i in 0..1u64 << order {
-            self.m.page(pfn.add(i)).set_refcount(0);
+        let mem = self.m.memmap();
+        let end = pfn.add(1 << order);
+        let mut p = pfn;
+        while p < end {
+            if mem.initialised(p) {
+                self.m.page(p).set_refcount(0);
+                p = p.add(1);
+            } else {
+                p = mem.vmemmap_page_end(p).min(end);
+            }
         }
         self.managed_pages.fetch_add(1 << order, std::sync::atomic::Ordering::Relaxed);
         self.free_one_page(cpu, pfn, order, Fpi::TO_TAIL);

@@ -158,7 +158,7 @@ impl<'m> Zone<'m> {
             node: 0,
             zone_start_pfn: mem.start_pfn().0,
             spanned_pages: mem.nr_pages(),
-            present_pages: mem.nr_pages(),
+            present_pages: m.memblock().memory().iter().map(|r| r.size >> mmlab_engine::PAGE_SHIFT).sum(),
             managed_pages: AtomicU64::new(0),
             watermark: Default::default(),
             watermark_boost: AtomicU64::new(0),

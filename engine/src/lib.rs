@@ -23,10 +23,14 @@
 //!   cost         modelled costs of TLBIs and grace periods (mmlab's model)
 //!   fixmap       FIX_PTE/PMD/PUD/PGD, set/clear_fixmap     include/asm/fixmap.h, mm/fixmap.c
 //!   mmu          map_mem(): the linear map at boot       mm/mmu.c (opt-in: arm64.linear_map=1)
+//!   kimage       the kernel image in RAM, its carve-out  vmlinux.lds.S, arm64_memblock_init()
+//!   pageattr     set_memory_ro/rw, block splitting       mm/pageattr.c, split_kernel_leaf_mapping()
 //! mm/                             mm/, include/linux/
 //!   mmzone       orders, migratetypes, zones             include/linux/mmzone.h
 //!   memblock     the boot allocator                      mm/memblock.c
-//!   page         struct page and the memmap              include/linux/mm_types.h
+//!   page         struct page                             include/linux/mm_types.h
+//!   memmap       the memmap: present sections, deferred struct page init   mm/mm_init.c, mm/sparse.c
+//!   banks        RAM banks (a DT memory node), their checks   drivers/of/fdt.c, arm64_memblock_init()
 //!   list         list_head through struct pages          include/linux/list.h
 //!   gfp          GFP flags                               include/linux/gfp_types.h
 //!   vmstat       event counters                          mm/vmstat.c
@@ -74,7 +78,11 @@
 //! | `tlb`      | TLBI, per-CPU TLB model and soft-MMU cache, tlbflush.h    | faithful ops and sequences; TLB contents simplified; TLBI cost modelled |
 //! | `cost`     | cost profiles for effects userspace cannot execute        | modelled (sources in the module) |
 //! | `fixmap`   | fixmap slots and their TLB maintenance (v6.9)             | faithful slots, PTEs, barriers, TLBIs; only the page-table slots' `bm_pte` emulated |
-//! | `mmu`      | `map_mem()` of v6.9-rc1 and the 2024 series' three v1 patches | faithful walk, allocation/fixmap/TLBI order; no kernel-image carve-out, no KFENCE |
+//! | `mmu`      | `map_mem()` of v6.9-rc1, the 2024 series' three v1 patches, and 6.10 as merged | faithful walk, allocation/fixmap/TLBI order, kernel-image carve-out; no KFENCE |
+//! | `kimage`   | the kernel image's place in RAM and its linear alias       | faithful to Debian 7.2 on QEMU virt; `map_kernel()` with final permissions at once |
+//! | `pageattr` | `set_memory_ro/rw` with 6.18's block splitting (BBML2) or break-before-make | faithful boundary walk and leaves; any linear-map range accepted |
+//! | `memmap`   | the memmap: present sections, deferred struct page init    | faithful contents; written at first touch (simplified timing) |
+//! | `banks`    | RAM banks and the checks on them                           | faithful banks; refuses what the kernel would trim |
 //! | `vmstat`   | event counters                                           | instrumented |
 //! | `trace`    | kmem tracepoints (events; the harness prints them)       | faithful fields |
 //! | `sync`     | locks (zone lock with lock_stat)                          | instrumented |

@@ -11,7 +11,7 @@
 //! The machine also holds the hooks registered at boot that lower layers
 //! call instead of calling up into the layers that own the state: the
 //! secondary-TLB hook a TLBI calls (see [`crate::tlb::SecondaryTlbHook`]).
-use crate::addr::{PAGE_SIZE, Pfn, PhysAddr, memparse};
+use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
 use crate::arena::Arena;
 use crate::barrier::{BarrierBackend, BarrierCounts};
 use crate::counters::{CounterSet, PerCpuStat};
@@ -26,15 +26,22 @@ use crossbeam::utils::CachePadded;
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 
 /// Largest emulated RAM accepted (1 TiB): the memmap alone would need 16 GiB.
-pub const MAX_MEM: u64 = 1 << 40;
+pub use crate::mm::banks::MAX_MEM;
 /// Most emulated CPUs.
 pub const NR_CPUS: usize = 256;
 
 /// How the machine is built.
 #[derive(Clone, Debug)]
 pub struct MachineConfig {
-    /// Bytes of RAM (`--mem`), default 4 GiB.
+    /// Bytes of RAM (`--mem`), default 4 GiB: the sum of `mem_banks`.
     pub mem_bytes: u64,
+    /// The banks of RAM (a device tree memory node's `reg` entries); empty:
+    /// one bank of `mem_bytes` at `PHYS_OFFSET` ([`MachineConfig::banks`]).
+    pub mem_banks: Vec<crate::mm::banks::MemBank>,
+    /// `CONFIG_DEFERRED_STRUCT_PAGE_INIT`: struct pages beyond the first
+    /// section are initialised at first touch ([`crate::mm::memmap`]);
+    /// off: all of them at boot.
+    pub deferred_struct_page_init: bool,
     /// Number of CPUs (`--cpus`), default 2.
     pub nr_cpus: usize,
     /// How dmb/dsb/isb execute.
@@ -61,12 +68,21 @@ pub struct MachineConfig {
     pub linear_map_variant: crate::arch::arm64::mmu::LinearMapVariant,
     /// `rodata=`: `full` makes the linear map page-granular.
     pub rodata: crate::arch::arm64::mmu::Rodata,
+    /// `debug_pagealloc=on`: `can_set_direct_map()` holds, so the linear map
+    /// is page-granular whatever `rodata=` says.
+    pub debug_pagealloc: bool,
+    /// `arm64.kernel_image`: a kernel image in RAM at 0x40200000, reserved
+    /// in memblock and carved out of the linear map
+    /// ([`crate::arch::arm64::kimage`]). Off by default.
+    pub kernel_image: bool,
 }
 
 impl Default for MachineConfig {
     fn default() -> Self {
         MachineConfig {
             mem_bytes: 4 << 30,
+            mem_banks: Vec::new(),
+            deferred_struct_page_init: true,
             nr_cpus: 2,
             barrier_backend: BarrierBackend::default(),
             lock_stat: false,
@@ -78,19 +94,40 @@ impl Default for MachineConfig {
             linear_map: false,
             linear_map_variant: Default::default(),
             rodata: Default::default(),
+            debug_pagealloc: false,
+            kernel_image: false,
         }
     }
 }
 
 impl MachineConfig {
-    /// Config with `mem` parsed like `mem=` (e.g. "4G") and `cpus` CPUs.
+    /// Config with `mem` parsed like `mem=` (e.g. "4G") or as banks
+    /// (`2G,2G@0x100000000`, [`crate::mm::banks`]) and `cpus` CPUs. The
+    /// banks are checked at boot.
     ///
     /// # Errors
     ///
-    /// [`BootError::Config`] if `mem` does not parse.
+    /// [`BootError::Mem`] if `mem` does not parse.
     pub fn with(mem: &str, cpus: usize) -> Result<MachineConfig, BootError> {
-        let mem_bytes = memparse(mem).map_err(BootError::Config)?;
-        Ok(MachineConfig { mem_bytes, nr_cpus: cpus, ..Default::default() })
+        let banks = crate::mm::banks::parse_banks(mem).map_err(BootError::Mem)?;
+        let mem_bytes = banks.iter().fold(0u64, |a, b| a.saturating_add(b.size));
+        let single = banks.len() == 1 && banks[0].base == crate::layout::PHYS_OFFSET;
+        Ok(MachineConfig {
+            mem_bytes,
+            mem_banks: if single { Vec::new() } else { banks },
+            nr_cpus: cpus,
+            ..Default::default()
+        })
+    }
+
+    /// The banks of RAM: `mem_banks`, or one bank of `mem_bytes` at
+    /// `PHYS_OFFSET`.
+    pub fn banks(&self) -> Vec<crate::mm::banks::MemBank> {
+        if self.mem_banks.is_empty() {
+            vec![crate::mm::banks::MemBank { base: crate::layout::PHYS_OFFSET, size: self.mem_bytes }]
+        } else {
+            self.mem_banks.clone()
+        }
     }
 }
 
@@ -149,6 +186,8 @@ pub struct Machine {
     pub(crate) fixmap: Mutex<Option<crate::arch::arm64::fixmap::Fixmap>>,
     /// What `map_mem()` did at boot, if it ran.
     pub(crate) linear_map: Option<crate::arch::arm64::mmu::LinearMapReport>,
+    /// The boot steps as they ran.
+    pub(crate) boot_phases: Vec<crate::mm::mm_init::BootPhase>,
 }
 
 impl Machine {
@@ -180,7 +219,13 @@ impl Machine {
     /// same machine cannot free the same frames again (in the kernel
     /// `memblock_free_all()` runs once, from `mm_core_init()`).
     pub fn claim_memblock_free_all(&self) -> bool {
-        !self.memblock_released.swap(true, Relaxed)
+        let first = !self.memblock_released.swap(true, Relaxed);
+        if first {
+            // Struct pages first touched from now on are free pages, as
+            // deferred_init_memmap() → __free_pages_core() leaves them.
+            self.memmap.set_deferred_freed();
+        }
+        first
     }
     /// Whether `memblock_free_all()` has run (memblock's free memory now
     /// belongs to a page allocator).
@@ -314,6 +359,11 @@ impl Machine {
     /// Barrier counts summed over CPUs.
     pub fn barrier_counts(&self) -> BarrierCounts {
         self.sum_cpus(|c| &c.barriers)
+    }
+    /// The fixmap's set/clear counts, if the fixmap was set up (with the
+    /// linear map).
+    pub fn fixmap_counts(&self) -> Option<crate::arch::arm64::fixmap::FixmapCounts> {
+        self.fixmap.lock().as_ref().map(|f| f.counts())
     }
 }
 

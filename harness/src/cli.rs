@@ -115,14 +115,16 @@ pub fn parse_warmup(s: &str) -> Result<usize, String> {
     Ok(n as usize)
 }
 
-/// `--mem`: a size as `mem=` takes it, a multiple of 2M in 16M..=1T (what
-/// the machine boots with).
-pub fn parse_mem(s: &str) -> Result<u64, String> {
-    let bytes = mmlab_engine::addr::memparse(s).map_err(|e| format!("--mem: {e}"))?;
-    if !(16 << 20..=1 << 40).contains(&bytes) || !bytes.is_multiple_of(2 << 20) {
-        return Err(format!("--mem {s}: the machine's RAM is a multiple of 2M between 16M and 1T"));
-    }
-    Ok(bytes)
+/// `--mem`: a size as `mem=` takes it (one bank at `PHYS_OFFSET`), or banks
+/// as a device tree's memory node lists them, `SIZE[@BASE],SIZE@BASE,...`
+/// ([`mmlab_engine::mm::banks`]): page multiples, 16M..=1T in all, inside
+/// the linear map. Returns the total and the banks (empty for one bank at
+/// `PHYS_OFFSET`), as [`mmlab_engine::MachineConfig`] takes them.
+pub fn parse_mem(s: &str) -> Result<(u64, Vec<mmlab_engine::mm::banks::MemBank>), String> {
+    let banks = mmlab_engine::mm::banks::parse_mem(s).map_err(|e| format!("--mem {s}: {e}"))?;
+    let total = banks.iter().map(|b| b.size).sum();
+    let single = banks.len() == 1 && banks[0].base == mmlab_engine::layout::PHYS_OFFSET;
+    Ok((total, if single { Vec::new() } else { banks }))
 }
 
 /// `compare --seeds`: `A..B` (half-open) or `A..=B`, not empty, at most
@@ -244,8 +246,11 @@ mod tests {
         assert!(parse_repeat("1").unwrap_err().contains("at least 2"));
         assert_eq!(parse_warmup("0"), Ok(0));
         assert!(parse_warmup("1000000000000").unwrap_err().contains("at most 10000"));
-        assert!(parse_mem("1K").unwrap_err().contains("16M and 1T"));
-        assert_eq!(parse_mem("64M"), Ok(64 << 20));
+        assert!(parse_mem("1K").unwrap_err().contains("multiples of the 4K page"));
+        assert!(parse_mem("8M").unwrap_err().contains("16M to 1T"));
+        assert_eq!(parse_mem("64M"), Ok((64 << 20, vec![])));
+        assert_eq!(parse_mem("64M,64M@0x100000000").unwrap().1.len(), 2);
+        assert!(parse_mem("64M,4097@0x100000000").unwrap_err().contains("multiples of the 4K page"));
         assert_eq!(parse_seed_range("3..6"), Ok(vec![3, 4, 5]));
         assert_eq!(parse_seed_range("3..=6"), Ok(vec![3, 4, 5, 6]));
         assert_eq!(parse_seed_range("18446744073709551615..=18446744073709551615"), Ok(vec![u64::MAX]));

@@ -24,7 +24,9 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "mmlab", version)]
 struct Cli {
-    /// RAM of the machine, like `mem=` (K/M/G/T suffixes).
+    /// RAM of the machine, like `mem=` (K/M/G/T suffixes), one bank at
+    /// 0x40000000; or banks as a device tree memory node lists them,
+    /// SIZE[@BASE],SIZE@BASE,... (e.g. 2G,2G@0x100000000: a hole between).
     #[arg(long, global = true, value_name = "SIZE", default_value = "4G")]
     mem: String,
     /// Number of CPUs, 1..=256 [default: 2; test-vmalloc and compare: max(2, nr_threads)].
@@ -68,6 +70,16 @@ enum Command {
         /// Walk to the struct page of this frame (`pfn_to_page()` in the vmemmap).
         #[arg(long, value_name = "PFN", conflicts_with = "va", allow_negative_numbers = true)]
         struct_page: Option<String>,
+    },
+    /// Boot the machine and print the per-phase breakdown (memblock, linear
+    /// map, kernel image map, vmemmap, memmap init, free into buddy):
+    /// measured and modelled time apart, table pages per level, TLBIs by
+    /// kind, barriers, and map_mem() on its own with its fixmap operations.
+    /// The linear map is built unless --set arm64.linear_map=0.
+    Boot {
+        /// One JSON object instead of the text.
+        #[arg(long)]
+        json: bool,
     },
     /// Print kmem tracepoint events of a seeded random workload.
     Trace {
@@ -228,6 +240,8 @@ enum ReproduceWhat {
     /// -34.3 %) and its fix, 1G alloc/free before and after __GFP_COMP, and
     /// batched demote (seeds §4).
     Hvo,
+    /// Faster linear map creation: map_mem() per variant, M2 16G to Altra 512G (seeds §3).
+    LinearMap,
     /// Every reproduction above, in quick mode unless --full.
     All,
 }
@@ -264,8 +278,8 @@ fn configs(cli: &Cli) -> Result<(MachineConfig, AllocatorConfig, VmallocConfig),
 
 /// Every configuration from the global options (hugetlb's too).
 fn all_configs(cli: &Cli) -> Result<mmlab_harness::settings::Configs, String> {
-    let mem_bytes = cli::parse_mem(&cli.mem)?;
-    let mc = MachineConfig { mem_bytes, nr_cpus: cli.cpus.unwrap_or(2), ..Default::default() };
+    let (mem_bytes, mem_banks) = cli::parse_mem(&cli.mem)?;
+    let mc = MachineConfig { mem_bytes, mem_banks, nr_cpus: cli.cpus.unwrap_or(2), ..Default::default() };
     let sets = mmlab_harness::settings::parse(&cli.set)?;
     let c = mmlab_harness::settings::Configs::from_settings(mc, &sets)?;
     for w in mmlab_harness::settings::warnings(&c) {
@@ -353,7 +367,7 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
         Some(list) => list.split(',').map(|c| compare::counter(c.trim())).collect::<Result<Vec<_>, _>>()?,
     };
     let outcome = if a.merge.is_empty() {
-        let mem_bytes = cli::parse_mem(&cli.mem)?;
+        let (mem_bytes, mem_banks) = cli::parse_mem(&cli.mem)?;
         let rows = compare::rows_from_args(&a.params)?;
         let threads = rows.iter().map(|r| r.params.threads()).max().unwrap_or(1);
         let nr_cpus = cli.cpus.unwrap_or(threads.max(2));
@@ -363,7 +377,7 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
             variants.push(Variant::parse(&label, n));
         }
         let spec = Spec {
-            machine: MachineConfig { mem_bytes, nr_cpus, ..Default::default() },
+            machine: MachineConfig { mem_bytes, mem_banks, nr_cpus, ..Default::default() },
             common: cli.set.clone(),
             variants,
             rows,
@@ -422,6 +436,7 @@ fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::
         ReproduceWhat::Contpte => vec!["contpte"],
         ReproduceWhat::PcpDrain => vec!["pcp-drain"],
         ReproduceWhat::Hvo => vec!["hvo"],
+        ReproduceWhat::LinearMap => vec!["linear-map"],
         ReproduceWhat::All => reproduce::ALL.to_vec(),
     };
     if let Some(path) = plot {
@@ -503,6 +518,7 @@ fn run(cli: &Cli) -> Result<bool, String> {
             run_test_vmalloc(cli, mc, ac, vc, params, *mode, *json)
         }
         &Command::Stat { file, after_ops, ptdump } => run_stat(cli, file, after_ops, ptdump),
+        &Command::Boot { json } => run_boot(cli, json),
         Command::Walk { va, asid, struct_page } => {
             let (mc, _, _) = configs(cli)?;
             if let Some(pfn) = struct_page {
@@ -536,6 +552,26 @@ fn run(cli: &Cli) -> Result<bool, String> {
             }
         }
     }
+}
+
+/// `boot`: boot with the linear map (unless `arm64.linear_map=0` was set),
+/// bring the page allocator up as the last phase, print the breakdown.
+fn run_boot(cli: &Cli, json: bool) -> Result<bool, String> {
+    use mmlab_engine::mm::mm_init::BootPhase;
+    use mmlab_harness::output::boot::BootReport;
+    let (mut mc, ac, _) = configs(cli)?;
+    let explicit = mmlab_harness::settings::parse(&cli.set)?.iter().any(|s| s.key() == "arm64.linear_map");
+    if !explicit {
+        mc.linear_map = true;
+    }
+    let m = boot(mc)?;
+    let (pa, free) = BootPhase::measure(&m, "free into buddy", "memblock_free_all(), deferred_init_memmap()", || {
+        boot_allocator(&m, ac)
+    });
+    let pa = pa?;
+    let report = BootReport::collect(&m, &pa, &free);
+    let text = if json { mmlab_harness::output::json::to_line(&report) } else { report.render() };
+    write_stdout(&text).map(|()| false)
 }
 
 /// `stat FILE`: boot, run the seeded workload of `--after-ops` (the

@@ -72,6 +72,11 @@ impl PageAllocator<'_> {
                 continue;
             }
             let pfn = Pfn(start + i as u64);
+            if !mem.pfn_valid(pfn) {
+                // A section with no RAM (a hole between banks): no struct pages.
+                i += 1;
+                continue;
+            }
             let p = mem.page(pfn);
             match p.ext() {
                 PageExt::Reserved => i += 1,

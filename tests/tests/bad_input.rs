@@ -10,7 +10,7 @@
 
 use mmlab_engine::page::PageExt;
 use mmlab_engine::vmstat::{VmCounts, VmEvent};
-use mmlab_engine::{Gfp, Machine, Migratetype, Pfn};
+use mmlab_engine::{Gfp, Machine, Migratetype, PAGE_SIZE, Pfn};
 use mmlab_pcp::{AllocError, AllocatorConfig, FreeError, PageAllocator, PagesetInfo};
 
 fn boot() -> Machine {
@@ -157,16 +157,15 @@ fn invalid_and_reserved_pfns() {
     }
     let reserved: Vec<_> = m.memblock().reserved().to_vec();
     // Sorted by address: the memmap, the pte, pmd and pud tables and
-    // swapper_pg_dir (allocated top-down in the reverse order), the usemap.
-    assert_eq!(
-        reserved.iter().map(|r| r.name).collect::<Vec<_>>(),
-        ["memmap", "pgtable", "pgtable", "pgtable", "pgtable", "usemap"]
-    );
+    // swapper_pg_dir (allocated top-down in the reverse order, merged into
+    // one region as memblock_merge_regions() does), the usemap.
+    assert_eq!(reserved.iter().map(|r| r.name).collect::<Vec<_>>(), ["memmap", "pgtable", "usemap"]);
     let memmap = reserved[0].base.pfn();
     assert_eq!(memmap, Pfn(0x43e00));
-    let tables: Vec<Pfn> = reserved[1..5].iter().map(|r| r.base.pfn()).collect();
+    assert_eq!(reserved[1].size, 4 * PAGE_SIZE);
+    let tables: Vec<Pfn> = (0..4).map(|i| reserved[1].base.pfn().add(i)).collect();
     assert_eq!(tables, [Pfn(0x43ffb), Pfn(0x43ffc), Pfn(0x43ffd), Pfn(0x43ffe)]);
-    let usemap = reserved[5].base.pfn();
+    let usemap = reserved[2].base.pfn();
     assert_eq!(usemap, Pfn(0x43fff));
     for pfn in [memmap, memmap.add(255), tables[0], tables[3], usemap] {
         refused(&m, &pa, || pa.free_pages(&cpu, pfn, 0), FreeError::Reserved { pfn });

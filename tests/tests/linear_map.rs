@@ -40,6 +40,11 @@
 //! FIX_PMD and FIX_PUD are cleared as before. TLBIs = 32 + 2 = 34, but
 //! `dsb ish` = 2 + 2 = 4. `dsb ishst` = 34 + 34 + 34 + 16384 + 2 + 2 =
 //! 16490; `isb` = 34 + 34 + 16384 + 2 + 2 = 16456.
+//!
+//! **v6.10 (the series as merged).** As no-alloc-remap, but `init_pte()`
+//! writes with `__set_pte_nosync()`: the 16384 PTE pairs go, the fixmap
+//! clear after each table publishes it. TLBIs = `dsb ish` = 34; `dsb ishst`
+//! = 16520 - 16384 = 136; `isb` = 16486 - 16384 = 102.
 
 use mmlab_engine::arch::arm64::mmu::{LinearMapCounts, LinearMapVariant, Rodata, phys_to_virt};
 use mmlab_engine::layout::{PAGE_OFFSET, PHYS_OFFSET};
@@ -67,6 +72,7 @@ fn expected_64m(variant: LinearMapVariant) -> LinearMapCounts {
         LinearMapVariant::NoContRemap => (34 + 32, 1, 1, 0, 68, 68, 16554, 16554),
         LinearMapVariant::NoAllocRemap => (32, 1, 1, 0, 34, 34, 16520, 16486),
         LinearMapVariant::LazyUnmap => (32, 1, 1, 32, 34, 4, 16490, 16456),
+        LinearMapVariant::V6_10 => (32, 1, 1, 0, 34, 34, 136, 102),
     };
     LinearMapCounts {
         fixmap_map_pte: pte,
@@ -186,6 +192,23 @@ fn rodata_off_uses_contiguous_pmd_blocks_and_pud_blocks() {
 }
 
 #[test]
+fn debug_pagealloc_forces_page_granularity() {
+    // rodata=off alone maps blocks; debug_pagealloc=on makes
+    // can_set_direct_map() true, so the linear map is page-granular.
+    let cfg = MachineConfig {
+        barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+        linear_map: true,
+        rodata: Rodata::Off,
+        debug_pagealloc: true,
+        ..MachineConfig::with("64M", 1).expect("size")
+    };
+    let m = Machine::boot(cfg).unwrap();
+    let c = m.linear_map_report().unwrap().counts;
+    assert_eq!((c.pmd_blocks, c.pud_blocks, c.cont_leaves, c.pte_leaves), (0, 0, 0, 16384));
+    check_ends(&m, Level::Pte);
+}
+
+#[test]
 fn default_boot_has_no_linear_map() {
     let m = mmlab_tests::machine("64M", 1);
     assert!(m.linear_map_report().is_none());
@@ -202,4 +225,121 @@ fn linear_map_tables_come_from_memblock_and_are_reserved() {
     // swapper + 4 vmemmap tables as before, plus 34 linear-map tables.
     let tables = mb.reserved().iter().filter(|r| r.name == "pgtable").map(|r| r.size).sum::<u64>();
     assert_eq!(tables / PAGE_SIZE, 1 + 3 + 34);
+}
+
+/// The kernel image in RAM (`arm64.kernel_image=1`, Debian 7.2's sizes at
+/// 0x40200000): `[_text, _end)` reserved; `map_mem()` maps the banks less
+/// `[_stext, __init_begin)` = [0x40210000, 0x42700000) page by page
+/// (rodata=full), then that interval as the alias with `NO_CONT_MAPPINGS`
+/// only: its 2 MiB-aligned interior [0x40400000, 0x42600000) becomes 17
+/// PMD blocks, its edges fill the PTE tables the first pass made for the
+/// 2 MiB ranges they share with memory (496 + 256 PTEs). 64 MiB = 32 PMD
+/// entries, 17 of them blocks: 15 PTE tables.
+#[test]
+fn kernel_image_is_carved_out_and_mapped_as_its_alias() {
+    use mmlab_engine::arch::arm64::kimage::KernelImage;
+    let k = KernelImage::DEBIAN_7_2;
+    assert_eq!((k.stext(), k.init_begin()), (0x4021_0000, 0x4270_0000));
+    for v in LinearMapVariant::ALL {
+        let cfg = MachineConfig {
+            barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+            linear_map: true,
+            linear_map_variant: v,
+            kernel_image: true,
+            ..MachineConfig::with("64M", 1).expect("size")
+        };
+        let m = Machine::boot(cfg).unwrap();
+        let kernel = *m.memblock().reserved().iter().find(|r| r.name == "kernel").expect("reserved");
+        assert_eq!((kernel.base.0, kernel.size), (0x4020_0000, 48000 << 10));
+        let r = m.linear_map_report().unwrap();
+        assert_eq!(r.regions, [(PHYS_OFFSET, 0x4021_0000), (0x4270_0000, PHYS_OFFSET + (64 << 20))]);
+        assert_eq!(r.kernel_alias, Some((0x4021_0000, 0x4270_0000)));
+        let c = r.counts;
+        assert_eq!((c.pgtable_pud, c.pgtable_pmd, c.pgtable_pte), (1, 1, 15), "{}", v.name());
+        assert_eq!((c.pmd_blocks, c.cont_leaves), (17, 0));
+        assert_eq!(c.pte_leaves, 16384 - 17 * 512);
+        let k_as = m.kernel_as();
+        for (pa, level) in [
+            (0x4020_f000, Level::Pte),
+            (0x4021_0000, Level::Pte),
+            (0x4040_0000, Level::Pmd),
+            (0x426f_f000, Level::Pte),
+            (0x4270_0000, Level::Pte),
+        ] {
+            let leaf = pgtable::walk(&m, &k_as, phys_to_virt(pa) + 8).leaf.expect("mapped");
+            assert_eq!((leaf.pa.0, leaf.level), (pa + 8, level), "{pa:#x}");
+        }
+        check_ends(&m, Level::Pte);
+    }
+}
+
+/// `reproduce linear-map`'s counts: a 3 GiB Altra machine run in full
+/// agrees with the 1 GiB run plus 2 x the 2 GiB increment (else the
+/// reproduction errs), and the 64 GiB base row holds the counts derived by
+/// hand: 32768 PTE tables x (1 zeroing + 32 chunk maps) + 64 PMD tables x
+/// (1 + 32) + the PUD table's zeroing and one map = 1083458 TLBIs, each a
+/// completion wait in base.
+#[test]
+fn reproduce_counts_extrapolate_and_match_the_hand_derivation() {
+    use mmlab_harness::reproduce::linear_map::{MachineRow, linear_map_on};
+    let altra = |gib| MachineRow { name: "test", gib, profile: "ampere-altra" };
+    let r = linear_map_on(&[(1, altra(3)), (1, altra(64))], 3).expect("runs and extrapolates");
+    let base64 = &r.rows[1].cells[0];
+    assert_eq!(base64.variant, LinearMapVariant::Base);
+    assert!(!base64.run_in_full);
+    assert_eq!(base64.counts.tlbi_total, 32768 * 33 + 64 * 33 + 2);
+    assert_eq!(base64.counts.dsb_ish, base64.counts.tlbi_total);
+    assert_eq!(base64.counts.pgtables(), 32768 + 64 + 1);
+    // lazy-unmap: one completion wait per 16 PTE tables, plus the PMD and
+    // PUD tables' own clears.
+    let lazy = r.rows[1].cells.iter().find(|c| c.variant == LinearMapVariant::LazyUnmap).unwrap();
+    assert_eq!(lazy.counts.dsb_ish, 32768 / 16 + 64 + 1);
+    assert!(r.rows[0].cells.iter().all(|c| c.run_in_full));
+    // Every variant is faster than base, on both rows.
+    assert!(r.rows.iter().flat_map(|row| &row.cells[1..]).all(|c| c.ours_pct < 0.0 && c.agreement.is_some()));
+}
+
+/// `map_kernel()` with the image in RAM: the segments at `KIMAGE_VADDR`
+/// with their permissions, translating to the image's PAs; vmalloc starts
+/// after the image; `mmlab boot` reports the phase.
+#[test]
+fn kernel_image_is_mapped_at_kimage_vaddr() {
+    use mmlab_engine::arch::arm64::kimage::KernelImage;
+    use mmlab_engine::layout::KIMAGE_VADDR;
+    let k = KernelImage::DEBIAN_7_2;
+    let cfg = MachineConfig {
+        barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+        linear_map: true,
+        kernel_image: true,
+        ..MachineConfig::with("128M", 1).expect("size")
+    };
+    let m = Machine::boot(cfg).unwrap();
+    let asp = m.kernel_as();
+    let cpu = m.cpu(0).unwrap();
+    // (pa in the image, writable, executable)
+    for (pa, w, x) in [
+        (k.phys, true, false),
+        (k.stext() + 0x1234, false, true),
+        (k.stext() + k.text + 8, false, false),
+        (k.init_begin(), false, true),
+        (k.end() - 8, true, false),
+    ] {
+        let va = k.va(pa);
+        let leaf = pgtable::walk(&m, &asp, va).leaf.unwrap_or_else(|| panic!("{va:#x} unmapped"));
+        assert_eq!(leaf.pa.0, pa, "{va:#x}");
+        assert_eq!(leaf.desc.writable(), w, "{va:#x}");
+        assert_eq!(!leaf.desc.has(mmlab_engine::pgtable::desc::bits::PTE_PXN), x, "{va:#x}");
+        assert_eq!(mmu::write_u64(&cpu, &asp, va & !7, 1).is_ok(), w, "{va:#x}");
+    }
+    assert_eq!(k.va(k.phys), KIMAGE_VADDR);
+    assert!(pgtable::walk(&m, &asp, k.va_end()).leaf.is_none());
+    let text = pgtable::walk(&m, &asp, k.va(k.stext() + (64 << 10))).leaf.unwrap();
+    assert!(text.desc.is_cont(), "text in contiguous runs");
+    drop(cpu);
+    let pa = mmlab_pcp::PageAllocator::boot(&m, mmlab_pcp::AllocatorConfig::default()).unwrap();
+    let vm = mmlab_vmalloc::Vmalloc::new(&pa, mmlab_vmalloc::VmallocConfig::default());
+    let cpu = m.cpu(0).unwrap();
+    let v = vm.vmalloc(&cpu, 4096).unwrap();
+    assert!(v >= k.va_end(), "vmalloc above the image: {v:#x}");
+    assert!(m.boot_phases().iter().any(|p| p.name == "kernel image map"));
 }

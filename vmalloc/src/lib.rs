@@ -284,8 +284,22 @@ const fn fls(x: u64) -> u32 {
     64 - x.leading_zeros()
 }
 
+/// The free vmalloc range at `vmalloc_init()`: all of it, or, with the
+/// kernel image mapped at `KIMAGE_VADDR` (`arm64.kernel_image=1`), what is
+/// left after it (the image's `declare_kernel_vmas()` areas, not listed).
+fn vmalloc_free_range(m: &Machine) -> FreeVmapTree {
+    if m.config().kernel_image {
+        let end = mmlab_engine::arch::arm64::kimage::KernelImage::DEBIAN_7_2.va_end();
+        if let Ok(t) = FreeVmapTree::new(end, mmlab_engine::layout::VMALLOC_END) {
+            return t;
+        }
+    }
+    FreeVmapTree::vmalloc_range()
+}
+
 impl<'a, 'm> Vmalloc<'a, 'm> {
-    /// `vmalloc_init()`: the whole vmalloc range free, one vmap node per CPU
+    /// `vmalloc_init()`: the whole vmalloc range free (less the kernel
+    /// image, when it is mapped), one vmap node per CPU
     /// (`nr_vmap_nodes` = clamp(CPUs, 1, 128)).
     pub fn new(pa: &'a PageAllocator<'m>, cfg: VmallocConfig) -> Vmalloc<'a, 'm> {
         let m = pa.machine();
@@ -295,7 +309,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             m,
             asp: m.kernel_as(),
             cfg,
-            free: Mutex::new(FreeVmapTree::vmalloc_range()),
+            free: Mutex::new(vmalloc_free_range(m)),
             busy: (0..nodes).map(|_| Mutex::new(BTreeMap::new())).collect(),
             lazy: LazyAreas::new(nodes),
             purge_lock: Mutex::new(()),

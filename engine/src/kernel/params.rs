@@ -81,10 +81,11 @@ impl MachineConfig {
         },
         Knob {
             key: "arm64.linear_map_variant",
-            values: "base|no-cont-remap|no-alloc-remap|lazy-unmap",
-            summary: "base|no-cont-remap|no-alloc-remap|lazy-unmap",
+            values: "base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10",
+            summary: "base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10",
             kernel: KernelName::Code(
-                "v6.9-rc1 map_mem(), or \"Speed up boot with faster linear map creation\" v1 1/3..3/3",
+                "v6.9-rc1 map_mem(), \"Speed up boot with faster linear map creation\" v1 1/3..3/3, or the series as \
+                 merged for 6.10 (mainline's since)",
             ),
             set: |c, key, value| {
                 c.linear_map_variant =
@@ -99,6 +100,40 @@ impl MachineConfig {
             kernel: KernelName::BootParam("rodata= (full: the linear map is page-granular; arm64 default)"),
             set: |c, key, value| {
                 c.rodata = value.parse().map_err(|e: String| KnobError::bad_value(key, value, ValueError::Other(e)))?;
+                Ok(())
+            },
+        },
+        Knob {
+            key: "arm64.kernel_image",
+            values: "0|1",
+            summary: "0|1",
+            kernel: KernelName::Code(
+                "the kernel image in RAM at 0x40200000 (Debian 7.2's sizes), reserved and carved out of map_mem()",
+            ),
+            set: |c, key, value| {
+                c.kernel_image = parse_bool(key, value)?;
+                Ok(())
+            },
+        },
+        Knob {
+            key: "debug_pagealloc",
+            values: "0|1",
+            summary: "0|1",
+            kernel: KernelName::BootParam("debug_pagealloc=on (can_set_direct_map(): a page-granular linear map)"),
+            set: |c, key, value| {
+                c.debug_pagealloc = parse_bool(key, value)?;
+                Ok(())
+            },
+        },
+        Knob {
+            key: "deferred_struct_page_init",
+            values: "0|1",
+            summary: "0|1",
+            kernel: KernelName::Code(
+                "CONFIG_DEFERRED_STRUCT_PAGE_INIT: struct pages past the first section initialised later (here: at first touch)",
+            ),
+            set: |c, key, value| {
+                c.deferred_struct_page_init = parse_bool(key, value)?;
                 Ok(())
             },
         },
@@ -181,7 +216,7 @@ mod tests {
         assert_eq!(
             set("arm64.linear_map_variant=fast").unwrap_err(),
             "bad value \"fast\" for arm64.linear_map_variant: unknown linear-map variant \"fast\" \
-             (known: base, no-cont-remap, no-alloc-remap, lazy-unmap)"
+             (known: base, no-cont-remap, no-alloc-remap, lazy-unmap, v6.10)"
         );
         assert_eq!(set("rodata=off").unwrap().rodata, crate::arch::arm64::mmu::Rodata::Off);
         assert_eq!(

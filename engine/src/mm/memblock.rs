@@ -91,20 +91,50 @@ impl Memblock {
         self.memory.iter().any(|r| base >= r.base.0 && end <= r.end())
     }
 
-    /// `memblock_reserve()`.
+    /// `memblock_reserve()`, with `memblock_merge_regions()`: a
+    /// reservation that touches a neighbour of the same owner becomes part
+    /// of it (the kernel merges neighbours of the same node and flags), so
+    /// the thousands of page-table pages that `map_mem()` takes one by one,
+    /// top-down, stay one region. O(log n) to find the place.
     ///
     /// # Errors
     ///
     /// [`MemblockError::BadReserve`] for an empty range, one outside RAM, or one overlapping an
     /// existing reservation.
     pub fn reserve(&mut self, base: PhysAddr, size: u64, name: &'static str) -> Result<(), MemblockError> {
-        let end = base.0.checked_add(size).ok_or(MemblockError::BadReserve { base, size })?;
-        if size == 0 || !self.in_memory(base.0, end) || self.reserved.iter().any(|r| base.0 < r.end() && r.base.0 < end)
-        {
-            return Err(MemblockError::BadReserve { base, size });
+        let bad = MemblockError::BadReserve { base, size };
+        let end = base.0.checked_add(size).ok_or(bad.clone())?;
+        if size == 0 || !self.in_memory(base.0, end) {
+            return Err(bad);
         }
-        self.reserved.push(Region { base, size, name });
-        self.reserved.sort_by_key(|r| r.base);
+        let idx = self.reserved.partition_point(|r| r.base.0 < base.0);
+        let prev_touches = idx > 0 && {
+            let p = &self.reserved[idx - 1];
+            if p.end() > base.0 {
+                return Err(bad);
+            }
+            p.end() == base.0 && p.name == name
+        };
+        let next_touches = idx < self.reserved.len() && {
+            let n = &self.reserved[idx];
+            if n.base.0 < end {
+                return Err(bad);
+            }
+            n.base.0 == end && n.name == name
+        };
+        match (prev_touches, next_touches) {
+            (true, true) => {
+                let next = self.reserved.remove(idx);
+                self.reserved[idx - 1].size += size + next.size;
+            }
+            (true, false) => self.reserved[idx - 1].size += size,
+            (false, true) => {
+                let n = &mut self.reserved[idx];
+                n.base = base;
+                n.size += size;
+            }
+            (false, false) => self.reserved.insert(idx, Region { base, size, name }),
+        }
         Ok(())
     }
 
@@ -141,15 +171,29 @@ impl Memblock {
         if size == 0 || !align.is_power_of_two() {
             return Err(err);
         }
-        for (start, end) in self.free_ranges().into_iter().rev() {
-            if end - start < size {
-                continue;
+        // Top-down over the free gaps of each RAM region, highest first,
+        // stopping at the first that fits (`__memblock_find_range_top_down`).
+        let mut found = None;
+        'banks: for m in self.memory.iter().rev() {
+            let lo = self.reserved.partition_point(|r| r.end() <= m.base.0);
+            let hi = self.reserved.partition_point(|r| r.base.0 < m.end());
+            // Gap i lies between reserved[i - 1] and reserved[i] (the bank's
+            // edges standing in at either end).
+            for i in (lo..=hi).rev() {
+                let bottom = if i > lo { self.reserved[i - 1].end().max(m.base.0) } else { m.base.0 };
+                let top = if i < hi { self.reserved[i].base.0.min(m.end()) } else { m.end() };
+                if top > bottom && top - bottom >= size {
+                    let base = (top - size) & !(align - 1);
+                    if base >= bottom {
+                        found = Some(base);
+                        break 'banks;
+                    }
+                }
             }
-            let base = (end - size) & !(align - 1);
-            if base >= start {
-                self.reserve(PhysAddr(base), size, name)?;
-                return Ok(PhysAddr(base));
-            }
+        }
+        if let Some(base) = found {
+            self.reserve(PhysAddr(base), size, name)?;
+            return Ok(PhysAddr(base));
         }
         Err(err)
     }
@@ -217,6 +261,34 @@ mod tests {
         );
         assert!(m.alloc(1 << 30, 4096, "huge").is_err());
         assert!(m.reserve(PhysAddr(0x4000_0000 + (60 << 20)), 4096, "overlap").is_err());
+    }
+
+    #[test]
+    fn neighbours_of_one_owner_merge() {
+        let mut m = Memblock::default();
+        m.add(PhysAddr(0x4000_0000), 64 << 20);
+        m.add(PhysAddr(0x1_0000_0000), 16 << 20);
+        // Page after page, top-down: one region.
+        for _ in 0..1000 {
+            m.alloc(PAGE_SIZE, PAGE_SIZE, "pgtable").unwrap();
+        }
+        assert_eq!(m.reserved().len(), 1);
+        assert_eq!(m.reserved()[0].base.0, 0x1_0000_0000 + (16 << 20) - 1000 * PAGE_SIZE);
+        // Another owner in between does not merge; filling the gap joins the three.
+        let top = 0x1_0000_0000 + (16 << 20);
+        m.reserve(PhysAddr(top - 1002 * PAGE_SIZE), PAGE_SIZE, "pgtable").unwrap();
+        assert_eq!(m.reserved().len(), 2);
+        m.reserve(PhysAddr(top - 1001 * PAGE_SIZE), PAGE_SIZE, "pgtable").unwrap();
+        assert_eq!(m.reserved().len(), 1);
+        m.reserve(PhysAddr(top - 1003 * PAGE_SIZE), PAGE_SIZE, "memmap").unwrap();
+        assert_eq!(m.reserved().len(), 2);
+        // Overlaps and ranges in the hole are refused.
+        assert!(m.reserve(PhysAddr(top - PAGE_SIZE), 1, "x").is_err());
+        assert!(m.reserve(PhysAddr(0x8000_0000), PAGE_SIZE, "x").is_err());
+        // When the upper bank is full, allocation falls to the lower one.
+        let low = m.alloc(15 << 20, PAGE_SIZE, "low").unwrap();
+        assert_eq!(low.0, 0x4000_0000 + (64 << 20) - (15 << 20));
+        assert!(matches!(m.alloc(60 << 20, PAGE_SIZE, "big"), Err(MemblockError::NoSpace { .. })));
     }
 
     #[test]

@@ -29,12 +29,12 @@ use crate::addr::{PAGE_SHIFT, PAGE_SIZE, Pfn, PhysAddr};
 use crate::arena::{Arena, ArenaError};
 use crate::cpu::CpuData;
 use crate::layout::PHYS_OFFSET;
-use crate::machine::{MAX_MEM, Machine, MachineConfig, NR_CPUS};
+use crate::machine::{Machine, MachineConfig, NR_CPUS};
 use crate::memblock::{Memblock, MemblockError};
+use crate::mm::banks::{MemError, check_banks};
+use crate::mm::memmap::{MemmapPiece, PAGES_PER_SECTION};
 use crate::mm::{Migratetype, PAGEBLOCK_ORDER, ZoneType};
-use crate::page::{
-    LRU_OFFSET, Memmap, NODES_PGSHIFT, PAGE_TYPE_NONE, PageExt, STRUCT_PAGE_SIZE, StructPage, ZONES_PGSHIFT, pg,
-};
+use crate::page::{Memmap, NODES_PGSHIFT, PageExt, STRUCT_PAGE_SIZE, ZONES_PGSHIFT, pg};
 use crate::sync::Mutex;
 use crate::trace::TraceClock;
 use crossbeam::utils::CachePadded;
@@ -53,6 +53,8 @@ pub enum BootError {
     Memblock(MemblockError),
     /// `map_mem()` could not build the linear map (`arm64.linear_map=1`).
     LinearMap(crate::arch::arm64::mmu::LinearMapError),
+    /// RAM banks the machine cannot have.
+    Mem(MemError),
 }
 
 impl std::fmt::Display for BootError {
@@ -63,6 +65,7 @@ impl std::fmt::Display for BootError {
             BootError::Memblock(e) => e.fmt(f),
             BootError::Pgtable(e) => write!(f, "building the vmemmap: {e}"),
             BootError::LinearMap(e) => write!(f, "building the linear map: {e}"),
+            BootError::Mem(e) => write!(f, "bad memory: {e}"),
         }
     }
 }
@@ -73,46 +76,86 @@ impl From<MemblockError> for BootError {
     }
 }
 
+/// Mirrors the part of mm/mm_init.c `defer_init()` that picks
+/// `pgdat->first_deferred_pfn`: counting the frames of RAM (`banks`, PFN
+/// ranges in address order) from the start of the zone, the first section
+/// boundary after more than `PAGES_PER_SECTION` frames; `u64::MAX` if RAM
+/// ends first (nothing deferred).
+pub fn first_deferred_pfn(banks: &[(u64, u64)]) -> u64 {
+    let mut counted = 0u64;
+    for &(s, e) in banks {
+        let need = PAGES_PER_SECTION.saturating_sub(counted);
+        let p = (s + need).next_multiple_of(PAGES_PER_SECTION);
+        if p < e {
+            return p;
+        }
+        counted += e - s;
+    }
+    u64::MAX
+}
+
 impl Machine {
     /// Build and boot a machine (see the module documentation).
     ///
     /// # Errors
     ///
-    /// [`BootError::Config`] for a memory size that is not a multiple of 2 MiB in 16 MiB..=1 TiB or
-    /// a CPU count outside 1..=`NR_CPUS`; [`BootError::Arena`] if the host refuses the RAM mapping;
+    /// [`BootError::Mem`] for RAM banks the machine cannot have (sizes, holes, the linear map's
+    /// reach: [`crate::mm::banks`]); [`BootError::Config`] for a CPU count outside
+    /// 1..=`NR_CPUS`; [`BootError::Arena`] if the host refuses the RAM mapping;
     /// [`BootError::Memblock`] or [`BootError::Pgtable`] if the memmap, the usemap or the vmemmap
     /// tables cannot be placed.
     pub fn boot(config: MachineConfig) -> Result<Machine, BootError> {
-        let mem = config.mem_bytes;
-        if !(16 << 20..=MAX_MEM).contains(&mem) || !mem.is_multiple_of(2 << 20) {
-            return Err(BootError::Config(format!("mem must be a multiple of 2M between 16M and 1T, got {mem:#x}")));
+        let t_start = std::time::Instant::now();
+        let mut banks = config.banks();
+        check_banks(&mut banks).map_err(BootError::Mem)?;
+        let total: u64 = banks.iter().map(|b| b.size).sum();
+        if total != config.mem_bytes {
+            return Err(BootError::Config(format!(
+                "mem_bytes {:#x} is not the sum of the memory banks ({total:#x})",
+                config.mem_bytes
+            )));
         }
         if config.nr_cpus == 0 || config.nr_cpus > NR_CPUS {
             return Err(BootError::Config(format!("cpus must be between 1 and {NR_CPUS}, got {}", config.nr_cpus)));
         }
-        let arena = Arena::new(PhysAddr(PHYS_OFFSET), mem).map_err(BootError::Arena)?;
+        let span = banks[banks.len() - 1].end() - PHYS_OFFSET;
+        let arena = Arena::new(PhysAddr(PHYS_OFFSET), span).map_err(BootError::Arena)?;
         let mut mb = Memblock::default();
-        mb.add(arena.base(), mem);
+        for b in &banks {
+            mb.add(PhysAddr(b.base), b.size);
+        }
+        let bank_pfns: Vec<(u64, u64)> = banks.iter().map(|b| (b.base >> PAGE_SHIFT, b.end() >> PAGE_SHIFT)).collect();
+        if config.kernel_image {
+            // arm64_memblock_init(): memblock_reserve(_text, _end - _text).
+            let k = crate::arch::arm64::kimage::KernelImage::DEBIAN_7_2;
+            mb.reserve(PhysAddr(k.phys), k.size(), "kernel")?;
+        }
 
-        let start_pfn = arena.base().pfn();
-        let nr_pages = mem >> PAGE_SHIFT;
-        // The memmap: vmemmap_populate() backs it with PMD-sized blocks.
-        let memmap_bytes = (nr_pages * STRUCT_PAGE_SIZE).next_multiple_of(PAGE_SIZE);
+        // The memmap: the present sections' struct pages, one buffer
+        // (sparse_buffer_init); vmemmap_populate() backs it with PMD-sized blocks.
+        let pieces = MemmapPiece::for_banks(&bank_pfns);
+        let nr_pages = span >> PAGE_SHIFT;
+        let memmap_pages: u64 = pieces.iter().map(|p| p.end_pfn - p.start_pfn).sum();
+        let memmap_bytes = (memmap_pages * STRUCT_PAGE_SIZE).next_multiple_of(PAGE_SIZE);
         let memmap_pa = mb.alloc(memmap_bytes, 2 << 20, "memmap")?;
         // Pageblock flags (usemap), one byte per pageblock here.
         let nr_pageblocks = nr_pages.div_ceil(1 << PAGEBLOCK_ORDER) as usize;
         let usemap_pa = mb.alloc((nr_pageblocks as u64).next_multiple_of(64), 64, "usemap")?;
 
-        let pages = arena.slice::<StructPage>(memmap_pa, nr_pages as usize);
-        // SAFETY: `pages` lies in `arena`, which the Machine owns and drops
-        // after the Memmap (field order), and whose mapping never moves.
-        let memmap = unsafe { Memmap::new(pages, start_pfn, &arena) };
+        let first_deferred = if config.deferred_struct_page_init { first_deferred_pfn(&bank_pfns) } else { u64::MAX };
+        let init_flags = (ZoneType::Normal as u64) << ZONES_PGSHIFT | 0 << NODES_PGSHIFT;
+        // SAFETY: the memmap buffer was just taken from memblock inside
+        // `arena` (2 MiB-aligned, as long as the pieces' struct pages rounded
+        // up to a page); the Machine owns the arena and drops it after the
+        // Memmap (field order), and the mapping never moves.
+        let memmap = unsafe { Memmap::new(memmap_pa, &pieces, first_deferred, init_flags, &arena) };
 
         let nr_cpus = config.nr_cpus;
         let cpus = (0..config.nr_cpus).map(|_| CachePadded::new(CpuData::new(&config))).collect();
         // swapper_pg_dir: one page, zeroed, from memblock.
         let swapper_pg_dir = mb.alloc(PAGE_SIZE, PAGE_SIZE, "pgtable")?;
         arena.zero(swapper_pg_dir, PAGE_SIZE);
+        let t_memblock = t_start.elapsed();
         let mut m = Machine {
             config,
             memmap,
@@ -131,39 +174,72 @@ impl Machine {
             rcu: crate::rcu::RcuState::new(nr_cpus),
             fixmap: Mutex::new(None),
             linear_map: None,
+            boot_phases: Vec::new(),
         };
-        m.memmap_init();
-        m.memmap.set_pgd(swapper_pg_dir);
+        let ((), p) =
+            BootPhase::measure(&m, "memmap init", "memmap_init() (struct pages below first_deferred_pfn)", || {
+                m.memmap_init(&bank_pfns);
+                m.memmap.set_pgd(swapper_pg_dir);
+            });
+        let mut phases = vec![
+            BootPhase {
+                name: "memblock",
+                kernel: "arm64_memblock_init(), the memmap and usemap placement",
+                host_ns: ns(t_memblock),
+                tlbi: Default::default(),
+                barriers: Default::default(),
+            },
+            p,
+        ];
+        if m.config.kernel_image {
+            // map_kernel() (early C code since 6.9, before paging_init()).
+            let k = crate::arch::arm64::kimage::KernelImage::DEBIAN_7_2;
+            let (r, p) = BootPhase::measure(&m, "kernel image map", "map_kernel() (pi/map_kernel.c)", || {
+                let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
+                crate::arch::arm64::kimage::map_kernel(&cpu0, &k).map_err(BootError::Pgtable)
+            });
+            r?;
+            phases.push(p);
+        }
         if m.config.linear_map {
             // paging_init() on the boot CPU: early_fixmap_init(), map_mem().
-            let (fixmap, report) = {
-                let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
-                crate::arch::arm64::mmu::paging_init(&cpu0).map_err(BootError::LinearMap)?
-            };
+            let (r, p) =
+                BootPhase::measure(&m, "linear map", "paging_init() -> early_fixmap_init(), map_mem()", || {
+                    let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
+                    crate::arch::arm64::mmu::paging_init(&cpu0).map_err(BootError::LinearMap)
+                });
+            let (fixmap, report) = r?;
             *m.fixmap.lock() = Some(fixmap);
             m.linear_map = Some(report);
+            phases.push(p);
         }
-        {
-            // bootmem_init() → sparse_init() on the boot CPU: map the memmap
-            // at the vmemmap.
+        // bootmem_init() → sparse_init() on the boot CPU: map the memmap at
+        // the vmemmap.
+        let (r, p) = BootPhase::measure(&m, "vmemmap", "sparse_init() -> vmemmap_populate()", || {
             let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
-            crate::mm::sparse_vmemmap::vmemmap_populate(&cpu0, memmap_pa).map_err(BootError::Pgtable)?;
-        }
+            crate::mm::sparse_vmemmap::vmemmap_populate(&cpu0, memmap_pa).map_err(BootError::Pgtable)
+        });
+        r?;
+        phases.push(p);
+        m.boot_phases = phases;
         Ok(m)
     }
 
-    /// `memmap_init_range()` + `reserve_bootmem_region()`.
-    fn memmap_init(&self) {
-        let flags = (ZoneType::Normal as u64) << ZONES_PGSHIFT | 0 << NODES_PGSHIFT;
-        let start = self.memmap.start_pfn().0;
-        for pfn in start..self.memmap.end_pfn().0 {
-            let p = self.memmap.page(Pfn(pfn));
-            p.set_flags(flags);
-            p.set_refcount(1);
-            p.set_page_type(PAGE_TYPE_NONE);
-            let lru = self.memmap.page_va(Pfn(pfn)) + LRU_OFFSET;
-            p.set_lru_next(lru);
-            p.set_lru_prev(lru);
+    /// `memmap_init()`: the struct pages below `first_deferred_pfn`
+    /// (`memmap_init_range()` → `__init_single_page()`), the struct pages of
+    /// present sections outside RAM as reserved (`init_unavailable_range()`),
+    /// every pageblock MOVABLE, and reserved memory PG_reserved
+    /// (`reserve_bootmem_region()`, which initialises a deferred struct page
+    /// first: `init_deferred_page()`, here its first touch).
+    fn memmap_init(&self, banks: &[(u64, u64)]) {
+        self.memmap.init_early();
+        for piece in self.memmap.pieces() {
+            let mut pfn = piece.start_pfn;
+            for &(s, e) in banks.iter().filter(|(s, e)| *e > piece.start_pfn && *s < piece.end_pfn) {
+                self.init_unavailable_range(pfn, s.max(pfn));
+                pfn = pfn.max(e);
+            }
+            self.init_unavailable_range(pfn, piece.end_pfn);
         }
         for b in self.pageblock_flags() {
             b.store(Migratetype::Movable as u8, Relaxed);
@@ -175,6 +251,58 @@ impl Machine {
                 p.set_ext(PageExt::Reserved);
             }
         }
+    }
+
+    /// Mirrors mm/mm_init.c `init_unavailable_range()`: struct pages of
+    /// frames `[start, end)` that a present section has but RAM does not,
+    /// initialised and reserved.
+    fn init_unavailable_range(&self, start: u64, end: u64) {
+        for pfn in start..end {
+            let p = self.memmap.page(Pfn(pfn));
+            p.set_flag(pg::PG_RESERVED);
+            p.set_ext(PageExt::Reserved);
+        }
+    }
+
+    /// The steps of [`Machine::boot`] as they ran, with their measured host
+    /// time and what they issued.
+    pub fn boot_phases(&self) -> &[BootPhase] {
+        &self.boot_phases
+    }
+}
+
+fn ns(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// One step of boot as it ran (instrumented): its name, the kernel
+/// function it mirrors, the measured host time and what it issued.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BootPhase {
+    /// mmlab's name of the step.
+    pub name: &'static str,
+    /// The kernel function(s) it mirrors.
+    pub kernel: &'static str,
+    /// Measured host time, ns (not deterministic).
+    pub host_ns: u64,
+    /// TLBIs issued, with their modelled time.
+    pub tlbi: crate::tlb::TlbiCounts,
+    /// Barriers issued, with their modelled time (model backend only).
+    pub barriers: crate::barrier::BarrierCounts,
+}
+
+impl BootPhase {
+    /// Run `f` on machine `m` as the boot step `name` (mirroring `kernel`)
+    /// and record its host time and the TLBIs and barriers every CPU issued.
+    pub fn measure<T>(m: &Machine, name: &'static str, kernel: &'static str, f: impl FnOnce() -> T) -> (T, BootPhase) {
+        use crate::counters::CounterSet;
+        let (t0, b0) = (m.tlbi_counts(), m.barrier_counts());
+        let start = std::time::Instant::now();
+        let r = f();
+        let host_ns = ns(start.elapsed());
+        let tlbi = m.tlbi_counts().delta(&t0);
+        let barriers = m.barrier_counts().delta(&b0);
+        (r, BootPhase { name, kernel, host_ns, tlbi, barriers })
     }
 }
 
@@ -190,8 +318,11 @@ mod tests {
         names.sort();
         // The memmap, the usemap, and the vmemmap's tables: swapper_pg_dir
         // plus one pud, one pmd and one pte table (64M is a partial section,
-        // mapped with base pages).
-        assert_eq!(names, ["memmap", "pgtable", "pgtable", "pgtable", "pgtable", "usemap"]);
+        // mapped with base pages), taken one below the other and merged into
+        // one region as memblock_merge_regions() does.
+        assert_eq!(names, ["memmap", "pgtable", "usemap"]);
+        let tables = mb.reserved().iter().find(|r| r.name == "pgtable").unwrap();
+        assert_eq!(tables.size, 4 * PAGE_SIZE);
         // 16384 frames x 64 B = 1 MiB of memmap at the top 2 MiB-aligned slot.
         let memmap = *mb.reserved().iter().find(|r| r.name == "memmap").unwrap();
         assert_eq!(memmap.size, 1 << 20);

@@ -7,6 +7,9 @@
 //! - [`memblock`]: the boot allocator (`mm/memblock.c`).
 //! - [`page`]: `struct page` and the memmap (`include/linux/mm_types.h`,
 //!   `page-flags.h`).
+//! - [`memmap`]: the memmap behind the vmemmap, present sections and
+//!   deferred struct page init (`mm/mm_init.c`, `mm/sparse.c`).
+//! - [`banks`]: RAM as banks, as a device tree's memory node gives it.
 //! - [`list`]: `struct list_head` through struct pages.
 //! - [`gfp`]: GFP flags (`include/linux/gfp_types.h`).
 //! - [`vmstat`]: event counters (`mm/vmstat.c`).
@@ -17,9 +20,11 @@
 //! - [`vmemmap`]: the struct-page accessor's view of the vmemmap at run
 //!   time, kept coherent by the TLBI hook registered at boot.
 
+pub mod banks;
 pub mod gfp;
 pub mod list;
 pub mod memblock;
+pub mod memmap;
 pub mod mm_init;
 pub mod mmzone;
 pub mod page;

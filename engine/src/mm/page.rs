@@ -40,10 +40,8 @@
 //! All access to struct pages goes through [`Memmap::page`]; a later layer
 //! routes it through the vmemmap mapping without touching callers.
 
-use crate::addr::Pfn;
 use crate::mm::Migratetype;
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// Page flag bits (`enum pageflags`, include/linux/page-flags.h, Linux 6.12).
 pub mod pg {
@@ -294,6 +292,20 @@ impl StructPage {
     pub fn set_ext(&self, s: PageExt) {
         self.ext.store(s.encode(), Relaxed)
     }
+    /// Mirrors mm/mm_init.c `__init_single_page()`: `flags` (zone and node),
+    /// the refcount, no mapcount or type, an empty `lru` (its own kernel
+    /// address `lru`), everything else zero.
+    pub fn init_single(&self, flags: u64, refcount: i32, lru: u64) {
+        self.flags.store(flags, Relaxed);
+        self.lru_next.store(lru, Relaxed);
+        self.lru_prev.store(lru, Relaxed);
+        self.mapping.store(0, Relaxed);
+        self.index.store(0, Relaxed);
+        self.private.store(0, Relaxed);
+        self.page_type.store(PAGE_TYPE_NONE, Relaxed);
+        self.refcount.store(refcount, Relaxed);
+        self.ext.store(0, Relaxed);
+    }
     /// The raw 64 bytes, as a memory dump shows them.
     pub fn raw(&self) -> [u64; 8] {
         [
@@ -309,255 +321,7 @@ impl StructPage {
     }
 }
 
-/// The memmap: the struct pages of every frame of RAM, and the one accessor
-/// through which all of mmlab reaches them.
-///
-/// Struct pages are reached the way the kernel reaches them: at their
-/// vmemmap virtual address, translated by the kernel's tables. The
-/// translation of each 4 KiB vmemmap page is kept in a shadow array of host
-/// addresses (a soft-MMU cache dedicated to the vmemmap), rebuilt from the
-/// tables whenever a TLBI covers vmemmap addresses
-/// ([`crate::Machine::vmemmap_sync`]). So after a remap and its TLB flush,
-/// struct-page reads and writes go wherever the tables now say, exactly
-/// like the kernel's; before the flush they still go to the old page, as a
-/// stale TLB entry would send them.
-#[derive(Debug)]
-pub struct Memmap {
-    start_pfn: u64,
-    nr_pages: u64,
-    vmemmap_pfn0: u64,
-    /// Host address backing each 4 KiB vmemmap page (64 struct pages), or 0
-    /// if no translation is cached (then the next access walks the tables).
-    shadow: Box<[AtomicUsize]>,
-    /// RAM, for refills: host address, physical base and length.
-    arena_host: usize,
-    arena_pa: u64,
-    arena_len: u64,
-    /// `swapper_pg_dir`, once the vmemmap is mapped (0 before).
-    pgd: AtomicU64,
-    /// Host address of the memmap as memblock laid it out.
-    linear: usize,
-    /// True while every cached vmemmap translation is the boot one (the
-    /// memmap read in place): no vmemmap TLBI has dropped anything since
-    /// boot. Then an access needs no shadow lookup; the first TLBI of a
-    /// changed vmemmap clears it for good.
-    boot_layout: std::sync::atomic::AtomicBool,
-}
-
-/// Struct pages per 4 KiB vmemmap page.
-pub const PAGES_PER_VMEMMAP_PAGE: u64 = 4096 / STRUCT_PAGE_SIZE;
-
-// SAFETY: Memmap is a view of `[StructPage]` in the arena, which the owning
-// Machine keeps mapped for Memmap's whole life; StructPage is Sync (atomics),
-// so the view may be shared and sent between threads like `&[StructPage]`.
-unsafe impl Send for Memmap {}
-// SAFETY: see Send.
-unsafe impl Sync for Memmap {}
-
-impl Memmap {
-    /// Build the accessor over `pages`, which describe frames from `start_pfn`.
-    ///
-    /// # Safety
-    ///
-    /// `pages` must lie in `arena`, and the arena must stay mapped (not
-    /// moved) for the whole life of the returned Memmap. The Machine
-    /// guarantees this by owning both and dropping the Memmap first.
-    pub unsafe fn new(pages: &[StructPage], start_pfn: Pfn, arena: &crate::arena::Arena) -> Memmap {
-        let base: NonNull<StructPage> = NonNull::from(pages).cast();
-        let shadow = (0..(pages.len() as u64).div_ceil(PAGES_PER_VMEMMAP_PAGE))
-            .map(|i| AtomicUsize::new(base.as_ptr() as usize + (i * 4096) as usize))
-            .collect();
-        let arena_host = arena.host_addr(arena.base(), arena.size()).expect("the arena covers itself");
-        Memmap {
-            shadow,
-            linear: base.as_ptr() as usize,
-            boot_layout: std::sync::atomic::AtomicBool::new(true),
-            arena_host,
-            arena_pa: arena.base().0,
-            arena_len: arena.size(),
-            pgd: AtomicU64::new(0),
-            start_pfn: start_pfn.0,
-            nr_pages: pages.len() as u64,
-            vmemmap_pfn0: ((start_pfn.0 << crate::addr::PAGE_SHIFT) & !(crate::layout::ARM64_MEMSTART_ALIGN - 1))
-                >> crate::addr::PAGE_SHIFT,
-        }
-    }
-
-    /// The frame that `vmemmap[0]` describes: `memstart_addr >> PAGE_SHIFT`.
-    #[inline]
-    pub fn vmemmap_pfn0(&self) -> u64 {
-        self.vmemmap_pfn0
-    }
-
-    /// Virtual address of `pfn`'s struct page in the vmemmap window
-    /// (`pfn_to_page()` as a kernel pointer; what `page=%p` prints).
-    #[inline]
-    pub fn page_va(&self, pfn: Pfn) -> u64 {
-        crate::layout::VMEMMAP_START + (pfn.0 - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE
-    }
-
-    /// `pfn_to_page()`: the struct page of `pfn`.
-    ///
-    /// Panics on a PFN outside RAM: every caller validates user-supplied
-    /// frame numbers with [`Memmap::pfn_valid`] first.
-    #[inline(always)]
-    pub fn page(&self, pfn: Pfn) -> &StructPage {
-        let idx = pfn.0.wrapping_sub(self.start_pfn);
-        assert!(idx < self.nr_pages, "pfn {pfn} outside the memmap");
-        self.page_at(idx)
-    }
-
-    /// The struct page at memmap index `idx` (< nr_pages), through the
-    /// vmemmap translation.
-    #[inline(always)]
-    fn page_at(&self, idx: u64) -> &StructPage {
-        debug_assert!(idx < self.nr_pages);
-        if self.boot_layout.load(Relaxed) {
-            // SAFETY: with the boot layout every vmemmap page maps the memmap
-            // in place, so struct page idx (< nr_pages) is at linear + idx *
-            // 64, inside the slice given to `new` (valid for self's life).
-            return unsafe { &*((self.linear + (idx * STRUCT_PAGE_SIZE) as usize) as *const StructPage) };
-        }
-        // SAFETY: callers pass idx < nr_pages, and the shadow has
-        // ceil(nr_pages / 64) entries, so idx / 64 is in bounds.
-        let mut host = unsafe { self.shadow.get_unchecked((idx / PAGES_PER_VMEMMAP_PAGE) as usize) }.load(Relaxed);
-        if host == 0 {
-            host = self.refill(idx);
-        }
-        // SAFETY: a non-zero shadow entry is the host address of a 4 KiB,
-        // page-aligned piece of the arena (set by `new` from the memmap slice,
-        // by `refill` or `set_backing` from a validated arena range); the arena lives
-        // as long as self (constructor contract), and the offset of this
-        // struct page inside the piece is below 4096 - 64. StructPage is
-        // made of atomics, so aliasing (two vmemmap pages backed by one
-        // physical page) is sound.
-        unsafe { &*((host + ((idx % PAGES_PER_VMEMMAP_PAGE) * STRUCT_PAGE_SIZE) as usize) as *const StructPage) }
-    }
-
-    /// A vmemmap translation miss: walk the kernel tables for the vmemmap
-    /// page holding struct page `idx` and cache the result. An unmapped
-    /// vmemmap address is the kernel's "unable to handle kernel paging
-    /// request": a bug in whoever unmapped it, so it panics.
-    #[cold]
-    #[inline(never)]
-    fn refill(&self, idx: u64) -> usize {
-        let va = crate::layout::VMEMMAP_START + (idx + self.start_pfn - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE;
-        let va = va & !(4096 - 1);
-        let pgd = self.pgd.load(Relaxed);
-        assert!(pgd != 0, "struct page access through the vmemmap before it is mapped");
-        let leaf = crate::pgtable::walk_with(|pa| self.read_phys_u64(pa.0), crate::addr::PhysAddr(pgd), va, |_| {});
-        let host = leaf
-            .and_then(|l| l.pa.0.checked_sub(self.arena_pa).filter(|off| off + 4096 <= self.arena_len))
-            .map(|off| self.arena_host + off as usize);
-        let Some(host) = host else {
-            panic!("Unable to handle kernel paging request at virtual address {va:#018x} (struct page {idx})");
-        };
-        self.shadow[(idx / PAGES_PER_VMEMMAP_PAGE) as usize].store(host, Relaxed);
-        host
-    }
-
-    /// Read a u64 of RAM (a descriptor) for a refill walk; 0 (invalid)
-    /// outside RAM.
-    fn read_phys_u64(&self, pa: u64) -> u64 {
-        match pa.checked_sub(self.arena_pa) {
-            Some(off) if off % 8 == 0 && off + 8 <= self.arena_len => {
-                // SAFETY: [off, off + 8) is inside the arena (checked), which
-                // stays mapped for the life of self (constructor contract);
-                // the address is 8-byte aligned; arena words are only ever
-                // accessed as atomics.
-                unsafe { &*((self.arena_host + off as usize) as *const AtomicU64) }.load(Relaxed)
-            }
-            _ => 0,
-        }
-    }
-
-    /// Start translating through the tables rooted at `pgd`.
-    pub(crate) fn set_pgd(&self, pgd: crate::addr::PhysAddr) {
-        self.pgd.store(pgd.0, Relaxed);
-    }
-
-    /// Drop the cached translations of vmemmap pages `[first, last]`.
-    pub(crate) fn invalidate(&self, first: usize, last: usize) {
-        self.boot_layout.store(false, Relaxed);
-        for s in &self.shadow[first.min(self.shadow.len())..(last + 1).min(self.shadow.len())] {
-            s.store(0, Relaxed);
-        }
-    }
-
-    /// Number of 4 KiB vmemmap pages the memmap spans.
-    pub fn vmemmap_pages(&self) -> usize {
-        self.shadow.len()
-    }
-
-    /// Virtual address of vmemmap page `i` of this memmap.
-    pub fn vmemmap_page_va(&self, i: usize) -> u64 {
-        self.page_va(Pfn(self.start_pfn + i as u64 * PAGES_PER_VMEMMAP_PAGE))
-    }
-
-    /// Point vmemmap page `i` at `host` (0: unmapped).
-    pub(crate) fn set_backing(&self, i: usize, host: usize) {
-        if host != self.linear + i * 4096 {
-            self.boot_layout.store(false, Relaxed);
-        }
-        self.shadow[i].store(host, Relaxed);
-    }
-
-    /// The struct page whose `lru` field lives at kernel address `va`, or
-    /// None if `va` is not inside the vmemmap (a list head). One range check
-    /// and one bounds check: the list code's hot path.
-    #[inline(always)]
-    pub fn page_by_lru_va(&self, va: u64) -> Option<&StructPage> {
-        let off = va.wrapping_sub(crate::layout::VMEMMAP_START + LRU_OFFSET);
-        if off >= crate::layout::VMEMMAP_SIZE {
-            return None;
-        }
-        let idx = (off / STRUCT_PAGE_SIZE).wrapping_add(self.vmemmap_pfn0).wrapping_sub(self.start_pfn);
-        assert!(idx < self.nr_pages, "list link {va:#x} outside the memmap");
-        Some(self.page_at(idx))
-    }
-
-    /// `page_fixed_fake_head()` (include/linux/page-flags.h): the frame
-    /// whose struct page `pfn`'s really is. After the hugetlb vmemmap
-    /// optimisation remaps a folio's tail vmemmap pages onto its head page,
-    /// the first struct page of each such vmemmap page reads as a copy of
-    /// the head (`PG_head` set): a "fake head". It is told apart from a real
-    /// head by the struct page after it, which then reads as a tail whose
-    /// `compound_head` (the `lru.next` word, bit 0 set) names the real head.
-    /// Any other page is returned unchanged.
-    pub fn page_fixed_fake_head(&self, pfn: Pfn) -> Pfn {
-        let next = Pfn(pfn.0 + 1);
-        if !self.page_va(pfn).is_multiple_of(4096) || !self.pfn_valid(next) || !self.page(pfn).test_flag(pg::PG_HEAD) {
-            return pfn;
-        }
-        let head = self.page(next).lru_next();
-        if head & 1 == 0 {
-            return pfn;
-        }
-        let va = head - 1;
-        match va.checked_sub(crate::layout::VMEMMAP_START) {
-            Some(off) if off.is_multiple_of(STRUCT_PAGE_SIZE) => Pfn(off / STRUCT_PAGE_SIZE + self.vmemmap_pfn0),
-            _ => pfn,
-        }
-    }
-
-    /// `pfn_valid()`.
-    #[inline]
-    pub fn pfn_valid(&self, pfn: Pfn) -> bool {
-        pfn.0.wrapping_sub(self.start_pfn) < self.nr_pages
-    }
-    /// First frame of RAM.
-    pub fn start_pfn(&self) -> Pfn {
-        Pfn(self.start_pfn)
-    }
-    /// One past the last frame of RAM.
-    pub fn end_pfn(&self) -> Pfn {
-        Pfn(self.start_pfn + self.nr_pages)
-    }
-    /// Number of frames.
-    pub fn nr_pages(&self) -> u64 {
-        self.nr_pages
-    }
-}
+pub use super::memmap::{Memmap, PAGES_PER_VMEMMAP_PAGE};
 
 #[cfg(test)]
 mod tests {

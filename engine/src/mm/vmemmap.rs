@@ -65,6 +65,11 @@ impl Machine {
         let mut i = ((lo - first_va) / PAGE_SIZE) as usize;
         let last = (hi - 1 - first_va) / PAGE_SIZE;
         while i as u64 <= last {
+            if !mem.vmemmap_page_initialised(i) {
+                // Its first touch initialises it where memblock put it.
+                i += 1;
+                continue;
+            }
             let va = first_va + i as u64 * PAGE_SIZE;
             let host = match walk(self, &asp, va).leaf {
                 Some(l) => self.arena().host_addr(PhysAddr(l.pa.0 & !(PAGE_SIZE - 1)), PAGE_SIZE).unwrap_or(0),

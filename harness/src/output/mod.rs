@@ -2,12 +2,14 @@
 //! ([`plot`]), the translation-table reports of `stat pagetables` and
 //! `walk` ([`pgtables`]), the JSON writer every machine-readable report
 //! goes through ([`json`]), and the printer of the engine's kmem
-//! tracepoints as ftrace text or JSON lines ([`trace`]).
+//! tracepoints as ftrace text or JSON lines ([`trace`]), and the per-phase
+//! boot breakdown of `mmlab boot` ([`boot`]).
 //!
 //! Reports are typed structs deriving `serde::Serialize`; [`json`] writes
 //! them with serde_json, keeping the number and string spelling mmlab's
 //! JSON has always had.
 
+pub mod boot;
 pub mod json;
 pub mod pgtables;
 pub mod plot;

@@ -35,20 +35,38 @@
 //! | `no-alloc-remap` (v1 2/3) | mapped in its own level's slot, zeroed, `dsb ishst`, left mapped for the populate step | mapped only if it already existed; one clear: 1 TLBI per table |
 //! | `lazy-unmap` (v1 3/3) | as no-alloc-remap, but a PTE table takes the next of 16 `FIX_PTE` slots | PTE slots are cleared 16 at a time with `clear_fixmap_nosync` and one `flush_tlb_kernel_range` over 16 pages (16 TLBIs, one `dsb ish`), and once more at the end of each `__create_pgd_mapping` |
 //!
+//! | `v6.10` (v3 as merged) | as no-alloc-remap | as no-alloc-remap, and `init_pte()` writes with `__set_pte_nosync()`: no barrier pair per PTE; the fixmap clear that ends the table publishes it |
+//!
+//! `v6.10` is what mainline still does on this path (checked in the 6.12
+//! source and a 6.18 stable tree: only `PMD_TABLE_AF` in the table
+//! descriptors was added), except that since 6.18 a system whose CPUs all
+//! have BBML2_NOABORT keeps blocks with `rodata=full`
+//! (`force_pte_mapping()`) and splits them on demand
+//! ([`super::pageattr`]); Ampere Altra (Neoverse N1) has no BBML2, so its
+//! linear map stays page-granular.
+//!
 //! Every leaf is written with `__set_pte()` / `set_pmd()` / `set_pud()`,
 //! each followed by `dsb ishst; isb` (the barrier batching of the series'
 //! v2 is not part of v1). Table descriptors are written with `set_p4d()`
 //! (straight into `swapper_pg_dir`, which is still writable this early:
-//! `rodata_is_rw`, so `FIX_PGD` is not used), `set_pud()` and `set_pmd()`.
+//! `set_swapper_pgd()` skips the fixmap while `rodata_is_rw`, so `FIX_PGD`
+//! is not used; checked in 6.12), `set_pud()` and `set_pmd()`. Every
+//! `clear_fixmap()` is `flush_tlb_kernel_range()` of one page, which in
+//! these kernels is a loop of `tlbi vaale1is`, one per page, between `dsb
+//! ishst` and `dsb ish; isb` (checked in 6.12's `asm/tlbflush.h`; range
+//! TLBIs for kernel ranges came later), and `flush_tlb_all()` above
+//! `MAX_DVM_OPS` pages.
 //!
 //! # Fidelity
 //!
 //! - *Faithful*: the walk, the order of table allocation, fixmap map and
 //!   unmap, the entries and table descriptors written, and every barrier
 //!   and TLBI of all four variants, for 4 KiB pages, 48-bit VA, 4 levels.
-//! - *Simplified*: mmlab's RAM holds no kernel image, so there is no
-//!   `[_text, __init_begin)` carve-out and no separately mapped kernel
-//!   alias; KFENCE is not configured, so no early pool is mapped; the
+//! - *Simplified*: the kernel image is in RAM only with
+//!   `arm64.kernel_image=1` ([`super::kimage`]): then `[_stext,
+//!   __init_begin)` is left out of the regions and mapped after them as the
+//!   kernel alias with `NO_CONT_MAPPINGS`; KFENCE is not configured, so no
+//!   early pool is mapped; the
 //!   kernel's BUGs (a live entry that cannot change) are errors. `map_mem()`
 //!   runs after the memmap is placed (the [`Machine`] needs it), where the
 //!   kernel runs it before `sparse_init()`: the tables land at other
@@ -59,9 +77,13 @@
 //! # Opt-in
 //!
 //! The linear map is built only with the machine knob `arm64.linear_map=1`
-//! (default 0: boot as before, nothing mapped at `PAGE_OFFSET`, memblock
-//! and the page counts unchanged). Making it the default is a later
-//! fidelity decision (issue 13).
+//! (`mmlab boot` turns it on unless told otherwise). It stays off by
+//! default because turning it on changes every page count of every boot
+//! (a 256 MiB machine loses 133 pages to its tables, so managed pages,
+//! watermarks, pcp high_max, buddyinfo and every pfn in a trace move) and
+//! the hand-derived numbers of 38 tests across the engine, harness and
+//! integration tests; it also adds about 0.4 s to a 4 GiB boot in a debug
+//! build. Making it the default is a later change with those tests.
 
 use super::fixmap::{Fixmap, FixmapCounts, FixmapError, FixmapLayout, FixmapPage, NR_PTE_SLOTS_LAZY, fix_to_virt};
 use crate::addr::{PAGE_SIZE, PhysAddr};
@@ -74,7 +96,7 @@ use crate::memblock::MemblockError;
 use crate::page::{PageExt, pg};
 use crate::pgtable::desc::bits::{PMD_TYPE_TABLE, TABLE_PXN, TABLE_UXN};
 use crate::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, DescKind, PAGE_KERNEL, PMD_SIZE, PUD_SIZE, PgProt};
-use crate::pgtable::{Desc, Level, PgtableError, entry_pa, set_pgd, set_pmd, set_pte, set_pud};
+use crate::pgtable::{Desc, Level, PgtableError, entry_pa, set_pgd, set_pmd, set_pte, set_pte_nosync, set_pud};
 use crate::tlb::{TlbiCounts, TlbiKind};
 
 /// `NO_BLOCK_MAPPINGS`: no PUD or PMD blocks.
@@ -99,13 +121,21 @@ pub enum LinearMapVariant {
     NoAllocRemap,
     /// v1 3/3 "arm64: mm: Lazily clear pte table mappings from fixmap".
     LazyUnmap,
+    /// The series as merged for Linux 6.10 (v3: no-cont-remap, "Batch dsb
+    /// and isb when populating pgtables", no-alloc-remap; no lazy-unmap),
+    /// which is still mainline's code for this path (checked in 6.12 and
+    /// a 6.18 stable tree) on CPUs without BBML2_NOABORT.
+    #[serde(rename = "v6.10")]
+    V6_10,
 }
 
 impl LinearMapVariant {
-    /// Every variant, in the order the patches apply.
-    pub const ALL: [LinearMapVariant; 4] = [Self::Base, Self::NoContRemap, Self::NoAllocRemap, Self::LazyUnmap];
+    /// Every variant: the v1 patches in the order they apply, then the
+    /// series as merged.
+    pub const ALL: [LinearMapVariant; 5] =
+        [Self::Base, Self::NoContRemap, Self::NoAllocRemap, Self::LazyUnmap, Self::V6_10];
     /// The variants' names, in [`ALL`](Self::ALL) order.
-    pub const NAMES: [&'static str; 4] = ["base", "no-cont-remap", "no-alloc-remap", "lazy-unmap"];
+    pub const NAMES: [&'static str; 5] = ["base", "no-cont-remap", "no-alloc-remap", "lazy-unmap", "v6.10"];
 
     /// The variant's name.
     pub const fn name(self) -> &'static str {
@@ -119,6 +149,11 @@ impl LinearMapVariant {
     /// clears the slot again (before no-alloc-remap).
     const fn zeroes_through_fix_pte(self) -> bool {
         matches!(self, Self::Base | Self::NoContRemap)
+    }
+    /// `init_pte()` writes with `__set_pte_nosync()`; the fixmap clear that
+    /// ends the table's population publishes them (6.10).
+    const fn batches_pte_barriers(self) -> bool {
+        matches!(self, Self::V6_10)
     }
 }
 
@@ -229,8 +264,12 @@ pub struct LinearMapReport {
     pub rodata: Rodata,
     /// The `NO_*_MAPPINGS` flags of the memory regions.
     pub flags: u32,
-    /// The regions mapped, `[start, end)` physical.
+    /// The regions mapped, `[start, end)` physical (memory banks, less the
+    /// kernel's text and rodata when the image is in RAM).
     pub regions: Vec<(u64, u64)>,
+    /// The linear alias of the kernel's `[_stext, __init_begin)`, mapped
+    /// after the regions with `NO_CONT_MAPPINGS` only (`arm64.kernel_image=1`).
+    pub kernel_alias: Option<(u64, u64)>,
     /// Counts of the phase.
     pub counts: LinearMapCounts,
     /// TLBIs by kind during the phase.
@@ -444,8 +483,14 @@ impl<'a, 'm> Walker<'a, 'm> {
         mut phys: u64,
         prot: PgProt,
     ) -> Result<(), LinearMapError> {
+        let nosync = self.variant.batches_pte_barriers();
         loop {
-            set_pte(self.cpu, t.entry(Level::Pte.index(addr)), Desc::page(phys, prot))?;
+            let (entry, pte) = (t.entry(Level::Pte.index(addr)), Desc::page(phys, prot));
+            if nosync {
+                set_pte_nosync(self.cpu, entry, pte)?
+            } else {
+                set_pte(self.cpu, entry, pte)?
+            }
             self.counts.pte_leaves += 1;
             self.counts.cont_leaves += u64::from(prot.is_cont());
             phys += PAGE_SIZE;
@@ -636,12 +681,19 @@ impl<'a, 'm> Walker<'a, 'm> {
     }
 }
 
-/// The linear-map flags `map_mem()` uses for memory (`can_set_direct_map()`
-/// is `rodata_full` here: no debug_pagealloc, KFENCE or realm).
-pub const fn map_mem_flags(rodata: Rodata) -> u32 {
-    match rodata {
-        Rodata::Full => NO_EXEC_MAPPINGS | NO_BLOCK_MAPPINGS | NO_CONT_MAPPINGS,
-        Rodata::On | Rodata::Off => NO_EXEC_MAPPINGS,
+/// Mirrors arch/arm64/mm/pageattr.c `can_set_direct_map()`: `rodata_full`
+/// or `debug_pagealloc_enabled()` (mmlab has no KFENCE and no realm).
+pub const fn can_set_direct_map(rodata: Rodata, debug_pagealloc: bool) -> bool {
+    matches!(rodata, Rodata::Full) || debug_pagealloc
+}
+
+/// The linear-map flags `map_mem()` uses for memory: `NO_EXEC_MAPPINGS`,
+/// plus page granularity when [`can_set_direct_map`].
+pub const fn map_mem_flags(rodata: Rodata, debug_pagealloc: bool) -> u32 {
+    if can_set_direct_map(rodata, debug_pagealloc) {
+        NO_EXEC_MAPPINGS | NO_BLOCK_MAPPINGS | NO_CONT_MAPPINGS
+    } else {
+        NO_EXEC_MAPPINGS
     }
 }
 
@@ -662,8 +714,22 @@ pub fn map_mem(
     rodata: Rodata,
 ) -> Result<LinearMapReport, LinearMapError> {
     let m = cpu.machine();
-    let flags = map_mem_flags(rodata);
-    let regions: Vec<(u64, u64)> = m.memblock().memory().iter().map(|r| (r.base.0, r.end())).collect();
+    let flags = map_mem_flags(rodata, m.config().debug_pagealloc);
+    let kernel_alias = m.config().kernel_image.then(|| {
+        let k = super::kimage::KernelImage::DEBIAN_7_2;
+        (k.stext(), k.init_begin())
+    });
+    // memblock_mark_nomap(kernel_start, ...): for_each_mem_range() skips it.
+    let mut regions: Vec<(u64, u64)> = Vec::new();
+    for r in m.memblock().memory() {
+        let (s, e) = (r.base.0, r.end());
+        match kernel_alias {
+            Some((ks, ke)) if ks < e && s < ke => {
+                regions.extend([(s, ks.max(s)), (ke.min(e), e)].into_iter().filter(|(a, b)| a < b));
+            }
+            _ => regions.push((s, e)),
+        }
+    }
     let (t0, b0, f0) = (m.tlbi_counts(), m.barrier_counts(), fixmap.counts());
     let start = std::time::Instant::now();
     let mut w = Walker::new(cpu, fixmap, variant);
@@ -672,6 +738,11 @@ pub fn map_mem(
             return Err(LinearMapError::OutOfRange { start: s, end: e });
         }
         w.create_pgd_mapping(s, phys_to_virt(s), e - s, PAGE_KERNEL, flags)?;
+    }
+    if let Some((ks, ke)) = kernel_alias {
+        // The alias of [_stext, __init_begin): non-executable leaves,
+        // blocks allowed, no contiguous runs, no PXNTable.
+        w.create_pgd_mapping(ks, phys_to_virt(ks), ke - ks, PAGE_KERNEL, NO_CONT_MAPPINGS)?;
     }
     let host_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let mut counts = w.counts;
@@ -689,7 +760,7 @@ pub fn map_mem(
     counts.dsb_ishst = barriers.get(BarrierKind::Dsb, "ishst").unwrap_or(0);
     counts.dsb_ish = barriers.get(BarrierKind::Dsb, "ish").unwrap_or(0);
     counts.isb = barriers.get(BarrierKind::Isb, "").unwrap_or(0);
-    Ok(LinearMapReport { variant, rodata, flags, regions, counts, tlbi, barriers, host_ns })
+    Ok(LinearMapReport { variant, rodata, flags, regions, kernel_alias, counts, tlbi, barriers, host_ns })
 }
 
 /// Mirrors the linear-map part of arch/arm64/mm/mmu.c `paging_init()` (with

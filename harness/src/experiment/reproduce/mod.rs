@@ -1,4 +1,4 @@
-//! `mmlab reproduce`: the published kernel results of `seeds.md` §1–2,
+//! `mmlab reproduce`: the published kernel results of `seeds.md` §1–3,
 //! each run on the emulated machine and printed beside the published
 //! numbers, with one line that says whether they agree.
 //!
@@ -8,6 +8,7 @@
 //! | `contpte` | 16x fewer TLB entries; h:1 regression on Altra from 64 KiB blocks bypassing the pcp | TLB entries and TLB-model misses for 64 KiB..8 MiB buffers mapped three ways; fix_size h:1 with contpte off/on and the zone-lock traffic per call |
 //! | `pcp-drain` | long_busy_list +17 % (+31 % without patch 1) with huge vmalloc by default; sensitive to the pcp high; `msleep(1)` helps; fix_size p:512 improves | the same runs, the cause in counters, a pcp-high sweep, the sleep variant, p:512 |
 //! | `hvo` | `seeds.md` §4: -34.3 % vm-scalability with a grace period per surplus page, +13.7 % with the fix; 700 x 1G alloc/free before/after `__GFP_COMP`; demote 513 → 2 grace periods | [`hvo`]: surplus-page faults on 4 CPUs per grace-period policy, a few 1G pages per gigantic release, one 1G demote per batching |
+//! | `linear-map` | `map_mem()` ms of v6.9-rc1 and the "faster linear map creation" patches, M2 16G to Altra 512G (§3) | `map_mem()` per variant with `rodata=full`, modelled under the `apple-m2` / `ampere-altra` profiles ([`linear_map`]) |
 //!
 //! A reproduction is data: the published table ([`published`]: rows with
 //! the published numbers and their section of `seeds.md`), the rows mmlab
@@ -26,6 +27,7 @@
 
 pub mod agreement;
 pub mod hvo;
+pub mod linear_map;
 pub mod published;
 pub mod render;
 pub mod run;
@@ -71,11 +73,13 @@ pub enum Which {
     PcpDrain,
     /// The hugetlb_vmemmap grace-period regression, gigantic folios, demote.
     Hvo,
+    /// Faster linear map creation: map_mem() per variant and machine.
+    LinearMap,
 }
 
 impl Which {
     /// Every reproduction, in the order `reproduce all` runs them.
-    pub const ALL: [Which; 4] = [Which::BarrierBatching, Which::Contpte, Which::PcpDrain, Which::Hvo];
+    pub const ALL: [Which; 5] = [Which::BarrierBatching, Which::Contpte, Which::PcpDrain, Which::Hvo, Which::LinearMap];
 
     /// The name `mmlab reproduce` takes.
     pub fn name(self) -> &'static str {
@@ -84,6 +88,7 @@ impl Which {
             Which::Contpte => "contpte",
             Which::PcpDrain => "pcp-drain",
             Which::Hvo => "hvo",
+            Which::LinearMap => "linear-map",
         }
     }
 }
@@ -116,6 +121,8 @@ pub enum Data {
     PcpDrain(PcpDrain),
     /// `hvo` (boxed: its counters make it the largest).
     Hvo(Box<hvo::Hvo>),
+    /// `linear-map`.
+    LinearMap(linear_map::LinearMap),
 }
 
 impl Data {
@@ -126,6 +133,7 @@ impl Data {
             Data::Contpte(c) => c.h1.any_failed(),
             Data::PcpDrain(p) => p.failed(),
             Data::Hvo(h) => h.failed(),
+            Data::LinearMap(_) => false,
         }
     }
 }
@@ -161,6 +169,11 @@ impl Reproduction {
         if let Data::Contpte(c) = &self.data { Some(c) } else { None }
     }
 
+    /// The `linear-map` data, if this is that reproduction.
+    pub fn linear_map(&self) -> Option<&linear_map::LinearMap> {
+        if let Data::LinearMap(l) = &self.data { Some(l) } else { None }
+    }
+
     /// The `pcp-drain` data, if this is that reproduction.
     pub fn pcp_drain(&self) -> Option<&PcpDrain> {
         if let Data::PcpDrain(p) = &self.data { Some(p) } else { None }
@@ -183,12 +196,13 @@ pub fn reproduce(which: Which, len: Length, seed: u64) -> Result<Reproduction, S
         Which::Contpte => Data::Contpte(run::contpte(len, seed)?),
         Which::PcpDrain => Data::PcpDrain(run::pcp_drain(len, seed)?),
         Which::Hvo => Data::Hvo(Box::new(hvo::hvo(len, seed)?)),
+        Which::LinearMap => Data::LinearMap(linear_map::linear_map()?),
     };
     Ok(Reproduction::new(data))
 }
 
 /// Every reproduction's name, in order.
-pub const ALL: [&str; 4] = ["barrier-batching", "contpte", "pcp-drain", "hvo"];
+pub const ALL: [&str; 5] = ["barrier-batching", "contpte", "pcp-drain", "hvo", "linear-map"];
 
 /// Runs the reproduction called `name`.
 ///
@@ -220,7 +234,7 @@ mod tests {
         assert_eq!("contpte".parse(), Ok(Which::Contpte));
         assert_eq!(
             "nope".parse::<Which>().unwrap_err(),
-            "no reproduction \"nope\"; reproductions: barrier-batching, contpte, pcp-drain, hvo"
+            "no reproduction \"nope\"; reproductions: barrier-batching, contpte, pcp-drain, hvo, linear-map"
         );
     }
 

@@ -82,7 +82,7 @@ impl<'a, 'm> Executor<'a, 'm> {
         }
         let mem = self.m.memmap();
         let mut allocated = 0u64;
-        for pfn in mem.start_pfn().0..mem.end_pfn().0 {
+        for pfn in (mem.start_pfn().0..mem.end_pfn().0).filter(|&p| mem.pfn_valid(Pfn(p))) {
             if let PageExt::Alloc(o, _) = self.m.page(Pfn(pfn)).ext() {
                 allocated += 1 << o;
             }

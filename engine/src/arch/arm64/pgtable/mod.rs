@@ -426,6 +426,21 @@ pub fn set_pte(cpu: &Cpu<'_>, ptep: PhysAddr, pte: Desc) -> Result<(), PgtableEr
     Ok(())
 }
 
+/// `__set_pte_nosync()`: write one PTE with no barriers; the caller
+/// publishes a batch of them with its own (Linux 6.10's `init_pte()`,
+/// "Batch dsb and isb when populating pgtables").
+///
+/// # Errors
+///
+/// As [`set_pte`]; nothing is written then.
+#[inline]
+pub fn set_pte_nosync(cpu: &Cpu<'_>, ptep: PhysAddr, pte: Desc) -> Result<(), PgtableError> {
+    let word = slot_word(cpu.machine(), ptep)?;
+    check_word(word, ptep, pte)?;
+    word.store(pte.0, Relaxed);
+    Ok(())
+}
+
 /// A PTE table looked up once (`pte_offset_kernel()`), so that a loop over
 /// its entries, as `vmap_pte_range()` runs one, pays no per-entry lookup.
 #[derive(Clone, Copy, Debug)]

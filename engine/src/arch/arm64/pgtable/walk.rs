@@ -175,3 +175,29 @@ pub fn stats(m: &Machine, asp: &AddressSpace) -> PgtableStats {
     visit(m, asp.pgd, Level::Pgd, &mut st);
     st
 }
+
+/// Table pages per level (pgd, pud, pmd, pte) below the root of `asp` that
+/// map some of `[start, end)` (a table reached from several regions counts
+/// in each; the root counts once): what a boot step built for its region.
+pub fn table_pages_in(m: &Machine, asp: &AddressSpace, start: u64, end: u64) -> [u64; 4] {
+    fn visit(m: &Machine, table: PhysAddr, level: Level, base: u64, start: u64, end: u64, out: &mut [u64; 4]) {
+        out[level as usize] += 1;
+        let size = level.entry_size();
+        for (i, slot) in m.table(table).iter().enumerate() {
+            let lo = base.wrapping_add(i as u64 * size);
+            let hi = lo.wrapping_add(size - 1);
+            if hi < start || lo >= end {
+                continue;
+            }
+            let d = Desc(slot.load(Relaxed));
+            if let (DescKind::Table, Some(next)) = (d.kind(level), level.next()) {
+                visit(m, PhysAddr(d.addr()), next, lo, start, end, out);
+            }
+        }
+    }
+    let mut out = [0; 4];
+    // A 48-bit kernel address: the top 16 bits set.
+    let base = if start >> 63 == 1 { !((1u64 << 48) - 1) } else { 0 };
+    visit(m, asp.pgd, Level::Pgd, base, start, end, &mut out);
+    out
+}
