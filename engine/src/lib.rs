@@ -37,7 +37,7 @@
 //!   cpu          CPU handles and per-cpu data            kernel/cpu.c, percpu.h
 //!   rcu          grace periods, call_rcu, rcu_barrier    kernel/rcu/tree.c
 //!   sync         locks with lock_stat; the loom facade   kernel/locking/
-//! trace          kmem tracepoints                        include/trace/events/kmem.h
+//! trace          tracepoints: kmem, vmalloc, rcu, mmlab_* include/trace/events/{kmem,vmalloc,rcu}.h
 //! machine        the Machine value and its accessors     (no kernel counterpart)
 //! addr, arena, clock, counters, rng                      (the emulator's own)
 //! ```
@@ -76,7 +76,7 @@
 //! | `fixmap`   | fixmap slots and their TLB maintenance (v6.9)             | faithful slots, PTEs, barriers, TLBIs; only the page-table slots' `bm_pte` emulated |
 //! | `mmu`      | `map_mem()` of v6.9-rc1 and the 2024 series' three v1 patches | faithful walk, allocation/fixmap/TLBI order; no kernel-image carve-out, no KFENCE |
 //! | `vmstat`   | event counters                                           | instrumented |
-//! | `trace`    | kmem tracepoints (events; the harness prints them)       | faithful fields |
+//! | `trace`    | tracepoints of every layer (the harness prints them)     | faithful (kernel events); instrumented (mmlab_*) |
 //! | `sync`     | locks (zone lock with lock_stat)                          | instrumented |
 //! | `rcu`      | RCU: grace periods, quiescent states, call_rcu, rcu_barrier | faithful gp_seq/QS rules, one node; GP latency modelled |
 //!
