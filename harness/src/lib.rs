@@ -8,6 +8,8 @@
 //! - [`experiment`]: compare, reproduce, their statistics and shards;
 //! - [`output`]: charts, translation-table reports, the JSON writer and
 //!   the kmem tracepoint printer (ftrace text, JSON lines);
+//! - [`trace`]: `mmlab trace` (every layer's tracepoints for any workload,
+//!   Perfetto timelines, plots, and the replay of a real kernel's trace);
 //! - [`procfs`], [`settings`] and [`fuzz`].
 //!
 //! The modules' earlier paths (`mmlab_harness::compare`, `::test_vmalloc`,
@@ -20,6 +22,7 @@ pub mod fuzz;
 pub mod output;
 pub mod procfs;
 pub mod settings;
+pub mod trace;
 pub mod workloads;
 
 pub use experiment::{compare, reproduce, shard, stats};
