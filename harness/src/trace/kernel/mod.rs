@@ -15,7 +15,7 @@
 //! `# mmlab: key=value ...` comment lines in the trace describe the traced
 //! machine (`scripts/capture-kernel-trace.sh` writes them): `kernel`,
 //! `cpus`, `zone`, `managed`, `batch`, `high_min`, `high_max`,
-//! `percpu_pagelist_high_fraction`, `max_pfn`. mmlab boots with those CPUs
+//! `percpu_pagelist_high_fraction`, `max_pfn`, `pcp_count_cpuN`. mmlab boots with those CPUs
 //! (else one more than the highest CPU in the trace), `--mem` if given
 //! (else 2G: the pcp sizes depend on the zone only through `batch`, which
 //! is 63 from about 1 GiB of zone on, and through `high`, which a set
@@ -49,6 +49,10 @@ pub struct KernelArgs {
     /// allocate them in mmlab before the replay (adopt), or skip them.
     #[arg(long, value_enum, default_value = "adopt")]
     pub mid_run: MidRun,
+    /// Start with empty pcp lists instead of filling them as the trace
+    /// implies they were when it started (see the replay module).
+    #[arg(long)]
+    pub cold_start: bool,
     /// Divergences to list (the summary counts all).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub show: usize,
@@ -108,6 +112,51 @@ pub struct ClassCount {
     pub both: u64,
 }
 
+/// Kernel decisions of one class matched by mmlab decisions of the same
+/// class on the same CPU within [`LAG_WINDOW`] operations (either way):
+/// the same decision, made a little earlier or later because the pcp
+/// lists' contents at the start of the trace were not known exactly.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct LagMatch {
+    /// Kernel decisions of the class.
+    pub kernel: u64,
+    /// Of those, matched within the window.
+    pub matched: u64,
+    /// Mean |lag| of the matched ones, in operations of that CPU.
+    pub mean_lag: f64,
+}
+
+/// The window of [`LagMatch`], in operations of one CPU: two pcp batches.
+pub const LAG_WINDOW: usize = 128;
+
+/// Greedy in-order matching of the kernel's and mmlab's `class` decisions.
+fn lag_match(ops: &[OpRecord], class: &str) -> LagMatch {
+    let mut m = LagMatch::default();
+    let mut lag_sum = 0usize;
+    let cpus: std::collections::BTreeSet<usize> = ops.iter().map(|o| o.cpu).collect();
+    for cpu in cpus {
+        let mine: Vec<&OpRecord> = ops.iter().filter(|o| o.cpu == cpu).collect();
+        let k: Vec<usize> = (0..mine.len()).filter(|&i| mine[i].kernel.class(mine[i].alloc) == class).collect();
+        let mut mm: std::collections::VecDeque<usize> =
+            (0..mine.len()).filter(|&i| mine[i].mmlab.class(mine[i].alloc) == class).collect();
+        m.kernel += k.len() as u64;
+        for i in k {
+            while mm.front().is_some_and(|&j| j + LAG_WINDOW < i) {
+                mm.pop_front();
+            }
+            if let Some(&j) = mm.front()
+                && j <= i + LAG_WINDOW
+            {
+                mm.pop_front();
+                m.matched += 1;
+                lag_sum += i.abs_diff(j);
+            }
+        }
+    }
+    m.mean_lag = if m.matched == 0 { 0.0 } else { lag_sum as f64 / m.matched as f64 };
+    m
+}
+
 /// What `trace kernel` prints.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -121,6 +170,8 @@ pub struct Report {
     /// Same class and same size (blocks refilled, pages drained).
     pub equal_sizes: u64,
     pub first_divergence: Option<usize>,
+    /// Refills, drains and zone-lock allocations matched within the window.
+    pub lag_matches: BTreeMap<String, LagMatch>,
 }
 
 impl Report {
@@ -161,9 +212,10 @@ pub fn analyse(g: &Globals, a: &KernelArgs, text: &str) -> Result<Report, String
         high_max: ps.high_max,
     };
     let hw = m.all_cpus().map_err(|e| e.to_string())?;
-    let outcome =
-        replay::replay(text, &pa, &hw, traced.num("max_pfn"), Options { on_error: a.on_error, mid_run: a.mid_run })
-            .map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let start_counts: Vec<Option<u64>> = (0..cpus).map(|c| traced.num(&format!("pcp_count_cpu{c}"))).collect();
+    let opts = Options { on_error: a.on_error, mid_run: a.mid_run, warm_start: !a.cold_start };
+    let outcome = replay::replay(text, &pa, &hw, traced.num("max_pfn"), &start_counts, opts)
+        .map_err(|e| format!("{}: {e}", a.file.display()))?;
     let mut classes: BTreeMap<String, ClassCount> = BTreeMap::new();
     let (mut equal, mut equal_sizes, mut first) = (0, 0, None);
     for (i, op) in outcome.ops.iter().enumerate() {
@@ -183,11 +235,16 @@ pub fn analyse(g: &Globals, a: &KernelArgs, text: &str) -> Result<Report, String
         file: a.file.display().to_string(),
         traced,
         booted,
-        outcome,
         classes,
         equal,
         equal_sizes,
         first_divergence: first,
+        lag_matches: ["refill", "zone lock", "drain"]
+            .iter()
+            .map(|c| (c.to_string(), lag_match(&outcome.ops, c)))
+            .filter(|(_, m)| m.kernel > 0)
+            .collect(),
+        outcome,
     })
 }
 
@@ -246,13 +303,15 @@ pub fn render(r: &Report, text: &str, a: &KernelArgs) -> String {
     let _ = writeln!(
         s,
         "replayed:       {} operations ({} allocations, {} frees) from {} events on {} lines; {} pages adopted \
-         (freed by the trace, allocated before it); {} failed kernel allocations not replayed",
+         (freed by the trace, allocated before it); {} pages on the pcp lists at the start (inferred); {} failed \
+         kernel allocations not replayed",
         o.ops.len(),
         allocs,
         o.ops.len() - allocs,
         o.events,
         o.lines,
         o.adopted_pages,
+        o.warm_start_pages,
         o.kernel_failed_allocs
     );
     for (kind, n) in &o.warnings.counts {
@@ -275,6 +334,17 @@ pub fn render(r: &Report, text: &str, a: &KernelArgs) -> String {
         r.equal_sizes,
         if n == 0 { 100.0 } else { 100.0 * r.equal_sizes as f64 / n as f64 }
     );
+    for (class, m) in &r.lag_matches {
+        let _ = writeln!(
+            s,
+            "kernel {class}s matched by mmlab within {LAG_WINDOW} operations: {} of {} ({:.1} %), mean lag {:.1} \
+             operations",
+            m.matched,
+            m.kernel,
+            100.0 * m.matched as f64 / m.kernel as f64,
+            m.mean_lag
+        );
+    }
     match r.first_divergence {
         None => {
             let _ = writeln!(s, "no divergence");

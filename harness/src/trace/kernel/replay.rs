@@ -174,6 +174,8 @@ pub struct ReplayOutcome {
     pub adopted_pages: u64,
     /// Drain events before a CPU's first operation (not attributed).
     pub unattributed_drains: u64,
+    /// Pages put on the pcp lists before the replay (warm start).
+    pub warm_start_pages: u64,
     pub warnings: Warnings,
 }
 
@@ -181,6 +183,8 @@ struct Run<'a, 'm> {
     opts: Options,
     pa: &'a PageAllocator<'m>,
     cpus: &'a [Cpu<'m>],
+    /// Each CPU's pcp count when the trace started, if the trace says.
+    start_counts: Vec<Option<u64>>,
     out: ReplayOutcome,
 }
 
@@ -189,6 +193,8 @@ struct Run<'a, 'm> {
 pub struct Options {
     pub on_error: OnError,
     pub mid_run: MidRun,
+    /// Fill the pcp lists as the trace implies they were when it started.
+    pub warm_start: bool,
 }
 
 fn gfp_of(migratetype: i32) -> Gfp {
@@ -246,7 +252,9 @@ fn committed_later(evs: &[KEvent], i: usize) -> bool {
 }
 
 /// Parse `text` and replay it on `pa` over `cpus` (mmlab CPU i plays the
-/// kernel's CPU i). `max_pfn`: the traced machine's end of memory, if known.
+/// kernel's CPU i). `max_pfn`: the traced machine's end of memory, if
+/// known; `start_counts`: each CPU's pcp count when the trace started, if
+/// known (for the warm start).
 ///
 /// # Errors
 /// With [`OnError::Stop`], the first line the replay cannot take.
@@ -255,9 +263,10 @@ pub fn replay<'m>(
     pa: &PageAllocator<'m>,
     cpus: &[Cpu<'m>],
     max_pfn: Option<u64>,
+    start_counts: &[Option<u64>],
     opts: Options,
 ) -> Result<ReplayOutcome, ReplayError> {
-    let mut run = Run { opts, pa, cpus, out: ReplayOutcome::default() };
+    let mut run = Run { opts, pa, cpus, start_counts: start_counts.to_vec(), out: ReplayOutcome::default() };
     let mut evs = Vec::new();
     for (i, l) in text.lines().enumerate() {
         run.out.lines += 1;
@@ -297,6 +306,15 @@ impl Run<'_, '_> {
         let mut live: HashMap<u64, (Pfn, u32)> = HashMap::new();
         if self.opts.mid_run == MidRun::Adopt {
             self.adopt(evs, &mut live)?;
+        }
+        let warm = if self.opts.warm_start { self.warm_start_alloc(evs)? } else { Vec::new() };
+        // Empty every pcp list, then put the warm-start pages back on theirs.
+        self.pa.drain_all_pages(&self.cpus[0]);
+        for (c, pages) in warm.into_iter().enumerate() {
+            for p in pages {
+                let _ = self.pa.free_pages(&self.cpus[c], p, 0);
+                self.out.warm_start_pages += 1;
+            }
         }
         let n = self.cpus.len();
         let mut pre = vec![Decisions::default(); n];
@@ -431,7 +449,82 @@ impl Run<'_, '_> {
                 None => self.warn(line, warn::MMLAB_ALLOC_FAILED, format!("adopting pfn {pfn:#x} order {order}"))?,
             }
         }
-        self.pa.drain_all_pages(cpu);
         Ok(())
+    }
+
+    /// Infer how many order-0 pages each CPU's list of each migratetype
+    /// held when the trace started, and allocate that many pages per CPU
+    /// (to be freed onto the lists after they are emptied). When the trace
+    /// gives the CPU's pcp count at its start, the pages not accounted for
+    /// by the lists the trace uses are added as unmovable pages, so the
+    /// count that `high` is compared with starts the same.
+    ///
+    /// Until a list is first refilled or drained, its length is its start
+    /// length plus the frees to it minus the allocations from it, and it
+    /// is empty just before its first refill; so the start length is
+    /// allocations minus frees at that refill (exact), or the largest
+    /// excess of allocations over frees seen before a drain or the end (a
+    /// lower bound). A free goes to the list of its page's migratetype as
+    /// the trace allocated it (movable for pages allocated before the trace).
+    fn warm_start_alloc(&mut self, evs: &[KEvent]) -> Result<Vec<Vec<Pfn>>, ReplayError> {
+        const MTS: usize = 3;
+        let n = self.cpus.len();
+        let mut bal = vec![[0i64; MTS]; n];
+        let mut need = vec![[0i64; MTS]; n];
+        let mut done = vec![[false; MTS]; n];
+        let mut mt_of: HashMap<u64, usize> = HashMap::new();
+        for e in evs {
+            let c = e.cpu;
+            match e.kind {
+                KEventKind::Alloc { order: 0, migratetype, .. } if !e.null_page => {
+                    let mt = (migratetype.max(0) as usize).min(MTS - 1);
+                    mt_of.insert(e.pfn, mt);
+                    if !done[c][mt] {
+                        bal[c][mt] -= 1;
+                        need[c][mt] = need[c][mt].max(-bal[c][mt]);
+                    }
+                }
+                KEventKind::Free { order: 0 } | KEventKind::FreeBatched => {
+                    let mt = mt_of.get(&e.pfn).copied().unwrap_or(1);
+                    if !done[c][mt] {
+                        bal[c][mt] += 1;
+                    }
+                }
+                KEventKind::ZoneLocked { order: 0, migratetype, percpu_refill: true } => {
+                    let mt = (migratetype.max(0) as usize).min(MTS - 1);
+                    if !done[c][mt] {
+                        need[c][mt] = (-bal[c][mt]).max(0);
+                        done[c][mt] = true;
+                    }
+                }
+                KEventKind::PcpuDrain { .. } => done[c] = [true; MTS],
+                _ => {}
+            }
+        }
+        // Pages the lists held that the trace never touches: the rest of
+        // the CPU's count, as unmovable order-0 pages.
+        for (c, need) in need.iter_mut().enumerate() {
+            if let Some(Some(count)) = self.start_counts.get(c) {
+                // Below high, so that putting them back drains nothing.
+                let high = self.pa.pageset(c).map_or(0, |p| i64::from(p.high.max(p.high_min)));
+                let known: i64 = need.iter().sum();
+                need[0] += ((*count as i64).min(high - 1) - known).max(0);
+            }
+        }
+        let mut pages = vec![Vec::new(); n];
+        for c in 0..n {
+            for (mt, &k) in need[c].iter().enumerate() {
+                for _ in 0..k {
+                    match self.pa.alloc_pages(&self.cpus[c], gfp_of(mt as i32), 0) {
+                        Some(p) => pages[c].push(p),
+                        None => {
+                            self.warn(0, warn::MMLAB_ALLOC_FAILED, format!("warm start of cpu {c}"))?;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(pages)
     }
 }
