@@ -19,7 +19,31 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Most columns of the heat map.
-pub const MAX_COLUMNS: usize = 400;
+pub const MAX_COLUMNS: usize = 240;
+
+/// Most points per line of the pcp chart.
+pub const MAX_POINTS: usize = 1000;
+
+/// At most about `max` points of `pts`: per bucket of consecutive points,
+/// its lowest and highest (in order), so that spikes (a pcp filling to
+/// high and draining) stay visible.
+fn decimate(pts: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
+    if pts.len() <= max {
+        return pts.to_vec();
+    }
+    let per = pts.len().div_ceil(max / 2);
+    let mut out = Vec::with_capacity(max + 2);
+    for chunk in pts.chunks(per) {
+        let lo = chunk.iter().enumerate().min_by(|a, b| a.1.1.total_cmp(&b.1.1)).map_or(0, |x| x.0);
+        let hi = chunk.iter().enumerate().max_by(|a, b| a.1.1.total_cmp(&b.1.1)).map_or(0, |x| x.0);
+        let (a, b) = if lo <= hi { (lo, hi) } else { (hi, lo) };
+        out.push(chunk[a]);
+        if b != a {
+            out.push(chunk[b]);
+        }
+    }
+    out
+}
 
 /// Orders in a buddyinfo event.
 const ORDERS: usize = 11;
@@ -52,6 +76,9 @@ pub fn pcp_chart(events: &[TraceEvent]) -> String {
         }
     }
     series.sort_by(|a, b| a.label.cmp(&b.label));
+    for sr in &mut series {
+        sr.points = decimate(&sr.points, MAX_POINTS);
+    }
     line_chart("pcp pages and high per CPU", "trace time (ticks)", "pages", &series)
 }
 
@@ -109,9 +136,12 @@ pub fn buddyinfo_heatmap(events: &[TraceEvent]) -> String {
     s.push_str("<g class=\"cells\" shape-rendering=\"crispEdges\">\n");
     for (c, row) in grid.iter().enumerate() {
         for (o, &v) in row.iter().enumerate() {
+            if v == 0 {
+                continue;
+            }
             let _ = writeln!(
                 s,
-                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>order {o}: {v}</title></rect>",
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"/>",
                 left + c as f64 * cw,
                 top + (ORDERS - 1 - o) as f64 * rh,
                 cw + 0.05,
@@ -155,4 +185,42 @@ pub fn buddyinfo_heatmap(events: &[TraceEvent]) -> String {
         colour(max)
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::FieldValue;
+
+    fn buddy(ts: u64, free0: u64) -> TraceEvent {
+        let mut fields: Vec<(&'static str, FieldValue)> = Vec::new();
+        const NAMES: [&str; ORDERS] =
+            ["free0", "free1", "free2", "free3", "free4", "free5", "free6", "free7", "free8", "free9", "free10"];
+        for (o, n) in NAMES.iter().enumerate() {
+            fields.push((n, FieldValue::U64(if o == 0 { free0 } else { 1 })));
+        }
+        TraceEvent { ts, cpu: 0, system: "mmlab_state", name: "buddyinfo", fields }
+    }
+
+    #[test]
+    fn heatmap_and_chart() {
+        assert!(buddyinfo_heatmap(&[]).contains("no data"));
+        let evs: Vec<TraceEvent> = (0..1000).map(|i| buddy(i, i % 50)).collect();
+        let svg = buddyinfo_heatmap(&evs);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        let cells = svg.matches("<rect x=").count();
+        assert!(cells > MAX_COLUMNS * 10 && cells <= MAX_COLUMNS * ORDERS + 2, "{cells}");
+        let paths = plots(&evs, Path::new("/tmp/x.svg"));
+        assert_eq!(paths[0].0, Path::new("/tmp/x-buddyinfo.svg"));
+        assert_eq!(paths[1].0, Path::new("/tmp/x-pcp.svg"));
+    }
+
+    #[test]
+    fn decimation_keeps_extremes() {
+        let pts: Vec<(f64, f64)> = (0..10_000).map(|i| (i as f64, if i == 5_000 { 999.0 } else { 1.0 })).collect();
+        let d = decimate(&pts, 100);
+        assert!(d.len() <= 102, "{}", d.len());
+        assert!(d.contains(&(5000.0, 999.0)));
+        assert!(d.windows(2).all(|w| w[0].0 < w[1].0));
+    }
 }
