@@ -220,9 +220,12 @@ fn pages(g: &Globals, ops: u64, format: TraceFormat) -> Result<bool, String> {
     }
 }
 
+/// A text output shared between the sink and the caller that flushes it.
+type SharedOut = Arc<Mutex<Box<dyn Write + Send>>>;
+
 /// Writes each event as a line, and/or keeps it for a timeline or plot.
 struct CliSink {
-    writer: Option<(OutFormat, Arc<Mutex<Box<dyn Write + Send>>>)>,
+    writer: Option<(OutFormat, SharedOut)>,
     keep: Option<Collector>,
     count: Arc<AtomicU64>,
 }
