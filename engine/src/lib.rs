@@ -41,7 +41,7 @@
 //!   cpu          CPU handles and per-cpu data            kernel/cpu.c, percpu.h
 //!   rcu          grace periods, call_rcu, rcu_barrier    kernel/rcu/tree.c
 //!   sync         locks with lock_stat; the loom facade   kernel/locking/
-//! trace          kmem tracepoints                        include/trace/events/kmem.h
+//! trace          tracepoints: kmem, vmalloc, rcu, mmlab_* include/trace/events/{kmem,vmalloc,rcu}.h
 //! machine        the Machine value and its accessors     (no kernel counterpart)
 //! addr, arena, clock, counters, rng                      (the emulator's own)
 //! ```
@@ -84,7 +84,7 @@
 //! | `memmap`   | the memmap: present sections, deferred struct page init    | faithful contents; written at first touch (simplified timing) |
 //! | `banks`    | RAM banks and the checks on them                           | faithful banks; refuses what the kernel would trim |
 //! | `vmstat`   | event counters                                           | instrumented |
-//! | `trace`    | kmem tracepoints (events; the harness prints them)       | faithful fields |
+//! | `trace`    | tracepoints of every layer (the harness prints them)     | faithful (kernel events); instrumented (mmlab_*) |
 //! | `sync`     | locks (zone lock with lock_stat)                          | instrumented |
 //! | `rcu`      | RCU: grace periods, quiescent states, call_rcu, rcu_barrier | faithful gp_seq/QS rules, one node; GP latency modelled |
 //!

@@ -9,6 +9,8 @@
 //! - [`output`]: charts, translation-table reports, the JSON writer and
 //!   the kmem tracepoint printer (ftrace text, JSON lines);
 //! - [`hugetlb`]: `mmlab hugetlb`, the sysfs interface of the pools;
+//! - [`trace`]: `mmlab trace` (every layer's tracepoints for any workload,
+//!   Perfetto timelines, plots, and the replay of a real kernel's trace);
 //! - [`procfs`], [`settings`] and [`fuzz`].
 //!
 //! The modules' earlier paths (`mmlab_harness::compare`, `::test_vmalloc`,
@@ -22,6 +24,7 @@ pub mod hugetlb;
 pub mod output;
 pub mod procfs;
 pub mod settings;
+pub mod trace;
 pub mod workloads;
 
 pub use experiment::{compare, reproduce, shard, stats};

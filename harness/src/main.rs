@@ -81,18 +81,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print kmem tracepoint events of a seeded random workload.
-    Trace {
-        /// What to trace.
-        #[arg(value_enum)]
-        what: TraceWhat,
-        /// Operations (allocations plus frees), at most 10^9.
-        #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = cli::parse_ops)]
-        ops: u64,
-        /// Output: ftrace text or JSON lines.
-        #[arg(long, value_parser = cli::trace_format(), default_value = "ftrace")]
-        format: TraceFormat,
-    },
+    /// Trace a workload's tracepoints (every layer: kmem, vmalloc, rcu and
+    /// mmlab's own), or replay a real kernel's kmem trace and diff the
+    /// allocator's decisions.
+    Trace(mmlab_harness::trace::cli::TraceArgs),
     /// Run lib/test_vmalloc.c (Linux 6.17) on the machine: nr_threads
     /// workers, each on an emulated CPU of its own, sharing one vmalloc.
     /// Times are measured host time of the emulation.
@@ -264,12 +256,6 @@ enum StatFile {
     Hugepages,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum TraceWhat {
-    /// The page allocator's kmem events (mm_page_alloc, mm_page_free, ...).
-    Pages,
-}
-
 /// Machine, allocator and vmalloc configuration from the global options.
 fn configs(cli: &Cli) -> Result<(MachineConfig, AllocatorConfig, VmallocConfig), String> {
     let c = all_configs(cli)?;
@@ -278,14 +264,7 @@ fn configs(cli: &Cli) -> Result<(MachineConfig, AllocatorConfig, VmallocConfig),
 
 /// Every configuration from the global options (hugetlb's too).
 fn all_configs(cli: &Cli) -> Result<mmlab_harness::settings::Configs, String> {
-    let (mem_bytes, mem_banks) = cli::parse_mem(&cli.mem)?;
-    let mc = MachineConfig { mem_bytes, mem_banks, nr_cpus: cli.cpus.unwrap_or(2), ..Default::default() };
-    let sets = mmlab_harness::settings::parse(&cli.set)?;
-    let c = mmlab_harness::settings::Configs::from_settings(mc, &sets)?;
-    for w in mmlab_harness::settings::warnings(&c) {
-        eprintln!("mmlab: warning: {w}");
-    }
-    Ok(c)
+    mmlab_harness::settings::Configs::from_options(&cli.mem, cli.cpus, &cli.set, 2)
 }
 
 /// `hugetlb`: check every write, boot, write; returns whether a write
@@ -539,17 +518,15 @@ fn run(cli: &Cli) -> Result<bool, String> {
             let m = boot(mc)?;
             write_stdout(&pgtables::walk_report(&m, &m.kernel_as(), va)).map(|()| false)
         }
-        &Command::Trace { what: TraceWhat::Pages, ops, format } => {
-            let (mc, ac, _) = configs(cli)?;
-            let m = boot(mc)?;
-            let pa = boot_allocator(&m, ac)?;
-            let sink = install_global(format, Box::new(BufWriter::new(io::stdout())))
-                .map_err(|e| format!("cannot install the trace layer: {e}"))?;
-            run_workload(&m, &pa, ops, cli.seed)?;
-            match sink.flush() {
-                Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(format!("writing output: {e}")),
-                _ => Ok(false),
-            }
+        Command::Trace(a) => {
+            let g = mmlab_harness::trace::cli::Globals {
+                mem: cli.mem.clone(),
+                mem_given: cli.mem != "4G",
+                cpus: cli.cpus,
+                sets: cli.set.clone(),
+                seed: cli.seed,
+            };
+            mmlab_harness::trace::cli::run(&g, a)
         }
     }
 }

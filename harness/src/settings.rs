@@ -253,6 +253,27 @@ impl Configs {
         Configs::from_settings(machine, &parse(sets)?)
     }
 
+    /// The configurations of the global options: `--mem` (one size or
+    /// banks), `--cpus` (`default_cpus` when absent) and every `--set`;
+    /// warnings about settings that do nothing are printed to stderr.
+    ///
+    /// # Errors
+    /// A bad `--mem` or `--set`, as text for the command line.
+    pub fn from_options(
+        mem: &str,
+        cpus: Option<usize>,
+        sets: &[String],
+        default_cpus: usize,
+    ) -> Result<Configs, String> {
+        let (mem_bytes, mem_banks) = crate::cli::parse_mem(mem)?;
+        let mc = MachineConfig { mem_bytes, mem_banks, nr_cpus: cpus.unwrap_or(default_cpus), ..Default::default() };
+        let c = Configs::from_settings(mc, &parse(sets)?)?;
+        for w in warnings(&c) {
+            eprintln!("mmlab: warning: {w}");
+        }
+        Ok(c)
+    }
+
     /// As [`Configs::new`], with settings parsed already.
     ///
     /// # Errors

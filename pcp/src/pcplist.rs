@@ -169,6 +169,7 @@ impl<'m> PageAllocator<'m> {
     ) -> i32 {
         let mem = self.m.memmap();
         let pindex = order_to_pindex(mt, order);
+        let _slice = trace::mmlab::func(cpu.id(), self.m.trace_clock(), "rmqueue_bulk");
         let mut z = self.zone.lock(cpu);
         let mut mode = RmqueueMode::Normal;
         let mut i = 0;
@@ -222,6 +223,7 @@ impl<'m> PageAllocator<'m> {
         };
         pcp.free_count >>= 1;
         let page = self.rmqueue_pcplist_locked(cpu, &mut pcp, order, mt, alloc_flags);
+        trace::mmlab::pcp_state(cpu.id(), self.m.trace_clock(), pcp.count, pcp.high, pcp.batch);
         drop(pcp);
         if page.is_some() {
             cpu.count(VmEvent::PgallocNormal, 1 << order);
@@ -308,6 +310,7 @@ impl<'m> PageAllocator<'m> {
         }
         let high = self.nr_pcp_high(&mut pcp, batch, free_high);
         if pcp.count < high {
+            trace::mmlab::pcp_state(cpu.id(), self.m.trace_clock(), pcp.count, pcp.high, pcp.batch);
             return;
         }
         self.drain_on_free(cpu, pcp, pindex, batch, high, free_high);
@@ -351,6 +354,7 @@ impl<'m> PageAllocator<'m> {
                 }
             },
         }
+        trace::mmlab::pcp_state(cpu.id(), self.m.trace_clock(), pcp.count, pcp.high, pcp.batch);
         drop(pcp);
         if self.zone.test_flag(ZoneFlag::BelowHigh)
             && self.zone.zone_watermark_ok(0, self.zone.high_wmark_pages(), AllocFlags::default())
@@ -369,6 +373,7 @@ impl<'m> PageAllocator<'m> {
         }
         let m = self.m;
         let mem = m.memmap();
+        let _slice = trace::mmlab::func(cpu.id(), m.trace_clock(), "free_pcppages_bulk");
         let mut z = self.zone.lock(cpu);
         let mut pindex = pindex.wrapping_add(NR_PCP_LISTS - 1) % NR_PCP_LISTS;
         let mut drained = 0u64;
@@ -408,6 +413,7 @@ impl<'m> PageAllocator<'m> {
             if count > 0 {
                 let to_drain = count.min(pcp.batch << S);
                 self.free_pcppages_bulk(cpu, &mut pcp, to_drain, 0);
+                trace::mmlab::pcp_state(target, self.m.trace_clock(), pcp.count, pcp.high, pcp.batch);
             }
             let left = pcp.count;
             drop(pcp);

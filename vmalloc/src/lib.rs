@@ -90,6 +90,7 @@ use mmlab_engine::pgtable::{
 use mmlab_engine::rcu;
 use mmlab_engine::sync::Mutex;
 use mmlab_engine::tlb::TlbFlush;
+use mmlab_engine::trace::{mmlab as trace_mmlab, vmalloc as trace};
 use mmlab_engine::{Cpu, Machine, PAGE_SHIFT, PAGE_SIZE, Pfn};
 use mmlab_pcp::PageAllocator;
 use std::collections::BTreeMap;
@@ -412,6 +413,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         caller: &'static str,
     ) -> Result<u64, VmallocError> {
         self.this_machine(cpu)?;
+        let _slice = trace_mmlab::func(cpu.id(), self.m.trace_clock(), caller);
         // might_sleep(): a point where this CPU may be scheduled, which
         // reports a quiescent state to RCU.
         rcu::rcu_quiescent_state(cpu);
@@ -543,6 +545,22 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// `alloc_vmap_area()`: cut `size` out of the free tree; on failure purge
     /// the lazy areas and retry once.
     fn alloc_vmap_area(&self, cpu: &Cpu<'m>, size: u64, align: u64) -> Result<u64, VmallocError> {
+        let r = self.alloc_vmap_area_inner(cpu, size, align);
+        let addr = *r.as_ref().unwrap_or(&VMALLOC_END);
+        trace::alloc_vmap_area(
+            cpu.id(),
+            self.m.trace_clock(),
+            addr,
+            size,
+            align,
+            VMALLOC_START,
+            VMALLOC_END,
+            r.is_err(),
+        );
+        r
+    }
+
+    fn alloc_vmap_area_inner(&self, cpu: &Cpu<'m>, size: u64, align: u64) -> Result<u64, VmallocError> {
         if let Some(a) = self.node_alloc(cpu, size, align) {
             return Ok(a);
         }
@@ -718,6 +736,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// [`VmallocError::ForeignCpu`]. Nothing is changed.
     pub fn vfree(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
+        let _slice = trace_mmlab::func(cpu.id(), self.m.trace_clock(), "vfree");
         // vfree() may sleep (cond_resched between page frees): a quiescent state.
         rcu::rcu_quiescent_state(cpu);
         if !self.kvfree_pending.lock().is_empty() {
@@ -758,6 +777,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// lazy list (in that order: see the `lazy` module); purge past the limit.
     fn free_vmap_area_noflush(&self, cpu: &Cpu<'m>, addr: u64, size: u64, vn: usize) {
         let nr = self.lazy.add(self.node_of(addr), LazyArea { start: addr, size, vn });
+        trace::free_vmap_area_noflush(cpu.id(), self.m.trace_clock(), addr, nr.max(0) as u64, self.lazy_max_pages());
         if nr > self.lazy_max_pages() as i64 {
             // The kernel schedules drain_vmap_work; mmlab runs it here.
             self.purge(cpu, false);
@@ -798,6 +818,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         if all.is_empty() {
             return false;
         }
+        let _slice = trace_mmlab::func(cpu.id(), self.m.trace_clock(), "__purge_vmap_area_lazy");
         let start = all.iter().map(|a| a.start).min().unwrap_or(0);
         let end = all.iter().map(|a| a.start + a.size).max().unwrap_or(0);
         TlbFlush::kernel_range(start, end).flush(cpu);
@@ -815,6 +836,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             }
         }
         self.lazy.purged(pages as i64);
+        trace::purge_vmap_area_lazy(cpu.id(), self.m.trace_clock(), start, end, all.len() as u32);
         let mut c = self.counts.lock();
         c.purges += 1;
         c.purged_pages += pages;

@@ -150,7 +150,15 @@ impl Hvo<'_, '_> {
         let end = reuse + hugetlb_vmemmap_size(folio.order);
         let r = self.vmemmap_remap_free(cpu, reuse, end, folio, pages, flags);
         match r {
-            Ok(()) => self.count(|c| c.folios_optimized += 1),
+            Ok(()) => {
+                self.count(|c| c.folios_optimized += 1);
+                mmlab_engine::trace::mmlab::vmemmap_optimize_folio(
+                    cpu.id(),
+                    self.m.trace_clock(),
+                    folio.pfn.0,
+                    folio.order,
+                );
+            }
             Err(e) => {
                 self.key.fetch_sub(1, Relaxed);
                 folio.clear_vmemmap_optimized(self.m);
@@ -205,6 +213,8 @@ impl Hvo<'_, '_> {
     /// As [`Hvo::hugetlb_vmemmap_optimize_folio`]: a bad folio (nothing is
     /// done), or a bug.
     pub fn hugetlb_vmemmap_optimize_folios(&self, cpu: &Cpu<'_>, folios: &[Folio]) -> Result<(), HvoError> {
+        let _slice =
+            mmlab_engine::trace::mmlab::func(cpu.id(), self.m.trace_clock(), "hugetlb_vmemmap_optimize_folios");
         for f in folios {
             Folio::new(self.m, f.pfn, f.order)?;
         }
@@ -275,6 +285,7 @@ impl Hvo<'_, '_> {
         folio.clear_vmemmap_optimized(self.m);
         self.key.fetch_sub(1, Relaxed);
         self.count(|c| c.folios_restored += 1);
+        mmlab_engine::trace::mmlab::vmemmap_restore_folio(cpu.id(), self.m.trace_clock(), folio.pfn.0, folio.order);
         Ok(())
     }
 

@@ -93,17 +93,20 @@ impl<'m> Cpu<'m> {
     /// `dmb(opt)` on this CPU, executed by the machine's barrier backend.
     #[inline]
     pub fn dmb<O: DmbOption>(&self, o: O) {
-        barrier::dmb(&self.machine.config().barrier_backend, &self.data.barriers, o)
+        barrier::dmb(&self.machine.config().barrier_backend, &self.data.barriers, o);
+        crate::trace::mmlab::dmb(self.id, self.machine.trace_clock(), O::NAME);
     }
     /// `dsb(opt)` on this CPU.
     #[inline]
     pub fn dsb<O: DsbOption>(&self, o: O) {
-        barrier::dsb(&self.machine.config().barrier_backend, &self.data.barriers, o)
+        barrier::dsb(&self.machine.config().barrier_backend, &self.data.barriers, o);
+        crate::trace::mmlab::dsb(self.id, self.machine.trace_clock(), O::NAME);
     }
     /// `isb()` on this CPU.
     #[inline]
     pub fn isb(&self) {
-        barrier::isb(&self.machine.config().barrier_backend, &self.data.barriers)
+        barrier::isb(&self.machine.config().barrier_backend, &self.data.barriers);
+        crate::trace::mmlab::isb(self.id, self.machine.trace_clock());
     }
 }
 

@@ -81,6 +81,7 @@
 // Single-writer counter update (the CPU's own thread), as `VmEvents::add`.
 use crate::counters::{PerCpuStat, this_cpu_add as bump};
 use crate::cpu::Cpu;
+use crate::trace::{self, rcu as trace_rcu};
 // The grace-period machinery sleeps on a Condvar and drops its lock around
 // callbacks (`MutexGuard::unlocked`): it uses parking_lot directly rather
 // than the `sync` facade, whose loom build models the allocators' locks and
@@ -275,6 +276,19 @@ impl std::fmt::Debug for RcuState {
     }
 }
 
+/// Who drives a grace-period change, for its trace event.
+#[derive(Clone, Copy)]
+struct Tp<'a> {
+    cpu: usize,
+    clock: &'a crate::trace::TraceClock,
+}
+
+impl<'a> Tp<'a> {
+    fn of(cpu: &'a Cpu<'_>) -> Tp<'a> {
+        Tp { cpu: cpu.id(), clock: cpu.machine().trace_clock() }
+    }
+}
+
 impl RcuState {
     /// `rcu_init()` for `nr_cpus` CPUs, all offline.
     pub fn new(nr_cpus: usize) -> RcuState {
@@ -317,10 +331,11 @@ impl RcuState {
 
     /// `rcu_gp_init()`: start a GP watching every watched CPU; one with
     /// nobody to wait for ends at once. Called with the lock held.
-    fn gp_start(&self, g: &mut RcuInner) {
+    fn gp_start(&self, g: &mut RcuInner, tp: Tp<'_>) {
         debug_assert_eq!(rcu_seq_state(g.gp_seq), 0);
         g.gp_seq += 1;
         self.gp_seq.store(g.gp_seq, Release);
+        trace_rcu::rcu_grace_period(tp.cpu, tp.clock, g.gp_seq, "start");
         let mut n = 0;
         for (bit, st) in g.qsmask.iter_mut().zip(&g.cpus) {
             *bit = st.watched();
@@ -328,41 +343,42 @@ impl RcuState {
         }
         g.qs_pending = n;
         if n == 0 {
-            self.gp_end(g);
+            self.gp_end(g, tp);
         }
     }
 
     /// `rcu_gp_cleanup()`: end the current GP, wake waiters, start the next
     /// one if it is needed.
-    fn gp_end(&self, g: &mut RcuInner) {
+    fn gp_end(&self, g: &mut RcuInner, tp: Tp<'_>) {
         g.gp_seq = rcu_seq_end(g.gp_seq);
         self.gp_seq.store(g.gp_seq, Release);
+        trace_rcu::rcu_grace_period(tp.cpu, tp.clock, g.gp_seq, "end");
         g.gp_completed += 1;
         self.gp_completed.store(g.gp_completed, Relaxed);
         self.wq.notify_all();
         if !rcu_seq_done(g.gp_seq, g.gp_seq_needed) {
-            self.gp_start(g);
+            self.gp_start(g, tp);
         }
     }
 
     /// `rcu_start_this_gp()`: make sure a GP ending at `snap` will happen.
-    fn gp_request(&self, g: &mut RcuInner, snap: u64) {
+    fn gp_request(&self, g: &mut RcuInner, snap: u64, tp: Tp<'_>) {
         if !rcu_seq_done(g.gp_seq_needed, snap) {
             g.gp_seq_needed = snap;
         }
         if rcu_seq_state(g.gp_seq) == 0 && !rcu_seq_done(g.gp_seq, snap) {
-            self.gp_start(g);
+            self.gp_start(g, tp);
         }
     }
 
     /// `rcu_report_qs_rdp()`: CPU `id` passed a QS. Called with the lock held.
-    fn report_qs(&self, g: &mut RcuInner, id: usize, rcu: &RcuCpu) {
+    fn report_qs(&self, g: &mut RcuInner, id: usize, rcu: &RcuCpu, tp: Tp<'_>) {
         rcu.qs_gp.store(g.gp_seq, Relaxed);
         if rcu_seq_state(g.gp_seq) != 0 && g.qsmask[id] {
             g.qsmask[id] = false;
             g.qs_pending -= 1;
             if g.qs_pending == 0 {
-                self.gp_end(g);
+                self.gp_end(g, tp);
             }
         }
     }
@@ -436,7 +452,7 @@ impl RcuState {
         for &i in &mine {
             g.cpus[i].parked = true;
             if let Some(d) = machine.cpu_data(i) {
-                self.report_qs(g, i, &d.rcu);
+                self.report_qs(g, i, &d.rcu, Tp { cpu: i, clock: machine.trace_clock() });
             }
         }
         mine
@@ -505,7 +521,7 @@ pub(crate) fn rcu_cpu_offline(cpu: &Cpu<'_>) {
     // Offline first: the report below may end the current GP and start the
     // next one at once, and that one must not wait for this CPU.
     g.cpus[cpu.id()] = CpuGpState::default();
-    st.report_qs(&mut g, cpu.id(), rcu);
+    st.report_qs(&mut g, cpu.id(), rcu, Tp::of(cpu));
 }
 
 /// Report a quiescent state on `cpu`: mirrors the scheduler tick's / context
@@ -529,7 +545,7 @@ pub fn rcu_quiescent_state(cpu: &Cpu<'_>) {
         return;
     }
     let mut g = st.inner.lock();
-    st.report_qs(&mut g, cpu.id(), rcu);
+    st.report_qs(&mut g, cpu.id(), rcu, Tp::of(cpu));
     loop {
         let batch = st.take_ready(&mut g);
         if batch.is_empty() {
@@ -572,7 +588,7 @@ pub fn rcu_idle_enter(cpu: &Cpu<'_>) {
     let mut g = st.inner.lock();
     st.adopt(&mut g, cpu);
     g.cpus[cpu.id()].idle = true;
-    st.report_qs(&mut g, cpu.id(), rcu);
+    st.report_qs(&mut g, cpu.id(), rcu, Tp::of(cpu));
 }
 
 /// `ct_idle_exit()` / `rcu_idle_exit()`: `cpu` is watched again, from the
@@ -596,16 +612,18 @@ pub fn synchronize_rcu(cpu: &Cpu<'_>) {
     let m = cpu.machine();
     let st = m.rcu();
     let t0 = Instant::now();
+    let _slice = trace::mmlab::func(cpu.id(), m.trace_clock(), "synchronize_rcu");
     {
         let mut g = st.inner.lock();
         st.adopt(&mut g, cpu);
         let mine = st.park_mine(&mut g, m, "synchronize_rcu");
         let snap = rcu_seq_snap(g.gp_seq);
-        st.gp_request(&mut g, snap);
+        st.gp_request(&mut g, snap, Tp::of(cpu));
         while !rcu_seq_done(g.gp_seq, snap) {
             st.wait(&mut g, "synchronize_rcu");
         }
         st.unpark(&mut g, m, &mine);
+        trace_rcu::synchronize_rcu(cpu.id(), m.trace_clock(), snap, g.gp_seq);
     }
     bump(&rcu.synchronize_calls, 1);
     bump(&rcu.modelled_ns, m.config().cost_profile.grace_period_ns);
@@ -625,7 +643,7 @@ pub fn call_rcu(cpu: &Cpu<'_>, func: Box<dyn FnOnce() + Send>) {
     g.cbs.push_back((snap, func));
     g.cbs_queued += 1;
     bump(&cpu.data().rcu.callbacks_queued, 1);
-    st.gp_request(&mut g, snap);
+    st.gp_request(&mut g, snap, Tp::of(cpu));
 }
 
 /// `kvfree_rcu()`: free `obj` (drop it) after a grace period.
@@ -670,7 +688,7 @@ pub fn start_poll_synchronize_rcu(cpu: &Cpu<'_>) -> RcuCookie {
     let st = cpu.machine().rcu();
     let mut g = st.inner.lock();
     let snap = rcu_seq_snap(g.gp_seq);
-    st.gp_request(&mut g, snap);
+    st.gp_request(&mut g, snap, Tp::of(cpu));
     RcuCookie(snap)
 }
 

@@ -201,7 +201,7 @@ impl<S: Subscriber> Layer<S> for KmemLayer {
 /// The values an event carried, by the kernel's field names. Signed values
 /// are kept as their two's-complement bits.
 #[derive(Default)]
-struct Record {
+pub(crate) struct Record {
     cpu: u64,
     ts: u64,
     page: u64,
@@ -218,7 +218,7 @@ struct Record {
 }
 
 impl Record {
-    fn set(&mut self, name: &str, v: u64) {
+    pub(crate) fn set(&mut self, name: &str, v: u64) {
         let slot = match name {
             "cpu" => &mut self.cpu,
             "ts" => &mut self.ts,
@@ -256,7 +256,7 @@ impl Visit for Record {
 }
 
 #[derive(Clone, Copy)]
-enum Kind {
+pub(crate) enum Kind {
     Alloc,
     Free,
     FreeBatched,
@@ -266,19 +266,21 @@ enum Kind {
 }
 
 /// One `key=value` of a printed event.
-enum Val {
+pub(crate) enum Val {
     /// `%p`: 16 hex digits (a JSON string).
     Ptr(u64),
     /// `0x%lx` (a JSON number).
     Hex(u64),
     /// `%d` / `%u`.
     Int(i64),
+    /// `%lu` of a full 64-bit value.
+    UInt(u64),
     /// `%s` (a JSON string).
     Str(String),
 }
 
 impl Kind {
-    fn from_name(name: &str) -> Option<Kind> {
+    pub(crate) fn from_name(name: &str) -> Option<Kind> {
         Some(match name {
             "mm_page_alloc" => Kind::Alloc,
             "mm_page_free" => Kind::Free,
@@ -292,7 +294,7 @@ impl Kind {
 
     /// The printed pairs, in `TP_printk` order, with its conversions
     /// (`%d` of a 32-bit field reinterprets its low 32 bits as signed).
-    fn pairs(self, r: &Record) -> Vec<(&'static str, Val)> {
+    pub(crate) fn pairs(self, r: &Record) -> Vec<(&'static str, Val)> {
         let d = |v: u64| Val::Int(i64::from(v as u32 as i32));
         let u = |v: u64| Val::Int(i64::from(v as u32));
         // NULL page and pfn 0 when the kernel recorded -1UL.
@@ -340,7 +342,7 @@ impl Kind {
 
 /// `<comm>-<pid> [cpu] flags secs.usecs: name: text`, as the kernel's
 /// `trace_print_context()` lays it out with the default options.
-fn ftrace_line(name: &str, r: &Record, pairs: &[(&'static str, Val)]) -> String {
+pub(crate) fn ftrace_line(name: &str, r: &Record, pairs: &[(&'static str, Val)]) -> String {
     let mut s = String::with_capacity(160);
     let comm = format!("mmlab-{}", r.cpu);
     let _ = write!(
@@ -356,6 +358,7 @@ fn ftrace_line(name: &str, r: &Record, pairs: &[(&'static str, Val)]) -> String 
             Val::Ptr(p) => write!(s, " {key}={p:016x}"),
             Val::Hex(v) => write!(s, " {key}={v:#x}"),
             Val::Int(v) => write!(s, " {key}={v}"),
+            Val::UInt(v) => write!(s, " {key}={v}"),
             Val::Str(v) => write!(s, " {key}={v}"),
         };
     }
@@ -382,6 +385,7 @@ impl Serialize for JsonEvent<'_> {
                 Val::Ptr(p) => map.serialize_entry(key, &format!("{p:016x}"))?,
                 Val::Hex(v) => map.serialize_entry(key, v)?,
                 Val::Int(v) => map.serialize_entry(key, v)?,
+                Val::UInt(v) => map.serialize_entry(key, v)?,
                 Val::Str(v) => map.serialize_entry(key, v)?,
             }
         }
@@ -389,7 +393,7 @@ impl Serialize for JsonEvent<'_> {
     }
 }
 
-fn json_line(name: &str, rec: &Record, pairs: &[(&'static str, Val)]) -> String {
+pub(crate) fn json_line(name: &str, rec: &Record, pairs: &[(&'static str, Val)]) -> String {
     json::to_line(&JsonEvent { name, rec, pairs })
 }
 

@@ -63,6 +63,14 @@ pub fn tlbi(cpu: &Cpu<'_>, op: Tlbi) {
     for d in m.all_cpu_data() {
         d.tlb.invalidate(scope);
     }
+    let (start, end) = match scope {
+        Scope::All => (0, u64::MAX),
+        Scope::Range { start, last, .. } => (start, last.saturating_add(1)),
+        Scope::Asid(_) => (0, 0),
+    };
+    crate::trace::mmlab::tlbi(cpu.id(), m.trace_clock(), kind.name(), op.operand(), start, end, || {
+        cpu.data().tlb.counts().entries
+    });
     // The secondary TLB registered at boot (the struct-page accessor's
     // vmemmap translations) hears of every address range an op covers.
     let hook = m.secondary_tlb;

@@ -1,43 +1,14 @@
 //! kmem tracepoints: the page allocator's events, named and printed as Linux
-//! prints them.
+//! prints them (`include/trace/events/kmem.h`).
 //!
-//! The allocator crates report what they do by calling the plain functions in
-//! this module — [`mm_page_alloc`], [`mm_page_free`], [`mm_page_free_batched`],
-//! [`mm_page_alloc_zone_locked`], [`mm_page_pcpu_drain`] and
-//! [`mm_page_alloc_extfrag`] — at the points where the kernel fires the
-//! tracepoints of the same names (`include/trace/events/kmem.h`). Each function
-//! emits one `tracing` event with target `kmem`, level `TRACE` and the kernel
-//! event name as its metadata name. Its fields are `cpu`, `ts` and then the
-//! values the kernel's record holds, under the kernel's names (`page`, `pfn`,
-//! `order`, `gfp_flags`, `migratetype`, ...). Callers never touch `tracing`
-//! themselves.
-//!
-//! Nothing is paid for a tracepoint nobody listens to. `tracing` guards every
-//! event with, first, a comparison against its static maximum level (the
-//! `max_level_*` / `release_max_level_*` cargo features remove `TRACE` events
-//! from the binary altogether) and the global dynamic maximum level, which is
-//! `OFF` while no subscriber exists: one relaxed atomic load and a branch.
-//! When subscribers exist, each call site caches their combined interest, so
-//! a site that no subscriber wants is again one load and a branch. The field
-//! expressions — including the tick of the trace clock — are evaluated only
-//! after these checks pass, so a disabled tracepoint neither formats anything
-//! nor moves the clock.
-//!
-//! Time in a trace is logical. A [`TraceClock`] gives each emitted event the
-//! next tick, and one tick counts as one microsecond when printed. Host time
-//! would make two runs of the same seed differ in every line, and differ
-//! again between an arm64 and an x86_64 host; a counter does not, so a
-//! single-CPU trace for a given seed is byte-identical everywhere and two
-//! traces can be compared with `diff`.
-//!
-//! Printing the events is not the engine's job, as tracefs output is apart
-//! from the code that fires the tracepoints: the `mmlab` harness has a
-//! `tracing-subscriber` layer (`mmlab_harness::output::trace`) that writes
-//! them as the kernel's `trace` file shows them or as JSON lines. Any other
-//! `tracing` subscriber can listen to them as well.
+//! The allocator crates call these functions — [`mm_page_alloc`],
+//! [`mm_page_free`], [`mm_page_free_batched`], [`mm_page_alloc_zone_locked`],
+//! [`mm_page_pcpu_drain`] and [`mm_page_alloc_extfrag`] — at the points
+//! where the kernel fires the tracepoints of the same names. Each emits one
+//! `tracing` event with target `kmem`; see the parent module for the
+//! conventions shared by every system.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
+use super::TraceClock;
 use crate::gfp::Gfp;
 
 /// The `tracing` target every kmem event uses.
@@ -51,46 +22,6 @@ pub const PAGEBLOCK_ORDER: u32 = 9;
 /// The pfn the kernel records for a failed allocation (`-1UL`); the
 /// `mm_page_alloc` event carries it in `pfn` when the allocation failed.
 pub const NO_PFN: u64 = u64::MAX;
-
-// ===== clock =====
-
-/// Deterministic logical clock for traces.
-///
-/// Every emitted event takes the next tick; a tick is one microsecond of
-/// trace time, so the first event is stamped `0.000001`. Traces must be
-/// identical for the same seed on every host and every run, which host
-/// clocks cannot give; a counter that moves only when an event is actually
-/// emitted can. Ticks are taken only inside enabled tracepoints, so turning
-/// tracing off does not change any later timestamp's meaning and costs no
-/// atomic operation.
-#[derive(Debug, Default)]
-pub struct TraceClock {
-    now: AtomicU64,
-}
-
-impl TraceClock {
-    /// A clock at 0 (no event emitted yet).
-    pub const fn new() -> Self {
-        TraceClock { now: AtomicU64::new(0) }
-    }
-
-    /// Advances by one tick and returns the new time (the first call returns 1).
-    #[inline]
-    pub fn tick(&self) -> u64 {
-        self.now.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    /// The time of the last tick taken (0 if none).
-    #[inline]
-    pub fn now(&self) -> u64 {
-        self.now.load(Ordering::Relaxed)
-    }
-
-    /// Back to 0, as at the start of a run.
-    pub fn reset(&self) {
-        self.now.store(0, Ordering::Relaxed);
-    }
-}
 
 // ===== tracepoints =====
 
@@ -251,18 +182,6 @@ mod tests {
 
     const PAGE: u64 = 0xffff_fdff_c100_0000;
     const PFN: u64 = 0x40000;
-
-    #[test]
-    fn clock_ticks_from_one() {
-        let clock = TraceClock::new();
-        assert_eq!(clock.now(), 0);
-        assert_eq!(clock.tick(), 1);
-        assert_eq!(clock.tick(), 2);
-        assert_eq!(clock.now(), 2);
-        clock.reset();
-        assert_eq!(clock.now(), 0);
-        assert_eq!(clock.tick(), 1);
-    }
 
     #[test]
     fn disabled_events_do_not_advance_the_clock() {

@@ -1,0 +1,43 @@
+//! `mmlab trace`: the tracepoints of every layer for any workload, printed
+//! as ftrace text, JSON lines or a Perfetto timeline, and the replay of a
+//! real kernel's kmem trace with a decision-by-decision diff.
+//!
+//! - [`event`]: the events as serialisable values ([`TraceEvent`]) and the
+//!   `tracing` layer that makes them ([`EventLayer`]), handing each to a
+//!   [`Sink`] (a writer, or a [`Collector`] in memory);
+//! - [`filter`]: `set_event`-style selection (`kmem:mm_page_alloc`,
+//!   `vmalloc:*`, `!kmem:mm_page_free`);
+//! - [`text`]: ftrace text and JSON lines (kmem through the printer of
+//!   `mmlab trace pages`, so identical);
+//! - [`perfetto`]: the Chrome/Perfetto trace-event JSON timeline;
+//! - [`plot`]: SVG plots of the gauges (buddyinfo heat map, pcp count and
+//!   high per CPU);
+//! - [`kernel`]: parsing a real kernel's trace and replaying it;
+//! - [`cli`]: the command's arguments and runner.
+//!
+//! The events come from the engine ([`mmlab_engine::trace`]); which are
+//! the kernel's and which are mmlab's own is in its catalogue.
+
+pub mod cli;
+pub mod event;
+pub mod filter;
+pub mod kernel;
+pub mod perfetto;
+pub mod plot;
+pub mod text;
+
+pub use event::{Collector, EventLayer, FieldValue, Sink, TraceEvent};
+pub use filter::EventFilter;
+
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::Registry;
+
+/// Runs `f` with an [`EventLayer`] collecting the events `filter` selects
+/// as the current thread's subscriber; returns `f`'s result and the events.
+/// Only events emitted on this thread while `f` runs are collected.
+pub fn capture<R>(filter: &EventFilter, f: impl FnOnce() -> R) -> (R, Vec<TraceEvent>) {
+    let c = Collector::new();
+    let subscriber = Registry::default().with(EventLayer::new(c.clone()).filtered(filter.clone()));
+    let r = tracing::subscriber::with_default(subscriber, f);
+    (r, c.take())
+}

@@ -1,0 +1,83 @@
+//! `mmlab trace`: workloads, event selection, formats and bad input, run
+//! through the built binary.
+
+use std::process::Command;
+
+fn mmlab(args: &[&str]) -> (Option<i32>, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_mmlab"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .args(args)
+        .output()
+        .expect("run mmlab");
+    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn event_selection_as_set_event() {
+    let (code, out, err) = mmlab(&["--mem", "64M", "trace", "random", "--ops", "200", "-e", "kmem:mm_page_alloc"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.lines().count() > 50);
+    assert!(out.lines().all(|l| l.contains(": mm_page_alloc: page=")), "{out}");
+    // Removal only: the default selection without mm_page_free.
+    let (code, out, _) = mmlab(&["--mem", "64M", "trace", "random", "--ops", "200", "-e", "!kmem:mm_page_free"]);
+    assert_eq!(code, Some(0));
+    assert!(!out.contains(": mm_page_free:"));
+    assert!(out.contains(": mm_page_alloc:") && out.contains(": func_entry: func=rmqueue_bulk"));
+    assert!(!out.contains(": dsb:"), "barriers are not in the default selection");
+}
+
+#[test]
+fn test_vmalloc_as_json_lines() {
+    let (code, out, err) = mmlab(&[
+        "--mem",
+        "64M",
+        "trace",
+        "test-vmalloc",
+        "run_test_mask=1",
+        "test_loop_count=5",
+        "-e",
+        "vmalloc:*",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let mut n = 0;
+    for l in out.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).expect("a JSON line");
+        assert!(v["event"].as_str().unwrap().starts_with("vmalloc:"), "{l}");
+        assert!(v["ts"].is_u64() && v["cpu"].is_u64());
+        n += 1;
+    }
+    assert!(n >= 10, "{n} lines");
+    assert!(out.contains("\"event\":\"vmalloc:alloc_vmap_area\""));
+}
+
+#[test]
+fn bad_input_is_refused() {
+    let (code, out, err) = mmlab(&["trace", "random", "--ops", "10", "-e", "kmem:mm_page_mystery"]);
+    assert_eq!(code, Some(2));
+    assert!(out.is_empty() && err.contains("matches no event"), "{err}");
+    let dir = std::env::temp_dir().join(format!("mmlab-cli-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.trace");
+    std::fs::write(&bad, "# tracer: nop\n t-1 [000] ..... 1.0: mm_page_free: page=1 pfn=zz order=0\n").unwrap();
+    let (code, _, err) = mmlab(&["trace", "kernel", bad.to_str().unwrap(), "--on-error", "stop"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("line 2: malformed line"), "{err}");
+    let (code, out, err) = mmlab(&["trace", "kernel", bad.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("warning:        1 x malformed line"), "{out}");
+    let (code, _, err) = mmlab(&["trace", "kernel", dir.join("missing").to_str().unwrap()]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("reading"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn shipped_kernel_trace_report() {
+    let (code, out, err) = mmlab(&["trace", "kernel", "tests/data/trace/anon-touch-cpu1.trace", "--show", "3"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("traced machine: Linux 6.18.44-fc-v657, 2 CPUs, zone Normal"), "{out}");
+    assert!(out.contains("mmlab booted:   mem=2G cpus=2 pcp.rules=7.2 percpu_pagelist_high_fraction=100000"), "{out}");
+    assert!(out.contains("decisions equal: "), "{out}");
+}
