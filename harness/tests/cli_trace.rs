@@ -81,3 +81,30 @@ fn shipped_kernel_trace_report() {
     assert!(out.contains("mmlab booted:   mem=2G cpus=2 pcp.rules=7.2 percpu_pagelist_high_fraction=100000"), "{out}");
     assert!(out.contains("decisions equal: "), "{out}");
 }
+
+/// hugetlb pool writes: one alloc event per folio grown (pfn in hex, as
+/// kmem prints pfns), one free event per folio shrunk, bracketed by the
+/// write's slice; a size arm64 does not offer is refused before boot.
+#[test]
+fn hugetlb_writes() {
+    let (code, out, err) = mmlab(&[
+        "--mem",
+        "256M",
+        "trace",
+        "hugetlb",
+        "2M/nr_hugepages=3",
+        "2M/nr_hugepages=1",
+        "-e",
+        "mmlab_hugetlb:*,mmlab_func:*",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let count = |pat: &str| out.lines().filter(|l| l.contains(pat)).count();
+    assert_eq!(count(": hugetlb_alloc_folio: pfn=0x"), 3, "{out}");
+    assert_eq!(count(": hugetlb_free_folio: pfn=0x"), 2, "{out}");
+    assert!(out.lines().all(|l| !l.contains("hugetlb_alloc_folio") || l.ends_with("order=9 surplus=0")), "{out}");
+    assert_eq!(count("func_entry: func=set_max_huge_pages"), 2);
+    assert_eq!(count("func_exit: func=set_max_huge_pages"), 2);
+    let (code, out, err) = mmlab(&["trace", "hugetlb", "5M/nr_hugepages=1"]);
+    assert_eq!(code, Some(2));
+    assert!(out.is_empty() && err.contains("ENOENT"), "{err}");
+}

@@ -56,6 +56,8 @@ impl<'m> Hugetlb<'_, 'm> {
     /// (6.11 stops there; pages demoted before it stay demoted); a bug
     /// reported by HVO or the page allocator.
     pub fn demote(&mut self, cpu: &Cpu<'m>, size: HugePageSize, nr: u64) -> Result<u64, HugetlbError> {
+        let m = self.pa.machine();
+        let _slice = mmlab_engine::trace::mmlab::func(cpu.id(), m.trace_clock(), "demote_store");
         let Some(dst) = self.hstate_of(size).demote_size else {
             return Err(HugetlbError::BadDemoteSize { size, demote_bytes: 0 });
         };

@@ -67,7 +67,11 @@ impl<'m> Hugetlb<'_, 'm> {
     fn alloc_pool_huge_folio(&mut self, cpu: &Cpu<'m>, size: HugePageSize) -> Result<Option<Folio>, HugetlbError> {
         let r = self.only_alloc_fresh_hugetlb_folio(cpu, size)?;
         match r {
-            Some(_) => self.counts.pool_folios_allocated += 1,
+            Some(f) => {
+                self.counts.pool_folios_allocated += 1;
+                let clock = self.pa.machine().trace_clock();
+                mmlab_engine::trace::mmlab::hugetlb_alloc_folio(cpu.id(), clock, f.pfn.0, f.order, false);
+            }
             None => self.counts.pool_alloc_failures += 1,
         }
         Ok(r)
@@ -109,6 +113,12 @@ impl<'m> Hugetlb<'_, 'm> {
                 .map_err(|err| HugetlbError::Free { pfn: folio.pfn, err })?;
         }
         self.counts.pool_folios_freed += 1;
+        mmlab_engine::trace::mmlab::hugetlb_free_folio(
+            cpu.id(),
+            self.pa.machine().trace_clock(),
+            folio.pfn.0,
+            folio.order,
+        );
         Ok(())
     }
 
@@ -263,6 +273,8 @@ impl<'m> Hugetlb<'_, 'm> {
         size: HugePageSize,
         count: u64,
     ) -> Result<u64, HugetlbError> {
+        let m = self.pa.machine();
+        let _slice = mmlab_engine::trace::mmlab::func(cpu.id(), m.trace_clock(), "set_max_huge_pages");
         self.flush_free_hpage_work(cpu)?;
         let h = self.h(size);
         while h.surplus_huge_pages > 0 && count > h.persistent_huge_pages() {

@@ -79,6 +79,8 @@ impl<'m> Hugetlb<'_, 'm> {
         h.nr_huge_pages += 1;
         h.surplus_huge_pages += 1;
         self.counts.surplus_allocated += 1;
+        let clock = self.pa.machine().trace_clock();
+        mmlab_engine::trace::mmlab::hugetlb_alloc_folio(cpu.id(), clock, folio.pfn.0, folio.order, true);
         r?;
         Ok(Some(folio))
     }

@@ -1,5 +1,5 @@
 //! mmlab's own events, for what the kernel does not trace: TLB maintenance
-//! and barriers (arm64 has no tracepoint for either), HVO, operation
+//! and barriers (arm64 has no tracepoint for either), HVO, hugetlb pools, operation
 //! brackets for timelines, and gauges for counter tracks. Every system is
 //! named `mmlab_*` so that nobody takes them for kernel events.
 
@@ -78,6 +78,38 @@ pub fn vmemmap_restore_folio(cpu: usize, clock: &TraceClock, pfn: u64, order: u3
     tracing::event!(
         name: "vmemmap_restore_folio",
         target: "mmlab_hvo",
+        tracing::Level::TRACE,
+        cpu = cpu as u64,
+        ts = clock.tick(),
+        pfn = pfn,
+        order = order,
+    );
+}
+
+/// mmlab's own: a fresh folio of `order` at `pfn` joined a hugetlb pool
+/// (`alloc_pool_huge_folio()` or `alloc_surplus_hugetlb_folio()`
+/// succeeded); `surplus` for a surplus page.
+#[inline]
+pub fn hugetlb_alloc_folio(cpu: usize, clock: &TraceClock, pfn: u64, order: u32, surplus: bool) {
+    tracing::event!(
+        name: "hugetlb_alloc_folio",
+        target: "mmlab_hugetlb",
+        tracing::Level::TRACE,
+        cpu = cpu as u64,
+        ts = clock.tick(),
+        pfn = pfn,
+        order = order,
+        surplus = surplus,
+    );
+}
+
+/// mmlab's own: the hugetlb folio of `order` at `pfn` went back to the page
+/// allocator (`__update_and_free_hugetlb_folio()` → `hugetlb_free_folio()`).
+#[inline]
+pub fn hugetlb_free_folio(cpu: usize, clock: &TraceClock, pfn: u64, order: u32) {
+    tracing::event!(
+        name: "hugetlb_free_folio",
+        target: "mmlab_hugetlb",
         tracing::Level::TRACE,
         cpu = cpu as u64,
         ts = clock.tick(),

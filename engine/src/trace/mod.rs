@@ -11,7 +11,8 @@
 //! | `mmlab_tlb` | `tlbi` | mmlab's own: arm64 has no TLB tracepoint (x86's `tlb:tlb_flush` does not fit a broadcast TLBI) |
 //! | `mmlab_barrier` | `dmb`, `dsb`, `isb` | mmlab's own |
 //! | `mmlab_hvo` | `vmemmap_optimize_folio`, `vmemmap_restore_folio` | mmlab's own: the kernel has no HVO tracepoint |
-//! | `mmlab_func` | `func_entry`, `func_exit` | mmlab's own, in the spirit of the function_graph tracer: bracket an operation (vmalloc, vfree, purge, drain, refill, synchronize_rcu, HVO batches) so a timeline can draw it as a slice |
+//! | `mmlab_hugetlb` | `hugetlb_alloc_folio`, `hugetlb_free_folio` | mmlab's own: the kernel has no tracepoint for hugetlb pool folios |
+//! | `mmlab_func` | `func_entry`, `func_exit` | mmlab's own, in the spirit of the function_graph tracer: bracket an operation (vmalloc, vfree, purge, drain, refill, synchronize_rcu, HVO batches, hugetlb pool writes and demote) so a timeline can draw it as a slice |
 //! | `mmlab_state` | `pcp_state`, `buddyinfo` | mmlab's own: gauges (pages on a CPU's pcp lists and its high; free blocks per order) for counter tracks |
 //!
 //! [`EVENTS`] lists them all, for filters and help texts.
@@ -111,6 +112,8 @@ pub const EVENTS: &[EventDesc] = &[
     o("mmlab_barrier", "isb"),
     o("mmlab_hvo", "vmemmap_optimize_folio"),
     o("mmlab_hvo", "vmemmap_restore_folio"),
+    o("mmlab_hugetlb", "hugetlb_alloc_folio"),
+    o("mmlab_hugetlb", "hugetlb_free_folio"),
     o("mmlab_func", "func_entry"),
     o("mmlab_func", "func_exit"),
     o("mmlab_state", "pcp_state"),

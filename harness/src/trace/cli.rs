@@ -86,6 +86,16 @@ pub enum TraceCmd {
         #[command(flatten)]
         out: OutArgs,
     },
+    /// Every layer's events of hugetlb sysfs writes (as `mmlab hugetlb`
+    /// takes them: `2M/nr_hugepages=64 2M/nr_hugepages=0`); pools that
+    /// `--set hugepages=` grows at boot are not traced.
+    Hugetlb {
+        /// The writes, in order (FILE=VALUE).
+        #[arg(value_name = "FILE=VALUE", required = true)]
+        writes: Vec<String>,
+        #[command(flatten)]
+        out: OutArgs,
+    },
     /// Every layer's events of a replay file (as `mmlab fuzz` writes and
     /// `mmlab replay` runs); its op results go to stderr.
     Replay {
@@ -105,7 +115,7 @@ pub enum TraceCmd {
 pub struct OutArgs {
     /// Events to trace, as set_event takes them (repeatable, or
     /// comma-separated): kmem:mm_page_alloc, vmalloc:*, !kmem:mm_page_free,
-    /// all. Default: kmem, vmalloc, rcu, mmlab_rcu, mmlab_tlb, mmlab_hvo,
+    /// all. Default: kmem, vmalloc, rcu, mmlab_rcu, mmlab_tlb, mmlab_hvo, mmlab_hugetlb,
     /// mmlab_func (plus mmlab_state for a timeline or plot); barriers
     /// (mmlab_barrier) only when named.
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
@@ -174,6 +184,20 @@ pub fn run(g: &Globals, a: &TraceArgs) -> Result<bool, String> {
                 start()?;
                 let report = test_vmalloc::run(&m, &pa, &vm, &p, g.seed)?;
                 Ok(report.any_failed())
+            })
+        }
+        TraceCmd::Hugetlb { writes, out } => {
+            let c = configs(g, 2)?;
+            let writes =
+                crate::hugetlb::parse_writes(writes, c.hugetlb.default_hugepagesz).map_err(|e| e.to_string())?;
+            traced(out, |start| {
+                let m = boot(c.machine)?;
+                let pa =
+                    PageAllocator::boot(&m, c.allocator).map_err(|e| format!("page allocator boot failed: {e}"))?;
+                let (mut ht, _) = crate::hugetlb::boot_hugetlb(&m, &pa, c.hugetlb)?;
+                start()?;
+                let done = crate::hugetlb::run_writes(&m, &mut ht, &writes)?;
+                Ok(done.iter().any(|w| w.error.is_some()))
             })
         }
         TraceCmd::Replay { file, out } => {

@@ -15,7 +15,8 @@ use std::fmt;
 /// mmlab's TLB, RCU, HVO and operation brackets, but not the barriers (one
 /// per page-table write: they would drown the rest) nor the gauges
 /// (`mmlab_state`, for timelines). Select those by name.
-pub const DEFAULT_SYSTEMS: &[&str] = &["kmem", "vmalloc", "rcu", "mmlab_rcu", "mmlab_tlb", "mmlab_hvo", "mmlab_func"];
+pub const DEFAULT_SYSTEMS: &[&str] =
+    &["kmem", "vmalloc", "rcu", "mmlab_rcu", "mmlab_tlb", "mmlab_hvo", "mmlab_hugetlb", "mmlab_func"];
 
 /// A set of selected events: one bit per catalogue entry.
 #[derive(Clone, PartialEq, Eq)]

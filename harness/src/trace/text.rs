@@ -60,7 +60,8 @@ fn pairs(ev: &TraceEvent) -> Pairs {
             ("gpevent", Val::Str(ev.s("gpevent").to_owned()), Sep::Bare),
         ],
         ("mmlab_tlb", "tlbi") => vec![st("op"), hex("operand"), hex("start"), hex("end"), dec("entries")],
-        ("mmlab_hvo", _) => vec![hex("pfn"), dec("order")],
+        ("mmlab_hvo", _) | ("mmlab_hugetlb", "hugetlb_free_folio") => vec![hex("pfn"), dec("order")],
+        ("mmlab_hugetlb", "hugetlb_alloc_folio") => vec![hex("pfn"), dec("order"), dec("surplus")],
         ("mmlab_func", _) | ("mmlab_barrier", _) | ("mmlab_rcu", _) | ("mmlab_state", _) => ev
             .fields
             .iter()
