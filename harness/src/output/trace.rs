@@ -340,19 +340,26 @@ impl Kind {
     }
 }
 
-/// `<comm>-<pid> [cpu] flags secs.usecs: name: text`, as the kernel's
-/// `trace_print_context()` lays it out with the default options.
-pub(crate) fn ftrace_line(name: &str, r: &Record, pairs: &[(&'static str, Val)]) -> String {
+/// `<comm>-<pid> [cpu] flags secs.usecs: name:`, the start of a line as the
+/// kernel's `trace_print_context()` lays it out with the default options
+/// (mmlab's CPU `cpu` runs as task `mmlab-<cpu>`, pid 1000 + cpu).
+pub(crate) fn ftrace_context(name: &str, cpu: u64, ts: u64) -> String {
     let mut s = String::with_capacity(160);
-    let comm = format!("mmlab-{}", r.cpu);
+    let comm = format!("mmlab-{cpu}");
     let _ = write!(
         s,
         "{comm:>16}-{pid:<7} [{cpu:03}] ..... {sec:5}.{usec:06}: {name}:",
-        pid = 1000 + r.cpu,
-        cpu = r.cpu,
-        sec = r.ts / 1_000_000,
-        usec = r.ts % 1_000_000,
+        pid = 1000 + cpu,
+        sec = ts / 1_000_000,
+        usec = ts % 1_000_000,
     );
+    s
+}
+
+/// `<comm>-<pid> [cpu] flags secs.usecs: name: text`, as the kernel's
+/// `trace_print_context()` lays it out with the default options.
+pub(crate) fn ftrace_line(name: &str, r: &Record, pairs: &[(&'static str, Val)]) -> String {
+    let mut s = ftrace_context(name, r.cpu, r.ts);
     for (key, val) in pairs {
         let _ = match val {
             Val::Ptr(p) => write!(s, " {key}={p:016x}"),
@@ -620,22 +627,12 @@ mod tests {
         assert_eq!(clock.now(), 1_234_567);
     }
 
+    /// (With no subscriber at all, the engine's own test checks the same.)
     #[test]
     fn disabled_events_do_not_advance_the_clock() {
         let clock = TraceClock::new();
-        // A scoped subscriber that wants nothing: as good as none, and
-        // unaffected by other tests' subscribers on other threads.
-        tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::default(), || {
-            mm_page_alloc(0, &clock, PAGE, Some(PFN), 0, Gfp::GFP_KERNEL, 0);
-            mm_page_free(0, &clock, PAGE, PFN, 0);
-            mm_page_free_batched(0, &clock, PAGE, PFN);
-            mm_page_alloc_zone_locked(0, &clock, PAGE, PFN, 0, 0, false);
-            mm_page_pcpu_drain(0, &clock, PAGE, PFN, 0, 0);
-            mm_page_alloc_extfrag(0, &clock, PAGE, PFN, 0, 0, 0, 0, false);
-        });
-        assert_eq!(clock.now(), 0);
         // A subscriber whose only layer is the filtered kmem layer, on a
-        // non-kmem event: the field expressions are not evaluated either.
+        // non-kmem event: the field expressions are not evaluated.
         let ((), text) = capture(TraceFormat::Ftrace, || {
             tracing::event!(target: "other", tracing::Level::TRACE, ts = clock.tick());
         });

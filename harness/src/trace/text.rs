@@ -102,17 +102,7 @@ pub fn ftrace(ev: &TraceEvent) -> String {
         let r = kmem_record(ev);
         return ftrace_line(ev.name, &r, &kind.pairs(&r));
     }
-    let mut s = String::with_capacity(128);
-    let comm = format!("mmlab-{}", ev.cpu);
-    let _ = write!(
-        s,
-        "{comm:>16}-{pid:<7} [{cpu:03}] ..... {sec:5}.{usec:06}: {name}:",
-        pid = 1000 + ev.cpu,
-        cpu = ev.cpu,
-        sec = ev.ts / 1_000_000,
-        usec = ev.ts % 1_000_000,
-        name = ev.name,
-    );
+    let mut s = crate::output::trace::ftrace_context(ev.name, ev.cpu, ev.ts);
     for (key, val, sep) in pairs(ev) {
         let key = text_key(ev, key);
         let v = match val {
