@@ -5,13 +5,18 @@
 //! # The load
 //!
 //! Each CPU stands for one of the benchmark's processes. It holds a source
-//! page (the parent's page the child's write faults copy) and, per fault,
-//! does what `hugetlb_wp` does on a private hugetlb mapping: take a new
-//! page (`alloc_hugetlb_folio`: no free page, so `alloc_surplus_hugetlb_folio`
-//! with its `prep_new_hugetlb_folio` → `hugetlb_vmemmap_optimize_folio`,
-//! whose grace period 6.11 waits for even with HVO off) and copy the 2 MiB
-//! into it (`copy_user_large_folio`, a real copy in the arena). Every
-//! [`PAGES_PER_PROCESS`] faults the process exits: its pages are freed
+//! page (the parent's page the child's write faults copy). A child is forked
+//! with its own user address space whose region maps the source page
+//! read-only in each of its [`PAGES_PER_PROCESS`] slots (arm64 PMD blocks, as
+//! `copy_hugetlb_page_range()` leaves a private mapping). Per fault it does
+//! what `hugetlb_wp` does: take a new page (`alloc_hugetlb_folio`: no free
+//! page, so `alloc_surplus_hugetlb_folio` with its `prep_new_hugetlb_folio` →
+//! `hugetlb_vmemmap_optimize_folio`, whose grace period 6.11 waits for even
+//! with HVO off), copy the 2 MiB into it (`copy_user_large_folio`, a real
+//! copy in the arena), and replace the read-only entry with a writable one
+//! (`huge_ptep_clear_flush`: one TLBI; `set_huge_pte_at`). After
+//! [`PAGES_PER_PROCESS`] faults the child exits: its entries are cleared, its
+//! tables freed and its ASID flushed once, and its pages freed
 //! (`free_huge_folio`; surplus, so back to the page allocator; an optimized
 //! one through `free_hpage_workfn`).
 //!
@@ -33,7 +38,14 @@
 //! per CPU, little is shared).
 
 use crate::hugetlb::Modelled;
+use mmlab_engine::pgtable::AddressSpace;
+use mmlab_engine::pgtable::desc::{PAGE_READONLY, PAGE_SHARED};
+use mmlab_engine::tlb::flush_tlb_mm;
 use mmlab_engine::{Cpu, Machine, MachineConfig, PhysAddr, rcu};
+use mmlab_hugetlb::hugetlbpage::{
+    HugeTlbScope, arch_make_huge_pte, free_pgtables, huge_pte_alloc, huge_pte_offset, huge_ptep_clear_flush,
+    huge_ptep_get_and_clear, set_huge_pte_at,
+};
 use mmlab_hugetlb::{HugePageSize, Hugetlb, HugetlbConfig};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmemmap::{Arm64Hvo, Folio, HvoConfig, RcuPolicy};
@@ -135,17 +147,82 @@ fn copy_user_large_folio(m: &Machine, dst: Folio, src: Folio) {
     }
 }
 
-/// A fault on `cpu`: a surplus page, filled from the source page.
-fn fault<'m>(m: &Machine, ht: &mut Hugetlb<'_, 'm>, cpu: &Cpu<'m>, src: Folio) -> Result<Folio, String> {
-    let f = ht.alloc_hugetlb_folio(cpu, M2, false).map_err(|e| format!("alloc_hugetlb_folio: {e}"))?;
-    copy_user_large_folio(m, f, src);
-    Ok(f)
+/// The user address of the hugetlb region every process maps.
+const REGION: u64 = 1 << 32;
+
+/// One of the benchmark's child processes: its address space, where its
+/// region starts to be write-faulted, and the pages it got.
+struct Process {
+    asp: AddressSpace,
+    /// Pages faulted in so far (the next fault is at slot `held.len()`).
+    held: Vec<Folio>,
 }
 
-/// The process on `cpu` exits: its pages are freed, and the deferred frees
-/// of optimized pages run (`free_hpage_workfn`, here on the same CPU).
-fn exit<'m>(ht: &mut Hugetlb<'_, 'm>, cpu: &Cpu<'m>, held: &mut Vec<Folio>) -> Result<(), String> {
-    for f in held.drain(..) {
+/// The tables' slot and address of the region's huge page `slot`.
+fn slot_of<'m>(
+    pa: &PageAllocator<'m>,
+    cpu: &Cpu<'m>,
+    asp: &AddressSpace,
+    slot: usize,
+) -> Result<(u64, PhysAddr), String> {
+    let addr = REGION + slot as u64 * M2.bytes();
+    let ptep = huge_pte_alloc(cpu, asp, pa, addr, M2.bytes()).map_err(|e| format!("huge_pte_alloc: {e}"))?;
+    Ok((addr, ptep))
+}
+
+/// `fork()` of a child: a new address space whose region maps the parent's
+/// page read-only in every slot (`copy_hugetlb_page_range()` write-protects
+/// a private mapping's entries in parent and child).
+fn fork<'m>(pa: &PageAllocator<'m>, cpu: &Cpu<'m>, asid: u16, src: Folio) -> Result<Process, String> {
+    let asp = AddressSpace::alloc_user(cpu, pa, asid).map_err(|e| format!("pgd_alloc: {e}"))?;
+    let pte = arch_make_huge_pte(src.pfn.phys().0, PAGE_READONLY, M2.bytes()).map_err(|e| e.to_string())?;
+    for slot in 0..PAGES_PER_PROCESS {
+        let (addr, ptep) = slot_of(pa, cpu, &asp, slot)?;
+        set_huge_pte_at(cpu, &asp, addr, ptep, pte, M2.bytes(), HugeTlbScope::V6_12).map_err(|e| e.to_string())?;
+    }
+    Ok(Process { asp, held: Vec::with_capacity(PAGES_PER_PROCESS) })
+}
+
+/// A write fault on the next slot of `p` on `cpu`: `hugetlb_wp()` takes a
+/// surplus page, copies the parent's page into it, then replaces the
+/// read-only entry: `huge_ptep_clear_flush()` (one `flush_tlb_page()`),
+/// `set_huge_pte_at()` with the new page writable.
+fn fault<'m>(
+    m: &Machine,
+    pa: &PageAllocator<'m>,
+    ht: &mut Hugetlb<'_, 'm>,
+    cpu: &Cpu<'m>,
+    p: &mut Process,
+    src: Folio,
+) -> Result<(), String> {
+    let f = ht.alloc_hugetlb_folio(cpu, M2, false).map_err(|e| format!("alloc_hugetlb_folio: {e}"))?;
+    copy_user_large_folio(m, f, src);
+    let (addr, ptep) = slot_of(pa, cpu, &p.asp, p.held.len())?;
+    huge_ptep_clear_flush(cpu, &p.asp, addr, ptep, HugeTlbScope::V6_12);
+    let pte = arch_make_huge_pte(f.pfn.phys().0, PAGE_SHARED, M2.bytes()).map_err(|e| e.to_string())?;
+    set_huge_pte_at(cpu, &p.asp, addr, ptep, pte, M2.bytes(), HugeTlbScope::V6_12).map_err(|e| e.to_string())?;
+    p.held.push(f);
+    Ok(())
+}
+
+/// The process `p` on `cpu` exits: `unmap_hugepage_range()` clears every
+/// entry of the region (`huge_ptep_get_and_clear()`), `free_pgtables()`
+/// frees the tables, and the full-mm gather ends with one
+/// `flush_tlb_mm()` (arm64's `tlb_flush()` with tables freed); then its
+/// pages are freed and the deferred frees of optimized pages run
+/// (`free_hpage_workfn`, here on the same CPU).
+fn exit<'m>(pa: &PageAllocator<'m>, ht: &mut Hugetlb<'_, 'm>, cpu: &Cpu<'m>, p: Process) -> Result<(), String> {
+    for slot in 0..PAGES_PER_PROCESS {
+        let addr = REGION + slot as u64 * M2.bytes();
+        if let Some(ptep) = huge_pte_offset(cpu.machine(), &p.asp, addr, M2.bytes()) {
+            huge_ptep_get_and_clear(cpu, ptep, M2.bytes()).map_err(|e| e.to_string())?;
+        }
+    }
+    free_pgtables(cpu, &p.asp, pa);
+    if let Some(asid) = p.asp.asid() {
+        flush_tlb_mm(cpu, asid);
+    }
+    for f in p.held {
         ht.free_huge_folio(cpu, f).map_err(|e| format!("free_huge_folio: {e}"))?;
     }
     ht.flush_free_hpage_work(cpu).map_err(|e| format!("free_hpage_workfn: {e}"))
@@ -162,6 +239,7 @@ pub fn run(v: LoadVariant, faults_per_cpu: u64, bench_ns: u64) -> Result<LoadRun
     let m = Machine::boot(mc).map_err(|e| format!("boot failed: {e}"))?;
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).map_err(|e| e.to_string())?;
     let cpus = m.all_cpus().map_err(|e| e.to_string())?;
+    let free_at_start = pa.zone().nr_free_pages() + pa.pcp_pages();
     let mut ht = Hugetlb::new(&pa, v.config());
     // vm.nr_overcommit_hugepages: as many as memory holds; nr_hugepages 0.
     ht.set_nr_overcommit_hugepages(M2, MEM_BYTES / M2.bytes()).map_err(|e| e.to_string())?;
@@ -173,15 +251,21 @@ pub fn run(v: LoadVariant, faults_per_cpu: u64, bench_ns: u64) -> Result<LoadRun
     let before = OpCounters::take(&m, &ht);
     let mut timeline = [0u64; CPUS];
     let mut modelled_timeline = [0u64; CPUS];
-    let mut held: Vec<Vec<Folio>> = vec![Vec::new(); CPUS];
+    let mut procs: Vec<Option<Process>> = (0..CPUS).map(|_| None).collect();
     let mut run = LoadRun::default();
     for i in 0..faults_per_cpu {
         for (c, cpu) in cpus.iter().enumerate() {
             let m0 = cpu_modelled(&m, c);
             let t0 = Instant::now();
-            held[c].push(fault(&m, &mut ht, cpu, src[c])?);
-            if held[c].len() == PAGES_PER_PROCESS || i + 1 == faults_per_cpu {
-                exit(&mut ht, cpu, &mut held[c])?;
+            let mut p = match procs[c].take() {
+                Some(p) => p,
+                None => fork(&pa, cpu, c as u16 + 1, src[c])?,
+            };
+            fault(&m, &pa, &mut ht, cpu, &mut p, src[c])?;
+            if p.held.len() == PAGES_PER_PROCESS || i + 1 == faults_per_cpu {
+                exit(&pa, &mut ht, cpu, p)?;
+            } else {
+                procs[c] = Some(p);
             }
             let measured = t0.elapsed().as_nanos() as u64;
             let modelled = minus(cpu_modelled(&m, c), m0);
@@ -204,7 +288,15 @@ pub fn run(v: LoadVariant, faults_per_cpu: u64, bench_ns: u64) -> Result<LoadRun
     run.throughput = per_s(&timeline);
     run.modelled_throughput = per_s(&modelled_timeline);
     for (cpu, f) in cpus.iter().zip(src) {
-        exit(&mut ht, cpu, &mut vec![f])?;
+        ht.free_huge_folio(cpu, f).map_err(|e| format!("free_huge_folio: {e}"))?;
+        ht.flush_free_hpage_work(cpu).map_err(|e| format!("free_hpage_workfn: {e}"))?;
+    }
+    // Every page and table is back (the vmemmap PTE tables of PMD splits
+    // stay, as in the kernel): a bug otherwise.
+    pa.check_invariants().map_err(|e| format!("after the load: {e}"))?;
+    let free = pa.zone().nr_free_pages() + pa.pcp_pages() + ht.hvo().counts().vmemmap_pmd_splits as i64;
+    if free != free_at_start {
+        return Err(format!("after the load: {free} free pages, {free_at_start} before it"));
     }
     Ok(run)
 }
