@@ -512,6 +512,15 @@ fn run(cli: &Cli) -> Result<bool, String> {
             use mmlab_harness::peer;
             let real = peer::read_capture(dir)?;
             let c = all_configs(cli)?;
+            if let Some((mem, cpus)) = peer::capture_machine(dir) {
+                let same_mem = MachineConfig::with(&mem, cpus).is_ok_and(|r| r.mem_bytes == c.machine.mem_bytes);
+                if !same_mem || cpus != c.machine.nr_cpus {
+                    return Err(format!(
+                        "{} is a capture of -m {mem} -smp {cpus}: run `mmlab --mem {mem} --cpus {cpus} peer ...`",
+                        dir.display()
+                    ));
+                }
+            }
             let ours = peer::mmlab_files(&c)?;
             let report = peer::compare(&real, &ours, c.machine.nr_cpus);
             let text = if *json { mmlab_harness::output::json::to_line(&report) } else { report.to_string() };

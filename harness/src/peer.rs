@@ -181,6 +181,16 @@ pub fn read_capture(dir: &Path) -> Result<BTreeMap<&'static str, String>, String
         .collect()
 }
 
+/// The machine a capture was taken on, from the `qemu-system-aarch64 ...
+/// -smp N -m M` line the peer script writes to `kernel.txt`: (M, N).
+pub fn capture_machine(dir: &Path) -> Option<(String, usize)> {
+    let text = std::fs::read_to_string(dir.join("kernel.txt")).ok()?;
+    let line = text.lines().find(|l| l.starts_with("qemu-system-aarch64"))?;
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let after = |flag: &str| w.iter().position(|x| *x == flag).and_then(|i| w.get(i + 1)).copied();
+    Some((after("-m")?.to_string(), after("-smp")?.parse().ok()?))
+}
+
 /// The fields of one file, in order.
 pub fn fields(file: &str, text: &str) -> Vec<(String, String)> {
     match file {

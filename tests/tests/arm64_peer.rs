@@ -102,3 +102,10 @@ fn what_differs_today() {
     // The page cache and slab the real boot has are not modelled.
     assert_eq!(mark(&r, "proc_meminfo", "Slab"), Mark::NotModelled);
 }
+
+#[test]
+fn the_capture_names_its_machine() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/arm64-peer/4G-2cpu");
+    assert_eq!(peer::capture_machine(&dir), Some(("4G".to_string(), 2)));
+    assert_eq!(peer::capture_machine(Path::new("/nonexistent")), None);
+}
