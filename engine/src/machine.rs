@@ -53,8 +53,10 @@ pub struct MachineConfig {
     /// `dsb ishst; isb` of valid kernel PTE writes to their end (Linux 6.16+).
     /// Off gives the behaviour before 6.16: one pair per write.
     pub lazy_mmu_barrier_batching: bool,
-    /// `arm64.tlbi_range`: the CPUs have FEAT_TLBIRANGE (range TLBIs).
-    pub tlbi_range: bool,
+    /// `arm64.tlbi_range` when set explicitly: the CPUs have FEAT_TLBIRANGE
+    /// (range TLBIs). `None`: the cost profile's machine decides
+    /// ([`MachineConfig::tlbi_range`]).
+    pub tlbi_range: Option<bool>,
     /// Entries in each CPU's TLB model (a contiguous run or a block is one).
     pub tlb_entries: usize,
     /// Modelled costs of TLBIs, their completion and grace periods.
@@ -87,7 +89,7 @@ impl Default for MachineConfig {
             barrier_backend: BarrierBackend::default(),
             lock_stat: false,
             lazy_mmu_barrier_batching: true,
-            tlbi_range: true,
+            tlbi_range: None,
             // Neoverse N1's unified L2 TLB (Ampere Altra): 1280 entries.
             tlb_entries: 1280,
             cost_profile: crate::cost::CostProfile::default(),
@@ -118,6 +120,13 @@ impl MachineConfig {
             nr_cpus: cpus,
             ..Default::default()
         })
+    }
+
+    /// Whether the CPUs have FEAT_TLBIRANGE (`system_supports_tlb_range()`):
+    /// `arm64.tlbi_range` if set, else the cost profile's CPU
+    /// ([`crate::cost::CpuFeatures`]).
+    pub fn tlbi_range(&self) -> bool {
+        self.tlbi_range.unwrap_or(self.cost_profile.features.tlbi_range)
     }
 
     /// The banks of RAM: `mem_banks`, or one bank of `mem_bytes` at

@@ -22,6 +22,7 @@ pub mod experiment;
 pub mod fuzz;
 pub mod hugetlb;
 pub mod output;
+pub mod peer;
 pub mod procfs;
 pub mod settings;
 pub mod trace;

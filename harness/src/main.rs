@@ -81,6 +81,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Compare a real arm64 kernel's /proc files (captured by
+    /// scripts/arm64-peer/boot.sh into DIR) with this machine's, field by
+    /// field: equal, formula-equal, not-modelled, different.
+    Peer {
+        /// The capture directory.
+        dir: std::path::PathBuf,
+        /// One JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Trace a workload's tracepoints (every layer: kmem, vmalloc, rcu and
     /// mmlab's own), or replay a real kernel's kmem trace and diff the
     /// allocator's decisions.
@@ -498,6 +508,24 @@ fn run(cli: &Cli) -> Result<bool, String> {
         }
         &Command::Stat { file, after_ops, ptdump } => run_stat(cli, file, after_ops, ptdump),
         &Command::Boot { json } => run_boot(cli, json),
+        Command::Peer { dir, json } => {
+            use mmlab_harness::peer;
+            let real = peer::read_capture(dir)?;
+            let c = all_configs(cli)?;
+            if let Some((mem, cpus)) = peer::capture_machine(dir) {
+                let same_mem = MachineConfig::with(&mem, cpus).is_ok_and(|r| r.mem_bytes == c.machine.mem_bytes);
+                if !same_mem || cpus != c.machine.nr_cpus {
+                    return Err(format!(
+                        "{} is a capture of -m {mem} -smp {cpus}: run `mmlab --mem {mem} --cpus {cpus} peer ...`",
+                        dir.display()
+                    ));
+                }
+            }
+            let ours = peer::mmlab_files(&c)?;
+            let report = peer::compare(&real, &ours, c.machine.nr_cpus);
+            let text = if *json { mmlab_harness::output::json::to_line(&report) } else { report.to_string() };
+            write_stdout(&text).map(|()| false)
+        }
         Command::Walk { va, asid, struct_page } => {
             let (mc, _, _) = configs(cli)?;
             if let Some(pfn) = struct_page {
@@ -577,7 +605,13 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
     };
     let text = match file {
         StatFile::Vmallocinfo => vmalloc_file(|vm| vm.vmallocinfo())?,
-        StatFile::Meminfo => vmalloc_file(|vm| vm.meminfo())? + &ht.meminfo().to_string(),
+        StatFile::Meminfo => {
+            let vm = Vmalloc::new(&pa, vc);
+            if let Some(n) = after_ops {
+                vmalloc_workload(&m, &vm, n, cli.seed)?;
+            }
+            procfs::Meminfo::collect(&pa, vm.meminfo_counts(), ht.meminfo()).to_string()
+        }
         StatFile::Hugepages => {
             page_workload()?;
             mmlab_hugetlb::sysfs::sysfs_listing(&ht.sysfs())
@@ -585,7 +619,11 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
         StatFile::Buddyinfo => page_workload().map(|()| procfs::buddyinfo(&pa))?,
         StatFile::Zoneinfo => page_workload().map(|()| procfs::zoneinfo(&pa))?,
         StatFile::Pagetypeinfo => page_workload().map(|()| procfs::pagetypeinfo(&pa))?,
-        StatFile::Vmstat => page_workload().map(|()| procfs::vmstat(&m, &pa))?,
+        StatFile::Vmstat => {
+            page_workload()?;
+            let hugetlb_pages = ht.meminfo().hugetlb_kb / (mmlab_engine::PAGE_SIZE >> 10);
+            procfs::Vmstat::collect(&m.vm_events(), &pa, 0, hugetlb_pages).to_string()
+        }
         StatFile::Costs => page_workload().map(|()| procfs::costs(&m))?,
         StatFile::Pagetables => {
             page_workload()?;

@@ -349,7 +349,7 @@ fn flush_tlb_range_level(cpu: &Cpu<'_>, asid: u16, start: u64, end: u64, stride:
     let start = start & !(stride - 1);
     let end = (end + stride - 1) & !(stride - 1);
     let pages = (end - start) / PAGE_SIZE;
-    if tlb::flush_tlb_range_limit_excess(cpu.machine().config().tlbi_range, start, end, pages, stride) {
+    if tlb::flush_tlb_range_limit_excess(cpu.machine().config().tlbi_range(), start, end, pages, stride) {
         return tlb::flush_tlb_mm(cpu, asid);
     }
     cpu.dsb(ishst);

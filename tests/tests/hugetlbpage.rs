@@ -29,7 +29,7 @@ const SIZES: [(u64, u32); 4] = [(CONT_PTE_SIZE, 4), (PMD_SIZE, 9), (CONT_PMD_SIZ
 
 fn boot(tlbi_range: bool) -> Machine {
     let mut cfg = MachineConfig::with("2G", 1).unwrap();
-    cfg.tlbi_range = tlbi_range;
+    cfg.tlbi_range = Some(tlbi_range);
     Machine::boot(cfg).unwrap()
 }
 

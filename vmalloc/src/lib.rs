@@ -71,6 +71,7 @@ mod kvfree;
 mod lazy;
 pub mod percpu;
 mod procfs;
+pub use procfs::VmallocMeminfo;
 pub mod vmap_area;
 mod vmap_block;
 

@@ -61,12 +61,36 @@ impl Vmalloc<'_, '_> {
     /// The Vmalloc lines of `/proc/meminfo` (`meminfo_proc_show`):
     /// VmallocTotal, VmallocUsed (pages of vmalloc areas), VmallocChunk (0).
     pub fn meminfo(&self) -> String {
-        let used: u64 = self.areas().iter().filter(|a| a.flags.contains(VM_ALLOC)).map(|a| a.pages.len() as u64).sum();
+        let v = self.meminfo_counts();
         format!(
             "VmallocTotal:   {:8} kB\nVmallocUsed:    {:8} kB\nVmallocChunk:   {:8} kB\n",
-            (VMALLOC_END - VMALLOC_START) >> 10,
-            used * (PAGE_SIZE >> 10),
-            0
+            v.vmalloc_total_kb, v.vmalloc_used_kb, v.vmalloc_chunk_kb
         )
     }
+
+    /// The values of the Vmalloc lines of `/proc/meminfo` and of
+    /// `nr_vmalloc` in /proc/vmstat: `vmalloc_nr_pages()`, the pages of
+    /// `VM_ALLOC` areas.
+    pub fn meminfo_counts(&self) -> VmallocMeminfo {
+        let used: u64 = self.areas().iter().filter(|a| a.flags.contains(VM_ALLOC)).map(|a| a.pages.len() as u64).sum();
+        VmallocMeminfo {
+            vmalloc_total_kb: (VMALLOC_END - VMALLOC_START) >> 10,
+            vmalloc_used_kb: used * (PAGE_SIZE >> 10),
+            vmalloc_chunk_kb: 0,
+            nr_vmalloc: used,
+        }
+    }
+}
+
+/// The vmalloc values of /proc/meminfo and /proc/vmstat.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct VmallocMeminfo {
+    /// `VmallocTotal`: `VMALLOC_END - VMALLOC_START` in kB.
+    pub vmalloc_total_kb: u64,
+    /// `VmallocUsed`: `vmalloc_nr_pages()` in kB.
+    pub vmalloc_used_kb: u64,
+    /// `VmallocChunk`: always 0 since Linux 4.4.
+    pub vmalloc_chunk_kb: u64,
+    /// `nr_vmalloc` (NR_VMALLOC, pages).
+    pub nr_vmalloc: u64,
 }

@@ -61,9 +61,11 @@ impl MachineConfig {
             key: "arm64.tlbi_range",
             values: "0|1",
             summary: "0|1",
-            kernel: KernelName::Code("arm64 system_supports_tlb_range(): FEAT_TLBIRANGE"),
+            kernel: KernelName::Code(
+                "arm64 system_supports_tlb_range(): FEAT_TLBIRANGE (default: the cost profile's CPU; Altra/native 0, M2 1)",
+            ),
             set: |c, key, value| {
-                c.tlbi_range = parse_bool(key, value)?;
+                c.tlbi_range = Some(parse_bool(key, value)?);
                 Ok(())
             },
         },
@@ -205,7 +207,15 @@ mod tests {
             "bad value \"x86\" for cost_profile: known profiles: native, apple-m2, ampere-altra"
         );
         assert!(!set("arm64.lazy_mmu_barrier_batching=0").unwrap().lazy_mmu_barrier_batching);
-        assert!(!set("arm64.tlbi_range=0").unwrap().tlbi_range);
+        assert!(!set("arm64.tlbi_range=0").unwrap().tlbi_range());
+        // The profile decides unless the switch is set, in either order.
+        assert!(!set("cost_profile=ampere-altra").unwrap().tlbi_range());
+        assert!(set("cost_profile=apple-m2").unwrap().tlbi_range());
+        assert!(!MachineConfig::default().tlbi_range());
+        let mut c = MachineConfig::default();
+        MachineConfig::KNOBS.apply(&mut c, "arm64.tlbi_range=1").unwrap();
+        MachineConfig::KNOBS.apply(&mut c, "cost_profile=ampere-altra").unwrap();
+        assert!(c.tlbi_range());
         assert_eq!(set("tlb_entries=48").unwrap().tlb_entries, 48);
         assert!(set("arm64.linear_map=1").unwrap().linear_map);
         assert!(!MachineConfig::default().linear_map, "the linear map is opt-in");

@@ -73,6 +73,22 @@
 //! [`CostProfile::barrier_backend`] is the backend a profile implies; an
 //! explicit `--set barrier=...` overrides it (and `barrier=model` always
 //! uses the profile's barrier costs).
+//!
+//! # CPU features
+//!
+//! A profile also carries the features of its machine ([`CpuFeatures`]),
+//! so a run priced as a machine also issues the TLBIs that machine's
+//! kernel issues: the Neoverse N1 of the Altra (and `native`, which prices
+//! TLBIs as the Altra) has no FEAT_TLBIRANGE, so the kernel flushes a range
+//! one page at a time up to `MAX_DVM_OPS` and the whole TLB above it; the
+//! M2 has range TLBIs. `arm64.tlbi_range` set explicitly overrides the
+//! profile ([`crate::MachineConfig::tlbi_range`]).
+//!
+//! | feature | `ampere-altra`, `native` | `apple-m2` | source |
+//! |---|---|---|---|
+//! | FEAT_TLBIRANGE | no | yes | Neoverse N1 TRM (Armv8.2: ID_AA64ISAR0_EL1.TLB = 0); Apple M1 and later implement Armv8.4's range TLBIs |
+//! | BBM level the kernel uses | 0 | 0 | `has_bbml2_noabort()`: an allow-list of CPUs (Linux 6.18); N1 is Armv8.2 (no FEAT_BBM), Apple cores are not listed |
+//! | FEAT_LPA2 | no | no | Armv8.7; neither core (so 48-bit VA, 4 levels, as mmlab models) |
 
 use crate::barrier::{BarrierBackend, IshSt, ModelCosts};
 use crate::tlb::tlbi::{NR_TLBI_KINDS, TlbiKind};
@@ -95,6 +111,35 @@ pub struct CostProfile {
     /// The barriers execute on the host (their time is measured), rather
     /// than being modelled with [`CostProfile::barriers`].
     pub native_barriers: bool,
+    /// The CPU features of the machine: the defaults of the machine's
+    /// switches (`arm64.tlbi_range`) unless they are set explicitly.
+    pub features: CpuFeatures,
+}
+
+/// The arm64 CPU features of a profile's machine that change what the
+/// kernel does (the ID register fields `cpufeature.c` reads at boot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CpuFeatures {
+    /// FEAT_TLBIRANGE (`ID_AA64ISAR0_EL1.TLB` = 2; Armv8.4): the kernel's
+    /// `system_supports_tlb_range()`, range TLBIs in `__flush_tlb_range_op`.
+    pub tlbi_range: bool,
+    /// The break-before-make level the kernel can rely on: 2 only where
+    /// `has_bbml2_noabort()` accepts the CPU (FEAT_BBM level 2 *and* the
+    /// kernel's allow-list of CPUs whose level 2 never raises a TLB conflict
+    /// abort, Linux 6.18+), else 0.
+    pub bbm_level: u8,
+    /// FEAT_LPA2 (52-bit addresses with 4 KiB pages; Armv8.7): the kernel
+    /// would run with 52-bit VA and 5 levels. mmlab models 48-bit VA and 4
+    /// levels, the layout without it.
+    pub lpa2: bool,
+}
+
+impl CpuFeatures {
+    /// Neoverse N1 (Ampere Altra): Armv8.2, so none of the three.
+    pub const NEOVERSE_N1: CpuFeatures = CpuFeatures { tlbi_range: false, bbm_level: 0, lpa2: false };
+    /// Apple M2: FEAT_TLBIRANGE (Armv8.4 and later); not on the kernel's
+    /// BBML2_NOABORT allow-list; no FEAT_LPA2.
+    pub const APPLE_M2: CpuFeatures = CpuFeatures { tlbi_range: true, bbm_level: 0, lpa2: false };
 }
 
 /// `tlbi_ns` with one value for single ops and one for range ops.
@@ -123,7 +168,7 @@ impl CostProfile {
     pub const NAMES: [&'static str; 3] = ["native", "apple-m2", "ampere-altra"];
 
     /// Barriers executed on the host; TLBIs and grace periods modelled with
-    /// the Ampere Altra numbers.
+    /// the Ampere Altra numbers, and its CPU features (no FEAT_TLBIRANGE).
     pub fn native() -> CostProfile {
         CostProfile { name: "native", native_barriers: true, ..Self::ampere_altra() }
     }
@@ -137,6 +182,7 @@ impl CostProfile {
             barriers: pte_pair_barriers(),
             grace_period_ns: GRACE_PERIOD_NS,
             native_barriers: false,
+            features: CpuFeatures::NEOVERSE_N1,
         }
     }
 
@@ -149,6 +195,7 @@ impl CostProfile {
             barriers: pte_pair_barriers(),
             grace_period_ns: GRACE_PERIOD_NS,
             native_barriers: false,
+            features: CpuFeatures::APPLE_M2,
         }
     }
 
@@ -214,6 +261,9 @@ mod tests {
         let native = CostProfile::default();
         assert_eq!((native.name, native.tlbi_ns, native.dsb_ish_after_tlbi_ns), ("native", n1.tlbi_ns, 1640));
         assert_eq!(native.barrier_backend(), BarrierBackend::Native);
+        // The Altra's N1 has no range TLBIs; native prices and flushes as it.
+        assert!(!n1.features.tlbi_range && !native.features.tlbi_range && m2.features.tlbi_range);
+        assert_eq!(native.features, n1.features);
         assert_eq!(m2.barrier_backend(), BarrierBackend::Model(m2.barriers));
     }
 }

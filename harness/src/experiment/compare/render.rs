@@ -387,7 +387,7 @@ impl<'a> JsonVariant<'a> {
                 mem_bytes: m.mem_bytes,
                 cpus: m.nr_cpus,
                 lazy_mmu_barrier_batching: m.lazy_mmu_barrier_batching,
-                tlbi_range: m.tlbi_range,
+                tlbi_range: m.tlbi_range(),
                 tlb_entries: m.tlb_entries,
                 lock_stat: m.lock_stat,
             },

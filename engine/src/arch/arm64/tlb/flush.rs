@@ -222,7 +222,7 @@ impl Iterator for RangeOps {
 /// `__flush_tlb_range_op()`; the ops are those of [`RangeOps`], with range
 /// support as the machine's `arm64.tlbi_range` says.
 pub fn flush_tlb_range_op(cpu: &Cpu<'_>, op: RangeOp, start: u64, pages: u64, stride: u64, asid: u16, ttl: u8) {
-    let use_range = cpu.machine().config().tlbi_range;
+    let use_range = cpu.machine().config().tlbi_range();
     for t in RangeOps::new(op, use_range, start, pages, stride, asid, ttl) {
         tlbi(cpu, t);
     }
@@ -248,7 +248,7 @@ pub fn flush_tlb_kernel_range(cpu: &Cpu<'_>, start: u64, end: u64) {
     let start = start & !(PAGE_SIZE - 1);
     let end = end.wrapping_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
     let pages = end.wrapping_sub(start) >> PAGE_SHIFT;
-    if flush_tlb_range_limit_excess(cpu.machine().config().tlbi_range, start, end, pages, PAGE_SIZE) {
+    if flush_tlb_range_limit_excess(cpu.machine().config().tlbi_range(), start, end, pages, PAGE_SIZE) {
         return flush_tlb_all(cpu);
     }
     cpu.dsb(ishst);
@@ -267,7 +267,7 @@ pub fn flush_tlb_range(cpu: &Cpu<'_>, asid: u16, start: u64, end: u64, stride: u
     let start = start & !(stride - 1);
     let end = end.wrapping_add(stride - 1) & !(stride - 1);
     let pages = end.wrapping_sub(start) >> PAGE_SHIFT;
-    if flush_tlb_range_limit_excess(cpu.machine().config().tlbi_range, start, end, pages, stride) {
+    if flush_tlb_range_limit_excess(cpu.machine().config().tlbi_range(), start, end, pages, stride) {
         return flush_tlb_mm(cpu, asid);
     }
     cpu.dsb(ishst);

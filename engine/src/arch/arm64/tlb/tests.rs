@@ -13,8 +13,11 @@ const RW: TlbPerms = TlbPerms { writable: true, user: false, exec: false };
 const RO: TlbPerms = TlbPerms { writable: false, user: false, exec: false };
 
 fn machine(tlbi_range: bool) -> Machine {
-    let cfg =
-        MachineConfig { barrier_backend: BarrierBackend::Count, tlbi_range, ..MachineConfig::with("16M", 2).unwrap() };
+    let cfg = MachineConfig {
+        barrier_backend: BarrierBackend::Count,
+        tlbi_range: Some(tlbi_range),
+        ..MachineConfig::with("16M", 2).unwrap()
+    };
     Machine::boot(cfg).unwrap()
 }
 
@@ -381,9 +384,11 @@ fn modelled_cost_follows_the_profile() {
         dsb_ish_after_tlbi_ns: 5000,
         ..CostProfile::default()
     };
+    // Range TLBIs set explicitly: the default profile's N1 has none.
     let cfg = MachineConfig {
         barrier_backend: BarrierBackend::Model(ModelCosts::default()),
         cost_profile: p,
+        tlbi_range: Some(true),
         ..MachineConfig::with("16M", 2).unwrap()
     };
     let m = Machine::boot(cfg).unwrap();

@@ -7,9 +7,16 @@
 //! pagetypeinfo in [`mmlab_buddy::procfs`], zoneinfo in
 //! [`mmlab_pcp::vmstat`] (their docs list where the layout differs from the
 //! kernel's, always because mmlab does not model the thing in question);
-//! here they are called for the machine's one zone. /proc/vmstat has
-//! `nr_free_pages` followed by mmlab's event counters
-//! ([`mmlab_engine::vmstat::VmEvent`]), not the kernel's full list.
+//! here they are called for the machine's one zone. /proc/meminfo
+//! ([`meminfo`]) and /proc/vmstat ([`vmstat`](mod@vmstat)) print every line of the
+//! Linux 7.2 arm64 layout, with 0 for what mmlab does not model (each
+//! module's table lists what it does).
+
+pub mod meminfo;
+pub mod vmstat;
+
+pub use meminfo::Meminfo;
+pub use vmstat::Vmstat;
 
 use mmlab_engine::Machine;
 use mmlab_pcp::PageAllocator;
@@ -33,12 +40,9 @@ pub fn zoneinfo(pa: &PageAllocator<'_>) -> String {
     mmlab_pcp::vmstat::zoneinfo(pa)
 }
 
-/// /proc/vmstat: `nr_free_pages N`, then mmlab's event counters summed over
-/// CPUs, one `name value` line each.
+/// /proc/vmstat ([`Vmstat`]) with no vmalloc area and no hugetlb pool.
 pub fn vmstat(m: &Machine, pa: &PageAllocator<'_>) -> String {
-    let mut s = format!("nr_free_pages {}\n", pa.zone().nr_free_pages().max(0));
-    let _ = write!(s, "{}", m.vm_events());
-    s
+    Vmstat::collect(&m.vm_events(), pa, 0, 0).to_string()
 }
 
 /// Barrier and TLBI counts with the modelled time each accounts for, kept
@@ -51,11 +55,14 @@ pub fn costs(m: &Machine) -> String {
     let b = m.barrier_counts();
     let t = m.tlbi_counts();
     let mut s = format!(
-        "barrier backend: {}\ncost profile: {}\nlazy_mmu_barrier_batching: {}\ntlbi_range: {}\n\n",
+        "barrier backend: {}\ncost profile: {}\nlazy_mmu_barrier_batching: {}\ntlbi_range: {}{}\nbbm_level: {}\nlpa2: {}\n\n",
         cfg.barrier_backend,
         cfg.cost_profile.name,
         u8::from(cfg.lazy_mmu_barrier_batching),
-        u8::from(cfg.tlbi_range)
+        u8::from(cfg.tlbi_range()),
+        if cfg.tlbi_range.is_some() { " (set)" } else { " (profile)" },
+        cfg.cost_profile.features.bbm_level,
+        u8::from(cfg.cost_profile.features.lpa2),
     );
     for (name, v) in b.iter() {
         let _ = writeln!(s, "{name:<16} {v}");
@@ -94,6 +101,44 @@ mod tests {
         assert_eq!(s.lines().next().unwrap(), format!("nr_free_pages {}", pa.zone().nr_free_pages()));
         assert!(s.lines().all(|l| l.split(' ').count() == 2));
         assert!(s.contains("\npgfree "));
+        // The kernel's lines, in its order, then mmlab's own.
+        let names: Vec<&str> = s.lines().map(|l| l.split(' ').next().unwrap()).collect();
+        assert_eq!(&names[..vmstat::VMSTAT_ITEMS.len()], &vmstat::VMSTAT_ITEMS[..]);
+        assert_eq!(names[vmstat::VMSTAT_ITEMS.len()], "pgalloc_fail");
+        // Free pages in blocks of at least a pageblock: whole pageblocks,
+        // most of the free memory after boot.
+        let v = Vmstat::collect(&m.vm_events(), &pa, 0, 0);
+        let (blocks, free) = (v.get("nr_free_pages_blocks").unwrap(), v.get("nr_free_pages").unwrap());
+        assert!(blocks % 512 == 0 && blocks <= free && blocks > free * 9 / 10, "{blocks} {free}");
+        assert_eq!(v.get("pgalloc_dma"), Some(0));
+    }
+
+    #[test]
+    fn meminfo_has_every_line_in_the_kernels_order() {
+        let m = boot("64M", 1);
+        let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+        let hm = mmlab_hugetlb::sysfs::HugetlbMeminfo {
+            hugepages_total: 2,
+            hugepages_free: 2,
+            hugepages_rsvd: 0,
+            hugepages_surp: 0,
+            hugepagesize_kb: 2048,
+            hugetlb_kb: 4096,
+        };
+        let mi = Meminfo::collect(&pa, mmlab_vmalloc::VmallocMeminfo::default(), hm);
+        let s = mi.to_string();
+        let names: Vec<&str> = s.lines().map(|l| l.split(':').next().unwrap()).collect();
+        assert_eq!(&names[..50], &meminfo::MEMINFO_KB_ITEMS[..]);
+        assert_eq!(
+            names[50..],
+            ["HugePages_Total", "HugePages_Free", "HugePages_Rsvd", "HugePages_Surp", "Hugepagesize", "Hugetlb"]
+        );
+        let total = pa.zone().managed_pages();
+        assert!(s.starts_with(&format!("MemTotal:       {:8} kB\n", total * 4)), "{s}");
+        assert!(s.contains("\nHardwareCorrupted:     0 kB\n"), "{s}");
+        // vm_commit_limit(): half of what hugetlb does not hold.
+        assert_eq!(mi.get("CommitLimit"), Some((total - 1024) / 2 * 4));
+        assert!(mi.get("MemAvailable").unwrap() < mi.get("MemFree").unwrap());
     }
 
     #[test]
