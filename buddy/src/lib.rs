@@ -76,6 +76,7 @@ pub mod procfs;
 mod rmqueue;
 mod watermark;
 mod zone;
+pub mod zones;
 
 pub use contig::{ContigError, ContigScan};
 pub use mmlab_engine::counter_snapshot;
