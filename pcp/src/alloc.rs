@@ -110,6 +110,14 @@ impl std::fmt::Display for FreeError {
 }
 impl std::error::Error for FreeError {}
 
+/// `ac->highest_zoneidx = gfp_zone(gfp)` (`prepare_alloc_pages`). A mask
+/// the kernel's GFP_ZONE_TABLE rejects (a `VM_BUG_ON` there) is taken as
+/// Normal's.
+#[inline]
+pub(crate) fn highest_zoneidx(gfp: Gfp) -> usize {
+    mmlab_buddy::zones::gfp_zone(gfp).unwrap_or(mmlab_engine::mm::ZoneType::Normal) as usize
+}
+
 /// `gfp_migratetype()` as a type.
 #[inline]
 pub(crate) fn gfp_mt(gfp: Gfp) -> Migratetype {
@@ -179,9 +187,10 @@ impl<'m> PageAllocator<'m> {
         mt: Migratetype,
     ) -> Option<Pfn> {
         let z = &self.zone;
+        let highest_zoneidx = highest_zoneidx(gfp);
         let mut ok = false;
         if !z.test_flag(ZoneFlag::BelowHigh) {
-            if z.zone_watermark_fast(order, z.high_wmark_pages(), alloc_flags) {
+            if z.zone_watermark_fast(order, z.high_wmark_pages(), highest_zoneidx, alloc_flags) {
                 ok = true;
             } else {
                 z.set_flag(ZoneFlag::BelowHigh);
@@ -189,7 +198,7 @@ impl<'m> PageAllocator<'m> {
         }
         if !ok
             && !alloc_flags.has(AllocFlags::NO_WATERMARKS)
-            && !z.zone_watermark_fast(order, z.wmark_pages(alloc_flags.wmark()), alloc_flags)
+            && !z.zone_watermark_fast(order, z.wmark_pages(alloc_flags.wmark()), highest_zoneidx, alloc_flags)
         {
             return None;
         }
@@ -311,8 +320,9 @@ impl<'m> PageAllocator<'m> {
             alloc_flags |= AllocFlags::KSWAPD;
         }
         let z = &self.zone;
-        let single =
-            missing == 1 || !z.zone_watermark_fast(0, z.wmark_pages(alloc_flags.wmark()) + missing, alloc_flags);
+        let highest_zoneidx = highest_zoneidx(gfp);
+        let single = missing == 1
+            || !z.zone_watermark_fast(0, z.wmark_pages(alloc_flags.wmark()) + missing, highest_zoneidx, alloc_flags);
         if !single {
             if let Some(mut pcp) = self.pcp[cpu.id()].try_lock() {
                 let mut nr_account = 0u64;
