@@ -145,6 +145,10 @@ pub struct PageAllocator<'m> {
     debug_checks: AtomicBool,
     /// `fail_page_alloc`.
     fail_page_alloc: fault::FailPageAlloc,
+    /// The node's ZONELIST_FALLBACK zonelist as the machine's zone layout
+    /// gives it (zones with present pages, highest first): it decides
+    /// `alloc_flags_nofragment()`. The allocator itself still runs one zone.
+    pub(crate) zonelist: Vec<mmlab_engine::mm::ZoneType>,
 }
 
 impl<'m> PageAllocator<'m> {
@@ -192,6 +196,7 @@ impl<'m> PageAllocator<'m> {
             pcp_high_override: cfg.pcp_high_override,
             debug_checks: AtomicBool::new(false),
             fail_page_alloc: fault::FailPageAlloc::default(),
+            zonelist: mmlab_buddy::zones::zonelist_fallback(&std::array::from_fn(|i| m.zone_spans()[i].present_pages)),
         };
         m.memblock().for_each_free_block(|pfn, order| pa.zone.free_pages_core(&cpu0, pfn, order));
         drop(cpu0);
