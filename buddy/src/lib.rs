@@ -72,13 +72,16 @@ mod contig;
 pub mod counters;
 mod free;
 pub mod knob;
+pub mod node;
 pub mod procfs;
 mod rmqueue;
 mod watermark;
 mod zone;
+pub mod zones;
 
 pub use contig::{ContigError, ContigScan};
 pub use mmlab_engine::counter_snapshot;
+pub use node::NodeZones;
 pub use rmqueue::{RmqueueMode, fallbacks, pcp_allowed_order};
 pub use watermark::{WMARK_HIGH, WMARK_LOW, WMARK_MIN, WMARK_PROMO, calculate_min_free_kbytes};
 pub use zone::{AllocFlags, Fpi, LockedZone, Zone, ZoneFlag, ZoneInner};

@@ -21,12 +21,20 @@ pub const PAGETYPEINFO_FREE_CAP: u64 = 100_000;
 /// /proc/buddyinfo: `Node %d, zone %8s ` and `%6lu ` (free blocks) per order
 /// 0..=10, trailing space kept, as `frag_show_print` prints it.
 pub fn buddyinfo(z: &Zone<'_>) -> String {
+    buddyinfo_zones(&[z])
+}
+
+/// /proc/buddyinfo of a node: one row per populated zone, lowest first
+/// (`walk_zones_in_node` with `assert_populated`).
+pub fn buddyinfo_zones(zones: &[&Zone<'_>]) -> String {
     let mut s = String::new();
-    let _ = write!(s, "Node {}, zone {:>8} ", z.node(), z.zone_type().name());
-    for n in z.nr_free_per_order() {
-        let _ = write!(s, "{n:6} ");
+    for z in zones.iter().filter(|z| z.is_populated()) {
+        let _ = write!(s, "Node {}, zone {:>8} ", z.node(), z.zone_type().name());
+        for n in z.nr_free_per_order() {
+            let _ = write!(s, "{n:6} ");
+        }
+        s.push('\n');
     }
-    s.push('\n');
     s
 }
 
@@ -37,8 +45,14 @@ pub fn buddyinfo(z: &Zone<'_>) -> String {
 /// A free list of [`PAGETYPEINFO_FREE_CAP`] blocks or more is printed as
 /// `>100000`, as the kernel, which stops walking the list there, does.
 pub fn pagetypeinfo(z: &Zone<'_>) -> String {
-    let node = z.node();
-    let name = z.zone_type().name();
+    pagetypeinfo_zones(&[z])
+}
+
+/// /proc/pagetypeinfo of a node: the free table with rows for every
+/// populated zone, then the block-count table with one row per populated
+/// zone (`pagetypeinfo_showfree`, `pagetypeinfo_showblockcount`).
+pub fn pagetypeinfo_zones(zones: &[&Zone<'_>]) -> String {
+    let zones: Vec<&Zone<'_>> = zones.iter().copied().filter(|z| z.is_populated()).collect();
     let mut s = String::new();
     let _ = writeln!(s, "Page block order: {PAGEBLOCK_ORDER}");
     let _ = writeln!(s, "Pages per block:  {PAGEBLOCK_NR_PAGES}");
@@ -49,17 +63,20 @@ pub fn pagetypeinfo(z: &Zone<'_>) -> String {
         let _ = write!(s, "{order:6} ");
     }
     s.push('\n');
-    let free = z.nr_free_per_type();
-    for mt in Migratetype::ALL {
-        let _ = write!(s, "Node {node:4}, zone {name:>8}, type {:>12} ", mt.name());
-        for &n in &free[mt.index()] {
-            if n >= PAGETYPEINFO_FREE_CAP {
-                let _ = write!(s, ">{PAGETYPEINFO_FREE_CAP:6} ");
-            } else {
-                let _ = write!(s, "{n:6} ");
+    for z in &zones {
+        let (node, name) = (z.node(), z.zone_type().name());
+        let free = z.nr_free_per_type();
+        for mt in Migratetype::ALL {
+            let _ = write!(s, "Node {node:4}, zone {name:>8}, type {:>12} ", mt.name());
+            for &n in &free[mt.index()] {
+                if n >= PAGETYPEINFO_FREE_CAP {
+                    let _ = write!(s, ">{PAGETYPEINFO_FREE_CAP:6} ");
+                } else {
+                    let _ = write!(s, "{n:6} ");
+                }
             }
+            s.push('\n');
         }
-        s.push('\n');
     }
 
     let _ = write!(s, "\n{:<23}", "Number of blocks type ");
@@ -67,12 +84,14 @@ pub fn pagetypeinfo(z: &Zone<'_>) -> String {
         let _ = write!(s, "{:>12} ", mt.name());
     }
     s.push('\n');
-    let counts: [u64; MIGRATE_TYPES] = z.pageblock_counts();
-    let _ = write!(s, "Node {node}, zone {name:>8} ");
-    for c in counts {
-        let _ = write!(s, "{c:12} ");
+    for z in &zones {
+        let counts: [u64; MIGRATE_TYPES] = z.pageblock_counts();
+        let _ = write!(s, "Node {}, zone {:>8} ", z.node(), z.zone_type().name());
+        for c in counts {
+            let _ = write!(s, "{c:12} ");
+        }
+        s.push('\n');
     }
-    s.push('\n');
     s
 }
 

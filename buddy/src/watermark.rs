@@ -72,6 +72,18 @@ impl Zone<'_> {
         self.min_free_kbytes.store(min_free_kbytes, Relaxed);
     }
 
+    /// Install watermarks computed for every zone at once
+    /// ([`crate::zones::setup_per_zone_wmarks`], the per-zone part of
+    /// `__setup_per_zone_wmarks`): `[min, low, high, promo]`, boost cleared.
+    pub fn set_watermarks(&self, wm: [u64; 4], min_free_kbytes: u64) {
+        let _z = self.lock.lock_unaccounted();
+        self.watermark_boost.store(0, Relaxed);
+        for (a, v) in self.watermark.iter().zip(wm) {
+            a.store(v, Relaxed);
+        }
+        self.min_free_kbytes.store(min_free_kbytes, Relaxed);
+    }
+
     /// `wakeup_kswapd()` for a boosted watermark. mmlab has no kswapd and
     /// nothing to reclaim; what `balance_pgdat()` leaves behind in that case
     /// is a zone without its boost, so the boost is dropped at once
@@ -129,9 +141,19 @@ impl Zone<'_> {
         unusable
     }
 
-    /// `__zone_watermark_ok()` with `lowmem_reserve` = 0 (one zone).
+    /// `__zone_watermark_ok()`: `free_pages` must stay above the mark (less
+    /// what the reserve flags allow) plus `lowmem_reserve[highest_zoneidx]`,
+    /// what this zone keeps back from allocations that could use a higher
+    /// zone.
     #[inline]
-    pub fn zone_watermark_ok_free(&self, order: u32, mark: u64, alloc_flags: AllocFlags, free_pages: i64) -> bool {
+    pub fn zone_watermark_ok_free(
+        &self,
+        order: u32,
+        mark: u64,
+        highest_zoneidx: usize,
+        alloc_flags: AllocFlags,
+        free_pages: i64,
+    ) -> bool {
         let mut min = mark as i64;
         let free = free_pages - self.watermark_unusable_free(order, alloc_flags);
         if alloc_flags.0 & AllocFlags::RESERVES.0 != 0 {
@@ -145,7 +167,7 @@ impl Zone<'_> {
                 min -= min / 2;
             }
         }
-        if free <= min {
+        if free <= min + self.lowmem_reserve[highest_zoneidx].load(Relaxed) as i64 {
             return false;
         }
         if order == 0 {
@@ -164,21 +186,21 @@ impl Zone<'_> {
 
     /// `zone_watermark_ok()`.
     #[inline]
-    pub fn zone_watermark_ok(&self, order: u32, mark: u64, alloc_flags: AllocFlags) -> bool {
-        self.zone_watermark_ok_free(order, mark, alloc_flags, self.nr_free_pages())
+    pub fn zone_watermark_ok(&self, order: u32, mark: u64, highest_zoneidx: usize, alloc_flags: AllocFlags) -> bool {
+        self.zone_watermark_ok_free(order, mark, highest_zoneidx, alloc_flags, self.nr_free_pages())
     }
 
     /// `zone_watermark_fast()`: the order-0 shortcut, then the full check.
     #[inline]
-    pub fn zone_watermark_fast(&self, order: u32, mark: u64, alloc_flags: AllocFlags) -> bool {
+    pub fn zone_watermark_fast(&self, order: u32, mark: u64, highest_zoneidx: usize, alloc_flags: AllocFlags) -> bool {
         let free = self.nr_free_pages();
         if order == 0 {
             let fast_free = free - if alloc_flags.has(AllocFlags::RESERVES) { 0 } else { self.nr_free_highatomic() };
-            if fast_free > mark as i64 {
+            if fast_free > (mark + self.lowmem_reserve[highest_zoneidx].load(Relaxed)) as i64 {
                 return true;
             }
         }
-        self.zone_watermark_ok_free(order, mark, alloc_flags, free)
+        self.zone_watermark_ok_free(order, mark, highest_zoneidx, alloc_flags, free)
     }
 }
 

@@ -118,7 +118,7 @@ pub(crate) const fn fl(order: u32, mt: Migratetype) -> usize {
     order as usize * MIGRATE_TYPES + mt as usize
 }
 
-/// `struct zone` (one per machine so far: Normal on node 0).
+/// `struct zone`: one zone of node 0 (DMA, DMA32, Normal or Movable).
 #[derive(Debug)]
 pub struct Zone<'m> {
     pub(crate) m: &'m Machine,
@@ -139,8 +139,14 @@ pub struct Zone<'m> {
     /// `min_free_kbytes` the watermarks were computed from.
     pub(crate) min_free_kbytes: AtomicU64,
     pub(crate) lock: StatMutex<ZoneInner>,
-    /// The pageblock bitmap (`zone->pageblock_flags` / the section usemap).
+    /// The pageblock bitmap (`zone->pageblock_flags` / the section usemap),
+    /// the machine's, indexed from `pb_base_pfn`.
     pub(crate) pageblock_flags: &'m [AtomicU8],
+    /// The frame the machine's pageblock bitmap starts at.
+    pub(crate) pb_base_pfn: u64,
+    /// `zone->lowmem_reserve[]`: pages this zone keeps back from an
+    /// allocation whose highest zone is the index (the `protection:` row).
+    pub(crate) lowmem_reserve: [AtomicU64; crate::zones::NR_ZONE_TYPES],
 }
 
 impl<'m> Zone<'m> {
@@ -152,13 +158,37 @@ impl<'m> Zone<'m> {
             nr_free: [0; NR_PAGE_ORDERS],
             nr_reserved_highatomic: 0,
         };
-        Zone {
-            m,
-            name: ZoneType::Normal,
-            node: 0,
+        let span = crate::zones::ZoneSpan {
+            zone: ZoneType::Normal,
             zone_start_pfn: mem.start_pfn().0,
             spanned_pages: mem.nr_pages(),
             present_pages: m.memblock().memory().iter().map(|r| r.size >> mmlab_engine::PAGE_SHIFT).sum(),
+        };
+        Zone::with_lists(m, span, inner)
+    }
+
+    /// The zone `span` describes, empty (`init_currently_empty_zone` +
+    /// `zone_init_free_lists`), as `free_area_init_core` sets up each zone
+    /// of the node. Its free-list heads get their own kernel addresses
+    /// (`node_zones[]` is an array); Normal keeps those of [`Zone::new`].
+    pub fn from_span(m: &'m Machine, span: crate::zones::ZoneSpan) -> Zone<'m> {
+        let base = KERNEL_DATA_LISTS + 0x10000 * ((span.zone as u64 + 2) % crate::zones::NR_ZONE_TYPES as u64);
+        let inner = ZoneInner {
+            lists: ListArray::new(m.memmap(), base, NR_PAGE_ORDERS * MIGRATE_TYPES),
+            nr_free: [0; NR_PAGE_ORDERS],
+            nr_reserved_highatomic: 0,
+        };
+        Zone::with_lists(m, span, inner)
+    }
+
+    fn with_lists(m: &'m Machine, span: crate::zones::ZoneSpan, inner: ZoneInner) -> Zone<'m> {
+        Zone {
+            m,
+            name: span.zone,
+            node: 0,
+            zone_start_pfn: span.zone_start_pfn,
+            spanned_pages: span.spanned_pages,
+            present_pages: span.present_pages,
             managed_pages: AtomicU64::new(0),
             watermark: Default::default(),
             watermark_boost: AtomicU64::new(0),
@@ -168,6 +198,8 @@ impl<'m> Zone<'m> {
             min_free_kbytes: AtomicU64::new(0),
             lock: StatMutex::new(inner, VmEvent::ZoneLockAcquire, VmEvent::ZoneLockContended, VmEvent::ZoneLockHoldNs),
             pageblock_flags: m.pageblock_flags(),
+            pb_base_pfn: m.memmap().start_pfn().0,
+            lowmem_reserve: Default::default(),
         }
     }
 
@@ -212,6 +244,24 @@ impl<'m> Zone<'m> {
     pub fn adjust_managed_page_count(&self, count: i64) {
         self.managed_pages.fetch_add(count as u64, Relaxed);
     }
+    /// `populated_zone()`: the zone has present pages.
+    pub fn is_populated(&self) -> bool {
+        self.present_pages != 0
+    }
+    /// `managed_zone()`: the zone has pages in the buddy allocator.
+    pub fn is_managed(&self) -> bool {
+        self.managed_pages() != 0
+    }
+    /// `zone->lowmem_reserve[]` (the /proc/zoneinfo `protection:` row).
+    pub fn lowmem_reserve(&self) -> [u64; crate::zones::NR_ZONE_TYPES] {
+        std::array::from_fn(|i| self.lowmem_reserve[i].load(Relaxed))
+    }
+    /// Set `zone->lowmem_reserve[]` (`setup_per_zone_lowmem_reserve`).
+    pub fn set_lowmem_reserve(&self, r: [u64; crate::zones::NR_ZONE_TYPES]) {
+        for (a, v) in self.lowmem_reserve.iter().zip(r) {
+            a.store(v, Relaxed);
+        }
+    }
     /// `zone_page_state(zone, NR_FREE_PAGES)`.
     #[inline]
     pub fn nr_free_pages(&self) -> i64 {
@@ -246,20 +296,21 @@ impl<'m> Zone<'m> {
     /// `get_pfnblock_migratetype()`.
     #[inline]
     pub fn pageblock_migratetype(&self, pfn: Pfn) -> Migratetype {
-        let i = ((pfn.0 - self.zone_start_pfn) >> PAGEBLOCK_ORDER) as usize;
+        let i = ((pfn.0 - self.pb_base_pfn) >> PAGEBLOCK_ORDER) as usize;
         Migratetype::from_index(self.pageblock_flags[i].load(Relaxed) as usize)
     }
     /// `set_pageblock_migratetype()` (under the zone lock).
     #[inline]
     pub(crate) fn set_pageblock_migratetype(&self, pfn: Pfn, mt: Migratetype) {
-        let i = ((pfn.0 - self.zone_start_pfn) >> PAGEBLOCK_ORDER) as usize;
+        let i = ((pfn.0 - self.pb_base_pfn) >> PAGEBLOCK_ORDER) as usize;
         self.pageblock_flags[i].store(mt as u8, Relaxed);
     }
     /// Number of pageblocks of each type (the pagetypeinfo block counts).
     pub fn pageblock_counts(&self) -> [u64; MIGRATE_TYPES] {
         let mut c = [0; MIGRATE_TYPES];
-        let n = self.spanned_pages.div_ceil(1 << PAGEBLOCK_ORDER) as usize;
-        for b in &self.pageblock_flags[..n] {
+        let first = ((self.zone_start_pfn - self.pb_base_pfn) >> PAGEBLOCK_ORDER) as usize;
+        let last = (self.zone_end_pfn().0 - self.pb_base_pfn).div_ceil(1 << PAGEBLOCK_ORDER) as usize;
+        for b in &self.pageblock_flags[first..last.max(first)] {
             c[Migratetype::from_index(b.load(Relaxed) as usize) as usize] += 1;
         }
         c

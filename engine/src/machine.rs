@@ -175,6 +175,8 @@ pub struct Machine {
     pub(crate) memmap: Memmap,
     pub(crate) pageblock_flags: PhysAddr,
     pub(crate) nr_pageblocks: usize,
+    /// The zones' spans as `free_area_init()` set them.
+    pub(crate) zone_spans: [crate::mm::zone_layout::ZoneSpan; crate::mm::zone_layout::NR_ZONE_TYPES],
     pub(crate) arena: Arena,
     pub(crate) memblock: Mutex<Memblock>,
     /// `swapper_pg_dir`: the kernel's root table.
@@ -272,6 +274,11 @@ impl Machine {
         // Callers on hot paths (the zone) keep the slice rather than
         // calling this for every lookup.
         self.arena.slice::<AtomicU8>(self.pageblock_flags, self.nr_pageblocks)
+    }
+    /// The zones of node 0 as arm64's `zone_sizes_init()` and
+    /// `free_area_init()` laid them out (DMA, DMA32, Normal, Movable).
+    pub fn zone_spans(&self) -> &[crate::mm::zone_layout::ZoneSpan; crate::mm::zone_layout::NR_ZONE_TYPES] {
+        &self.zone_spans
     }
     /// Number of CPUs.
     #[inline]

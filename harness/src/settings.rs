@@ -43,6 +43,7 @@ use std::fmt;
 const LISTING_ORDER: &[&str] = &[
     "percpu_pagelist_high_fraction",
     "min_free_kbytes",
+    "transparent_hugepage",
     "pcp.rules",
     "lock_stat",
     "barrier",
@@ -419,8 +420,9 @@ mod tests {
         keys.sort_unstable();
         listed.sort_unstable();
         assert_eq!(keys, listed);
+        assert!(set_help().contains("pcp.high (pages), transparent_hugepage (always|madvise|never"));
         assert!(set_help().contains(
-            "pcp.high (pages), lock_stat (0|1), barrier (native|count|model), cost_profile \
+            "lock_stat (0|1), barrier (native|count|model), cost_profile \
              (native|apple-m2|ampere-altra), arm64.lazy_mmu_barrier_batching, arm64.tlbi_range, arm64.linear_map (0|1), \
              arm64.linear_map_variant (base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10), rodata (full|on|off), \
              arm64.kernel_image, debug_pagealloc, deferred_struct_page_init (0|1), tlb_entries, \
@@ -436,7 +438,7 @@ mod tests {
         assert!(e.starts_with(
             "unknown setting \"nope\"; valid keys: percpu_pagelist_high_fraction (0 or 8..=2147483647), \
              min_free_kbytes (0..=2147483647; above RAM every allocation fails its watermark, as in the kernel), \
-             pcp.rules (7.2|6.12), lock_stat (0|1),"
+             transparent_hugepage (always|madvise|never), pcp.rules (7.2|6.12), lock_stat (0|1),"
         ));
         assert!(e.contains("vmalloc.align_size_to_huge (on|off|1|0), vmalloc.pmd (on|off|1|0), hugepagesz"));
         assert!(e.ends_with("hugetlb_vmemmap.arm64 (off|pause|unsafe)"), "{e}");

@@ -110,6 +110,14 @@ impl std::fmt::Display for FreeError {
 }
 impl std::error::Error for FreeError {}
 
+/// `ac->highest_zoneidx = gfp_zone(gfp)` (`prepare_alloc_pages`). A mask
+/// the kernel's GFP_ZONE_TABLE rejects (a `VM_BUG_ON` there) is taken as
+/// Normal's.
+#[inline]
+pub(crate) fn highest_zoneidx(gfp: Gfp) -> usize {
+    mmlab_buddy::zones::gfp_zone(gfp).unwrap_or(mmlab_engine::mm::ZoneType::Normal) as usize
+}
+
 /// `gfp_migratetype()` as a type.
 #[inline]
 pub(crate) fn gfp_mt(gfp: Gfp) -> Migratetype {
@@ -150,7 +158,8 @@ impl<'m> PageAllocator<'m> {
         if gfp.contains(Gfp::__GFP_KSWAPD_RECLAIM) {
             alloc_flags |= AllocFlags::KSWAPD;
         }
-        let page = match self.get_page_from_freelist(cpu, gfp, order, alloc_flags, mt) {
+        alloc_flags |= self.alloc_flags_nofragment(gfp);
+        let page = match self.get_page_from_freelist_retry(cpu, gfp, order, alloc_flags, mt) {
             Some(p) => Some(p),
             None => self.alloc_pages_slowpath(cpu, gfp, order, mt),
         };
@@ -168,7 +177,44 @@ impl<'m> PageAllocator<'m> {
         page.ok_or(AllocError::NoMemory { order, gfp })
     }
 
-    /// `get_page_from_freelist()` for the only zone.
+    /// `alloc_flags_nofragment()` (CONFIG_ZONE_DMA32, one node): the first
+    /// attempt avoids mixing migratetypes in a pageblock when its preferred
+    /// zone, the first of the machine's ZONELIST_FALLBACK zonelist not above
+    /// `gfp_zone(gfp)`, is Normal (a machine with RAM above 4 GiB); on a
+    /// machine whose RAM is all DMA it is not set.
+    #[inline]
+    fn alloc_flags_nofragment(&self, gfp: Gfp) -> AllocFlags {
+        let highest = mmlab_buddy::zones::gfp_zone(gfp).unwrap_or(mmlab_engine::mm::ZoneType::Normal);
+        let preferred = mmlab_buddy::zones::preferred_zone(&self.zonelist, highest);
+        if mmlab_buddy::zones::alloc_nofragment(preferred) { AllocFlags::NOFRAGMENT } else { AllocFlags::default() }
+    }
+
+    /// `get_page_from_freelist()`'s `retry`: when the attempt with
+    /// ALLOC_NOFRAGMENT found nothing, the zonelist is walked again without
+    /// it (fragmenting fallbacks allowed).
+    #[inline(always)]
+    fn get_page_from_freelist_retry(
+        &self,
+        cpu: &Cpu<'m>,
+        gfp: Gfp,
+        order: u32,
+        alloc_flags: AllocFlags,
+        mt: Migratetype,
+    ) -> Option<Pfn> {
+        let page = self.get_page_from_freelist(cpu, gfp, order, alloc_flags, mt);
+        if page.is_none() && alloc_flags.has(AllocFlags::NOFRAGMENT) {
+            return self.get_page_from_freelist(
+                cpu,
+                gfp,
+                order,
+                AllocFlags(alloc_flags.0 & !AllocFlags::NOFRAGMENT.0),
+                mt,
+            );
+        }
+        page
+    }
+
+    /// One pass of `get_page_from_freelist()` over the only zone.
     #[inline(always)]
     fn get_page_from_freelist(
         &self,
@@ -179,9 +225,10 @@ impl<'m> PageAllocator<'m> {
         mt: Migratetype,
     ) -> Option<Pfn> {
         let z = &self.zone;
+        let highest_zoneidx = highest_zoneidx(gfp);
         let mut ok = false;
         if !z.test_flag(ZoneFlag::BelowHigh) {
-            if z.zone_watermark_fast(order, z.high_wmark_pages(), alloc_flags) {
+            if z.zone_watermark_fast(order, z.high_wmark_pages(), highest_zoneidx, alloc_flags) {
                 ok = true;
             } else {
                 z.set_flag(ZoneFlag::BelowHigh);
@@ -189,7 +236,7 @@ impl<'m> PageAllocator<'m> {
         }
         if !ok
             && !alloc_flags.has(AllocFlags::NO_WATERMARKS)
-            && !z.zone_watermark_fast(order, z.wmark_pages(alloc_flags.wmark()), alloc_flags)
+            && !z.zone_watermark_fast(order, z.wmark_pages(alloc_flags.wmark()), highest_zoneidx, alloc_flags)
         {
             return None;
         }
@@ -311,8 +358,9 @@ impl<'m> PageAllocator<'m> {
             alloc_flags |= AllocFlags::KSWAPD;
         }
         let z = &self.zone;
-        let single =
-            missing == 1 || !z.zone_watermark_fast(0, z.wmark_pages(alloc_flags.wmark()) + missing, alloc_flags);
+        let highest_zoneidx = highest_zoneidx(gfp);
+        let single = missing == 1
+            || !z.zone_watermark_fast(0, z.wmark_pages(alloc_flags.wmark()) + missing, highest_zoneidx, alloc_flags);
         if !single {
             if let Some(mut pcp) = self.pcp[cpu.id()].try_lock() {
                 let mut nr_account = 0u64;
@@ -585,5 +633,33 @@ impl<'m> PageAllocator<'m> {
         p.set_ext(PageExt::Alloc(0, Migratetype::Unmovable));
         self.zone.adjust_managed_page_count(1);
         self.free_pages(cpu, pfn, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{AllocatorConfig, PageAllocator};
+    use mmlab_buddy::AllocFlags;
+    use mmlab_engine::mm::ZoneType;
+    use mmlab_engine::{Gfp, Machine, MachineConfig};
+
+    #[test]
+    fn nofragment_only_when_the_preferred_zone_is_normal() {
+        // 4 GiB at 1 GiB: Normal holds [4 GiB, 5 GiB), so GFP_KERNEL prefers
+        // Normal and its first attempt carries ALLOC_NOFRAGMENT; GFP_DMA
+        // prefers DMA and does not.
+        let m = Machine::boot(MachineConfig::with("4G", 1).unwrap()).unwrap();
+        let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+        assert_eq!(pa.zonelist, vec![ZoneType::Normal, ZoneType::Dma]);
+        assert_eq!(pa.alloc_flags_nofragment(Gfp::GFP_KERNEL), AllocFlags::NOFRAGMENT);
+        assert_eq!(pa.alloc_flags_nofragment(Gfp::GFP_KERNEL | Gfp::__GFP_DMA), AllocFlags::default());
+        let cpu = m.cpu(0).unwrap();
+        let p = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 0).unwrap();
+        pa.free_pages(&cpu, p, 0).unwrap();
+        // 64 MiB: all RAM is DMA, so no allocation prefers Normal.
+        let m = Machine::boot(MachineConfig::with("64M", 1).unwrap()).unwrap();
+        let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+        assert_eq!(pa.zonelist, vec![ZoneType::Dma]);
+        assert_eq!(pa.alloc_flags_nofragment(Gfp::GFP_KERNEL), AllocFlags::default());
     }
 }

@@ -79,7 +79,7 @@ mod sizing;
 pub mod vmstat;
 
 pub use alloc::{AllocError, FreeError};
-pub use config::AllocatorConfig;
+pub use config::{AllocatorConfig, Thp};
 pub use fault::{FaultAttr, FaultAttrError};
 pub use pcplist::{
     NR_PCP_LISTS, PCPF_FREE_HIGH_BATCH, PCPF_PREV_FREE_HIGH_ORDER, PagesetInfo, PerCpuPages, order_to_pindex,
@@ -91,7 +91,7 @@ pub const MIN_FREE_KBYTES_MAX: u64 = i32::MAX as u64;
 pub use sizing::{MIN_PERCPU_PAGELIST_HIGH_FRACTION, PCP_BATCH_SCALE_MAX, zone_batchsize, zone_highsize};
 
 use crossbeam::utils::CachePadded;
-use mmlab_buddy::{Zone, calculate_min_free_kbytes};
+use mmlab_buddy::Zone;
 use mmlab_engine::layout::KERNEL_DATA_LISTS;
 use mmlab_engine::sync::SpinLock;
 use mmlab_engine::{Cpu, Machine, PAGE_SHIFT};
@@ -145,6 +145,10 @@ pub struct PageAllocator<'m> {
     debug_checks: AtomicBool,
     /// `fail_page_alloc`.
     fail_page_alloc: fault::FailPageAlloc,
+    /// The node's ZONELIST_FALLBACK zonelist as the machine's zone layout
+    /// gives it (zones with present pages, highest first): it decides
+    /// `alloc_flags_nofragment()`. The allocator itself still runs one zone.
+    pub(crate) zonelist: Vec<mmlab_engine::mm::ZoneType>,
 }
 
 impl<'m> PageAllocator<'m> {
@@ -192,10 +196,21 @@ impl<'m> PageAllocator<'m> {
             pcp_high_override: cfg.pcp_high_override,
             debug_checks: AtomicBool::new(false),
             fail_page_alloc: fault::FailPageAlloc::default(),
+            zonelist: mmlab_buddy::zones::zonelist_fallback(&std::array::from_fn(|i| m.zone_spans()[i].present_pages)),
         };
-        m.memblock().for_each_free_block(|pfn, order| pa.zone.free_pages_core(&cpu0, pfn, order));
+        // The pages each zone of the machine's layout would manage
+        // (page_zone() of every freed block): init_per_zone_wmark_min()
+        // and khugepaged count them per zone.
+        let mut managed = [0u64; mmlab_buddy::zones::NR_ZONE_TYPES];
+        m.memblock().for_each_free_block(|pfn, order| {
+            managed[m.page(pfn).zonenum() as usize % managed.len()] += 1 << order;
+            pa.zone.free_pages_core(&cpu0, pfn, order)
+        });
         drop(cpu0);
-        let min_free = cfg.min_free_kbytes.unwrap_or_else(|| calculate_min_free_kbytes(pa.zone.managed_pages()));
+        let populated = std::array::from_fn(|i| m.zone_spans()[i].is_populated());
+        let thp = cfg.transparent_hugepage.hugepage_pmd_enabled();
+        let min_free =
+            cfg.min_free_kbytes.unwrap_or_else(|| mmlab_buddy::zones::boot_min_free_kbytes(&managed, &populated, thp));
         pa.zone.setup_per_zone_wmarks(min_free);
         pa.zone_pcp_update(0);
         pa.debug_checks.store(cfg.debug_checks, Relaxed);

@@ -7,7 +7,7 @@ use crate::PageAllocator;
 use crate::sizing::PCP_BATCH_SCALE_MAX as S;
 use mmlab_buddy::{AllocFlags, RmqueueMode, ZoneFlag};
 use mmlab_engine::list::ListArray;
-use mmlab_engine::mm::{HPAGE_PMD_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER};
+use mmlab_engine::mm::{HPAGE_PMD_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER, ZoneType};
 use mmlab_engine::page::Memmap;
 use mmlab_engine::page::{PageExt, StructPage};
 use mmlab_engine::sync::SpinGuard;
@@ -357,7 +357,12 @@ impl<'m> PageAllocator<'m> {
         trace::mmlab::pcp_state(cpu.id(), self.m.trace_clock(), pcp.count, pcp.high, pcp.batch);
         drop(pcp);
         if self.zone.test_flag(ZoneFlag::BelowHigh)
-            && self.zone.zone_watermark_ok(0, self.zone.high_wmark_pages(), AllocFlags::default())
+            && self.zone.zone_watermark_ok(
+                0,
+                self.zone.high_wmark_pages(),
+                ZoneType::Movable as usize,
+                AllocFlags::default(),
+            )
         {
             self.zone.clear_flag(ZoneFlag::BelowHigh);
         }

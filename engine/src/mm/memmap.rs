@@ -138,8 +138,10 @@ pub struct Memmap {
     /// The refcount a struct page initialised now gets: 1
     /// (`__init_single_page()`), 0 once `memblock_free_all()` has run.
     deferred_refcount: AtomicI32,
-    /// `flags` of a fresh struct page: its zone and node.
+    /// `flags` of a fresh struct page without its zone: the node.
     init_flags: u64,
+    /// `max_zone_pfns[]`: the zone number each fresh struct page gets.
+    max_zone_pfn: [u64; crate::mm::zone_layout::NR_ZONE_TYPES],
     /// The memmap buffer's pieces (sorted by PFN).
     pieces: Box<[MemmapPiece]>,
     /// One bit per section from `start_pfn`'s: it has struct pages. Empty
@@ -189,6 +191,7 @@ impl Memmap {
         pieces: &[MemmapPiece],
         first_deferred_pfn: u64,
         init_flags: u64,
+        max_zone_pfn: [u64; crate::mm::zone_layout::NR_ZONE_TYPES],
         arena: &crate::arena::Arena,
     ) -> Memmap {
         let start_pfn = pieces.first().map_or(0, |p| p.start_pfn);
@@ -218,6 +221,7 @@ impl Memmap {
             init_lock: std::sync::Mutex::new(()),
             deferred_refcount: AtomicI32::new(1),
             init_flags,
+            max_zone_pfn,
             pieces: pieces.into(),
             present,
             first_deferred_pfn,
@@ -342,7 +346,8 @@ impl Memmap {
                 // self; i < 64, so the struct page lies inside that page.
                 let p = unsafe { &*((host + (i * STRUCT_PAGE_SIZE) as usize) as *const StructPage) };
                 let lru = self.page_va(Pfn(first + i)) + LRU_OFFSET;
-                p.init_single(self.init_flags, refcount, lru);
+                let zone = crate::mm::zone_layout::zone_of_pfn(&self.max_zone_pfn, first + i);
+                p.init_single(self.init_flags | (zone as u64) << crate::page::ZONES_PGSHIFT, refcount, lru);
             }
             self.initialised[chunk / 64].fetch_or(1 << (chunk % 64), Release);
             if early { &self.early_chunks } else { &self.deferred_chunks }.fetch_add(1, Relaxed);

@@ -33,8 +33,9 @@ use crate::machine::{Machine, MachineConfig, NR_CPUS};
 use crate::memblock::{Memblock, MemblockError};
 use crate::mm::banks::{MemError, check_banks};
 use crate::mm::memmap::{MemmapPiece, PAGES_PER_SECTION};
-use crate::mm::{Migratetype, PAGEBLOCK_ORDER, ZoneType};
-use crate::page::{Memmap, NODES_PGSHIFT, PageExt, STRUCT_PAGE_SIZE, ZONES_PGSHIFT, pg};
+use crate::mm::zone_layout;
+use crate::mm::{Migratetype, PAGEBLOCK_ORDER};
+use crate::page::{Memmap, NODES_PGSHIFT, PageExt, STRUCT_PAGE_SIZE, pg};
 use crate::sync::Mutex;
 use crate::trace::TraceClock;
 use crossbeam::utils::CachePadded;
@@ -143,12 +144,18 @@ impl Machine {
         let usemap_pa = mb.alloc((nr_pageblocks as u64).next_multiple_of(64), 64, "usemap")?;
 
         let first_deferred = if config.deferred_struct_page_init { first_deferred_pfn(&bank_pfns) } else { u64::MAX };
-        let init_flags = (ZoneType::Normal as u64) << ZONES_PGSHIFT | 0 << NODES_PGSHIFT;
+        // zone_sizes_init() → free_area_init(): the zones' limits; each
+        // struct page gets its zone number from them (__init_single_page).
+        let dram_end = banks[banks.len() - 1].end();
+        let (max_zone_pfn, _) = zone_layout::arm64_zone_sizes_init(banks[0].base, dram_end, u64::MAX);
+        let bank_ranges: Vec<(u64, u64)> = banks.iter().map(|b| (b.base, b.size)).collect();
+        let zone_spans = zone_layout::free_area_init(&max_zone_pfn, &bank_ranges);
+        let init_flags = 0 << NODES_PGSHIFT;
         // SAFETY: the memmap buffer was just taken from memblock inside
         // `arena` (2 MiB-aligned, as long as the pieces' struct pages rounded
         // up to a page); the Machine owns the arena and drops it after the
         // Memmap (field order), and the mapping never moves.
-        let memmap = unsafe { Memmap::new(memmap_pa, &pieces, first_deferred, init_flags, &arena) };
+        let memmap = unsafe { Memmap::new(memmap_pa, &pieces, first_deferred, init_flags, max_zone_pfn, &arena) };
 
         let nr_cpus = config.nr_cpus;
         let cpus = (0..config.nr_cpus).map(|_| CachePadded::new(CpuData::new(&config))).collect();
@@ -161,6 +168,7 @@ impl Machine {
             memmap,
             pageblock_flags: usemap_pa,
             nr_pageblocks,
+            zone_spans,
             arena,
             memblock: Mutex::new(mb),
             swapper_pg_dir,
@@ -309,6 +317,7 @@ impl BootPhase {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mm::ZoneType;
 
     #[test]
     fn boot_lays_out_memmap_and_reservations() {
@@ -332,7 +341,10 @@ mod tests {
         assert_eq!(m.page(pfn).ext(), PageExt::Reserved);
         let free = m.page(Pfn(PHYS_OFFSET >> PAGE_SHIFT));
         assert!(!free.test_flag(pg::PG_RESERVED));
-        assert_eq!(free.zonenum(), ZoneType::Normal as u32);
+        // 64 MiB at 1 GiB lies below the 32-bit limit: ZONE_DMA (zone_sizes_init).
+        assert_eq!(free.zonenum(), ZoneType::Dma as u32);
+        assert_eq!(m.zone_spans()[0].present_pages, 16384);
+        assert_eq!(m.zone_spans()[2].spanned_pages, 0);
         assert_eq!(free.refcount(), 1);
         assert_eq!(m.pageblock_flags().len(), 32);
         assert_eq!(m.memmap().page_va(Pfn(0x40001)), crate::layout::VMEMMAP_START + 64);

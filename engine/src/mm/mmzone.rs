@@ -89,7 +89,7 @@ impl fmt::Display for Migratetype {
 
 /// `enum zone_type`. Only Normal is populated on the emulated machine; the
 /// others keep their numbers so that page flags and reports line up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[repr(u8)]
 pub enum ZoneType {
     /// `ZONE_DMA` (unpopulated).
@@ -103,6 +103,8 @@ pub enum ZoneType {
 }
 
 impl ZoneType {
+    /// Every zone type, in `enum zone_type` order (the index is `zone_idx()`).
+    pub const ALL: [ZoneType; 4] = [ZoneType::Dma, ZoneType::Dma32, ZoneType::Normal, ZoneType::Movable];
     /// The name /proc files print.
     pub const fn name(self) -> &'static str {
         match self {

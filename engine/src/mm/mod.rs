@@ -31,5 +31,6 @@ pub mod page;
 pub mod sparse_vmemmap;
 pub mod vmemmap;
 pub mod vmstat;
+pub mod zone_layout;
 
 pub use mmzone::*;
