@@ -7,6 +7,7 @@
 
 use super::Data;
 use super::agreement::{Tally, agrees_word};
+use super::model;
 use super::published::{self, Change};
 use super::run::{BarrierBatching, Contpte, Mapping, PcpDrain};
 use crate::compare::{self, aligned, fmt_num, fmt_pct};
@@ -56,19 +57,23 @@ fn barrier_batching(b: &BarrierBatching) -> (String, Vec<(&'static str, String)>
     );
     let _ = writeln!(
         s,
-        "   ours: {} runs a side after 1 warm-up, interleaved; time = measured emulation + modelled barriers/TLBIs (profiles apple-m2, ampere-altra)",
+        "   ours: {} runs a side after 1 warm-up, interleaved. Verdicts on the deterministic model (counted events x per-event costs, profiles apple-m2, ampere-altra; same seed, same numbers on any host); host = measured emulation + modelled barriers/TLBIs, printed apart",
         b.repeats
     );
     let head = heads(&[
         "test",
-        "M2 ours",
+        "M2 model",
         "M2 published",
         "agreement",
-        "Altra ours",
+        "M2 host",
+        "host agr.",
+        "Altra model",
         "Altra published",
         "agreement",
+        "Altra host",
+        "host agr.",
         "barrier pairs/call",
-        "ns/call (Altra, before)",
+        "ns/call (Altra host, before)",
     ]);
     let lines: Vec<Vec<String>> = b
         .rows
@@ -82,9 +87,13 @@ fn barrier_batching(b: &BarrierBatching) -> (String, Vec<(&'static str, String)>
                     cell(m.apple_m2),
                     cell(p.apple_m2),
                     m.apple_m2_agreement.to_string(),
+                    cell(m.apple_m2_host),
+                    m.apple_m2_host_agreement.to_string(),
                     cell(m.ampere_altra),
                     cell(p.ampere_altra),
                     m.ampere_altra_agreement.to_string(),
+                    cell(m.ampere_altra_host),
+                    m.ampere_altra_host_agreement.to_string(),
                     format!("{} → {}", fmt_num(r.barrier_pairs.base), fmt_num(r.barrier_pairs.new)),
                     fmt_num(m.altra_before_ns),
                 ],
@@ -92,8 +101,11 @@ fn barrier_batching(b: &BarrierBatching) -> (String, Vec<(&'static str, String)>
         })
         .collect();
     s.push_str(&aligned(&head, &lines));
-    let _ = writeln!(s, "agreement: {}", tally_line(&b.apple_m2, "Apple M2"));
-    let _ = writeln!(s, "agreement: {}", tally_line(&b.ampere_altra, "Ampere Altra"));
+    let _ = writeln!(s, "agreement (model, M2 fitted): {}", tally_line(&b.apple_m2, "Apple M2"));
+    let _ = writeln!(s, "agreement (model, Altra predicted): {}", tally_line(&b.ampere_altra, "Ampere Altra"));
+    let _ = writeln!(s, "agreement (host time): {}", tally_line(&b.apple_m2_host, "Apple M2"));
+    let _ = writeln!(s, "agreement (host time): {}", tally_line(&b.ampere_altra_host, "Ampere Altra"));
+    calibration(&mut s, b);
     let _ = writeln!(
         s,
         "   (agrees: same sign, both significant, size within 2x; direction: same sign, size off; weak: same sign, ours not significant; (~0): published not significant, ours under 5 % or not significant)"
@@ -103,6 +115,47 @@ fn barrier_batching(b: &BarrierBatching) -> (String, Vec<(&'static str, String)>
         ("ampere-altra", compare::plot(&b.altra_outcome, "barrier-batching, ampere-altra profile: after vs before")),
     ];
     (s, plots)
+}
+
+/// The cost table, the fit's residuals and the Altra prediction's.
+fn calibration(s: &mut String, b: &BarrierBatching) {
+    let _ = writeln!(
+        s,
+        "-- calibration: per-event costs fitted on the Apple M2 column (barriers, TLBIs, grace periods held at the cost profile's cited values); Altra = M2 x {} (estimate), predicted, not refitted",
+        model::ALTRA_OVER_M2
+    );
+    let head = heads(&["event", "apple-m2 ns (shipped)", "refit on this run", "ampere-altra ns", "source"]);
+    let al = model::EventCosts::for_profile("ampere-altra");
+    let m2 = model::EventCosts::for_profile("apple-m2");
+    let lines: Vec<Vec<String>> = model::Event::ALL
+        .iter()
+        .map(|&e| {
+            let refit = model::Event::FITTED
+                .iter()
+                .position(|&f| f == e)
+                .map_or("-".to_string(), |i| fmt_num(b.refit.costs[i]));
+            let src = m2.costs.iter().find(|c| c.event == e).map_or("", |c| c.note);
+            vec![e.name().to_string(), fmt_num(m2.ns(e)), refit, fmt_num(al.ns(e)), src.to_string()]
+        })
+        .collect();
+    s.push_str(&aligned(&head, &lines));
+    let head = heads(&["test", "M2 residual, shipped (fitted)", "M2 residual, refit", "Altra residual (predicted)"]);
+    let lines: Vec<Vec<String>> = b
+        .shipped
+        .residuals
+        .iter()
+        .zip(&b.refit.residuals)
+        .zip(&b.altra_predicted.residuals)
+        .map(|(((t, a), (_, r)), (_, p))| {
+            vec![t.to_string(), format!("{a:+.1} pp"), format!("{r:+.1} pp"), format!("{p:+.1} pp")]
+        })
+        .collect();
+    s.push_str(&aligned(&head, &lines));
+    let _ = writeln!(
+        s,
+        "   residual = model change - published change, percentage points; rms: M2 shipped {:.1}, M2 refit {:.1}, Altra predicted {:.1}",
+        b.shipped.rms, b.refit.rms, b.altra_predicted.rms
+    );
 }
 
 fn size_label(size: u64) -> String {

@@ -10,10 +10,13 @@
 
 use super::Length;
 use super::agreement::{self, Agreement, H1Verdict, Tally};
+use super::model::{self, Event, EventCosts, Fit, FitRow};
 use super::published::{self, BARRIER_BATCHING, Change, PCP_DRAIN, PublishedRegression, PublishedRow, Table};
 use crate::compare::{self, CounterCol, Metric, Outcome, Row, RowResult, Spec, Variant};
 use crate::plot::Series;
+use crate::stats::Mark;
 use crate::test_vmalloc::{self, Params};
+use mmlab_engine::cost::CostProfile;
 use mmlab_engine::pgtable::{self, mmu};
 use mmlab_engine::{Gfp, Machine, MachineConfig, PAGE_SIZE};
 use mmlab_pcp::PageAllocator;
@@ -42,6 +45,56 @@ fn change(o: &Outcome, row: usize) -> Change {
 
 fn change_of(r: &RowResult, v: usize) -> Change {
     r.comparison(v, Metric::Total).map_or(Change::NONE, |c| Change::new(c.change_pct, c.mark))
+}
+
+/// The smallest change, percent, the deterministic metric calls a change
+/// (the published tables' smallest significant change is 2.34 %).
+pub const MODEL_RESOLUTION_PCT: f64 = 2.0;
+
+/// The change of variant `v` against the base on `r` under the
+/// deterministic metric of `profile` ([`model`]): the mean over the kept
+/// runs of modelled ns per call; marked when at least
+/// [`MODEL_RESOLUTION_PCT`].
+pub fn model_change_of(r: &RowResult, v: usize, profile: &str) -> Change {
+    let costs = EventCosts::for_profile(profile);
+    let prof = CostProfile::by_name(profile).unwrap_or_else(CostProfile::ampere_altra);
+    let mean = |v: usize| {
+        let s = &r.samples[v];
+        s.iter().map(|x| model::modelled_ns(&costs, &prof, &x.counters) / x.calls.max(1) as f64).sum::<f64>()
+            / s.len().max(1) as f64
+    };
+    let (b, n) = (mean(0), mean(v));
+    if b <= 0.0 || r.samples[0].is_empty() || r.samples[v].is_empty() {
+        return Change::NONE;
+    }
+    let pct = 100.0 * (n - b) / b;
+    let mark =
+        (pct.abs() >= MODEL_RESOLUTION_PCT).then_some(if pct < 0.0 { Mark::Improvement } else { Mark::Regression });
+    Change::new(pct, mark)
+}
+
+fn model_change(o: &Outcome, row: usize, profile: &str) -> Change {
+    model_change_of(&o.rows[row], 1, profile)
+}
+
+/// The calibration row of `r` (variant 1 against the base) for `published`.
+fn fit_row(r: &RowResult, test: &'static str, published_pct: f64, profile: &str) -> FitRow {
+    let prof = CostProfile::by_name(profile).unwrap_or_else(CostProfile::ampere_altra);
+    let zero = EventCosts::for_profile(profile).ns(Event::PageZero);
+    let per = |v: usize, f: &dyn Fn(&crate::test_vmalloc::Counters) -> f64| {
+        let s = &r.samples[v];
+        s.iter().map(|x| f(&x.counters) / x.calls.max(1) as f64).sum::<f64>() / s.len().max(1) as f64
+    };
+    let counts = |v: usize| {
+        let mut a = [0.0; 6];
+        for (slot, e) in a.iter_mut().zip(Event::FITTED) {
+            *slot = per(v, &|c| Event::count(e, c) as f64);
+        }
+        a
+    };
+    let fixed = |v: usize| per(v, &|c| model::profile_ns(&prof, c));
+    let z = |v: usize| per(v, &|c| zero * Event::count(Event::PageZero, c) as f64);
+    FitRow { test, base: counts(0), new: counts(1), fixed: (fixed(0), fixed(1)), zero: (z(0), z(1)), published_pct }
 }
 
 /// The test_vmalloc row a published label names, with quick-mode loops
@@ -112,12 +165,21 @@ fn counters(names: &[&str]) -> Result<Vec<CounterCol>, String> {
 /// What one published row of the series' table measured here.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BarrierMeasured {
-    /// Our change under the `apple-m2` profile.
+    /// Our change under the `apple-m2` profile, deterministic metric
+    /// ([`model`]); the verdict is on it.
     pub apple_m2: Change,
+    /// Measured host time (+ the profile's modelled part), apple-m2.
+    pub apple_m2_host: Change,
+    /// The verdict of the host-time change.
+    pub apple_m2_host_agreement: Agreement,
     /// Its verdict against the published M2 change.
     pub apple_m2_agreement: Agreement,
-    /// Our change under the `ampere-altra` profile.
+    /// Our change under the `ampere-altra` profile, deterministic metric.
     pub ampere_altra: Change,
+    /// Measured host time (+ the profile's modelled part), ampere-altra.
+    pub ampere_altra_host: Change,
+    /// The verdict of the host-time change.
+    pub ampere_altra_host_agreement: Agreement,
     /// Its verdict against the published Altra change.
     pub ampere_altra_agreement: Agreement,
     /// Mean time per call before the series, ampere-altra profile, ns.
@@ -149,6 +211,18 @@ pub struct BarrierBatching {
     pub apple_m2: Tally,
     /// The verdicts on Ampere Altra, summed.
     pub ampere_altra: Tally,
+    /// The host-time verdicts on Apple M2, summed.
+    pub apple_m2_host: Tally,
+    /// The host-time verdicts on Ampere Altra, summed.
+    pub ampere_altra_host: Tally,
+    /// The calibration rows (Apple M2 column).
+    pub fit_rows: Vec<FitRow>,
+    /// The shipped `apple-m2` costs on this run's calibration rows.
+    pub shipped: Fit,
+    /// The costs refitted on this run's calibration rows.
+    pub refit: Fit,
+    /// The Altra column predicted with the shipped costs (not refitted).
+    pub altra_predicted: Fit,
     /// The apple-m2 comparison.
     pub m2_outcome: Outcome,
     /// The ampere-altra comparison.
@@ -189,21 +263,33 @@ pub fn barrier_batching(len: Length, seed: u64) -> Result<BarrierBatching, Strin
     )?;
     let pairs = compare::counter("barrier_pairs")?;
     let (mut t_m2, mut t_altra) = (Tally::default(), Tally::default());
+    let (mut th_m2, mut th_altra) = (Tally::default(), Tally::default());
+    let (mut fit_rows, mut altra_rows) = (Vec::new(), Vec::new());
     let mut out = Vec::new();
     for (i, p) in table.rows.iter().enumerate() {
         let barrier_pairs = PerCall::of(&m2.rows[i], 1, &pairs);
         let measured = if let Some((_, f)) = m2.rows[i].failure().or(altra.rows[i].failure()) {
             Err(f.to_string())
         } else {
-            let (c_m2, c_al) = (change(&m2, i), change(&altra, i));
+            let (c_m2, c_al) = (model_change(&m2, i, "apple-m2"), model_change(&altra, i, "ampere-altra"));
             let (a_m2, a_al) = (Agreement::judge(c_m2, p.apple_m2), Agreement::judge(c_al, p.ampere_altra));
             t_m2.add(p.test, a_m2);
             t_altra.add(p.test, a_al);
+            let (h_m2, h_al) = (change(&m2, i), change(&altra, i));
+            let (ha_m2, ha_al) = (Agreement::judge(h_m2, p.apple_m2), Agreement::judge(h_al, p.ampere_altra));
+            th_m2.add(p.test, ha_m2);
+            th_altra.add(p.test, ha_al);
+            fit_rows.push(fit_row(&m2.rows[i], p.test, p.apple_m2.pct, "apple-m2"));
+            altra_rows.push(fit_row(&altra.rows[i], p.test, p.ampere_altra.pct, "ampere-altra"));
             Ok(BarrierMeasured {
                 apple_m2: c_m2,
                 apple_m2_agreement: a_m2,
+                apple_m2_host: h_m2,
+                apple_m2_host_agreement: ha_m2,
                 ampere_altra: c_al,
                 ampere_altra_agreement: a_al,
+                ampere_altra_host: h_al,
+                ampere_altra_host_agreement: ha_al,
                 altra_before_ns: altra.rows[i].summary(0, Metric::Total).map_or(f64::NAN, |s| s.mean),
             })
         };
@@ -215,6 +301,12 @@ pub fn barrier_batching(len: Length, seed: u64) -> Result<BarrierBatching, Strin
         rows: out,
         apple_m2: t_m2,
         ampere_altra: t_altra,
+        apple_m2_host: th_m2,
+        ampere_altra_host: th_altra,
+        shipped: model::fit_residuals(&fit_rows, model::M2_FITTED_NS),
+        refit: model::fit(&fit_rows, model::M2_FITTED_NS),
+        altra_predicted: model::fit_residuals(&altra_rows, model::M2_FITTED_NS.map(|c| c * model::ALTRA_OVER_M2)),
+        fit_rows,
         m2_outcome: m2,
         altra_outcome: altra,
     })
