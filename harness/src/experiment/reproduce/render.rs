@@ -213,10 +213,11 @@ fn contpte(c: &Contpte) -> (String, Vec<(&'static str, String)>) {
     s.push_str(&compare::table(&c.h1, &c.h1_counters));
     let _ = writeln!(
         s,
-        "agreement (h:1): published a small regression on Altra (+{lo} to +{hi} %); ours: {} of {} rows slower (up to {}), zone-lock acquisitions per call {} with contpte ({})",
+        "agreement (h:1, model): published a small regression on Altra (+{lo} to +{hi} %); ours: {} of {} rows slower (model: {}; host time up to {}), zone-lock acquisitions per call {} with contpte ({})",
         c.h1_regressed,
         c.h1.rows.len(),
-        fmt_pct(c.h1_worst_pct),
+        c.h1_model.iter().map(|m| cell(*m)).collect::<Vec<_>>().join(", "),
+        fmt_pct(c.h1_host_worst_pct),
         if c.h1_zone_lock_up { "up in every row" } else { "not up in every row" },
         c.h1_verdict.as_str()
     );
@@ -238,7 +239,7 @@ fn pcp_drain(p: &PcpDrain) -> (String, Vec<(&'static str, String)>) {
         p.repeats
     );
     s.push_str(&compare::table(&p.main, &p.counters));
-    let head = heads(&["configuration", "ours", "published", "agreement"]);
+    let head = heads(&["configuration", "ours (model)", "published", "agreement", "host time"]);
     let lines: Vec<Vec<String>> = p
         .regressions
         .iter()
@@ -248,6 +249,7 @@ fn pcp_drain(p: &PcpDrain) -> (String, Vec<(&'static str, String)>) {
                 cell(r.ours),
                 format!("+{:.0}%", r.published.change.pct),
                 r.agreement.to_string(),
+                cell(r.ours_host),
             ]
         })
         .collect();
@@ -266,7 +268,13 @@ fn pcp_drain(p: &PcpDrain) -> (String, Vec<(&'static str, String)>) {
         "\n-- sensitivity to the pcp high: mainline vs huge-by-default at several highs ({} runs a side)",
         p.sweep_repeats
     );
-    let head = heads(&["pcp high", "change", "drained pages/iter mainline → huge", "pageset high (CPU 0)"]);
+    let head = heads(&[
+        "pcp high",
+        "change (model)",
+        "host time",
+        "drained pages/iter mainline → huge",
+        "pageset high (CPU 0)",
+    ]);
     let lines: Vec<Vec<String>> = p
         .sweep
         .iter()
@@ -275,6 +283,7 @@ fn pcp_drain(p: &PcpDrain) -> (String, Vec<(&'static str, String)>) {
             vec![
                 r.label.to_string(),
                 cell(r.change),
+                cell(r.change_host),
                 format!("{} → {}", fmt_num(r.drain_pages.base), fmt_num(r.drain_pages.new)),
                 format!("high_min {high_min} high_max {high_max}"),
             ]
@@ -291,9 +300,10 @@ fn pcp_drain(p: &PcpDrain) -> (String, Vec<(&'static str, String)>) {
     let without = p.regressions.first().map_or(f64::NAN, |r| r.ours.pct);
     let _ = writeln!(
         s,
-        "agreement (msleep): published: sleeping 1 ms reduces or removes the regression; ours {} with the sleep vs {} without, pcp pages drained per iteration {} vs {} ({})",
+        "agreement (msleep): published: sleeping 1 ms reduces or removes the regression; ours (model) {} with the sleep vs {} without (host time {}), pcp pages drained per iteration {} vs {} ({})",
         cell(p.slept),
         fmt_pct(without),
+        cell(p.slept_host),
         fmt_num(p.slept_drain_pages),
         fmt_num(p.drain_pages.new),
         if p.msleep_agrees {
@@ -304,8 +314,9 @@ fn pcp_drain(p: &PcpDrain) -> (String, Vec<(&'static str, String)>) {
     );
     let _ = writeln!(
         s,
-        "agreement (p:512): published: fix_size_alloc_test p:512 improves; ours {} ({})",
+        "agreement (p:512): published: fix_size_alloc_test p:512 improves; ours (model) {} (host time {}) ({})",
         cell(p.p512),
+        cell(p.p512_host),
         agrees_word(p.p512_agrees)
     );
     let plots = vec![

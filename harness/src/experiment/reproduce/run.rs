@@ -406,8 +406,12 @@ pub struct Contpte {
     pub h1_zone_lock: Vec<PerCall>,
     /// Rows slower with contpte.
     pub h1_regressed: usize,
-    /// The largest change, percent.
+    /// The largest change, percent, deterministic metric.
     pub h1_worst_pct: f64,
+    /// The change per h:1 row, deterministic metric.
+    pub h1_model: Vec<Change>,
+    /// The largest change of host time, percent.
+    pub h1_host_worst_pct: f64,
     /// Whether zone->lock acquisitions per call went up in every row.
     pub h1_zone_lock_up: bool,
     /// The verdict.
@@ -478,9 +482,11 @@ pub fn contpte(len: Length, seed: u64) -> Result<Contpte, String> {
     )?;
     let h1_counters = counters(&["zone_lock", "buddy_pages", "pcp_refill_pages", "pcp_free_pages", "tlbi"])?;
     let h1_zone_lock: Vec<PerCall> = h1.rows.iter().map(|r| PerCall::of(r, 1, &h1_counters[0])).collect();
-    let h1_regressed = (0..h1.rows.len()).filter(|&i| change(&h1, i).pct > 0.0).count();
+    let h1_model: Vec<Change> = (0..h1.rows.len()).map(|i| model_change(&h1, i, "ampere-altra")).collect();
+    let h1_regressed = h1_model.iter().filter(|c| c.pct > 0.0).count();
     let h1_zone_lock_up = h1_zone_lock.iter().all(|z| z.new > z.base);
-    let h1_worst_pct = (0..h1.rows.len()).map(|i| change(&h1, i).pct).fold(f64::NAN, f64::max);
+    let h1_worst_pct = h1_model.iter().map(|c| c.pct).fold(f64::NAN, f64::max);
+    let h1_host_worst_pct = (0..h1.rows.len()).map(|i| change(&h1, i).pct).fold(f64::NAN, f64::max);
     let h1_verdict = H1Verdict::judge(h1_regressed, h1.rows.len(), h1_worst_pct, h1_zone_lock_up);
     Ok(Contpte {
         tlb_entries,
@@ -491,6 +497,8 @@ pub fn contpte(len: Length, seed: u64) -> Result<Contpte, String> {
         h1_zone_lock,
         h1_regressed,
         h1_worst_pct,
+        h1_model,
+        h1_host_worst_pct,
         h1_zone_lock_up,
         h1_verdict,
     })
@@ -503,8 +511,10 @@ pub fn contpte(len: Length, seed: u64) -> Result<Contpte, String> {
 pub struct RegressionRow {
     /// The published regression.
     pub published: PublishedRegression,
-    /// Our change against mainline.
+    /// Our change against mainline, deterministic metric.
     pub ours: Change,
+    /// The change of host time.
+    pub ours_host: Change,
     /// The verdict.
     pub agreement: Agreement,
 }
@@ -514,8 +524,10 @@ pub struct RegressionRow {
 pub struct SweepRow {
     /// How the high is set, as the table labels it.
     pub label: &'static str,
-    /// Our change.
+    /// Our change, deterministic metric.
     pub change: Change,
+    /// The change of host time.
+    pub change_host: Change,
     /// pcp pages drained per iteration, mainline → huge.
     pub drain_pages: PerCall,
     /// CPU 0's pageset `(high_min, high_max)` at boot.
@@ -561,14 +573,18 @@ pub struct PcpDrain {
     pub sweep: Vec<SweepRow>,
     /// long_busy_list with msleep(1) before the vfrees, and fix_size p:512.
     pub slept_p512: Outcome,
-    /// The change with the sleep.
+    /// The change with the sleep, deterministic metric.
     pub slept: Change,
+    /// The change with the sleep, host time.
+    pub slept_host: Change,
     /// pcp pages drained per iteration with the sleep, huge-by-default.
     pub slept_drain_pages: f64,
     /// Whether the sleep takes away the regression's cause.
     pub msleep_agrees: bool,
-    /// The fix_size p:512 change.
+    /// The fix_size p:512 change, deterministic metric.
     pub p512: Change,
+    /// The fix_size p:512 change, host time.
+    pub p512_host: Change,
     /// Whether p:512 improves, as published.
     pub p512_agrees: bool,
     /// Pages on the pcp lists during long_busy_list, per variant.
@@ -614,8 +630,9 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
         .iter()
         .enumerate()
         .map(|(v, p)| {
-            let ours = change_of(&main.rows[0], v + 1);
-            RegressionRow { published: *p, ours, agreement: Agreement::judge(ours, p.change) }
+            let ours = model_change_of(&main.rows[0], v + 1, "ampere-altra");
+            let ours_host = change_of(&main.rows[0], v + 1);
+            RegressionRow { published: *p, ours, ours_host, agreement: Agreement::judge(ours, p.change) }
         })
         .collect();
     let drain = compare::counter("pcp_drain_pages")?;
@@ -636,7 +653,8 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
         )?;
         sweep.push(SweepRow {
             label,
-            change: change(&o, 0),
+            change: model_change(&o, 0, "ampere-altra"),
+            change_host: change(&o, 0),
             drain_pages: PerCall::of(&o.rows[0], 1, &drain),
             pcp_high: o.variants[0].pcp_high,
             failed: o.any_failed(),
@@ -652,10 +670,13 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
         spec(&common, huge_variants(), vec![slept, p512], len, seed),
         progress("pcp-drain msleep, p:512"),
     )?;
-    let slept = change(&o2, 0);
+    let slept = model_change(&o2, 0, "ampere-altra");
+    let slept_host = change(&o2, 0);
     let slept_drain_pages = o2.rows[0].counter_per_call(1, &drain);
-    let msleep_agrees = agreement::msleep_agrees(slept, slept_drain_pages, change(&main, 0).pct, drain_pages.new);
-    let p512 = change(&o2, 1);
+    let msleep_agrees =
+        agreement::msleep_agrees(slept, slept_drain_pages, model_change(&main, 0, "ampere-altra").pct, drain_pages.new);
+    let p512 = model_change(&o2, 1, "ampere-altra");
+    let p512_host = change(&o2, 1);
     // The pcp count over time, one run each.
     let series = pcp_series(&lbl, len, seed)?;
     Ok(PcpDrain {
@@ -670,9 +691,11 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
         sweep,
         slept_p512: o2,
         slept,
+        slept_host,
         slept_drain_pages,
         msleep_agrees,
         p512,
+        p512_host,
         p512_agrees: p512.pct < 0.0,
         series,
     })
