@@ -314,6 +314,11 @@ fn pcp_drain(p: &PcpDrain) -> (String, Vec<(&'static str, String)>) {
     );
     let _ = writeln!(
         s,
+        "   why the sleep helps in the kernel's numbers (from lib/test_vmalloc.c and mm/page_alloc.c, mm/vmstat.c): test_func times the whole test function with ktime_get(), so the sleep is inside the reported time; msleep(1) sleeps at least 2 jiffies (2 ms at HZ=1000, 8 ms at HZ=250) against ~10 µs of work per iteration, which dilutes the regression to {} here (deterministic metric + 8 ms per iteration). The sleep does not take away the cause: decay_pcp_high runs only from vmstat_update, once per sysctl_stat_interval (1 s = 125 iterations with the sleep), and lowers pcp->high by an eighth per run (never below high_min, which the drains already hold it near); free_count halves on every pcp allocation whatever the time; the lazy vmap purge frees VA space, not pages (vfree frees the pages at once). The drains per iteration above stay ~96 with and without the sleep; what would remove them is pages coming back from the pcp, which the order-4 allocations never do.",
+        cell(p.slept_in_ktime)
+    );
+    let _ = writeln!(
+        s,
         "agreement (p:512): published: fix_size_alloc_test p:512 improves; ours (model) {} (host time {}) ({})",
         cell(p.p512),
         cell(p.p512_host),

@@ -56,14 +56,22 @@ pub const MODEL_RESOLUTION_PCT: f64 = 2.0;
 /// runs of modelled ns per call; marked when at least
 /// [`MODEL_RESOLUTION_PCT`].
 pub fn model_change_of(r: &RowResult, v: usize, profile: &str) -> Change {
+    model_change_plus(r, v, profile, 0.0)
+}
+
+/// The deterministic metric's mean ns per call of variant `v` of `r`.
+pub fn model_ns_per_call(r: &RowResult, v: usize, profile: &str) -> f64 {
     let costs = EventCosts::for_profile(profile);
     let prof = CostProfile::by_name(profile).unwrap_or_else(CostProfile::ampere_altra);
-    let mean = |v: usize| {
-        let s = &r.samples[v];
-        s.iter().map(|x| model::modelled_ns(&costs, &prof, &x.counters) / x.calls.max(1) as f64).sum::<f64>()
-            / s.len().max(1) as f64
-    };
-    let (b, n) = (mean(0), mean(v));
+    let s = &r.samples[v];
+    s.iter().map(|x| model::modelled_ns(&costs, &prof, &x.counters) / x.calls.max(1) as f64).sum::<f64>()
+        / s.len().max(1) as f64
+}
+
+/// [`model_change_of`] with `extra` ns per call added to both sides (time
+/// the workload's own clock counts and mmlab does not: a sleep).
+fn model_change_plus(r: &RowResult, v: usize, profile: &str, extra: f64) -> Change {
+    let (b, n) = (model_ns_per_call(r, 0, profile) + extra, model_ns_per_call(r, v, profile) + extra);
     if b <= 0.0 || r.samples[0].is_empty() || r.samples[v].is_empty() {
         return Change::NONE;
     }
@@ -577,6 +585,9 @@ pub struct PcpDrain {
     pub slept: Change,
     /// The change with the sleep, host time.
     pub slept_host: Change,
+    /// The change with the sleep, deterministic metric plus the slept time
+    /// ([`MSLEEP_1_NS`] per iteration), as test_vmalloc's clock counts it.
+    pub slept_in_ktime: Change,
     /// pcp pages drained per iteration with the sleep, huge-by-default.
     pub slept_drain_pages: f64,
     /// Whether the sleep takes away the regression's cause.
@@ -604,6 +615,12 @@ fn huge_variants() -> Vec<Variant> {
         Variant::parse("huge-by-default", "vmalloc.huge_by_default=on vmalloc.align_size_to_huge=off"),
     ]
 }
+
+/// What one `msleep(1)` sleeps at HZ=250, ns: `msecs_to_jiffies(1) + 1`
+/// = 2 jiffies = 8 ms (the emulated sleep of test_vmalloc's `msleep`).
+/// test_vmalloc's `test_func` takes `ktime_get()` around the whole test
+/// function, so a sleep in its loop is inside the reported time.
+pub const MSLEEP_1_NS: f64 = 8_000_000.0;
 
 /// Runs `reproduce pcp-drain`.
 ///
@@ -675,6 +692,7 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
     let slept_drain_pages = o2.rows[0].counter_per_call(1, &drain);
     let msleep_agrees =
         agreement::msleep_agrees(slept, slept_drain_pages, model_change(&main, 0, "ampere-altra").pct, drain_pages.new);
+    let slept_in_ktime = model_change_plus(&o2.rows[0], 1, "ampere-altra", MSLEEP_1_NS);
     let p512 = model_change(&o2, 1, "ampere-altra");
     let p512_host = change(&o2, 1);
     // The pcp count over time, one run each.
@@ -692,6 +710,7 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
         slept_p512: o2,
         slept,
         slept_host,
+        slept_in_ktime,
         slept_drain_pages,
         msleep_agrees,
         p512,
