@@ -138,7 +138,7 @@ fn reproduce_contpte_directions() {
     for z in &c.h1_zone_lock {
         assert!(z.new > z.base);
     }
-    assert!(r.text.contains("agreement (TLB)") && r.text.contains("agreement (h:1)"));
+    assert!(r.text.contains("agreement (TLB)") && r.text.contains("agreement (h:1, model)"));
 }
 
 #[test]
@@ -158,7 +158,13 @@ fn reproduce_barrier_batching_directions() {
     // One page: nothing to batch.
     let p1 = pairs("fix_size_alloc_test p:1 h:0");
     assert_eq!(p1.base, p1.new);
-    assert!(r.text.contains("M2 published") && r.text.matches("agreement: ").count() == 2, "{}", r.text);
+    assert!(
+        r.text.contains("M2 published")
+            && r.text.matches("agreement (model, ").count() == 2
+            && r.text.matches("agreement (host time): ").count() == 2,
+        "{}",
+        r.text
+    );
 }
 
 #[test]

@@ -10,10 +10,13 @@
 
 use super::Length;
 use super::agreement::{self, Agreement, H1Verdict, Tally};
+use super::model::{self, Event, EventCosts, Fit, FitRow};
 use super::published::{self, BARRIER_BATCHING, Change, PCP_DRAIN, PublishedRegression, PublishedRow, Table};
 use crate::compare::{self, CounterCol, Metric, Outcome, Row, RowResult, Spec, Variant};
 use crate::plot::Series;
+use crate::stats::Mark;
 use crate::test_vmalloc::{self, Params};
+use mmlab_engine::cost::CostProfile;
 use mmlab_engine::pgtable::{self, mmu};
 use mmlab_engine::{Gfp, Machine, MachineConfig, PAGE_SIZE};
 use mmlab_pcp::PageAllocator;
@@ -42,6 +45,64 @@ fn change(o: &Outcome, row: usize) -> Change {
 
 fn change_of(r: &RowResult, v: usize) -> Change {
     r.comparison(v, Metric::Total).map_or(Change::NONE, |c| Change::new(c.change_pct, c.mark))
+}
+
+/// The smallest change, percent, the deterministic metric calls a change
+/// (the published tables' smallest significant change is 2.34 %).
+pub const MODEL_RESOLUTION_PCT: f64 = 2.0;
+
+/// The change of variant `v` against the base on `r` under the
+/// deterministic metric of `profile` ([`model`]): the mean over the kept
+/// runs of modelled ns per call; marked when at least
+/// [`MODEL_RESOLUTION_PCT`].
+pub fn model_change_of(r: &RowResult, v: usize, profile: &str) -> Change {
+    model_change_plus(r, v, profile, 0.0)
+}
+
+/// The deterministic metric's mean ns per call of variant `v` of `r`.
+pub fn model_ns_per_call(r: &RowResult, v: usize, profile: &str) -> f64 {
+    let costs = EventCosts::for_profile(profile);
+    let prof = CostProfile::by_name(profile).unwrap_or_else(CostProfile::ampere_altra);
+    let s = &r.samples[v];
+    s.iter().map(|x| model::modelled_ns(&costs, &prof, &x.counters) / x.calls.max(1) as f64).sum::<f64>()
+        / s.len().max(1) as f64
+}
+
+/// [`model_change_of`] with `extra` ns per call added to both sides (time
+/// the workload's own clock counts and mmlab does not: a sleep).
+fn model_change_plus(r: &RowResult, v: usize, profile: &str, extra: f64) -> Change {
+    let (b, n) = (model_ns_per_call(r, 0, profile) + extra, model_ns_per_call(r, v, profile) + extra);
+    if b <= 0.0 || r.samples[0].is_empty() || r.samples[v].is_empty() {
+        return Change::NONE;
+    }
+    let pct = 100.0 * (n - b) / b;
+    let mark =
+        (pct.abs() >= MODEL_RESOLUTION_PCT).then_some(if pct < 0.0 { Mark::Improvement } else { Mark::Regression });
+    Change::new(pct, mark)
+}
+
+fn model_change(o: &Outcome, row: usize, profile: &str) -> Change {
+    model_change_of(&o.rows[row], 1, profile)
+}
+
+/// The calibration row of `r` (variant 1 against the base) for `published`.
+fn fit_row(r: &RowResult, test: &'static str, published_pct: f64, profile: &str) -> FitRow {
+    let prof = CostProfile::by_name(profile).unwrap_or_else(CostProfile::ampere_altra);
+    let zero = EventCosts::for_profile(profile).ns(Event::PageZero);
+    let per = |v: usize, f: &dyn Fn(&crate::test_vmalloc::Counters) -> f64| {
+        let s = &r.samples[v];
+        s.iter().map(|x| f(&x.counters) / x.calls.max(1) as f64).sum::<f64>() / s.len().max(1) as f64
+    };
+    let counts = |v: usize| {
+        let mut a = [0.0; 6];
+        for (slot, e) in a.iter_mut().zip(Event::FITTED) {
+            *slot = per(v, &|c| Event::count(e, c) as f64);
+        }
+        a
+    };
+    let fixed = |v: usize| per(v, &|c| model::profile_ns(&prof, c));
+    let z = |v: usize| per(v, &|c| zero * Event::count(Event::PageZero, c) as f64);
+    FitRow { test, base: counts(0), new: counts(1), fixed: (fixed(0), fixed(1)), zero: (z(0), z(1)), published_pct }
 }
 
 /// The test_vmalloc row a published label names, with quick-mode loops
@@ -112,12 +173,21 @@ fn counters(names: &[&str]) -> Result<Vec<CounterCol>, String> {
 /// What one published row of the series' table measured here.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BarrierMeasured {
-    /// Our change under the `apple-m2` profile.
+    /// Our change under the `apple-m2` profile, deterministic metric
+    /// ([`model`]); the verdict is on it.
     pub apple_m2: Change,
+    /// Measured host time (+ the profile's modelled part), apple-m2.
+    pub apple_m2_host: Change,
+    /// The verdict of the host-time change.
+    pub apple_m2_host_agreement: Agreement,
     /// Its verdict against the published M2 change.
     pub apple_m2_agreement: Agreement,
-    /// Our change under the `ampere-altra` profile.
+    /// Our change under the `ampere-altra` profile, deterministic metric.
     pub ampere_altra: Change,
+    /// Measured host time (+ the profile's modelled part), ampere-altra.
+    pub ampere_altra_host: Change,
+    /// The verdict of the host-time change.
+    pub ampere_altra_host_agreement: Agreement,
     /// Its verdict against the published Altra change.
     pub ampere_altra_agreement: Agreement,
     /// Mean time per call before the series, ampere-altra profile, ns.
@@ -149,6 +219,18 @@ pub struct BarrierBatching {
     pub apple_m2: Tally,
     /// The verdicts on Ampere Altra, summed.
     pub ampere_altra: Tally,
+    /// The host-time verdicts on Apple M2, summed.
+    pub apple_m2_host: Tally,
+    /// The host-time verdicts on Ampere Altra, summed.
+    pub ampere_altra_host: Tally,
+    /// The calibration rows (Apple M2 column).
+    pub fit_rows: Vec<FitRow>,
+    /// The shipped `apple-m2` costs on this run's calibration rows.
+    pub shipped: Fit,
+    /// The costs refitted on this run's calibration rows.
+    pub refit: Fit,
+    /// The Altra column predicted with the shipped costs (not refitted).
+    pub altra_predicted: Fit,
     /// The apple-m2 comparison.
     pub m2_outcome: Outcome,
     /// The ampere-altra comparison.
@@ -189,21 +271,33 @@ pub fn barrier_batching(len: Length, seed: u64) -> Result<BarrierBatching, Strin
     )?;
     let pairs = compare::counter("barrier_pairs")?;
     let (mut t_m2, mut t_altra) = (Tally::default(), Tally::default());
+    let (mut th_m2, mut th_altra) = (Tally::default(), Tally::default());
+    let (mut fit_rows, mut altra_rows) = (Vec::new(), Vec::new());
     let mut out = Vec::new();
     for (i, p) in table.rows.iter().enumerate() {
         let barrier_pairs = PerCall::of(&m2.rows[i], 1, &pairs);
         let measured = if let Some((_, f)) = m2.rows[i].failure().or(altra.rows[i].failure()) {
             Err(f.to_string())
         } else {
-            let (c_m2, c_al) = (change(&m2, i), change(&altra, i));
+            let (c_m2, c_al) = (model_change(&m2, i, "apple-m2"), model_change(&altra, i, "ampere-altra"));
             let (a_m2, a_al) = (Agreement::judge(c_m2, p.apple_m2), Agreement::judge(c_al, p.ampere_altra));
             t_m2.add(p.test, a_m2);
             t_altra.add(p.test, a_al);
+            let (h_m2, h_al) = (change(&m2, i), change(&altra, i));
+            let (ha_m2, ha_al) = (Agreement::judge(h_m2, p.apple_m2), Agreement::judge(h_al, p.ampere_altra));
+            th_m2.add(p.test, ha_m2);
+            th_altra.add(p.test, ha_al);
+            fit_rows.push(fit_row(&m2.rows[i], p.test, p.apple_m2.pct, "apple-m2"));
+            altra_rows.push(fit_row(&altra.rows[i], p.test, p.ampere_altra.pct, "ampere-altra"));
             Ok(BarrierMeasured {
                 apple_m2: c_m2,
                 apple_m2_agreement: a_m2,
+                apple_m2_host: h_m2,
+                apple_m2_host_agreement: ha_m2,
                 ampere_altra: c_al,
                 ampere_altra_agreement: a_al,
+                ampere_altra_host: h_al,
+                ampere_altra_host_agreement: ha_al,
                 altra_before_ns: altra.rows[i].summary(0, Metric::Total).map_or(f64::NAN, |s| s.mean),
             })
         };
@@ -215,6 +309,12 @@ pub fn barrier_batching(len: Length, seed: u64) -> Result<BarrierBatching, Strin
         rows: out,
         apple_m2: t_m2,
         ampere_altra: t_altra,
+        apple_m2_host: th_m2,
+        ampere_altra_host: th_altra,
+        shipped: model::fit_residuals(&fit_rows, model::M2_FITTED_NS),
+        refit: model::fit(&fit_rows, model::M2_FITTED_NS),
+        altra_predicted: model::fit_residuals(&altra_rows, model::M2_FITTED_NS.map(|c| c * model::ALTRA_OVER_M2)),
+        fit_rows,
         m2_outcome: m2,
         altra_outcome: altra,
     })
@@ -314,8 +414,12 @@ pub struct Contpte {
     pub h1_zone_lock: Vec<PerCall>,
     /// Rows slower with contpte.
     pub h1_regressed: usize,
-    /// The largest change, percent.
+    /// The largest change, percent, deterministic metric.
     pub h1_worst_pct: f64,
+    /// The change per h:1 row, deterministic metric.
+    pub h1_model: Vec<Change>,
+    /// The largest change of host time, percent.
+    pub h1_host_worst_pct: f64,
     /// Whether zone->lock acquisitions per call went up in every row.
     pub h1_zone_lock_up: bool,
     /// The verdict.
@@ -386,9 +490,11 @@ pub fn contpte(len: Length, seed: u64) -> Result<Contpte, String> {
     )?;
     let h1_counters = counters(&["zone_lock", "buddy_pages", "pcp_refill_pages", "pcp_free_pages", "tlbi"])?;
     let h1_zone_lock: Vec<PerCall> = h1.rows.iter().map(|r| PerCall::of(r, 1, &h1_counters[0])).collect();
-    let h1_regressed = (0..h1.rows.len()).filter(|&i| change(&h1, i).pct > 0.0).count();
+    let h1_model: Vec<Change> = (0..h1.rows.len()).map(|i| model_change(&h1, i, "ampere-altra")).collect();
+    let h1_regressed = h1_model.iter().filter(|c| c.pct > 0.0).count();
     let h1_zone_lock_up = h1_zone_lock.iter().all(|z| z.new > z.base);
-    let h1_worst_pct = (0..h1.rows.len()).map(|i| change(&h1, i).pct).fold(f64::NAN, f64::max);
+    let h1_worst_pct = h1_model.iter().map(|c| c.pct).fold(f64::NAN, f64::max);
+    let h1_host_worst_pct = (0..h1.rows.len()).map(|i| change(&h1, i).pct).fold(f64::NAN, f64::max);
     let h1_verdict = H1Verdict::judge(h1_regressed, h1.rows.len(), h1_worst_pct, h1_zone_lock_up);
     Ok(Contpte {
         tlb_entries,
@@ -399,6 +505,8 @@ pub fn contpte(len: Length, seed: u64) -> Result<Contpte, String> {
         h1_zone_lock,
         h1_regressed,
         h1_worst_pct,
+        h1_model,
+        h1_host_worst_pct,
         h1_zone_lock_up,
         h1_verdict,
     })
@@ -411,8 +519,10 @@ pub fn contpte(len: Length, seed: u64) -> Result<Contpte, String> {
 pub struct RegressionRow {
     /// The published regression.
     pub published: PublishedRegression,
-    /// Our change against mainline.
+    /// Our change against mainline, deterministic metric.
     pub ours: Change,
+    /// The change of host time.
+    pub ours_host: Change,
     /// The verdict.
     pub agreement: Agreement,
 }
@@ -422,8 +532,10 @@ pub struct RegressionRow {
 pub struct SweepRow {
     /// How the high is set, as the table labels it.
     pub label: &'static str,
-    /// Our change.
+    /// Our change, deterministic metric.
     pub change: Change,
+    /// The change of host time.
+    pub change_host: Change,
     /// pcp pages drained per iteration, mainline → huge.
     pub drain_pages: PerCall,
     /// CPU 0's pageset `(high_min, high_max)` at boot.
@@ -469,14 +581,21 @@ pub struct PcpDrain {
     pub sweep: Vec<SweepRow>,
     /// long_busy_list with msleep(1) before the vfrees, and fix_size p:512.
     pub slept_p512: Outcome,
-    /// The change with the sleep.
+    /// The change with the sleep, deterministic metric.
     pub slept: Change,
+    /// The change with the sleep, host time.
+    pub slept_host: Change,
+    /// The change with the sleep, deterministic metric plus the slept time
+    /// ([`MSLEEP_1_NS`] per iteration), as test_vmalloc's clock counts it.
+    pub slept_in_ktime: Change,
     /// pcp pages drained per iteration with the sleep, huge-by-default.
     pub slept_drain_pages: f64,
     /// Whether the sleep takes away the regression's cause.
     pub msleep_agrees: bool,
-    /// The fix_size p:512 change.
+    /// The fix_size p:512 change, deterministic metric.
     pub p512: Change,
+    /// The fix_size p:512 change, host time.
+    pub p512_host: Change,
     /// Whether p:512 improves, as published.
     pub p512_agrees: bool,
     /// Pages on the pcp lists during long_busy_list, per variant.
@@ -496,6 +615,12 @@ fn huge_variants() -> Vec<Variant> {
         Variant::parse("huge-by-default", "vmalloc.huge_by_default=on vmalloc.align_size_to_huge=off"),
     ]
 }
+
+/// What one `msleep(1)` sleeps at HZ=250, ns: `msecs_to_jiffies(1) + 1`
+/// = 2 jiffies = 8 ms (the emulated sleep of test_vmalloc's `msleep`).
+/// test_vmalloc's `test_func` takes `ktime_get()` around the whole test
+/// function, so a sleep in its loop is inside the reported time.
+pub const MSLEEP_1_NS: f64 = 8_000_000.0;
 
 /// Runs `reproduce pcp-drain`.
 ///
@@ -522,8 +647,9 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
         .iter()
         .enumerate()
         .map(|(v, p)| {
-            let ours = change_of(&main.rows[0], v + 1);
-            RegressionRow { published: *p, ours, agreement: Agreement::judge(ours, p.change) }
+            let ours = model_change_of(&main.rows[0], v + 1, "ampere-altra");
+            let ours_host = change_of(&main.rows[0], v + 1);
+            RegressionRow { published: *p, ours, ours_host, agreement: Agreement::judge(ours, p.change) }
         })
         .collect();
     let drain = compare::counter("pcp_drain_pages")?;
@@ -544,7 +670,8 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
         )?;
         sweep.push(SweepRow {
             label,
-            change: change(&o, 0),
+            change: model_change(&o, 0, "ampere-altra"),
+            change_host: change(&o, 0),
             drain_pages: PerCall::of(&o.rows[0], 1, &drain),
             pcp_high: o.variants[0].pcp_high,
             failed: o.any_failed(),
@@ -560,10 +687,14 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
         spec(&common, huge_variants(), vec![slept, p512], len, seed),
         progress("pcp-drain msleep, p:512"),
     )?;
-    let slept = change(&o2, 0);
+    let slept = model_change(&o2, 0, "ampere-altra");
+    let slept_host = change(&o2, 0);
     let slept_drain_pages = o2.rows[0].counter_per_call(1, &drain);
-    let msleep_agrees = agreement::msleep_agrees(slept, slept_drain_pages, change(&main, 0).pct, drain_pages.new);
-    let p512 = change(&o2, 1);
+    let msleep_agrees =
+        agreement::msleep_agrees(slept, slept_drain_pages, model_change(&main, 0, "ampere-altra").pct, drain_pages.new);
+    let slept_in_ktime = model_change_plus(&o2.rows[0], 1, "ampere-altra", MSLEEP_1_NS);
+    let p512 = model_change(&o2, 1, "ampere-altra");
+    let p512_host = change(&o2, 1);
     // The pcp count over time, one run each.
     let series = pcp_series(&lbl, len, seed)?;
     Ok(PcpDrain {
@@ -578,9 +709,12 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
         sweep,
         slept_p512: o2,
         slept,
+        slept_host,
+        slept_in_ktime,
         slept_drain_pages,
         msleep_agrees,
         p512,
+        p512_host,
         p512_agrees: p512.pct < 0.0,
         series,
     })

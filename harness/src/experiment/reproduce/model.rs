@@ -1,0 +1,386 @@
+//! The deterministic metric of `reproduce`: modelled kernel time as the sum
+//! over counted events of a per-event cost of the machine profile.
+//!
+//! Measured host time is the time of Rust code on a shared host; it moves
+//! from run to run and its proportions are not the kernel's. The verdicts of
+//! `reproduce` are therefore taken on this model instead: a run's counters
+//! (the engine's vm events, barriers and TLBIs by kind, grace periods, and
+//! vmalloc's calls), which are a function of the build, the settings and the
+//! seed alone, priced by an [`EventCosts`] table. Same seed, same numbers on
+//! any host. Measured host time is still printed beside it, and the two are
+//! never added.
+//!
+//! # Events and what each stands for
+//!
+//! | event | counter | kernel work priced (from the 6.12 source) |
+//! |---|---|---|
+//! | [`Event::VmapCall`] | `vmallocs + vfrees` | `__get_vm_area_node` (kmalloc of the `vm_struct`, `alloc_vmap_area`: the vmap node lock, the free-tree search and split, busy-tree insert), the page-array kmalloc/kvfree, `remove_vm_area` and the lazy-free list; the vmap node locks are here |
+//! | [`Event::Page`] | `pgalloc_normal + pgfree` | per page and direction: `prep_new_page`/`post_alloc_hook` (refcount, `set_page_private`, kasan/page-owner hooks compiled out), the page-array store, the PTE write of `vmap_pte_range` / the clear of `vunmap_pte_range`, `free_pages_prepare` and `__count_vm_events` accounting |
+//! | [`Event::PcpPage`] | `pcp_refill_pages + pcp_drain_pages` | one page moved between the buddy and a pcp list in `rmqueue_bulk` / `free_pcppages_bulk` (`__rmqueue`, list ops, `__mod_zone_page_state`) |
+//! | [`Event::BuddyPage`] | `rmqueue_buddy_pages + free_one_page_pages` | a page taken from or given to the buddy lists straight (`rmqueue_buddy`, `free_one_page`), outside the pcp |
+//! | [`Event::ZoneLock`] | `zone_lock_acquire` | one `spin_lock_irqsave(&zone->lock)` / unlock pair, uncontended |
+//! | [`Event::BuddyStep`] | `buddy_split + buddy_merge` | one `expand` halving or one `__free_one_page` merge step (buddy lookup, list unlink, `struct page` writes) |
+//! | [`Event::PageZero`] | `pgzero` | `clear_page` of 4 KiB (`dc zva`), only with `init_on_alloc` / `__GFP_ZERO` |
+//! | barriers | `dmb`/`dsb`/`isb` by option | the cost profile's barrier costs ([`mmlab_engine::cost`], cited there) |
+//! | TLBIs, completion waits, grace periods | `tlbi.modelled_ns`, `rcu.modelled_ns` | the cost profile's TLBI and grace-period costs (cited there; always modelled) |
+//!
+//! Not modelled: `init_on_alloc` zeroing is not on by default here (the
+//! posting does not give its kernel config; the counted `pgzero` is priced
+//! when a run turns it on); memcg accounting (vmalloc without
+//! `__GFP_ACCOUNT` does none); `kasan`/`page_owner` hooks (off in the
+//! distribution configs).
+//!
+//! # Where the per-event costs come from
+//!
+//! The `apple-m2` costs of [`Event::FITTED`] are fitted ([`fit`]) on the
+//! Apple M2 column of `seeds.md` §1 with the barrier, TLBI and grace-period
+//! costs held at the cost profile's cited values (which fix the scale: the
+//! published table gives only ratios). The `ampere-altra` costs are not
+//! fitted: they are the M2 costs times [`ALTRA_OVER_M2`], an estimate of the
+//! per-core speed ratio, so that the Altra column and `seeds.md` §2 are
+//! predictions. `reproduce barrier-batching` refits on every run and prints
+//! the refit beside the shipped table, with the residuals of both.
+
+use crate::test_vmalloc::Counters;
+use mmlab_engine::cost::CostProfile;
+use serde::Serialize;
+
+/// A counted event with a per-event cost (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    /// A vmalloc or vfree call: VA allocation and the vmap node locks.
+    VmapCall,
+    /// A page allocated or freed through vmalloc, its PTE and hooks.
+    Page,
+    /// A page moved between buddy and pcp lists.
+    PcpPage,
+    /// A page taken from or freed to the buddy lists straight.
+    BuddyPage,
+    /// A zone->lock acquisition.
+    ZoneLock,
+    /// A buddy split or merge step.
+    BuddyStep,
+    /// A 4 KiB page zeroed.
+    PageZero,
+}
+
+impl Event {
+    /// Every event, in table order.
+    pub const ALL: [Event; 7] = [
+        Event::VmapCall,
+        Event::Page,
+        Event::PcpPage,
+        Event::BuddyPage,
+        Event::ZoneLock,
+        Event::BuddyStep,
+        Event::PageZero,
+    ];
+    /// The events whose cost [`fit`] fits.
+    pub const FITTED: [Event; 6] =
+        [Event::VmapCall, Event::Page, Event::PcpPage, Event::BuddyPage, Event::ZoneLock, Event::BuddyStep];
+
+    /// The event's name in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Event::VmapCall => "vmap_call",
+            Event::Page => "page",
+            Event::PcpPage => "pcp_page",
+            Event::BuddyPage => "buddy_page",
+            Event::ZoneLock => "zone_lock",
+            Event::BuddyStep => "buddy_step",
+            Event::PageZero => "page_zero",
+        }
+    }
+
+    /// How many times it happened in `c`.
+    pub fn count(self, c: &Counters) -> u64 {
+        let v = &c.vm;
+        match self {
+            Event::VmapCall => c.vmalloc.vmallocs + c.vmalloc.vfrees,
+            Event::Page => v.pgalloc_normal + v.pgfree,
+            Event::PcpPage => v.pcp_refill_pages + v.pcp_drain_pages,
+            Event::BuddyPage => v.rmqueue_buddy_pages + v.free_one_page_pages,
+            Event::ZoneLock => v.zone_lock_acquire,
+            Event::BuddyStep => v.buddy_split + v.buddy_merge,
+            Event::PageZero => v.pgzero,
+        }
+    }
+}
+
+/// Where a cost comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostSource {
+    /// Fitted on a published column ([`fit`]).
+    Fitted,
+    /// A fitted cost scaled by an estimated machine ratio.
+    Scaled,
+    /// An estimate, with its reasoning in the note.
+    Estimate,
+}
+
+/// One entry of a cost table.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct EventCost {
+    pub event: Event,
+    /// ns per event.
+    pub ns: f64,
+    pub source: CostSource,
+    /// The citation or reasoning.
+    pub note: &'static str,
+}
+
+/// The per-event costs of one machine profile; barriers, TLBIs and grace
+/// periods come from its [`CostProfile`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EventCosts {
+    /// The cost profile's name.
+    pub profile: &'static str,
+    pub costs: Vec<EventCost>,
+}
+
+/// Per-core speed of the Ampere Altra (Neoverse N1, 3.0 GHz) relative to
+/// the Apple M2 (Avalanche, 3.5 GHz): an **estimate** — the same kernel
+/// code path takes this many times longer. Published single-thread SPEC
+/// CPU2017 integer scores put Apple's big cores 1.5-2x above N1 at 3 GHz;
+/// 1.6 is taken, not fitted to any seeds table.
+pub const ALTRA_OVER_M2: f64 = 1.6;
+
+/// The fitted `apple-m2` costs, ns, in [`Event::FITTED`] order, from a
+/// fit of `reproduce barrier-batching` quick mode, seed 1 (an earlier
+/// coordinate-descent solver of the same linearised objective).
+/// `reproduce barrier-batching` prints the NNLS refit of every run beside:
+/// it lands on other costs (vmap_call and zone_lock are nearly collinear
+/// with page on the M2 rows, so the column does not pin them down) with a
+/// larger rms of the percentage residuals (4.7 against 4.1 points), because
+/// it minimises the linearised condition, not the residuals themselves;
+/// these are kept. pcp_page and buddy_step fit to 0: the M2 column carries
+/// no sign of their cost.
+pub const M2_FITTED_NS: [f64; 6] = [24.0, 17.6, 0.0, 6.0, 12.4, 0.0];
+
+/// `clear_page` of 4 KiB, ns, on the M2: an **estimate** from a ~40 GB/s
+/// single-core store bandwidth with `dc zva` (4096 B / 40 B/ns ≈ 100 ns).
+pub const M2_PAGE_ZERO_NS: f64 = 100.0;
+
+impl EventCosts {
+    /// The table of the cost profile `profile` (`apple-m2`, or the Altra
+    /// for every other name: `native` models the Altra too).
+    pub fn for_profile(profile: &str) -> EventCosts {
+        let m2 = EventCosts::with_fitted("apple-m2", &M2_FITTED_NS, CostSource::Fitted);
+        if profile == "apple-m2" {
+            return m2;
+        }
+        EventCosts {
+            profile: "ampere-altra",
+            costs: m2
+                .costs
+                .iter()
+                .map(|c| EventCost {
+                    ns: c.ns * ALTRA_OVER_M2,
+                    source: CostSource::Scaled,
+                    note: "apple-m2 cost x ALTRA_OVER_M2 (estimate, not fitted)",
+                    ..*c
+                })
+                .collect(),
+        }
+    }
+
+    /// A table with `fitted` ns for [`Event::FITTED`] and the estimates
+    /// for the rest.
+    pub fn with_fitted(profile: &'static str, fitted: &[f64; 6], source: CostSource) -> EventCosts {
+        let mut costs: Vec<EventCost> = Event::FITTED
+            .iter()
+            .zip(fitted)
+            .map(|(&event, &ns)| EventCost { event, ns, source, note: "fitted on seeds.md §1, Apple M2 column" })
+            .collect();
+        costs.push(EventCost {
+            event: Event::PageZero,
+            ns: M2_PAGE_ZERO_NS,
+            source: CostSource::Estimate,
+            note: "4 KiB / ~40 GB/s dc zva store bandwidth",
+        });
+        EventCosts { profile, costs }
+    }
+
+    /// ns per `event`.
+    pub fn ns(&self, event: Event) -> f64 {
+        self.costs.iter().find(|c| c.event == event).map_or(0.0, |c| c.ns)
+    }
+
+    /// The modelled ns of the counted events of `c` alone.
+    pub fn events_ns(&self, c: &Counters) -> f64 {
+        Event::ALL.iter().map(|&e| self.ns(e) * Event::count(e, c) as f64).sum()
+    }
+}
+
+/// The profile-priced part: barriers by kind at the profile's costs, and
+/// the TLBI, completion-wait and grace-period time the engine always models.
+pub fn profile_ns(profile: &CostProfile, c: &Counters) -> f64 {
+    let b = &c.barriers;
+    let m = &profile.barriers;
+    let dmb: u64 = b.dmb.iter().zip(m.dmb).map(|(&n, ns)| n * u64::from(ns)).sum();
+    let dsb: u64 = b.dsb.iter().zip(m.dsb).map(|(&n, ns)| n * u64::from(ns)).sum();
+    (dmb + dsb + b.isb * u64::from(m.isb) + c.tlbi.modelled_ns + c.rcu.modelled_ns) as f64
+}
+
+/// The deterministic metric of a run: ns of the whole run on `profile`.
+pub fn modelled_ns(costs: &EventCosts, profile: &CostProfile, c: &Counters) -> f64 {
+    costs.events_ns(c) + profile_ns(profile, c)
+}
+
+/// One row of a calibration: per-call event counts on both sides and the
+/// published change.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FitRow {
+    pub test: &'static str,
+    /// Per call, [`Event::FITTED`] order, base side.
+    pub base: [f64; 6],
+    pub new: [f64; 6],
+    /// Profile-priced ns per call ([`profile_ns`]), base and new.
+    pub fixed: (f64, f64),
+    /// Page-zero ns per call, base and new (priced, not fitted).
+    pub zero: (f64, f64),
+    /// The published change, percent.
+    pub published_pct: f64,
+}
+
+impl FitRow {
+    /// The modelled change of this row under `c` (ns, [`Event::FITTED`]
+    /// order), percent.
+    pub fn change_pct(&self, c: &[f64; 6]) -> f64 {
+        let t = |n: &[f64; 6], fixed: f64, zero: f64| n.iter().zip(c).map(|(a, b)| a * b).sum::<f64>() + fixed + zero;
+        let (b, n) = (t(&self.base, self.fixed.0, self.zero.0), t(&self.new, self.fixed.1, self.zero.1));
+        if b > 0.0 { 100.0 * (n - b) / b } else { 0.0 }
+    }
+}
+
+/// A calibration's result.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Fit {
+    /// ns, [`Event::FITTED`] order.
+    pub costs: [f64; 6],
+    /// Modelled minus published change, percentage points, per row.
+    pub residuals: Vec<(&'static str, f64)>,
+    /// Root mean square of the residuals.
+    pub rms: f64,
+}
+
+/// Fits the [`Event::FITTED`] costs (non-negative) so that each row's
+/// modelled change matches its published change, by weighted least squares
+/// on the linearised condition `Σ c·(new − (1+p)·base) + fixed terms = 0`,
+/// each row weighted by its modelled base time (so residuals are in percent
+/// of the row), reweighted three times; solved by projected coordinate
+/// descent. The profile-priced terms are not fitted: they fix the scale.
+pub fn fit(rows: &[FitRow], start: [f64; 6]) -> Fit {
+    let mut c = start;
+    for _ in 0..4 {
+        // Design: a_r · c = y_r, weight 1 / base_r.
+        let mut a = Vec::new();
+        let mut y = Vec::new();
+        for r in rows {
+            let k = 1.0 + r.published_pct / 100.0;
+            let base: f64 = r.base.iter().zip(&c).map(|(x, w)| x * w).sum::<f64>() + r.fixed.0 + r.zero.0;
+            let w = 1.0 / base.max(1.0);
+            let mut row = [0.0; 6];
+            for (i, slot) in row.iter_mut().enumerate() {
+                *slot = w * (r.new[i] - k * r.base[i]);
+            }
+            a.push(row);
+            y.push(-w * ((r.fixed.1 + r.zero.1) - k * (r.fixed.0 + r.zero.0)));
+        }
+        c = nnls(&a, &y, &start);
+    }
+    fit_residuals(rows, c)
+}
+
+/// Non-negative least squares for 6 unknowns by active sets: solve the
+/// normal equations on the free set, pin the most negative to 0, repeat
+/// (a small ridge towards `prior` keeps costs the rows do not identify at
+/// their prior).
+fn nnls(a: &[[f64; 6]], y: &[f64], prior: &[f64; 6]) -> [f64; 6] {
+    let ridge = 1e-9;
+    let mut free = [true; 6];
+    loop {
+        let idx: Vec<usize> = (0..6).filter(|&j| free[j]).collect();
+        let n = idx.len();
+        let mut m = vec![vec![0.0; n + 1]; n];
+        for (p, &j) in idx.iter().enumerate() {
+            for (q, &k) in idx.iter().enumerate() {
+                m[p][q] = a.iter().map(|r| r[j] * r[k]).sum::<f64>() + if p == q { ridge } else { 0.0 };
+            }
+            m[p][n] = a.iter().zip(y).map(|(r, yr)| r[j] * yr).sum::<f64>() + ridge * prior[j];
+        }
+        // Gaussian elimination with partial pivoting.
+        for col in 0..n {
+            let piv = (col..n).max_by(|&x, &z| m[x][col].abs().total_cmp(&m[z][col].abs())).unwrap_or(col);
+            m.swap(col, piv);
+            let d = m[col][col];
+            if d.abs() < 1e-30 {
+                continue;
+            }
+            let pivot = m[col].clone();
+            for (r, row) in m.iter_mut().enumerate() {
+                if r != col {
+                    let f = row[col] / d;
+                    for (v, pv) in row.iter_mut().zip(&pivot).skip(col) {
+                        *v -= f * pv;
+                    }
+                }
+            }
+        }
+        let mut c = [0.0; 6];
+        for (p, &j) in idx.iter().enumerate() {
+            c[j] = if m[p][p].abs() < 1e-30 { prior[j] } else { m[p][n] / m[p][p] };
+        }
+        match (0..6).filter(|&j| free[j] && c[j] < 0.0).min_by(|&x, &z| c[x].total_cmp(&c[z])) {
+            Some(j) => free[j] = false,
+            None => return c,
+        }
+    }
+}
+
+/// The residuals of `rows` under fixed costs `c` (no fitting).
+pub fn fit_residuals(rows: &[FitRow], c: [f64; 6]) -> Fit {
+    let residuals: Vec<(&'static str, f64)> =
+        rows.iter().map(|r| (r.test, r.change_pct(&c) - r.published_pct)).collect();
+    let rms = (residuals.iter().map(|(_, e)| e * e).sum::<f64>() / residuals.len().max(1) as f64).sqrt();
+    Fit { costs: c, residuals, rms }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_recovers_costs_that_explain_the_rows() {
+        let truth = [100.0, 10.0, 30.0, 50.0, 20.0, 5.0];
+        let mk = |test, base: [f64; 6], new: [f64; 6], fixed: (f64, f64)| {
+            let mut r = FitRow { test, base, new, fixed, zero: (0.0, 0.0), published_pct: 0.0 };
+            r.published_pct = r.change_pct(&truth);
+            r
+        };
+        let rows = vec![
+            mk("a", [2.0, 2.0, 0.0, 0.0, 0.0, 0.0], [2.0, 2.0, 0.0, 0.0, 0.0, 0.0], (100.0, 50.0)),
+            mk("b", [2.0, 32.0, 1.0, 0.0, 0.1, 0.0], [2.0, 32.0, 0.0, 16.0, 1.0, 0.0], (800.0, 100.0)),
+            mk("c", [2.0, 8.0, 0.2, 0.0, 0.1, 0.1], [2.0, 8.0, 1.0, 1.0, 0.5, 2.0], (200.0, 200.0)),
+            mk("d", [2.0, 512.0, 8.0, 0.0, 1.0, 0.0], [2.0, 512.0, 30.0, 0.0, 3.0, 4.0], (9000.0, 1000.0)),
+            mk("e", [2.0, 1.0, 0.0, 1.0, 1.0, 3.0], [2.0, 1.0, 0.0, 2.0, 2.0, 6.0], (30.0, 30.0)),
+            mk("f", [2.0, 128.0, 0.0, 0.0, 0.0, 0.0], [2.0, 128.0, 4.0, 8.0, 2.0, 1.0], (2000.0, 300.0)),
+        ];
+        let f = fit(&rows, [50.0; 6]);
+        assert!(f.rms < 0.5, "the rows are explained: rms {}", f.rms);
+        assert!(f.costs.iter().all(|&c| c >= 0.0));
+    }
+
+    #[test]
+    fn altra_is_the_m2_table_scaled() {
+        let (m2, al) = (EventCosts::for_profile("apple-m2"), EventCosts::for_profile("ampere-altra"));
+        for e in Event::ALL {
+            assert!((al.ns(e) - ALTRA_OVER_M2 * m2.ns(e)).abs() < 1e-9, "{e:?}");
+        }
+        let c = Counters::default();
+        assert_eq!(modelled_ns(&m2, &CostProfile::apple_m2(), &c), 0.0);
+        assert!(serde_json::to_string(&al).unwrap().contains("\"scaled\""));
+    }
+}

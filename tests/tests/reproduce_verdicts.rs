@@ -1,0 +1,81 @@
+//! `reproduce` verdicts on the deterministic metric (counted events times
+//! per-event costs, `reproduce::model`): two runs with different seeds give
+//! the same agreement word on every row, and the metric is a function of
+//! the counters alone. Host time is printed by the reproductions and never
+//! asserted here.
+
+use mmlab_harness::reproduce::model::{self, Event, EventCosts};
+use mmlab_harness::reproduce::{self, Length};
+
+/// A tenth of quick mode's loops, two runs a side.
+const SHORT: Length = Length { loops_pct: 10, repeats: 2 };
+/// A fiftieth: pcp-drain runs eleven comparisons.
+const SHORTER: Length = Length { loops_pct: 2, repeats: 2 };
+
+fn under_emulation() -> bool {
+    std::env::var("MMLAB_TEST_SCALE").is_ok_and(|v| v != "1")
+}
+
+#[test]
+fn barrier_batching_words_do_not_move_with_the_seed() {
+    if under_emulation() {
+        eprintln!("skipped under MMLAB_TEST_SCALE: too slow for qemu; the x86_64 leg runs it");
+        return;
+    }
+    let words = |seed| {
+        let r = reproduce::by_name("barrier-batching", SHORT, seed).unwrap();
+        let b = r.barrier_batching().unwrap();
+        assert!(r.text.contains("-- calibration") && r.text.contains("rms: M2 shipped"));
+        // The shipped costs explain the calibration column within a few points.
+        assert!(b.shipped.rms < 8.0, "rms {}", b.shipped.rms);
+        b.rows
+            .iter()
+            .map(|row| {
+                let m = row.measured.as_ref().unwrap();
+                (row.published.test, m.apple_m2_agreement, m.ampere_altra_agreement)
+            })
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (words(1), words(2));
+    assert_eq!(a.len(), 19);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn pcp_drain_and_contpte_words_do_not_move_with_the_seed() {
+    if under_emulation() {
+        eprintln!("skipped under MMLAB_TEST_SCALE: too slow for qemu; the x86_64 leg runs it");
+        return;
+    }
+    let words = |seed| {
+        let r = reproduce::by_name("pcp-drain", SHORTER, seed).unwrap();
+        let p = r.pcp_drain().unwrap();
+        let c = reproduce::by_name("contpte", SHORTER, seed).unwrap();
+        let c = c.contpte().unwrap();
+        (
+            p.regressions.iter().map(|r| r.agreement).collect::<Vec<_>>(),
+            p.sweep.iter().map(|r| r.change.mark).collect::<Vec<_>>(),
+            (p.msleep_agrees, p.p512_agrees, p.cause_agrees),
+            (c.h1_verdict, c.h1_regressed),
+        )
+    };
+    let a = words(1);
+    assert_eq!(a, words(2));
+    // The published long_busy_list regressions are predicted (not fitted).
+    assert!(a.0.iter().all(|w| *w == reproduce::Agreement::Agrees), "{:?}", a.0);
+}
+
+#[test]
+fn the_metric_is_the_counters_priced() {
+    let m2 = EventCosts::for_profile("apple-m2");
+    let mut c = mmlab_harness::test_vmalloc::Counters::default();
+    c.vm.pgalloc_normal = 10;
+    c.vm.pgfree = 10;
+    c.vm.zone_lock_acquire = 3;
+    let ns = model::modelled_ns(&m2, &mmlab_engine::cost::CostProfile::apple_m2(), &c);
+    let want = 20.0 * m2.ns(Event::Page) + 3.0 * m2.ns(Event::ZoneLock);
+    assert!((ns - want).abs() < 1e-9, "{ns} vs {want}");
+    c.barriers.isb = 2;
+    let with = model::modelled_ns(&m2, &mmlab_engine::cost::CostProfile::apple_m2(), &c);
+    assert!(with > ns, "barriers are priced at the profile's cost");
+}
