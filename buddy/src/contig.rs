@@ -202,7 +202,7 @@ impl LockedZone<'_, '_> {
             scan.pages_prepped += nr;
         }
         scan.ranges_allocated += 1;
-        self.cpu.count(VmEvent::PgallocNormal, nr);
+        self.cpu.count(VmEvent::pgalloc(self.zone.name), nr);
         Ok(())
     }
 }

@@ -300,7 +300,7 @@ fn boot_allocator<'m>(m: &'m Machine, ac: AllocatorConfig) -> Result<PageAllocat
 /// Run the seeded workload over every CPU, leaving its pages allocated.
 fn run_workload(m: &Machine, pa: &PageAllocator<'_>, ops: u64, seed: u64) -> Result<(), String> {
     let cpus = m.all_cpus().map_err(|e| e.to_string())?;
-    let wl = RandomWorkload::new(ops, seed, pa.zone().managed_pages() / 2);
+    let wl = RandomWorkload::new(ops, seed, pa.managed_pages() / 2);
     wl.run(pa, &cpus, |_| {});
     Ok(())
 }
@@ -617,7 +617,11 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
             mmlab_hugetlb::sysfs::sysfs_listing(&ht.sysfs())
         }
         StatFile::Buddyinfo => page_workload().map(|()| procfs::buddyinfo(&pa))?,
-        StatFile::Zoneinfo => page_workload().map(|()| procfs::zoneinfo(&pa))?,
+        StatFile::Zoneinfo => {
+            page_workload()?;
+            let hugetlb_pages = ht.meminfo().hugetlb_kb / (mmlab_engine::PAGE_SIZE >> 10);
+            procfs::zoneinfo_with(&pa, &procfs::Vmstat::collect(&m.vm_events(), &pa, 0, hugetlb_pages))
+        }
         StatFile::Pagetypeinfo => page_workload().map(|()| procfs::pagetypeinfo(&pa))?,
         StatFile::Vmstat => {
             page_workload()?;

@@ -160,7 +160,7 @@ pub fn mmlab_files(c: &Configs) -> Result<MmlabFiles, String> {
     let files = BTreeMap::from([
         ("proc_meminfo", meminfo.to_string()),
         ("proc_vmstat", vmstat.to_string()),
-        ("proc_zoneinfo", procfs::zoneinfo(&pa)),
+        ("proc_zoneinfo", procfs::zoneinfo_with(&pa, &vmstat)),
         ("proc_buddyinfo", procfs::buddyinfo(&pa)),
         ("proc_pagetypeinfo", procfs::pagetypeinfo(&pa)),
     ]);

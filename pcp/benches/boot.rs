@@ -60,7 +60,7 @@ fn report(mem: &str) {
         lm.host_ns as f64 / 1e9,
         hwm as f64 / 1024.0,
         before as f64 / 1024.0,
-        pa.zone().managed_pages(),
+        pa.managed_pages(),
         c.pgtable_pte,
         c.pgtable_pmd,
         c.pgtable_pud,

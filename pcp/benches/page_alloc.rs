@@ -203,7 +203,7 @@ fn report_rss(mem: &str) {
         before as f64 / 1024.0,
         hwm as f64 / 1024.0,
         took.as_secs_f64(),
-        pa.zone().managed_pages()
+        pa.managed_pages()
     );
     drop(pa);
     drop(m);

@@ -184,8 +184,7 @@ impl<'m> PageAllocator<'m> {
     /// machine whose RAM is all DMA it is not set.
     #[inline]
     fn alloc_flags_nofragment(&self, gfp: Gfp) -> AllocFlags {
-        let highest = mmlab_buddy::zones::gfp_zone(gfp).unwrap_or(mmlab_engine::mm::ZoneType::Normal);
-        let preferred = mmlab_buddy::zones::preferred_zone(&self.zonelist, highest);
+        let preferred = self.zonelist.get(self.first_zone[highest_zoneidx(gfp)] as usize).copied();
         if mmlab_buddy::zones::alloc_nofragment(preferred) { AllocFlags::NOFRAGMENT } else { AllocFlags::default() }
     }
 
@@ -214,7 +213,11 @@ impl<'m> PageAllocator<'m> {
         page
     }
 
-    /// One pass of `get_page_from_freelist()` over the only zone.
+    /// One pass of `get_page_from_freelist()`: the zonelist from the first
+    /// zone not above `gfp_zone(gfp)` (`for_next_zone_zonelist_nodemask`),
+    /// each zone's watermark checked with its `lowmem_reserve` against that
+    /// zone index, the first zone that passes and has a block wins. One node,
+    /// so ALLOC_NOFRAGMENT never moves to a remote node.
     #[inline(always)]
     fn get_page_from_freelist(
         &self,
@@ -224,51 +227,89 @@ impl<'m> PageAllocator<'m> {
         alloc_flags: AllocFlags,
         mt: Migratetype,
     ) -> Option<Pfn> {
-        let z = &self.zone;
         let highest_zoneidx = highest_zoneidx(gfp);
-        let mut ok = false;
-        if !z.test_flag(ZoneFlag::BelowHigh) {
-            if z.zone_watermark_fast(order, z.high_wmark_pages(), highest_zoneidx, alloc_flags) {
-                ok = true;
-            } else {
-                z.set_flag(ZoneFlag::BelowHigh);
+        let first = self.first_zone[highest_zoneidx] as usize;
+        for &zt in &self.zonelist[first..] {
+            let zi = zt as usize;
+            let z = self.zone_at(zi);
+            let mut ok = false;
+            if !z.test_flag(ZoneFlag::BelowHigh) {
+                if z.zone_watermark_fast(order, z.high_wmark_pages(), highest_zoneidx, alloc_flags) {
+                    ok = true;
+                } else {
+                    z.set_flag(ZoneFlag::BelowHigh);
+                }
             }
+            if !ok
+                && !alloc_flags.has(AllocFlags::NO_WATERMARKS)
+                && !z.zone_watermark_fast(order, z.wmark_pages(alloc_flags.wmark()), highest_zoneidx, alloc_flags)
+            {
+                continue;
+            }
+            let Some(pfn) = self.rmqueue(cpu, zi, order, alloc_flags, mt) else { continue };
+            self.prep_new_page(cpu, pfn, order, gfp, mt);
+            if alloc_flags.has(AllocFlags::HIGHATOMIC) && order > 0 {
+                z.lock(cpu).reserve_highatomic_pageblock(pfn, order);
+            }
+            return Some(pfn);
         }
-        if !ok
-            && !alloc_flags.has(AllocFlags::NO_WATERMARKS)
-            && !z.zone_watermark_fast(order, z.wmark_pages(alloc_flags.wmark()), highest_zoneidx, alloc_flags)
-        {
-            return None;
-        }
-        let pfn = self.rmqueue(cpu, order, alloc_flags, mt)?;
-        self.prep_new_page(cpu, pfn, order, gfp, mt);
-        if alloc_flags.has(AllocFlags::HIGHATOMIC) && order > 0 {
-            self.zone.lock(cpu).reserve_highatomic_pageblock(pfn, order);
-        }
-        Some(pfn)
+        None
     }
 
-    /// `rmqueue()`: the pcp for cacheable orders, else (or on failure) the buddy.
+    /// `rmqueue()`: the pcp of zone `zi` for cacheable orders, else (or on
+    /// failure) the zone's buddy lists.
     #[inline(always)]
-    fn rmqueue(&self, cpu: &Cpu<'m>, order: u32, alloc_flags: AllocFlags, mt: Migratetype) -> Option<Pfn> {
+    fn rmqueue(&self, cpu: &Cpu<'m>, zi: usize, order: u32, alloc_flags: AllocFlags, mt: Migratetype) -> Option<Pfn> {
+        let z = self.zone_at(zi);
         let mut page = None;
         if pcp_allowed_order(order) {
-            page = self.rmqueue_pcplist(cpu, order, mt, alloc_flags);
+            page = self.rmqueue_pcplist(cpu, zi, order, mt, alloc_flags);
         }
         if page.is_none() {
-            let mut z = self.zone.lock(cpu);
-            page = z.rmqueue_buddy(order, mt, alloc_flags);
-            drop(z);
+            let mut lz = z.lock(cpu);
+            page = lz.rmqueue_buddy(order, mt, alloc_flags);
+            drop(lz);
             if page.is_some() {
-                cpu.count(VmEvent::PgallocNormal, 1 << order);
+                cpu.count(VmEvent::pgalloc(z.zone_type()), 1 << order);
                 cpu.count(VmEvent::RmqueueBuddyPages, 1 << order);
             }
         }
-        if alloc_flags.has(AllocFlags::KSWAPD) && self.zone.test_flag(ZoneFlag::BoostedWatermark) {
-            self.zone.clear_flag(ZoneFlag::BoostedWatermark);
-            self.zone.wakeup_kswapd();
+        if alloc_flags.has(AllocFlags::KSWAPD) && z.test_flag(ZoneFlag::BoostedWatermark) {
+            z.clear_flag(ZoneFlag::BoostedWatermark);
+            z.wakeup_kswapd();
         }
         page
+    }
+
+    /// `unreserve_highatomic_pageblock()`: give back a highatomic reserve
+    /// in the first zone of the zonelist (from `gfp_zone(gfp)`) that has one.
+    fn unreserve_highatomic_pageblock(&self, cpu: &Cpu<'m>, gfp: Gfp, mt: Migratetype, force: bool) {
+        let first = self.first_zone[highest_zoneidx(gfp)] as usize;
+        for &zt in &self.zonelist[first..] {
+            if self.zone_at(zt as usize).lock(cpu).unreserve_highatomic_pageblock(mt, force) {
+                return;
+            }
+        }
+    }
+
+    /// `alloc_contig_pages()`'s zone walk: `f` on each zone of the zonelist
+    /// from `gfp_zone(gfp)` down, the first success wins; else the last
+    /// zone's error.
+    pub(crate) fn alloc_contig_pages_zones(
+        &self,
+        gfp: Gfp,
+        mut f: impl FnMut(&mmlab_buddy::Zone<'m>) -> Result<Pfn, ContigError>,
+    ) -> Result<Pfn, ContigError> {
+        let first = self.first_zone[highest_zoneidx(gfp)] as usize;
+        let mut err = ContigError::NoRange { nr_pages: 0 };
+        for &zt in &self.zonelist[first..] {
+            match f(self.zone_at(zt as usize)) {
+                Ok(p) => return Ok(p),
+                Err(e @ (ContigError::NoRange { .. } | ContigError::Busy { .. })) => err = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(err)
     }
 
     /// `prep_new_page()`: refcount 1, the allocation recorded, zeroed for
@@ -311,7 +352,7 @@ impl<'m> PageAllocator<'m> {
         if can_direct_reclaim && !(costly && gfp.contains(Gfp::__GFP_NORETRY)) {
             // __alloc_pages_direct_reclaim() with nothing to reclaim: give up
             // a highatomic reserve, drain every pcp, retry once.
-            self.zone.lock(cpu).unreserve_highatomic_pageblock(mt, false);
+            self.unreserve_highatomic_pageblock(cpu, gfp, mt, false);
             self.drain_all_pages(cpu);
             if let Some(p) = self.get_page_from_freelist(cpu, gfp, order, flags, mt) {
                 return Some(p);
@@ -321,7 +362,7 @@ impl<'m> PageAllocator<'m> {
             // The kernel would loop (and OOM-kill); mmlab tries the reserves
             // once and reports failure rather than hang.
             let f = flags | AllocFlags::MIN_RESERVE | AllocFlags::NON_BLOCK;
-            self.zone.lock(cpu).unreserve_highatomic_pageblock(mt, true);
+            self.unreserve_highatomic_pageblock(cpu, gfp, mt, true);
             if let Some(p) = self.get_page_from_freelist(cpu, gfp, order, f, mt) {
                 return Some(p);
             }
@@ -357,19 +398,27 @@ impl<'m> PageAllocator<'m> {
         if gfp.contains(Gfp::__GFP_KSWAPD_RECLAIM) {
             alloc_flags |= AllocFlags::KSWAPD;
         }
-        let z = &self.zone;
+        // The first zone of the zonelist with room for the whole batch
+        // above its mark (`for_each_zone_zonelist_nodemask` of the bulk path).
         let highest_zoneidx = highest_zoneidx(gfp);
-        let single = missing == 1
-            || !z.zone_watermark_fast(0, z.wmark_pages(alloc_flags.wmark()) + missing, highest_zoneidx, alloc_flags);
-        if !single {
-            if let Some(mut pcp) = self.pcp[cpu.id()].try_lock() {
+        let first = self.first_zone[highest_zoneidx] as usize;
+        let zone = if missing == 1 {
+            None
+        } else {
+            self.zonelist[first..].iter().map(|&zt| zt as usize).find(|&zi| {
+                let z = self.zone_at(zi);
+                z.zone_watermark_fast(0, z.wmark_pages(alloc_flags.wmark()) + missing, highest_zoneidx, alloc_flags)
+            })
+        };
+        if let Some(zi) = zone {
+            if let Some(mut pcp) = self.pcp_of(zi, cpu.id()).try_lock() {
                 let mut nr_account = 0u64;
                 while nr_populated < nr {
                     if array[nr_populated].is_some() {
                         nr_populated += 1;
                         continue;
                     }
-                    let Some(pfn) = self.rmqueue_pcplist_locked(cpu, &mut pcp, 0, mt, alloc_flags) else {
+                    let Some(pfn) = self.rmqueue_pcplist_locked(cpu, zi, &mut pcp, 0, mt, alloc_flags) else {
                         break;
                     };
                     nr_account += 1;
@@ -379,7 +428,7 @@ impl<'m> PageAllocator<'m> {
                 }
                 drop(pcp);
                 if nr_account > 0 {
-                    cpu.count(VmEvent::PgallocNormal, nr_account);
+                    cpu.count(VmEvent::pgalloc(self.zone_at(zi).zone_type()), nr_account);
                     self.after_op();
                     return nr_populated;
                 }
@@ -506,19 +555,21 @@ impl<'m> PageAllocator<'m> {
         let m = self.m;
         // free_pages_prepare()
         trace::mm_page_free(cpu.id(), m.trace_clock(), m.memmap().page_va(pfn), pfn.0, order);
+        let zi = self.page_zone_idx(pfn);
+        let z = self.zone_at(zi);
         if !pcp_allowed_order(order) {
-            self.zone.free_one_page(cpu, pfn, order, Fpi::NONE);
+            z.free_one_page(cpu, pfn, order, Fpi::NONE);
             return;
         }
-        let mut mt = self.zone.pageblock_migratetype(pfn);
+        let mut mt = z.pageblock_migratetype(pfn);
         if mt as usize >= MIGRATE_PCPTYPES {
             mt = Migratetype::Movable;
         }
-        match self.pcp[cpu.id()].try_lock() {
-            Some(pcp) => self.free_frozen_page_commit(cpu, pcp, pfn, page, mt, order),
+        match self.pcp_of(zi, cpu.id()).try_lock() {
+            Some(pcp) => self.free_frozen_page_commit(cpu, zi, pcp, pfn, page, mt, order),
             None => {
                 cpu.count(VmEvent::PcpTrylockFail, 1);
-                self.zone.free_one_page(cpu, pfn, order, Fpi::NONE);
+                z.free_one_page(cpu, pfn, order, Fpi::NONE);
             }
         }
     }
@@ -557,7 +608,7 @@ impl<'m> PageAllocator<'m> {
             return Err(ContigError::ForeignCpu { cpu: cpu.id() });
         }
         self.drain_all_pages(cpu);
-        let r = self.zone.alloc_contig_pages(cpu, nr, gfp_mt(gfp));
+        let r = self.alloc_contig_pages_zones(gfp, |z| z.alloc_contig_pages(cpu, nr, gfp_mt(gfp)));
         self.after_op();
         r
     }
@@ -572,7 +623,13 @@ impl<'m> PageAllocator<'m> {
             return Err(ContigError::ForeignCpu { cpu: cpu.id() });
         }
         self.drain_all_pages(cpu);
-        let r = self.zone.alloc_contig_range(cpu, start, nr, gfp_mt(gfp));
+        // The range must lie in one zone (`alloc_contig_range` works on
+        // `page_zone(pfn_to_page(start))`).
+        let r = if !self.m.memmap().pfn_valid(start) {
+            Err(ContigError::OutOfRange { start, nr_pages: nr })
+        } else {
+            self.page_zone(start).alloc_contig_range(cpu, start, nr, gfp_mt(gfp))
+        };
         self.after_op();
         r
     }
@@ -631,7 +688,7 @@ impl<'m> PageAllocator<'m> {
         p.clear_flag(mmlab_engine::page::pg::PG_RESERVED);
         p.set_refcount(1);
         p.set_ext(PageExt::Alloc(0, Migratetype::Unmovable));
-        self.zone.adjust_managed_page_count(1);
+        self.page_zone(pfn).adjust_managed_page_count(1);
         self.free_pages(cpu, pfn, 0)
     }
 }

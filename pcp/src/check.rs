@@ -35,10 +35,19 @@ impl PageAllocator<'_> {
             seen[i..i + len].fill(true);
             Ok(())
         };
-        for (pfn, order) in self.zone.check_free_lists()? {
-            mark(&mut seen, pfn, order, "free block")?;
+        for (zi, z) in self.node.zones().iter().enumerate() {
+            for (pfn, order) in z.check_free_lists()? {
+                mark(&mut seen, pfn, order, "free block")?;
+                if self.page_zone_idx(pfn) != zi {
+                    return Err(format!(
+                        "free block {pfn} is on the lists of zone {zi} but its page says zone {}",
+                        self.page_zone_idx(pfn)
+                    ));
+                }
+            }
         }
-        for (cpu, pcp) in self.pcp.iter().enumerate() {
+        for (i, pcp) in self.pcp.iter().enumerate() {
+            let (zi, cpu) = (i / self.nr_cpus, i % self.nr_cpus);
             let pcp = pcp.lock();
             let mut pages = 0i64;
             for pindex in 0..NR_PCP_LISTS {
@@ -57,6 +66,9 @@ impl PageAllocator<'_> {
                         return Err(format!("cpu {cpu} pcp list {pindex}: pfn {pfn} not aligned to order {order}"));
                     }
                     mark(&mut seen, pfn, order, "pcp block")?;
+                    if self.page_zone_idx(pfn) != zi {
+                        return Err(format!("cpu {cpu} pcp list {pindex} of zone {zi}: pfn {pfn} is in another zone"));
+                    }
                     pages += 1 << order;
                 }
             }

@@ -32,13 +32,9 @@ pub struct AllocatorConfig {
     /// `min_free_kbytes` at the square-root value; `always` (Debian's
     /// default) and `madvise` start khugepaged, whose
     /// `set_recommended_min_free_kbytes()` raises it (45,056 kB on the 4 GiB
-    /// virt machine, as the real kernel reports).
-    ///
-    /// Interim default `never`: the allocator still runs one zone, so the
-    /// raise would land in that zone's min whole, and every hand-derived
-    /// pcp/watermark number in the tests and outputs moves with it; the
-    /// default becomes `always` with the zone split (issue 13). Serialised
-    /// when not the default.
+    /// virt machine, as the real kernel reports). Default `always`, as
+    /// Debian's arm64 config (`CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS`).
+    /// Serialised when not the default.
     #[serde(skip_serializing_if = "Thp::is_default")]
     pub transparent_hugepage: Thp,
     /// Last-level cache bytes per CPU, for `PCPF_FREE_HIGH_BATCH`
@@ -56,18 +52,19 @@ pub struct AllocatorConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Thp {
-    /// THP for every anonymous mapping (CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS).
+    /// THP for every anonymous mapping (CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS,
+    /// Debian's default).
+    #[default]
     Always,
     /// THP only in `MADV_HUGEPAGE` regions; khugepaged still runs.
     Madvise,
-    /// THP off: khugepaged does not start (mmlab's interim default).
-    #[default]
+    /// THP off: khugepaged does not start.
     Never,
 }
 
 impl Thp {
     fn is_default(&self) -> bool {
-        *self == Thp::Never
+        *self == Thp::Always
     }
     /// `hugepage_pmd_enabled()`: whether khugepaged runs and raises
     /// `min_free_kbytes`.
@@ -125,7 +122,7 @@ impl AllocatorConfig {
         Knob {
             key: "transparent_hugepage",
             values: "always|madvise|never",
-            summary: "always|madvise|never (default never for now); always adds khugepaged's min_free_kbytes raise",
+            summary: "always|madvise|never (default always, as Debian's); always and madvise add khugepaged's min_free_kbytes raise",
             kernel: KernelName::BootParam("transparent_hugepage= (set_recommended_min_free_kbytes() when not never)"),
             set: set_thp,
         },
@@ -242,11 +239,11 @@ mod tests {
             serde_json::to_string(&c).unwrap(),
             r#"{"rules":"7.2","percpu_pagelist_high_fraction":0,"high_override":64,"min_free_kbytes":null}"#
         );
-        let c = set("transparent_hugepage=always").unwrap();
-        assert_eq!(c.transparent_hugepage, Thp::Always);
-        assert!(c.transparent_hugepage.hugepage_pmd_enabled() && !Thp::Never.hugepage_pmd_enabled());
+        let c = set("transparent_hugepage=never").unwrap();
+        assert_eq!(c.transparent_hugepage, Thp::Never);
+        assert!(!c.transparent_hugepage.hugepage_pmd_enabled() && Thp::Always.hugepage_pmd_enabled());
         assert!(
-            serde_json::to_string(&c).unwrap().ends_with(r#""min_free_kbytes":null,"transparent_hugepage":"always"}"#)
+            serde_json::to_string(&c).unwrap().ends_with(r#""min_free_kbytes":null,"transparent_hugepage":"never"}"#)
         );
         assert_eq!(
             set("transparent_hugepage=sometimes").unwrap_err(),

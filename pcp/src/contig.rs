@@ -39,7 +39,7 @@ impl<'m> PageAllocator<'m> {
         }
         self.drain_all_pages(cpu);
         let comp = gfp.contains(Gfp::__GFP_COMP);
-        let r = self.zone.alloc_contig_pages_scan(cpu, nr, gfp_mt(gfp), comp, scan);
+        let r = self.alloc_contig_pages_zones(gfp, |z| z.alloc_contig_pages_scan(cpu, nr, gfp_mt(gfp), comp, scan));
         self.after_op();
         r
     }

@@ -53,7 +53,7 @@
 //! cfg.set("percpu_pagelist_high_fraction", "8")?; // as `--set` would
 //! let pa = PageAllocator::boot(&m, cfg)?;
 //! let cpu = m.cpu(0)?;
-//! let free = |pa: &PageAllocator<'_>| pa.zone().nr_free_pages() + pa.pcp_pages();
+//! let free = |pa: &PageAllocator<'_>| pa.nr_free_pages() + pa.pcp_pages();
 //! let before = free(&pa);
 //!
 //! // The first allocation refills CPU 0's pcp list from the buddy lists.
@@ -91,8 +91,10 @@ pub const MIN_FREE_KBYTES_MAX: u64 = i32::MAX as u64;
 pub use sizing::{MIN_PERCPU_PAGELIST_HIGH_FRACTION, PCP_BATCH_SCALE_MAX, zone_batchsize, zone_highsize};
 
 use crossbeam::utils::CachePadded;
-use mmlab_buddy::Zone;
+use mmlab_buddy::zones::NR_ZONE_TYPES;
+use mmlab_buddy::{NodeZones, Zone};
 use mmlab_engine::layout::KERNEL_DATA_LISTS;
+use mmlab_engine::mm::ZoneType;
 use mmlab_engine::sync::SpinLock;
 use mmlab_engine::{Cpu, Machine, PAGE_SHIFT};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
@@ -132,12 +134,17 @@ impl std::fmt::Display for SysctlError {
 }
 impl std::error::Error for SysctlError {}
 
-/// The page allocator of one machine: its zone and every CPU's pcp.
+/// The page allocator of one machine: the zones of its node and every
+/// (zone, CPU) pageset.
 #[derive(Debug)]
 pub struct PageAllocator<'m> {
     pub(crate) m: &'m Machine,
-    pub(crate) zone: Zone<'m>,
+    /// `NODE_DATA(0)->node_zones[]`.
+    pub(crate) node: NodeZones<'m>,
+    /// `zone->per_cpu_pageset` of every zone: `pcp[zone_idx * nr_cpus + cpu]`
+    /// (unpopulated zones keep the boot pageset, never used).
     pub(crate) pcp: Box<[CachePadded<SpinLock<PerCpuPages>>]>,
+    pub(crate) nr_cpus: usize,
     pub(crate) rules: KernelRules,
     high_fraction: AtomicU32,
     llc_bytes_per_cpu: u64,
@@ -145,17 +152,23 @@ pub struct PageAllocator<'m> {
     debug_checks: AtomicBool,
     /// `fail_page_alloc`.
     fail_page_alloc: fault::FailPageAlloc,
-    /// The node's ZONELIST_FALLBACK zonelist as the machine's zone layout
-    /// gives it (zones with present pages, highest first): it decides
-    /// `alloc_flags_nofragment()`. The allocator itself still runs one zone.
-    pub(crate) zonelist: Vec<mmlab_engine::mm::ZoneType>,
+    /// The node's ZONELIST_FALLBACK zonelist: zones with managed pages,
+    /// highest first (`build_zonerefs_node`).
+    pub(crate) zonelist: Vec<ZoneType>,
+    /// `first_zones_zonelist()` per `highest_zoneidx`: the index in
+    /// `zonelist` of the first zone not above it (`zonelist.len()` if none).
+    pub(crate) first_zone: [u8; NR_ZONE_TYPES],
+    /// The `min_free_kbytes` in force.
+    min_free_kbytes: std::sync::atomic::AtomicU64,
 }
 
 impl<'m> PageAllocator<'m> {
     /// Bring the page allocator up on a booted machine: free memblock's
-    /// unreserved memory into the buddy lists (`memblock_free_all`), compute
-    /// `min_free_kbytes` and the watermarks (`init_per_zone_wmark_min`), and
-    /// size every CPU's pageset (`setup_per_cpu_pageset`).
+    /// unreserved memory into the buddy lists of each frame's zone
+    /// (`memblock_free_all`), compute `min_free_kbytes`, the watermarks and
+    /// the lowmem reserves (`init_per_zone_wmark_min`, with khugepaged's
+    /// raise when THP is enabled), and size every zone's pagesets
+    /// (`setup_per_cpu_pageset`).
     ///
     /// # Errors
     /// A bad `percpu_pagelist_high_fraction` or `min_free_kbytes`; CPU 0's handle held
@@ -173,45 +186,43 @@ impl<'m> PageAllocator<'m> {
         // Boot work runs on the boot CPU; take it before anything is
         // claimed, so that a busy CPU 0 leaves the machine bootable.
         let cpu0 = m.cpu(0).map_err(|_| SysctlError::BootCpuBusy)?;
-        // Before the zone and the pagesets are set up: they write list
+        // Before the zones and the pagesets are set up: they write list
         // heads at fixed kernel addresses that a live allocator uses.
         if !m.claim_memblock_free_all() {
             return Err(SysctlError::AlreadyBooted);
         }
-        let zone = Zone::new(m);
-        let pcp = (0..m.nr_cpus())
-            .map(|c| {
-                // Each CPU's list heads get their own kernel address (percpu data).
-                let base = KERNEL_DATA_LISTS + (1 << 20) + (c as u64) * 4096;
+        let node = NodeZones::new(m);
+        let nr_cpus = m.nr_cpus();
+        let pcp = (0..NR_ZONE_TYPES * nr_cpus)
+            .map(|i| {
+                // Each (zone, CPU) pageset gets its own list heads (percpu data).
+                let base = KERNEL_DATA_LISTS + (1 << 20) + (i as u64) * 4096;
                 CachePadded::new(SpinLock::new(PerCpuPages::new(m.memmap(), base)))
             })
             .collect();
+        node.memblock_free_all(&cpu0);
+        drop(cpu0);
+        let zonelist = node.zonelist();
+        let first_zone =
+            std::array::from_fn(|h| zonelist.iter().position(|&z| z as usize <= h).unwrap_or(zonelist.len()) as u8);
         let pa = PageAllocator {
             m,
-            zone,
+            node,
             pcp,
+            nr_cpus,
             rules: cfg.rules,
             high_fraction: AtomicU32::new(cfg.percpu_pagelist_high_fraction),
             llc_bytes_per_cpu: cfg.llc_bytes_per_cpu,
             pcp_high_override: cfg.pcp_high_override,
             debug_checks: AtomicBool::new(false),
             fail_page_alloc: fault::FailPageAlloc::default(),
-            zonelist: mmlab_buddy::zones::zonelist_fallback(&std::array::from_fn(|i| m.zone_spans()[i].present_pages)),
+            zonelist,
+            first_zone,
+            min_free_kbytes: Default::default(),
         };
-        // The pages each zone of the machine's layout would manage
-        // (page_zone() of every freed block): init_per_zone_wmark_min()
-        // and khugepaged count them per zone.
-        let mut managed = [0u64; mmlab_buddy::zones::NR_ZONE_TYPES];
-        m.memblock().for_each_free_block(|pfn, order| {
-            managed[m.page(pfn).zonenum() as usize % managed.len()] += 1 << order;
-            pa.zone.free_pages_core(&cpu0, pfn, order)
-        });
-        drop(cpu0);
-        let populated = std::array::from_fn(|i| m.zone_spans()[i].is_populated());
         let thp = cfg.transparent_hugepage.hugepage_pmd_enabled();
-        let min_free =
-            cfg.min_free_kbytes.unwrap_or_else(|| mmlab_buddy::zones::boot_min_free_kbytes(&managed, &populated, thp));
-        pa.zone.setup_per_zone_wmarks(min_free);
+        let min_free = pa.node.init_per_zone_wmark_min(cfg.min_free_kbytes, thp);
+        pa.min_free_kbytes.store(min_free, Relaxed);
         pa.zone_pcp_update(0);
         pa.debug_checks.store(cfg.debug_checks, Relaxed);
         Ok(pa)
@@ -222,10 +233,60 @@ impl<'m> PageAllocator<'m> {
     pub fn machine(&self) -> &'m Machine {
         self.m
     }
-    /// The zone.
+    /// The preferred zone of a `GFP_KERNEL` allocation: the first zone of
+    /// the zonelist (Normal on a machine with RAM above 4 GiB, else DMA).
+    /// On a machine with one populated zone, the only zone.
     #[inline]
     pub fn zone(&self) -> &Zone<'m> {
-        &self.zone
+        self.zone_at(self.zonelist[0] as usize)
+    }
+    /// `&pgdat->node_zones[zt]`.
+    #[inline]
+    pub fn zone_of(&self, zt: ZoneType) -> &Zone<'m> {
+        self.zone_at(zt as usize)
+    }
+    /// The zones of the node.
+    pub fn node(&self) -> &NodeZones<'m> {
+        &self.node
+    }
+    /// The populated zones, lowest first (`for_each_populated_zone`).
+    pub fn populated_zones(&self) -> impl Iterator<Item = &Zone<'m>> + '_ {
+        self.node.zones().iter().filter(|z| z.is_populated())
+    }
+    /// The node's ZONELIST_FALLBACK zonelist (managed zones, highest first).
+    pub fn zonelist(&self) -> &[ZoneType] {
+        &self.zonelist
+    }
+    /// `page_zone()`: the zone whose number the frame's struct page carries.
+    #[inline]
+    pub fn page_zone(&self, pfn: mmlab_engine::Pfn) -> &Zone<'m> {
+        self.zone_at(self.page_zone_idx(pfn))
+    }
+    /// `global_zone_page_state(NR_FREE_PAGES)`: free pages of every zone
+    /// (pcp lists not included).
+    pub fn nr_free_pages(&self) -> i64 {
+        self.node.zones().iter().map(|z| z.nr_free_pages()).sum()
+    }
+    /// `totalram_pages()`: managed pages of every zone.
+    pub fn managed_pages(&self) -> u64 {
+        self.node.managed().iter().sum()
+    }
+    /// The `min_free_kbytes` in force (`vm.min_free_kbytes`).
+    pub fn min_free_kbytes(&self) -> u64 {
+        self.min_free_kbytes.load(Relaxed)
+    }
+    #[inline(always)]
+    pub(crate) fn zone_at(&self, zi: usize) -> &Zone<'m> {
+        &self.node.zones()[zi]
+    }
+    #[inline(always)]
+    pub(crate) fn page_zone_idx(&self, pfn: mmlab_engine::Pfn) -> usize {
+        self.m.page(pfn).zonenum() as usize % NR_ZONE_TYPES
+    }
+    /// The pageset of zone `zi` on CPU `cpu`.
+    #[inline(always)]
+    pub(crate) fn pcp_of(&self, zi: usize, cpu: usize) -> &SpinLock<PerCpuPages> {
+        &self.pcp[zi * self.nr_cpus + cpu]
     }
     /// The rules in force.
     pub fn rules(&self) -> KernelRules {
@@ -233,13 +294,21 @@ impl<'m> PageAllocator<'m> {
     }
 
     /// `zone_set_pageset_high_and_batch()` + `pageset_update()` +
-    /// `zone_pcp_update_cacheinfo()`: recompute batch, high_min and high_max
-    /// for every CPU (`pcp->high` itself is left to be clamped lazily).
+    /// `zone_pcp_update_cacheinfo()` for every populated zone: recompute
+    /// batch, high_min and high_max of each CPU's pageset (`pcp->high`
+    /// itself is left to be clamped lazily).
     pub fn zone_pcp_update(&self, cpu_online: u32) {
-        let z = &self.zone;
+        for (zi, z) in self.node.zones().iter().enumerate() {
+            if z.is_populated() {
+                self.zone_pcp_update_one(zi, z, cpu_online);
+            }
+        }
+    }
+
+    fn zone_pcp_update_one(&self, zi: usize, z: &Zone<'m>, cpu_online: u32) {
         let managed = z.managed_pages();
         let batch = zone_batchsize(managed);
-        let ncpus = self.m.nr_cpus() as u32;
+        let ncpus = self.nr_cpus as u32;
         let fraction = self.high_fraction.load(Relaxed);
         let low = z.low_wmark_pages();
         let (high_min, high_max) = if let Some(h) = self.pcp_high_override {
@@ -254,8 +323,8 @@ impl<'m> PageAllocator<'m> {
             )
         };
         let free_high_batch = (self.llc_bytes_per_cpu >> PAGE_SHIFT) > 3 * batch as u64;
-        for p in self.pcp.iter() {
-            let mut p = p.lock();
+        for cpu in 0..self.nr_cpus {
+            let mut p = self.pcp_of(zi, cpu).lock();
             p.batch = batch;
             p.high_min = high_min;
             p.high_max = high_max;
@@ -295,16 +364,22 @@ impl<'m> PageAllocator<'m> {
         if kbytes > MIN_FREE_KBYTES_MAX {
             return Err(SysctlError::MinFreeKbytes(kbytes));
         }
-        self.zone.setup_per_zone_wmarks(kbytes);
+        self.node.setup_per_zone_wmarks(kbytes);
+        self.min_free_kbytes.store(kbytes, Relaxed);
         self.zone_pcp_update(0);
         Ok(())
     }
 
-    /// One CPU's pageset, as /proc/zoneinfo prints it.
+    /// One CPU's pageset of the preferred zone ([`PageAllocator::zone`]),
+    /// as /proc/zoneinfo prints it.
     pub fn pageset(&self, cpu: usize) -> Option<PagesetInfo> {
-        self.pcp.get(cpu).map(|p| p.lock().info())
+        self.pageset_of(self.zonelist[0], cpu)
     }
-    /// Pages on every CPU's pcp lists.
+    /// One CPU's pageset of zone `zt`.
+    pub fn pageset_of(&self, zt: ZoneType, cpu: usize) -> Option<PagesetInfo> {
+        (cpu < self.nr_cpus).then(|| self.pcp_of(zt as usize, cpu).lock().info())
+    }
+    /// Pages on every pcp list of every zone and CPU.
     pub fn pcp_pages(&self) -> i64 {
         self.pcp.iter().map(|p| p.lock().count as i64).sum()
     }

@@ -5,7 +5,8 @@
 
 use crate::PageAllocator;
 use crate::sizing::PCP_BATCH_SCALE_MAX as S;
-use mmlab_buddy::{AllocFlags, RmqueueMode, ZoneFlag};
+use mmlab_buddy::zones::NR_ZONE_TYPES;
+use mmlab_buddy::{AllocFlags, RmqueueMode, Zone, ZoneFlag};
 use mmlab_engine::list::ListArray;
 use mmlab_engine::mm::{HPAGE_PMD_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER, ZoneType};
 use mmlab_engine::page::Memmap;
@@ -122,14 +123,14 @@ impl PerCpuPages {
 
 impl<'m> PageAllocator<'m> {
     /// `nr_pcp_alloc()`: how many blocks of `order` one refill takes.
-    pub(crate) fn nr_pcp_alloc(&self, pcp: &mut PerCpuPages, order: u32) -> i32 {
+    pub(crate) fn nr_pcp_alloc(&self, z: &Zone<'m>, pcp: &mut PerCpuPages, order: u32) -> i32 {
         let base_batch = pcp.batch;
         let mut high = pcp.clamp_high();
         if high < base_batch {
             return 1;
         }
         let mut batch = if order != 0 { base_batch } else { base_batch << pcp.alloc_factor };
-        if pcp.high_min != pcp.high_max && !self.zone.test_flag(ZoneFlag::BelowHigh) {
+        if pcp.high_min != pcp.high_max && !z.test_flag(ZoneFlag::BelowHigh) {
             high = (high + batch).min(pcp.high_max);
             pcp.high = high;
         }
@@ -149,18 +150,28 @@ impl<'m> PageAllocator<'m> {
     /// The refill step of `__rmqueue_pcplist()`, out of line.
     #[cold]
     #[inline(never)]
-    fn refill(&self, cpu: &Cpu<'m>, pcp: &mut PerCpuPages, order: u32, mt: Migratetype, alloc_flags: AllocFlags) {
-        let n = self.nr_pcp_alloc(pcp, order);
-        let got = self.rmqueue_bulk(cpu, pcp, order, n, mt, alloc_flags);
+    fn refill(
+        &self,
+        cpu: &Cpu<'m>,
+        z: &Zone<'m>,
+        pcp: &mut PerCpuPages,
+        order: u32,
+        mt: Migratetype,
+        alloc_flags: AllocFlags,
+    ) {
+        let n = self.nr_pcp_alloc(z, pcp, order);
+        let got = self.rmqueue_bulk(cpu, z, pcp, order, n, mt, alloc_flags);
         pcp.count += got << order;
     }
 
     /// `rmqueue_bulk()`: `count` blocks from the buddy lists to the tail of
     /// the pcp list for (`mt`, `order`), under one zone-lock hold. Returns
     /// blocks taken.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn rmqueue_bulk(
         &self,
         cpu: &Cpu<'m>,
+        z: &Zone<'m>,
         pcp: &mut PerCpuPages,
         order: u32,
         count: i32,
@@ -170,17 +181,17 @@ impl<'m> PageAllocator<'m> {
         let mem = self.m.memmap();
         let pindex = order_to_pindex(mt, order);
         let _slice = trace::mmlab::func(cpu.id(), self.m.trace_clock(), "rmqueue_bulk");
-        let mut z = self.zone.lock(cpu);
+        let mut lz = z.lock(cpu);
         let mut mode = RmqueueMode::Normal;
         let mut i = 0;
         while i < count {
-            let Some(pfn) = z.rmqueue(order, mt, alloc_flags, &mut mode) else { break };
+            let Some(pfn) = lz.rmqueue(order, mt, alloc_flags, &mut mode) else { break };
             let p = mem.page(pfn);
             p.set_ext(PageExt::Pcp(order as u8));
             pcp.lists.add_tail_page(mem, pindex, pfn, p);
             i += 1;
         }
-        drop(z);
+        drop(lz);
         cpu.count(VmEvent::PcpRefill, 1);
         cpu.count(VmEvent::PcpRefillPages, (i as u64) << order);
         i
@@ -191,6 +202,7 @@ impl<'m> PageAllocator<'m> {
     pub(crate) fn rmqueue_pcplist_locked(
         &self,
         cpu: &Cpu<'m>,
+        zi: usize,
         pcp: &mut PerCpuPages,
         order: u32,
         mt: Migratetype,
@@ -201,7 +213,7 @@ impl<'m> PageAllocator<'m> {
             if alloc_flags.has(AllocFlags::HIGHATOMIC) {
                 return None;
             }
-            self.refill(cpu, pcp, order, mt, alloc_flags);
+            self.refill(cpu, self.zone_at(zi), pcp, order, mt, alloc_flags);
         }
         let pfn = pcp.lists.pop_first(self.m.memmap(), pindex)?;
         pcp.count -= 1 << order;
@@ -213,20 +225,21 @@ impl<'m> PageAllocator<'m> {
     pub(crate) fn rmqueue_pcplist(
         &self,
         cpu: &Cpu<'m>,
+        zi: usize,
         order: u32,
         mt: Migratetype,
         alloc_flags: AllocFlags,
     ) -> Option<Pfn> {
-        let Some(mut pcp) = self.pcp[cpu.id()].try_lock() else {
+        let Some(mut pcp) = self.pcp_of(zi, cpu.id()).try_lock() else {
             cpu.count(VmEvent::PcpTrylockFail, 1);
             return None;
         };
         pcp.free_count >>= 1;
-        let page = self.rmqueue_pcplist_locked(cpu, &mut pcp, order, mt, alloc_flags);
+        let page = self.rmqueue_pcplist_locked(cpu, zi, &mut pcp, order, mt, alloc_flags);
         trace::mmlab::pcp_state(cpu.id(), self.m.trace_clock(), pcp.count, pcp.high, pcp.batch);
         drop(pcp);
         if page.is_some() {
-            cpu.count(VmEvent::PgallocNormal, 1 << order);
+            cpu.count(VmEvent::pgalloc(self.zone_at(zi).zone_type()), 1 << order);
         }
         page
     }
@@ -234,7 +247,7 @@ impl<'m> PageAllocator<'m> {
     /// `nr_pcp_high()`: the count at which this free drains, adjusting
     /// `pcp->high` on the way.
     #[inline(always)]
-    fn nr_pcp_high(&self, pcp: &mut PerCpuPages, batch: i32, free_high: bool) -> i32 {
+    fn nr_pcp_high(z: &Zone<'m>, pcp: &mut PerCpuPages, batch: i32, free_high: bool) -> i32 {
         let (high_min, high_max) = (pcp.high_min, pcp.high_max);
         let mut high = pcp.clamp_high();
         if high == 0 {
@@ -244,7 +257,7 @@ impl<'m> PageAllocator<'m> {
             pcp.high = (high - (batch << S)).max(high_min);
             return 0;
         }
-        if self.zone.test_flag(ZoneFlag::ReclaimActive) {
+        if z.test_flag(ZoneFlag::ReclaimActive) {
             let fc = pcp.free_count.max(batch);
             pcp.high = (high - fc).max(high_min);
             return (batch << 2).min(pcp.high);
@@ -252,7 +265,7 @@ impl<'m> PageAllocator<'m> {
         if high_min == high_max {
             return high;
         }
-        if self.zone.test_flag(ZoneFlag::BelowHigh) {
+        if z.test_flag(ZoneFlag::BelowHigh) {
             let fc = pcp.free_count.max(batch);
             pcp.high = (high - fc).max(high_min);
             high = pcp.count.max(high_min);
@@ -279,9 +292,11 @@ impl<'m> PageAllocator<'m> {
     /// `free_frozen_page_commit()` (6.12: `free_unref_page_commit()`): put a
     /// block on this CPU's list and drain if the list is over high.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn free_frozen_page_commit<'a>(
         &'a self,
         cpu: &Cpu<'m>,
+        zi: usize,
         mut pcp: SpinGuard<'a, PerCpuPages>,
         pfn: Pfn,
         page: &StructPage,
@@ -308,21 +323,23 @@ impl<'m> PageAllocator<'m> {
         if pcp.free_count < batch << S {
             pcp.free_count += 1 << order;
         }
-        let high = self.nr_pcp_high(&mut pcp, batch, free_high);
+        let high = Self::nr_pcp_high(self.zone_at(zi), &mut pcp, batch, free_high);
         if pcp.count < high {
             trace::mmlab::pcp_state(cpu.id(), self.m.trace_clock(), pcp.count, pcp.high, pcp.batch);
             return;
         }
-        self.drain_on_free(cpu, pcp, pindex, batch, high, free_high);
+        self.drain_on_free(cpu, zi, pcp, pindex, batch, high, free_high);
     }
 
     /// The drain half of `free_frozen_page_commit()`, out of line: it runs
     /// once per thousands of frees.
     #[cold]
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn drain_on_free<'a>(
         &'a self,
         cpu: &Cpu<'m>,
+        zi: usize,
         mut pcp: SpinGuard<'a, PerCpuPages>,
         pindex: usize,
         batch: i32,
@@ -332,12 +349,13 @@ impl<'m> PageAllocator<'m> {
         if free_high {
             cpu.count(VmEvent::PcpFreeHigh, 1);
         }
+        let z = self.zone_at(zi);
         let mut to_free = Self::nr_pcp_free(&pcp, batch, high, free_high);
         match self.rules.free_drain_chunk(batch) {
-            None => self.free_pcppages_bulk(cpu, &mut pcp, to_free, pindex),
+            None => self.free_pcppages_bulk(cpu, z, &mut pcp, to_free, pindex),
             Some(chunk) => loop {
                 let n = to_free.min(chunk);
-                self.free_pcppages_bulk(cpu, &mut pcp, n, pindex);
+                self.free_pcppages_bulk(cpu, z, &mut pcp, n, pindex);
                 to_free -= n;
                 if to_free <= 0 || pcp.count == 0 {
                     break;
@@ -345,7 +363,7 @@ impl<'m> PageAllocator<'m> {
                 // Drop and re-take the pcp lock between chunks; stop if
                 // someone else (a remote drain) holds it now.
                 drop(pcp);
-                match self.pcp[cpu.id()].try_lock() {
+                match self.pcp_of(zi, cpu.id()).try_lock() {
                     Some(g) => pcp = g,
                     None => {
                         cpu.count(VmEvent::PcpTrylockFail, 1);
@@ -356,22 +374,24 @@ impl<'m> PageAllocator<'m> {
         }
         trace::mmlab::pcp_state(cpu.id(), self.m.trace_clock(), pcp.count, pcp.high, pcp.batch);
         drop(pcp);
-        if self.zone.test_flag(ZoneFlag::BelowHigh)
-            && self.zone.zone_watermark_ok(
-                0,
-                self.zone.high_wmark_pages(),
-                ZoneType::Movable as usize,
-                AllocFlags::default(),
-            )
+        if z.test_flag(ZoneFlag::BelowHigh)
+            && z.zone_watermark_ok(0, z.high_wmark_pages(), ZoneType::Movable as usize, AllocFlags::default())
         {
-            self.zone.clear_flag(ZoneFlag::BelowHigh);
+            z.clear_flag(ZoneFlag::BelowHigh);
         }
     }
 
     /// `free_pcppages_bulk()`: give `count` pages back to the buddy lists,
     /// round-robin over the lists from `pindex`, oldest (tail) first, under
     /// one zone-lock hold.
-    pub(crate) fn free_pcppages_bulk(&self, cpu: &Cpu<'m>, pcp: &mut PerCpuPages, count: i32, pindex: usize) {
+    pub(crate) fn free_pcppages_bulk(
+        &self,
+        cpu: &Cpu<'m>,
+        zone: &Zone<'m>,
+        pcp: &mut PerCpuPages,
+        count: i32,
+        pindex: usize,
+    ) {
         let mut count = count.min(pcp.count);
         if count <= 0 {
             return;
@@ -379,7 +399,7 @@ impl<'m> PageAllocator<'m> {
         let m = self.m;
         let mem = m.memmap();
         let _slice = trace::mmlab::func(cpu.id(), m.trace_clock(), "free_pcppages_bulk");
-        let mut z = self.zone.lock(cpu);
+        let mut z = zone.lock(cpu);
         let mut pindex = pindex.wrapping_add(NR_PCP_LISTS - 1) % NR_PCP_LISTS;
         let mut drained = 0u64;
         while count > 0 {
@@ -392,7 +412,7 @@ impl<'m> PageAllocator<'m> {
             let order = pindex_to_order(pindex);
             let nr = 1i32 << order;
             while let Some(pfn) = pcp.lists.last(pindex) {
-                let mt = self.zone.pageblock_migratetype(pfn);
+                let mt = zone.pageblock_migratetype(pfn);
                 pcp.lists.del(mem, pindex, pfn);
                 count -= nr;
                 pcp.count -= nr;
@@ -409,15 +429,17 @@ impl<'m> PageAllocator<'m> {
         cpu.count(VmEvent::PcpDrainPages, drained);
     }
 
-    /// `drain_pages_zone()`: empty CPU `target`'s pcp lists, in rounds of at
-    /// most `batch << CONFIG_PCP_BATCH_SCALE_MAX` pages, on behalf of `cpu`.
-    pub(crate) fn drain_pages_zone(&self, cpu: &Cpu<'m>, target: usize) {
+    /// `drain_pages_zone()`: empty CPU `target`'s pcp lists of zone `zi`,
+    /// in rounds of at most `batch << CONFIG_PCP_BATCH_SCALE_MAX` pages, on
+    /// behalf of `cpu`.
+    pub(crate) fn drain_pages_zone(&self, cpu: &Cpu<'m>, zi: usize, target: usize) {
+        let z = self.zone_at(zi);
         loop {
-            let mut pcp = self.pcp[target].lock();
+            let mut pcp = self.pcp_of(zi, target).lock();
             let count = pcp.count;
             if count > 0 {
                 let to_drain = count.min(pcp.batch << S);
-                self.free_pcppages_bulk(cpu, &mut pcp, to_drain, 0);
+                self.free_pcppages_bulk(cpu, z, &mut pcp, to_drain, 0);
                 trace::mmlab::pcp_state(target, self.m.trace_clock(), pcp.count, pcp.high, pcp.batch);
             }
             let left = pcp.count;
@@ -428,41 +450,60 @@ impl<'m> PageAllocator<'m> {
         }
     }
 
-    /// `drain_local_pages()`: empty this CPU's pcp lists.
+    /// `drain_local_pages()` → `drain_pages()`: empty this CPU's pcp lists
+    /// of every populated zone.
     pub fn drain_local_pages(&self, cpu: &Cpu<'m>) {
         if self.foreign(cpu) {
             return;
         }
-        self.drain_pages_zone(cpu, cpu.id());
+        for zi in self.populated_zone_idx() {
+            self.drain_pages_zone(cpu, zi, cpu.id());
+        }
         self.after_op();
     }
 
-    /// `drain_all_pages()`: empty every CPU's pcp lists. The kernel queues
-    /// the work on each CPU; mmlab runs it on the calling CPU, taking each
-    /// pcp's lock (simplified).
+    /// `drain_all_pages()`: empty every CPU's pcp lists of every populated
+    /// zone. The kernel queues the work on each CPU; mmlab runs it on the
+    /// calling CPU, taking each pcp's lock (simplified).
     pub fn drain_all_pages(&self, cpu: &Cpu<'m>) {
         if self.foreign(cpu) {
             return;
         }
         cpu.count(VmEvent::DrainAllPages, 1);
-        for target in 0..self.pcp.len() {
-            if self.pcp[target].lock().count > 0 {
-                self.drain_pages_zone(cpu, target);
+        for target in 0..self.nr_cpus {
+            for zi in self.populated_zone_idx() {
+                if self.pcp_of(zi, target).lock().count > 0 {
+                    self.drain_pages_zone(cpu, zi, target);
+                }
             }
         }
         self.after_op();
     }
 
-    /// `decay_pcp_high()`, run from the vmstat tick (`refresh_cpu_vm_stats`,
-    /// once a second per CPU): lower `high` by an eighth (never below
-    /// `high_min`) and drain what is above it, in chunks of `batch`.
-    /// Returns true if there is more to do on the next tick.
+    /// The indices of the populated zones, lowest first.
+    pub(crate) fn populated_zone_idx(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..NR_ZONE_TYPES).filter(|&zi| self.zone_at(zi).is_populated())
+    }
+
+    /// `decay_pcp_high()` for each populated zone, run from the vmstat tick
+    /// (`refresh_cpu_vm_stats`, once a second per CPU): lower `high` by an
+    /// eighth (never below `high_min`) and drain what is above it, in chunks
+    /// of `batch`. Returns true if there is more to do on the next tick.
     pub fn decay_pcp_high(&self, cpu: &Cpu<'m>) -> bool {
         if self.foreign(cpu) {
             return false;
         }
         let mut todo = false;
-        let mut pcp = self.pcp[cpu.id()].lock();
+        for zi in self.populated_zone_idx() {
+            todo |= self.decay_pcp_high_zone(cpu, zi);
+        }
+        self.after_op();
+        todo
+    }
+
+    fn decay_pcp_high_zone(&self, cpu: &Cpu<'m>, zi: usize) -> bool {
+        let mut todo = false;
+        let mut pcp = self.pcp_of(zi, cpu.id()).lock();
         let (high_min, batch) = (pcp.high_min, pcp.batch);
         if pcp.high > high_min {
             pcp.high = (pcp.count - (batch << S)).max(pcp.high - (pcp.high >> 3)).max(high_min);
@@ -475,11 +516,9 @@ impl<'m> PageAllocator<'m> {
         }
         while to_drain > 0 {
             let n = to_drain.min(batch.max(1));
-            self.free_pcppages_bulk(cpu, &mut pcp, n, 0);
+            self.free_pcppages_bulk(cpu, self.zone_at(zi), &mut pcp, n, 0);
             to_drain -= n;
         }
-        drop(pcp);
-        self.after_op();
         todo
     }
 }

@@ -1,24 +1,25 @@
-//! /proc/zoneinfo, printed from the zone and its pagesets as
+//! /proc/zoneinfo, printed from the zones and their pagesets as
 //! `zoneinfo_show_print` (mm/vmstat.c) prints it, next to the pcp data it
 //! reads; and `calculate_normal_threshold`, the vm stats threshold it shows.
 //!
-//! The emulated machine has one node with one populated zone, Normal; the
-//! file shows what the kernel would show for that zone, with these
-//! differences, all because mmlab does not model the thing in question:
-//! the kernel also prints a short block for each empty zone (DMA, DMA32,
-//! Movable) and the `per-node stats` of the node before the first populated
-//! zone; of the per-zone vm stats only `nr_free_pages` is printed (the LRU,
-//! mlock, bounce, zspages and CMA counters do not exist here).
+//! Every zone of the node is printed, in `enum zone_type` order, with
+//! ZONE_DEVICE last as Debian's arm64 config builds it (always empty here).
+//! An unpopulated zone ends after its `protection:` line, as the kernel's
+//! does. The first populated zone carries the node's `per-node stats` when
+//! the caller has them ([`zoneinfo_with`]; the harness passes the node
+//! items of its /proc/vmstat); the per-zone vm stats are the caller's too,
+//! with `nr_free_pages` alone by default ([`zoneinfo`]).
 
 use crate::{KernelRules, PageAllocator};
+use mmlab_buddy::Zone;
 use mmlab_engine::PAGE_SHIFT;
 use std::fmt::Write as _;
 
-/// `MAX_NR_ZONES` on arm64 as mmlab models it (DMA, DMA32, Normal, Movable):
-/// the number of entries of `zone->lowmem_reserve[]` that the zoneinfo
-/// `protection:` line prints. A kernel built with `CONFIG_ZONE_DEVICE` has
-/// a fifth.
-pub const MAX_NR_ZONES: usize = 4;
+/// `MAX_NR_ZONES` on arm64 with Debian's config (DMA, DMA32, Normal,
+/// Movable, Device): the number of zones zoneinfo prints and of entries on
+/// its `protection:` line. mmlab models the first four; ZONE_DEVICE never
+/// has pages, so its `lowmem_reserve` entry equals Movable's.
+pub const MAX_NR_ZONES: usize = 5;
 
 /// `fls()`: position of the most significant set bit, 1-based; 0 for 0.
 fn fls(x: u64) -> u32 {
@@ -34,25 +35,114 @@ pub fn calculate_normal_threshold(managed_pages: u64, online_cpus: usize) -> i32
     threshold.min(125) as i32
 }
 
-/// /proc/zoneinfo for the Normal zone, as `zoneinfo_show_print` prints it.
-///
-/// With the default rules (Linux 7.2) this is the current layout: every
-/// pageset shows count, high, batch, high_min and high_max, and the block
-/// ends with `reserved_highatomic` and `free_highatomic`. With
-/// `pcp.rules=6.12` it is 6.12's: `count: `, `high:  `, `batch: ` only, and
-/// the block ends at `start_pfn`.
-///
-/// `protection:` has [`MAX_NR_ZONES`] entries, all 0 (the only zone has no
-/// lowmem reserve against higher zones); `cma` is 0. `vm stats threshold`
-/// is [`calculate_normal_threshold`] for the machine's CPUs, all online.
-/// `node_unreclaimable` is always 0: there is no kswapd to fail.
+/// /proc/zoneinfo with `nr_free_pages` as the only per-zone vm stat and
+/// no per-node stats: [`zoneinfo_with`] for what the page allocator alone
+/// knows.
 pub fn zoneinfo(pa: &PageAllocator<'_>) -> String {
-    let z = pa.zone();
+    zoneinfo_with(pa, &[], &|z| vec![("nr_free_pages", z.nr_free_pages().max(0) as u64)])
+}
+
+/// /proc/zoneinfo of every zone, as `zoneinfo_show_print` prints it.
+///
+/// With the default rules (Linux 7.2) each populated zone's pageset shows
+/// count, high, batch, high_min and high_max, and its block ends with
+/// `reserved_highatomic` and `free_highatomic`. With `pcp.rules=6.12` it
+/// is 6.12's: `count: `, `high:  `, `batch: ` only, and the block ends at
+/// `start_pfn`.
+///
+/// `node_stats` (name, value) go under `per-node stats` before the first
+/// populated zone (nothing is printed when empty); `zone_stats` gives each
+/// populated zone's vm stat lines. `cma` is 0. `vm stats threshold` is
+/// [`calculate_normal_threshold`] for the machine's CPUs, all online.
+/// `node_unreclaimable` is always 0: there is no kswapd to fail.
+pub fn zoneinfo_with<'m>(
+    pa: &PageAllocator<'m>,
+    node_stats: &[(&str, u64)],
+    zone_stats: &dyn Fn(&Zone<'m>) -> Vec<(&'static str, u64)>,
+) -> String {
     let m = pa.machine();
     let new_layout = pa.rules() != KernelRules::Linux6_12;
-    let free = z.nr_free_pages().max(0);
     let mut s = String::new();
-    let _ = write!(s, "Node {}, zone {:>8}", z.node(), z.zone_type().name());
+    let mut first_populated = true;
+    let zones = pa.node().zones();
+    for (zi, z) in zones.iter().enumerate() {
+        let _ = write!(s, "Node {}, zone {:>8}", z.node(), z.zone_type().name());
+        if z.is_populated() && first_populated && !node_stats.is_empty() {
+            s.push_str("\n  per-node stats");
+            for (name, v) in node_stats {
+                let _ = write!(s, "\n      {name:<12} {v}");
+            }
+        }
+        let free = z.nr_free_pages().max(0);
+        zone_watermark_lines(&mut s, free, z);
+        if !z.is_populated() {
+            s.push('\n');
+            continue;
+        }
+        first_populated = false;
+        for (name, v) in zone_stats(z) {
+            let _ = write!(s, "\n      {name:<12} {v}");
+        }
+        let threshold = calculate_normal_threshold(z.managed_pages(), m.nr_cpus());
+        s.push_str("\n  pagesets");
+        for cpu in 0..m.nr_cpus() {
+            let Some(p) = pa.pageset_of(z.zone_type(), cpu) else { continue };
+            if new_layout {
+                let _ = write!(
+                    s,
+                    "\n    cpu: {cpu}\
+                     \n              count:    {}\
+                     \n              high:     {}\
+                     \n              batch:    {}\
+                     \n              high_min: {}\
+                     \n              high_max: {}",
+                    p.count, p.high, p.batch, p.high_min, p.high_max
+                );
+            } else {
+                let _ = write!(
+                    s,
+                    "\n    cpu: {cpu}\
+                     \n              count: {}\
+                     \n              high:  {}\
+                     \n              batch: {}",
+                    p.count, p.high, p.batch
+                );
+            }
+            let _ = write!(s, "\n  vm stats threshold: {threshold}");
+        }
+        let _ = write!(
+            s,
+            "\n  node_unreclaimable:  {}\
+             \n  start_pfn:           {}",
+            0,
+            z.zone_start_pfn().0
+        );
+        if new_layout {
+            let _ = write!(
+                s,
+                "\n  reserved_highatomic: {}\
+                 \n  free_highatomic:     {}",
+                z.nr_reserved_highatomic(),
+                z.nr_free_highatomic().max(0)
+            );
+        }
+        s.push('\n');
+        debug_assert!(zi < MAX_NR_ZONES);
+    }
+    // ZONE_DEVICE: never populated.
+    s.push_str("Node 0, zone   Device");
+    s.push_str(
+        "\n  pages free     0\n        boost    0\n        min      0\n        low      0\
+         \n        high     0\n        promo    0\n        spanned  0\n        present  0\
+         \n        managed  0\n        cma      0\n        protection: (0, 0, 0, 0, 0)\n",
+    );
+    s
+}
+
+/// The block every zone prints: free pages, watermarks, sizes and the
+/// `protection:` row (`lowmem_reserve[]`, ZONE_DEVICE's entry equal to
+/// Movable's).
+fn zone_watermark_lines(s: &mut String, free: i64, z: &Zone<'_>) {
     let _ = write!(
         s,
         "\n  pages free     {free}\
@@ -75,58 +165,8 @@ pub fn zoneinfo(pa: &PageAllocator<'_>) -> String {
         z.managed_pages(),
         0,
     );
-    s.push_str("\n        protection: (0");
-    for _ in 1..MAX_NR_ZONES {
-        s.push_str(", 0");
-    }
-    s.push(')');
-    let _ = write!(s, "\n      {:<12} {free}", "nr_free_pages");
-
-    let threshold = calculate_normal_threshold(z.managed_pages(), m.nr_cpus());
-    s.push_str("\n  pagesets");
-    for cpu in 0..m.nr_cpus() {
-        let Some(p) = pa.pageset(cpu) else { continue };
-        if new_layout {
-            let _ = write!(
-                s,
-                "\n    cpu: {cpu}\
-                 \n              count:    {}\
-                 \n              high:     {}\
-                 \n              batch:    {}\
-                 \n              high_min: {}\
-                 \n              high_max: {}",
-                p.count, p.high, p.batch, p.high_min, p.high_max
-            );
-        } else {
-            let _ = write!(
-                s,
-                "\n    cpu: {cpu}\
-                 \n              count: {}\
-                 \n              high:  {}\
-                 \n              batch: {}",
-                p.count, p.high, p.batch
-            );
-        }
-        let _ = write!(s, "\n  vm stats threshold: {threshold}");
-    }
-    let _ = write!(
-        s,
-        "\n  node_unreclaimable:  {}\
-         \n  start_pfn:           {}",
-        0,
-        z.zone_start_pfn().0
-    );
-    if new_layout {
-        let _ = write!(
-            s,
-            "\n  reserved_highatomic: {}\
-             \n  free_highatomic:     {}",
-            z.nr_reserved_highatomic(),
-            z.nr_free_highatomic().max(0)
-        );
-    }
-    s.push('\n');
-    s
+    let r = z.lowmem_reserve();
+    let _ = write!(s, "\n        protection: ({}, {}, {}, {}, {})", r[0], r[1], r[2], r[3], r[3]);
 }
 
 #[cfg(test)]
@@ -165,7 +205,8 @@ mod tests {
         let z = pa.zone();
         let s = zoneinfo(&pa);
         let lines: Vec<&str> = s.lines().collect();
-        assert_eq!(lines[0], "Node 0, zone   Normal");
+        // 64 MiB at 1 GiB: all of it is DMA.
+        assert_eq!(lines[0], "Node 0, zone      DMA");
         assert_eq!(lines[1], format!("  pages free     {}", z.nr_free_pages()));
         assert_eq!(lines[2], "        boost    0");
         assert_eq!(lines[3], format!("        min      {}", z.min_wmark_pages()));
@@ -176,7 +217,7 @@ mod tests {
         assert_eq!(lines[8], "        present  16384");
         assert_eq!(lines[9], format!("        managed  {}", z.managed_pages()));
         assert_eq!(lines[10], "        cma      0");
-        assert_eq!(lines[11], "        protection: (0, 0, 0, 0)");
+        assert_eq!(lines[11], "        protection: (0, 0, 0, 0, 0)");
         assert_eq!(lines[12], format!("      nr_free_pages {}", z.nr_free_pages()));
         assert_eq!(lines[13], "  pagesets");
         let p = pa.pageset(0).unwrap();
@@ -196,8 +237,14 @@ mod tests {
         assert_eq!(lines[29], format!("  start_pfn:           {}", 0x40000));
         assert_eq!(lines[30], "  reserved_highatomic: 0");
         assert_eq!(lines[31], "  free_highatomic:     0");
-        assert_eq!(lines.len(), 32);
-        assert!(s.ends_with("0\n"));
+        // Then DMA32, Normal, Movable and Device, empty: 12 lines each.
+        assert_eq!(lines[32], "Node 0, zone    DMA32");
+        assert_eq!(lines[44], "Node 0, zone   Normal");
+        assert_eq!(lines[56], "Node 0, zone  Movable");
+        assert_eq!(lines[59], "        min      32");
+        assert_eq!(lines[68], "Node 0, zone   Device");
+        assert_eq!(lines.len(), 80);
+        assert!(s.ends_with("protection: (0, 0, 0, 0, 0)\n"));
     }
 
     #[test]
@@ -208,6 +255,6 @@ mod tests {
         let s = zoneinfo(&pa);
         assert!(s.contains("\n    cpu: 0\n              count: 0\n              high:  0\n              batch: "));
         assert!(!s.contains("high_min"));
-        assert!(s.ends_with(&format!("  start_pfn:           {}\n", 0x40000)));
+        assert!(s.contains(&format!("  start_pfn:           {}\nNode 0, zone    DMA32\n", 0x40000)));
     }
 }

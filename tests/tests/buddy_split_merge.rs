@@ -80,8 +80,8 @@ fn take_small(z: &mut LockedZone<'_, '_>) {
 fn boot_layout_is_as_derived() {
     let m = boot();
     let pa = pa(&m);
-    assert_eq!(pa.zone().managed_pages(), 16_123);
-    assert_eq!(pa.zone().nr_free_pages(), 16_123);
+    assert_eq!(pa.managed_pages(), 16_123);
+    assert_eq!(pa.nr_free_pages(), 16_123);
     assert_eq!(pa.zone().nr_free_per_order(), BOOT_BUDDYINFO);
     for (pfn, order) in SMALL {
         assert!(is_free_block(&m, Pfn(pfn), order), "{pfn:#x} order {order}");
@@ -110,7 +110,7 @@ fn smallest_order_is_taken_first_without_split() {
     let mut want = BOOT_BUDDYINFO;
     want[0] = 0;
     assert_eq!(pa.zone().nr_free_per_order(), want);
-    assert_eq!(pa.zone().nr_free_pages(), 16_122);
+    assert_eq!(pa.nr_free_pages(), 16_122);
     pa.check_invariants().unwrap();
     let mut z = pa.zone().lock(&cpu);
     give(&mut z, p, 0);
@@ -131,7 +131,7 @@ fn order0_from_order10_splits_into_one_half_per_order_and_merges_back() {
     drop(z);
     let only_big = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15];
     assert_eq!(pa.zone().nr_free_per_order(), only_big);
-    let free_before = pa.zone().nr_free_pages();
+    let free_before = pa.nr_free_pages();
     assert_eq!(free_before, 15 * 1024);
     pa.check_invariants().unwrap();
 
@@ -143,7 +143,7 @@ fn order0_from_order10_splits_into_one_half_per_order_and_merges_back() {
     drop(z);
     assert_eq!(p, Pfn(0x40000));
     assert_eq!(pa.zone().nr_free_per_order(), [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 14]);
-    assert_eq!(pa.zone().nr_free_pages(), free_before - 1);
+    assert_eq!(pa.nr_free_pages(), free_before - 1);
     for k in 0..10u32 {
         let half = Pfn(0x40000 + (1 << k));
         assert!(is_free_block(&m, half, k), "upper half {half} at order {k}");
@@ -161,7 +161,7 @@ fn order0_from_order10_splits_into_one_half_per_order_and_merges_back() {
     give(&mut z, p, 0);
     drop(z);
     assert_eq!(pa.zone().nr_free_per_order(), only_big);
-    assert_eq!(pa.zone().nr_free_pages(), free_before);
+    assert_eq!(pa.nr_free_pages(), free_before);
     assert!(is_free_block(&m, Pfn(0x40000), 10));
     for k in 0..10u32 {
         assert!(!m.page(Pfn(0x40000 + (1 << k))).is_buddy());
@@ -176,7 +176,7 @@ fn order0_from_order10_splits_into_one_half_per_order_and_merges_back() {
     }
     drop(z);
     assert_eq!(pa.zone().nr_free_per_order(), BOOT_BUDDYINFO);
-    assert_eq!(pa.zone().nr_free_pages(), 16_123);
+    assert_eq!(pa.nr_free_pages(), 16_123);
     pa.check_invariants().unwrap();
 }
 

@@ -15,7 +15,6 @@
 
 use mmlab_buddy::ContigError;
 use mmlab_engine::page::PageExt;
-use mmlab_engine::vmstat::VmEvent;
 use mmlab_engine::{Gfp, Machine, Migratetype, Pfn};
 use mmlab_pcp::{AllocatorConfig, FreeError, PageAllocator};
 
@@ -29,7 +28,7 @@ fn boot() -> Machine {
 fn boot_state() {
     let m = boot();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
-    assert_eq!(pa.zone().managed_pages(), 64_508);
+    assert_eq!(pa.managed_pages(), 64_508);
     assert_eq!(pa.zone().nr_free_per_order(), BOOT_BUDDYINFO);
 }
 
@@ -38,7 +37,7 @@ fn alloc_and_free_32m() {
     let m = boot();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let cpu = m.cpu(0).unwrap();
-    let alloc0 = m.vm_events().get(VmEvent::PgallocNormal);
+    let alloc0 = m.vm_events().pgalloc();
     // 8,192 pages = 32 MiB, a power of two: naturally aligned, the first
     // free candidate is the zone start 0x40000 (0x40000 % 0x2000 == 0).
     let start = pa.alloc_contig_pages(&cpu, 8_192, Gfp::GFP_HIGHUSER_MOVABLE).unwrap();
@@ -54,8 +53,8 @@ fn alloc_and_free_32m() {
     let mut want = BOOT_BUDDYINFO;
     want[10] -= 8;
     assert_eq!(pa.zone().nr_free_per_order(), want);
-    assert_eq!(pa.zone().nr_free_pages(), 64_508 - 8_192);
-    assert_eq!(m.vm_events().get(VmEvent::PgallocNormal) - alloc0, 8_192);
+    assert_eq!(pa.nr_free_pages(), 64_508 - 8_192);
+    assert_eq!(m.vm_events().pgalloc() - alloc0, 8_192);
     pa.check_invariants().unwrap();
 
     // A second one comes right after it.
@@ -66,14 +65,14 @@ fn alloc_and_free_32m() {
     // second range) is the head of a free order-10 block.
     assert_eq!(pa.free_contig_range(&cpu, second, 8_193), Err(FreeError::DoubleFree { pfn: Pfn(0x44000) }));
     assert_eq!(m.page(second).refcount(), 1);
-    assert_eq!(pa.zone().nr_free_pages(), 64_508 - 16_384);
+    assert_eq!(pa.nr_free_pages(), 64_508 - 16_384);
 
     pa.free_contig_range(&cpu, second, 8_192).unwrap();
     pa.free_contig_range(&cpu, start, 8_192).unwrap();
     // Order-0 frees go through the pcp; after a drain all of it merges back.
     pa.drain_all_pages(&cpu);
     assert_eq!(pa.zone().nr_free_per_order(), BOOT_BUDDYINFO);
-    assert_eq!(pa.zone().nr_free_pages(), 64_508);
+    assert_eq!(pa.nr_free_pages(), 64_508);
     pa.check_invariants().unwrap();
 }
 
@@ -103,14 +102,14 @@ fn busy_range_is_refused_and_unchanged() {
     assert_eq!(pa.zone().nr_free_per_order(), want);
     pa.check_invariants().unwrap();
 
-    let before = (pa.zone().nr_free_per_order(), pa.zone().nr_free_pages(), pa.pcp_pages());
+    let before = (pa.zone().nr_free_per_order(), pa.nr_free_pages(), pa.pcp_pages());
     for (start, nr) in [(q, 1024), (q, 8192), (Pfn(0x402b8), 8), (busy, 1)] {
         assert_eq!(
             pa.alloc_contig_range(&cpu, start, nr, Gfp::GFP_HIGHUSER_MOVABLE),
             Err(ContigError::Busy { pfn: busy }),
             "range {start}+{nr}"
         );
-        assert_eq!((pa.zone().nr_free_per_order(), pa.zone().nr_free_pages(), pa.pcp_pages()), before);
+        assert_eq!((pa.zone().nr_free_per_order(), pa.nr_free_pages(), pa.pcp_pages()), before);
         assert_eq!(m.page(busy).ext(), PageExt::Alloc(0, Migratetype::Movable));
         assert_eq!(m.page(busy).refcount(), 1);
         pa.check_invariants().unwrap();
@@ -144,7 +143,7 @@ fn busy_range_is_refused_and_unchanged() {
         pa.alloc_contig_pages(&cpu, 1 << 20, Gfp::GFP_HIGHUSER_MOVABLE),
         Err(ContigError::NoRange { nr_pages: 1 << 20 })
     );
-    assert_eq!((pa.zone().nr_free_per_order(), pa.zone().nr_free_pages()), (before.0, before.1));
+    assert_eq!((pa.zone().nr_free_per_order(), pa.nr_free_pages()), (before.0, before.1));
 
     // alloc_contig_pages skips the busy 32 MiB window: next aligned is 0x42000.
     let r = pa.alloc_contig_pages(&cpu, 8_192, Gfp::GFP_HIGHUSER_MOVABLE).unwrap();

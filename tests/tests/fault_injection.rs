@@ -35,7 +35,7 @@ fn vmalloc_pages(vm: &Vmalloc<'_, '_>) -> i64 {
 
 /// Free pages, counting the pcp lists.
 fn free_pages(pa: &PageAllocator<'_>) -> i64 {
-    pa.zone().nr_free_pages() + pa.pcp_pages()
+    pa.nr_free_pages() + pa.pcp_pages()
 }
 
 /// What the test holds.
@@ -261,7 +261,7 @@ impl<'a, 'm> Run<'a, 'm> {
         let tables = table_pages(self.m) - self.tables0;
         assert!(tables >= 0);
         assert_eq!(self.pa.pcp_pages(), 0);
-        assert_eq!(self.pa.zone().nr_free_pages(), self.free0 - tables, "{tables} table pages stayed");
+        assert_eq!(self.pa.nr_free_pages(), self.free0 - tables, "{tables} table pages stayed");
         self.pa.check_invariants().unwrap();
         vm.check().unwrap();
         self.out

@@ -65,7 +65,7 @@ fn pages_parked_on_cpu1_behind_the_watermark(pa: &PageAllocator<'_>, m: &Machine
     }
     // The freed pages plus what the last refill left on the list.
     assert!(pa.pageset(1).unwrap().count as usize >= n, "all parked, none drained");
-    let free = pa.zone().nr_free_pages() as u64;
+    let free = pa.nr_free_pages() as u64;
     pa.set_min_free_kbytes((free + 50) * 4).unwrap();
     assert_eq!(pa.zone().min_wmark_pages(), free + 50);
     pages
@@ -112,7 +112,7 @@ fn nofail_dips_into_the_reserves_where_gfp_kernel_fails() {
     let m = mmlab_tests::machine("32M", 1);
     let pa = boot(&m);
     let cpu = m.cpu(0).unwrap();
-    let free = pa.zone().nr_free_pages() as u64;
+    let free = pa.nr_free_pages() as u64;
     pa.set_min_free_kbytes((free + 50) * 4).unwrap();
     assert_eq!(pa.alloc_pages(&cpu, Gfp::GFP_KERNEL | Gfp::__GFP_NOWARN, 0), None);
     // min - min/2 - min/4 of that is far below the free count.

@@ -41,7 +41,7 @@ fn writes_read_back_and_count() {
     let grow = &r.writes[0].counters;
     assert_eq!(grow.hugetlb.pool_folios_allocated, 16);
     assert_eq!(grow.hugetlb.prep_and_add_batches, 1);
-    assert_eq!(grow.vm.pgalloc_normal, 16 * 512);
+    assert_eq!(grow.vm.pgalloc(), 16 * 512);
     assert_eq!(r.writes[2].counters.hugetlb.pool_folios_freed, 16);
     assert_eq!(r.writes[1].counters.hugetlb.pool_folios_allocated, 0, "the cap allocates nothing");
     assert_eq!(r.writes[1].sysfs.nr_overcommit_hugepages, 3);

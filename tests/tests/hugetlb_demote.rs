@@ -36,7 +36,7 @@ fn demote_to_2m(mem: &str, big: HugePageSize, n: u64, demote: DemoteBatching, rc
     let m = boot(mem);
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let cpu = m.cpu(0).unwrap();
-    let before = pa.zone().nr_free_pages() + pa.pcp_pages();
+    let before = pa.nr_free_pages() + pa.pcp_pages();
     let mut ht = Hugetlb::new(&pa, cfg(demote, rcu, hvo_on));
     let m2 = HugePageSize::Pmd2M;
     let pieces = 1u64 << (big.order() - m2.order());
@@ -67,7 +67,7 @@ fn demote_to_2m(mem: &str, big: HugePageSize, n: u64, demote: DemoteBatching, rc
     assert_eq!(ht.hvo().nr_optimized(), 0);
     pa.check_invariants().unwrap();
     let splits = ht.hvo().counts().vmemmap_pmd_splits as i64;
-    assert_eq!(pa.zone().nr_free_pages() + pa.pcp_pages() + splits, before, "every page back");
+    assert_eq!(pa.nr_free_pages() + pa.pcp_pages() + splits, before, "every page back");
     syncs
 }
 

@@ -52,13 +52,13 @@ fn round_trip(mem: &str, size: HugePageSize, n: u64, gigantic: GiganticAlloc) ->
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let cpu = m.cpu(0).unwrap();
     let boot_info = pa.zone().nr_free_per_order();
-    let boot_free = pa.zone().nr_free_pages();
+    let boot_free = pa.nr_free_pages();
     let mut ht = Hugetlb::new(&pa, cfg(gigantic, false));
     assert_eq!(ht.set_max_huge_pages_of(&cpu, size, n).unwrap(), n);
     let h = ht.hstate_of(size);
     assert_eq!((h.nr_huge_pages, h.free_huge_pages, h.max_huge_pages), (n, n, n));
     assert!(h.free_folios().all(|f| f.order == size.order() && f.pfn.0 % f.nr_pages() == 0));
-    assert_eq!(pa.zone().nr_free_pages(), boot_free - (n << size.order()) as i64);
+    assert_eq!(pa.nr_free_pages(), boot_free - (n << size.order()) as i64);
     pa.check_invariants().unwrap();
     let ev = |e| m.vm_events().get(e);
     let (locks0, drain0, fop0) =
@@ -75,7 +75,7 @@ fn round_trip(mem: &str, size: HugePageSize, n: u64, gigantic: GiganticAlloc) ->
     assert_eq!((h.nr_huge_pages, h.free_huge_pages, h.max_huge_pages), (0, 0, 0));
     pa.check_invariants().unwrap();
     pa.drain_all_pages(&cpu);
-    assert_eq!(pa.zone().nr_free_pages(), boot_free, "every frame back");
+    assert_eq!(pa.nr_free_pages(), boot_free, "every frame back");
     assert_eq!(pa.zone().nr_free_per_order(), boot_info, "buddyinfo as after boot");
     trip
 }
@@ -137,7 +137,7 @@ fn one_gig_with_hvo() {
         let m = boot("2G");
         let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
         let cpu = m.cpu(0).unwrap();
-        let before = pa.zone().nr_free_pages() + pa.pcp_pages();
+        let before = pa.nr_free_pages() + pa.pcp_pages();
         let mut ht = Hugetlb::new(&pa, cfg(g, true));
         assert_eq!(ht.set_max_huge_pages_of(&cpu, HugePageSize::Pud1G, 1).unwrap(), 1);
         let c = ht.hvo().counts();
@@ -147,7 +147,7 @@ fn one_gig_with_hvo() {
         let c = ht.hvo().counts();
         assert_eq!(c.folios_restored, 1);
         pa.check_invariants().unwrap();
-        assert_eq!(pa.zone().nr_free_pages() + pa.pcp_pages() + c.vmemmap_pmd_splits as i64, before, "{g:?}");
+        assert_eq!(pa.nr_free_pages() + pa.pcp_pages() + c.vmemmap_pmd_splits as i64, before, "{g:?}");
     }
 }
 

@@ -45,7 +45,7 @@ fn overcommit_and_shrink_below_in_use() {
     let m = boot("64M");
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let cpu = m.cpu(0).unwrap();
-    let (boot_info, boot_free) = (pa.zone().nr_free_per_order(), pa.zone().nr_free_pages());
+    let (boot_info, boot_free) = (pa.zone().nr_free_per_order(), pa.nr_free_pages());
     let mut ht = Hugetlb::new(&pa, cfg(RcuPolicy::V6_12, false));
     assert_eq!(ht.set_max_huge_pages(&cpu, 2).unwrap(), 2);
     ht.set_nr_overcommit_hugepages(M2, 3).unwrap();
@@ -96,7 +96,7 @@ fn overcommit_and_shrink_below_in_use() {
     assert_eq!(pool(&ht), (0, 0, 0, 0));
     pa.check_invariants().unwrap();
     pa.drain_all_pages(&cpu);
-    assert_eq!((pa.zone().nr_free_pages(), pa.zone().nr_free_per_order()), (boot_free, boot_info));
+    assert_eq!((pa.nr_free_pages(), pa.zone().nr_free_per_order()), (boot_free, boot_info));
 }
 
 #[test]
@@ -104,7 +104,7 @@ fn reservations_gather_and_return_surplus() {
     let m = boot("64M");
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let cpu = m.cpu(0).unwrap();
-    let (boot_info, boot_free) = (pa.zone().nr_free_per_order(), pa.zone().nr_free_pages());
+    let (boot_info, boot_free) = (pa.zone().nr_free_per_order(), pa.nr_free_pages());
     let mut ht = Hugetlb::new(&pa, cfg(RcuPolicy::V6_12, false));
     assert_eq!(ht.set_max_huge_pages(&cpu, 2).unwrap(), 2);
     ht.set_nr_overcommit_hugepages(M2, 2).unwrap();
@@ -153,7 +153,7 @@ fn reservations_gather_and_return_surplus() {
     assert_eq!(ht.set_max_huge_pages(&cpu, 0).unwrap(), 0);
     pa.check_invariants().unwrap();
     pa.drain_all_pages(&cpu);
-    assert_eq!((pa.zone().nr_free_pages(), pa.zone().nr_free_per_order()), (boot_free, boot_info));
+    assert_eq!((pa.nr_free_pages(), pa.zone().nr_free_per_order()), (boot_free, boot_info));
 }
 
 /// Faulting and freeing `n` surplus pages; returns the grace periods of the
@@ -167,7 +167,7 @@ fn surplus_churn_with(config: HugetlbConfig, n: u64) -> (u64, u64) {
     let m = boot("64M");
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let cpu = m.cpu(0).unwrap();
-    let before = pa.zone().nr_free_pages() + pa.pcp_pages();
+    let before = pa.nr_free_pages() + pa.pcp_pages();
     let mut ht = Hugetlb::new(&pa, config);
     ht.set_nr_overcommit_hugepages(M2, n).unwrap();
     let mut folios = Vec::new();
@@ -187,7 +187,7 @@ fn surplus_churn_with(config: HugetlbConfig, n: u64) -> (u64, u64) {
     assert_eq!(ht.counts().pool_folios_freed, n);
     pa.check_invariants().unwrap();
     let splits = ht.hvo().counts().vmemmap_pmd_splits as i64;
-    assert_eq!(pa.zone().nr_free_pages() + pa.pcp_pages() + splits, before);
+    assert_eq!(pa.nr_free_pages() + pa.pcp_pages() + splits, before);
     (alloc_syncs, ht.hvo().counts().synchronize_rcu - alloc_syncs)
 }
 

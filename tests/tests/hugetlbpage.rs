@@ -34,7 +34,7 @@ fn boot(tlbi_range: bool) -> Machine {
 }
 
 fn free_pages(pa: &PageAllocator<'_>) -> i64 {
-    pa.zone().nr_free_pages() + pa.pcp_pages()
+    pa.nr_free_pages() + pa.pcp_pages()
 }
 
 fn alloc_huge(pa: &PageAllocator<'_>, cpu: &Cpu<'_>, order: u32) -> Pfn {

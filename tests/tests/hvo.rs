@@ -23,7 +23,7 @@ fn boot(mem: &str) -> Machine {
 }
 
 fn free_pages(pa: &PageAllocator<'_>) -> i64 {
-    pa.zone().nr_free_pages() + pa.pcp_pages()
+    pa.nr_free_pages() + pa.pcp_pages()
 }
 
 fn cfg(arm64: Arm64Hvo, rcu: RcuPolicy) -> HvoConfig {
@@ -62,7 +62,7 @@ fn round_trip(mem: &str, order: u32) -> HvoCounts {
     let boot_free = free_pages(&pa);
     let f = alloc_folio(&m, &pa, &cpu, order);
     let before = free_pages(&pa);
-    let managed = pa.zone().managed_pages();
+    let managed = pa.managed_pages();
 
     let optimized = hvo.hugetlb_vmemmap_optimize_folio(&cpu, f).unwrap();
     let c = hvo.counts();
@@ -72,7 +72,7 @@ fn round_trip(mem: &str, order: u32) -> HvoCounts {
     // The allocator sees the pages saved, less the PTE tables of the splits.
     assert_eq!(free_pages(&pa) - before, saved as i64 - c.vmemmap_pmd_splits as i64, "order {order}");
     // Boot memmap pages join the managed pages.
-    assert_eq!(pa.zone().managed_pages() - managed, c.vmemmap_boot_pages_freed);
+    assert_eq!(pa.managed_pages() - managed, c.vmemmap_boot_pages_freed);
     pa.check_invariants().unwrap();
 
     hvo.hugetlb_vmemmap_restore_folio(&cpu, f).unwrap();

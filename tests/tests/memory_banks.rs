@@ -12,6 +12,7 @@
 
 use mmlab_engine::arch::arm64::mmu::{LinearMapVariant, Rodata, phys_to_virt};
 use mmlab_engine::machine::BootError;
+use mmlab_engine::mm::ZoneType;
 use mmlab_engine::mm::banks::{MemBank, MemError};
 use mmlab_engine::pgtable::{self, Level, mmu};
 use mmlab_engine::{Gfp, Machine, MachineConfig, PAGE_SIZE, Pfn, PhysAddr};
@@ -79,11 +80,16 @@ fn the_hole_has_no_struct_pages_and_no_page_is_lost() {
     assert!(mem.pfn_valid(Pfn(0x101fff)));
     assert!(!mem.pfn_valid(Pfn(0x102000)));
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
-    let z = pa.zone();
-    assert_eq!(z.present_pages(), (96 << 20) / PAGE_SIZE);
-    assert_eq!(z.spanned_pages(), ((1u64 << 32) + (32 << 20) - 0x4000_0000) / PAGE_SIZE);
+    // Bank 0 is DMA, spanning [1 GiB, 4 GiB) around the hole; bank 1 is
+    // Normal, [4 GiB, 4 GiB + 32 MiB).
+    let (dma, normal) = (pa.zone_of(ZoneType::Dma), pa.zone_of(ZoneType::Normal));
+    assert_eq!(dma.present_pages(), (64 << 20) / PAGE_SIZE);
+    assert_eq!(normal.present_pages(), (32 << 20) / PAGE_SIZE);
+    assert_eq!(dma.spanned_pages(), ((1u64 << 32) - 0x4000_0000) / PAGE_SIZE);
+    assert_eq!(normal.spanned_pages(), (32 << 20) / PAGE_SIZE);
+    assert_eq!(pa.zonelist(), [ZoneType::Normal, ZoneType::Dma]);
     let reserved = m.memblock().reserved_pages();
-    assert_eq!(z.managed_pages() + reserved, (96 << 20) / PAGE_SIZE);
+    assert_eq!(pa.managed_pages() + reserved, (96 << 20) / PAGE_SIZE);
     // Every page the allocator hands out lies in a bank; freeing them all
     // gives every page back.
     let cpu = m.cpu(0).unwrap();
@@ -98,7 +104,7 @@ fn the_hole_has_no_struct_pages_and_no_page_is_lost() {
         pa.free_pages(&cpu, p, 3).unwrap();
     }
     pa.drain_all_pages(&cpu);
-    assert_eq!(z.nr_free_pages() as u64, z.managed_pages());
+    assert_eq!(pa.nr_free_pages() as u64, pa.managed_pages());
     pa.check_invariants().unwrap();
 }
 
@@ -133,7 +139,7 @@ fn deferred_struct_pages_read_as_if_initialised_at_boot() {
     }
     assert!(mem.initialised(untouched));
     assert_eq!(lazy.page(untouched).refcount(), 0);
-    assert_eq!(pl.zone().managed_pages(), pe.zone().managed_pages());
+    assert_eq!(pl.managed_pages(), pe.managed_pages());
     pl.check_invariants().unwrap();
 }
 

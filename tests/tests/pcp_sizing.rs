@@ -24,6 +24,7 @@
 //! - 16G:  4,194,304 - 65,536 - 2 - 3 = 4,128,763
 
 use mmlab_buddy::calculate_min_free_kbytes;
+use mmlab_engine::mm::ZoneType;
 use mmlab_engine::{Gfp, Machine, MachineConfig};
 use mmlab_pcp::{AllocatorConfig, PageAllocator, SysctlError, zone_batchsize, zone_highsize};
 
@@ -61,42 +62,71 @@ struct Expected {
     high_max: i32,
 }
 
-fn expected(managed: u64, ncpus: u64) -> Expected {
+/// The zones DMA, DMA32, Normal, Movable.
+const ZONES: [ZoneType; 4] = [ZoneType::Dma, ZoneType::Dma32, ZoneType::Normal, ZoneType::Movable];
+
+/// Every populated zone's expected values from the managed pages of each
+/// zone, with THP (khugepaged's raise) or without.
+fn expected_zones(managed: [u64; 4], ncpus: u64, thp: bool) -> [Option<Expected>; 4] {
+    // nr_free_buffer_pages() with the watermarks still 0: managed pages of
+    // the zones up to Normal.
+    let lowmem: u64 = managed[..3].iter().sum();
     // calculate_min_free_kbytes: clamp(int_sqrt(lowmem_kbytes * 16), 128, 262144)
-    let mfk = int_sqrt(managed * 4 * 16).clamp(128, 262_144);
-    // __setup_per_zone_wmarks: pages_min = mfk >> (PAGE_SHIFT - 10)
-    let min = mfk >> 2;
-    let delta = (min >> 2).max(mult_frac(managed, 10, 10_000));
-    let low = min + delta;
-    let high = low + delta;
-    // zone_batchsize
-    let b = (managed >> 12).min(64);
-    let batch = if b <= 1 { 1 } else { rounddown_pow2(b + b / 2) - 1 };
-    // zone_highsize with fraction 0 (low) and 8 (managed / 8)
-    let high_min = (low / ncpus).max(4 * batch);
-    let high_max = (managed / 8 / ncpus).max(4 * batch);
-    Expected {
-        min_free_kbytes: mfk,
-        min,
-        low,
-        high,
-        batch: batch as i32,
-        high_min: high_min as i32,
-        high_max: high_max as i32,
-    }
+    let base = int_sqrt(lowmem * 4 * 16).clamp(128, 262_144);
+    // __setup_per_zone_wmarks: pages_min shared out by managed pages.
+    let wmarks = |mfk: u64, i: usize| {
+        let tmp = (mfk >> 2) * managed[i] / lowmem;
+        let delta = (tmp >> 2).max(mult_frac(managed[i], 10, 10_000));
+        (tmp, tmp + delta, tmp + 2 * delta)
+    };
+    let mfk = if thp {
+        // set_recommended_min_free_kbytes: 512 × zones × (2 + 3 × 3) pages,
+        // at most 5 % of nr_free_buffer_pages() above the high marks.
+        let nfbp: u64 = (0..3).map(|i| managed[i].saturating_sub(wmarks(base, i).2)).sum();
+        let nr_zones = managed[..3].iter().filter(|&&m| m > 0).count() as u64;
+        base.max((512 * nr_zones * 11).min(nfbp / 20) * 4)
+    } else {
+        base
+    };
+    std::array::from_fn(|i| {
+        if managed[i] == 0 || i == 3 {
+            return None;
+        }
+        let (min, low, high) = wmarks(mfk, i);
+        // zone_batchsize
+        let b = (managed[i] >> 12).min(64);
+        let batch = if b <= 1 { 1 } else { rounddown_pow2(b + b / 2) - 1 };
+        // zone_highsize with fraction 0 (low) and 8 (managed / 8)
+        let high_min = (low / ncpus).max(4 * batch);
+        let high_max = (managed[i] / 8 / ncpus).max(4 * batch);
+        Some(Expected {
+            min_free_kbytes: mfk,
+            min,
+            low,
+            high,
+            batch: batch as i32,
+            high_min: high_min as i32,
+            high_max: high_max as i32,
+        })
+    })
 }
 
-fn observed(pa: &PageAllocator<'_>, ncpus: usize) -> Expected {
-    let z = pa.zone();
-    let ps = pa.pageset(0).unwrap();
+/// One zone holding everything, without THP (the reference's examples).
+fn expected(managed: u64, ncpus: u64) -> Expected {
+    expected_zones([managed, 0, 0, 0], ncpus, false)[0].unwrap()
+}
+
+fn observed(pa: &PageAllocator<'_>, zt: ZoneType, ncpus: usize) -> Expected {
+    let z = pa.zone_of(zt);
+    let ps = pa.pageset_of(zt, 0).unwrap();
     // Every CPU gets the same values (pageset_update).
     for c in 1..ncpus {
-        let o = pa.pageset(c).unwrap();
+        let o = pa.pageset_of(zt, c).unwrap();
         assert_eq!((o.batch, o.high_min, o.high_max), (ps.batch, ps.high_min, ps.high_max), "cpu {c}");
     }
-    assert!(pa.pageset(ncpus).is_none());
+    assert!(pa.pageset_of(zt, ncpus).is_none());
     Expected {
-        min_free_kbytes: z.min_free_kbytes(),
+        min_free_kbytes: pa.min_free_kbytes(),
         min: z.min_wmark_pages(),
         low: z.low_wmark_pages(),
         high: z.high_wmark_pages(),
@@ -106,39 +136,61 @@ fn observed(pa: &PageAllocator<'_>, ncpus: usize) -> Expected {
     }
 }
 
-fn check(mem: &str, ncpus: usize, managed_by_hand: u64) -> Expected {
+fn check(mem: &str, ncpus: usize, managed_by_hand: [u64; 4]) -> [Option<Expected>; 4] {
     let m = Machine::boot(MachineConfig::with(mem, ncpus).unwrap()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
-    let managed = pa.zone().managed_pages();
-    assert_eq!(managed, managed_by_hand, "{mem}: managed pages");
-    let want = expected(managed, ncpus as u64);
-    let got = observed(&pa, ncpus);
-    assert_eq!(got, want, "{mem} with {ncpus} CPUs");
-    // The pure functions agree too.
-    assert_eq!(calculate_min_free_kbytes(managed), want.min_free_kbytes);
-    assert_eq!(zone_batchsize(managed), want.batch);
-    // pcp->high is 0 until the CPU first uses its pcp (lazy clamp).
-    for c in 0..ncpus {
-        let ps = pa.pageset(c).unwrap();
-        assert_eq!((ps.high, ps.count), (0, 0), "{mem}/{ncpus} cpu {c}: boot pageset");
+    let managed = pa.node().managed();
+    assert_eq!(managed, managed_by_hand, "{mem}: managed pages per zone");
+    let want = expected_zones(managed, ncpus as u64, true);
+    for (i, zt) in ZONES.into_iter().enumerate() {
+        let Some(w) = want[i] else { continue };
+        let got = observed(&pa, zt, ncpus);
+        assert_eq!(got, w, "{mem} with {ncpus} CPUs, zone {zt:?}");
+        assert_eq!(zone_batchsize(managed[i]), w.batch);
+        // pcp->high is 0 until the CPU first uses its pcp (lazy clamp).
+        for c in 0..ncpus {
+            let ps = pa.pageset_of(zt, c).unwrap();
+            assert_eq!((ps.high, ps.count), (0, 0), "{mem}/{ncpus} cpu {c}: boot pageset");
+        }
     }
+    // The square-root value is the pure function's.
+    assert_eq!(
+        calculate_min_free_kbytes(managed[..3].iter().sum()),
+        expected_zones(managed, ncpus as u64, false).iter().flatten().next().unwrap().min_free_kbytes
+    );
     // percpu_pagelist_high_fraction = 8: tuning off, both bounds are
     // max(managed / 8 / ncpus, 4 * batch).
     pa.set_percpu_pagelist_high_fraction(8).unwrap();
-    let f8 = observed(&pa, ncpus);
-    assert_eq!(f8.high_min, want.high_max);
-    assert_eq!(f8.high_max, want.high_max);
-    assert_eq!(f8.batch, want.batch);
+    for (i, zt) in ZONES.into_iter().enumerate() {
+        let Some(w) = want[i] else { continue };
+        let f8 = observed(&pa, zt, ncpus);
+        assert_eq!((f8.high_min, f8.high_max, f8.batch), (w.high_max, w.high_max, w.batch));
+    }
     // Back to 0 restores the auto-tuned bounds.
     pa.set_percpu_pagelist_high_fraction(0).unwrap();
-    assert_eq!(observed(&pa, ncpus), want);
+    for (i, zt) in ZONES.into_iter().enumerate() {
+        if let Some(w) = want[i] {
+            assert_eq!(observed(&pa, zt, ncpus), w);
+        }
+    }
+    // transparent_hugepage=never: the square-root value alone.
+    let m = Machine::boot(MachineConfig::with(mem, ncpus).unwrap()).unwrap();
+    let mut cfg = AllocatorConfig::default();
+    cfg.set("transparent_hugepage", "never").unwrap();
+    let pa = PageAllocator::boot(&m, cfg).unwrap();
+    let never = expected_zones(managed, ncpus as u64, false);
+    for (i, zt) in ZONES.into_iter().enumerate() {
+        if let Some(w) = never[i] {
+            assert_eq!(observed(&pa, zt, ncpus), w, "{mem}/{ncpus} THP never, zone {zt:?}");
+        }
+    }
     want
 }
 
 #[test]
 fn sizing_64m() {
     for ncpus in [1, 2, 4] {
-        let e = check("64M", ncpus, 16_123);
+        let e = check("64M", ncpus, [16_123, 0, 0, 0])[0].unwrap();
         // b = 16,123 >> 12 = 3 -> rounddown_pow2(3 + 1) - 1 = 3; 4 * batch = 12.
         assert_eq!(e.batch, 3);
     }
@@ -147,23 +199,28 @@ fn sizing_64m() {
 #[test]
 fn sizing_1g() {
     for ncpus in [1, 2, 4] {
-        let e = check("1G", ncpus, 258_044);
+        let e = check("1G", ncpus, [258_044, 0, 0, 0])[0].unwrap();
         // b = min(258,044 >> 12 = 62, 64) = 62 -> 93 -> 64 -> 63.
         assert_eq!(e.batch, 63);
+        // One populated zone: 512 × 11 pages = 22,528 kB, as the real 1G kernel.
+        assert_eq!(e.min_free_kbytes, 22_528);
     }
 }
 
 #[test]
 fn sizing_4g() {
+    // DMA is [1 GiB, 4 GiB), all free; the memmap and the early tables are
+    // at the top of RAM, in Normal: 262,144 - 16,388 = 245,756.
     for ncpus in [1, 2, 4] {
-        check("4G", ncpus, 1_032_188);
+        let e = check("4G", ncpus, [786_432, 0, 245_756, 0]);
+        assert_eq!(e[0].unwrap().min_free_kbytes, 45_056);
     }
 }
 
 #[test]
 fn sizing_16g() {
     for ncpus in [1, 4] {
-        check("16G", ncpus, 4_128_763);
+        check("16G", ncpus, [786_432, 0, 3_342_331, 0]);
     }
 }
 
@@ -171,58 +228,69 @@ fn sizing_16g() {
 fn sizing_4g_2cpus_literal() {
     let m = Machine::boot(MachineConfig::with("4G", 2).unwrap()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
-    let z = pa.zone();
-    // managed = 1,048,576 - 16,384 (memmap) - 1 (usemap) - 3 (swapper_pg_dir,
-    // pud, pmd) = 1,032,188.
-    assert_eq!(z.managed_pages(), 1_032_188);
-    // lowmem_kbytes = 4,128,752; x 16 = 66,060,032; int_sqrt = 8,127
-    // (8,127^2 = 66,048,129 <= 66,060,032 < 8,128^2 = 66,064,384).
-    assert_eq!(z.min_free_kbytes(), 8_127);
-    // min = 8,127 >> 2 = 2,031.
-    assert_eq!(z.min_wmark_pages(), 2_031);
-    // delta = max(2,031 >> 2 = 507, mult_frac(1,032,188, 10, 10,000) =
-    // 103 * 10 + 2,188 * 10 / 10,000 = 1,030 + 2 = 1,032) = 1,032.
-    // low = 2,031 + 1,032 = 3,063; high = 4,095.
-    assert_eq!(z.low_wmark_pages(), 3_063);
-    assert_eq!(z.high_wmark_pages(), 4_095);
+    let (dma, z) = (pa.zone_of(ZoneType::Dma), pa.zone());
+    assert_eq!(z.zone_type(), ZoneType::Normal, "GFP_KERNEL prefers Normal");
+    // DMA [1 GiB, 4 GiB): 786,432 pages, all free. Normal [4 GiB, 5 GiB):
+    // 262,144 - 16,384 (memmap) - 1 (usemap) - 3 (swapper_pg_dir, pud,
+    // pmd) = 245,756. Together 1,032,188.
+    assert_eq!((dma.managed_pages(), z.managed_pages()), (786_432, 245_756));
+    // lowmem_kbytes = 4,128,752; x 16 = 66,060,032; int_sqrt = 8,127; then
+    // khugepaged: two populated zones, 512 × 2 × 11 = 11,264 pages
+    // (45,056 kB), below 5 % of nr_free_buffer_pages (51,404).
+    assert_eq!(pa.min_free_kbytes(), 45_056);
+    // min: 11,264 pages shared by managed pages: DMA 11,264 × 786,432 /
+    // 1,032,188 = 8,582; Normal 11,264 × 245,756 / 1,032,188 = 2,681.
+    assert_eq!((dma.min_wmark_pages(), z.min_wmark_pages()), (8_582, 2_681));
+    // delta: DMA max(8,582 >> 2 = 2,145, 786) = 2,145; Normal max(670,
+    // mult_frac(245,756, 10, 10,000) = 245) = 670.
+    assert_eq!((dma.low_wmark_pages(), dma.high_wmark_pages()), (10_727, 12_872));
+    assert_eq!((z.low_wmark_pages(), z.high_wmark_pages()), (3_351, 4_021));
+    // protection: DMA keeps Normal's 245,756 / 256 = 959 pages from
+    // allocations that may use Normal (the real kernel: 944 of 241,854).
+    assert_eq!(dma.lowmem_reserve(), [0, 0, 959, 959]);
+    assert_eq!(z.lowmem_reserve(), [0; 4]);
     let ps = pa.pageset(0).unwrap();
-    // batch: min(1,032,188 >> 12 = 251, 64) = 64 -> 96 -> 64 -> 63.
+    // batch: min(245,756 >> 12 = 59, 64) = 59 -> 88 -> 64 -> 63.
     assert_eq!(ps.batch, 63);
-    // high_min = max(3,063 / 2 = 1,531, 252) = 1,531.
-    assert_eq!(ps.high_min, 1_531);
-    // high_max = max(1,032,188 / 8 = 129,023; / 2 = 64,511, 252) = 64,511.
-    assert_eq!(ps.high_max, 64_511);
+    // high_min = max(3,351 / 2 = 1,675, 252) = 1,675.
+    assert_eq!(ps.high_min, 1_675);
+    // high_max = max(245,756 / 8 = 30,719; / 2 = 15,359, 252) = 15,359.
+    assert_eq!(ps.high_max, 15_359);
     assert_eq!(ps.high, 0);
+    // DMA's pagesets: high_min 10,727 / 2 = 5,363; high_max 786,432 / 16 = 49,152.
+    let d = pa.pageset_of(ZoneType::Dma, 1).unwrap();
+    assert_eq!((d.batch, d.high_min, d.high_max), (63, 5_363, 49_152));
 
-    // First use of the pcp: nr_pcp_alloc clamps high to high_min (1,531)
-    // and raises it by the refill size batch << 0 = 63 -> 1,594 (the
-    // reference's "5,449, 5,512 after one order-0 refill").
+    // First use of the pcp: nr_pcp_alloc clamps high to high_min (1,675)
+    // and raises it by the refill size batch << 0 = 63 -> 1,738.
     let cpu = m.cpu(0).unwrap();
     let p = pa.alloc_pages(&cpu, Gfp::GFP_HIGHUSER_MOVABLE, 0).unwrap();
+    assert_eq!(pa.page_zone(p).zone_type(), ZoneType::Normal);
     let ps = pa.pageset(0).unwrap();
-    assert_eq!(ps.high, 1_594);
+    assert_eq!(ps.high, 1_738);
     assert_eq!(ps.count, 62);
     assert_eq!(pa.pageset(1).unwrap().high, 0, "the other CPU's pcp is untouched");
+    assert_eq!(pa.pageset_of(ZoneType::Dma, 0).unwrap().high, 0, "DMA's pcp is untouched");
     pa.free_pages(&cpu, p, 0).unwrap();
 
-    // Fraction 8: high_min = high_max = max(129,023 / 2, 252) = 64,511.
+    // Fraction 8: high_min = high_max = max(30,719 / 2, 252) = 15,359.
     pa.set_percpu_pagelist_high_fraction(8).unwrap();
     let ps = pa.pageset(0).unwrap();
-    assert_eq!((ps.high_min, ps.high_max, ps.batch), (64_511, 64_511, 63));
-    // Fraction 16: 1,032,188 / 16 = 64,511; / 2 = 32,255.
+    assert_eq!((ps.high_min, ps.high_max, ps.batch), (15_359, 15_359, 63));
+    // Fraction 16: 245,756 / 16 = 15,359; / 2 = 7,679.
     pa.set_percpu_pagelist_high_fraction(16).unwrap();
     let ps = pa.pageset(1).unwrap();
-    assert_eq!((ps.high_min, ps.high_max), (32_255, 32_255));
+    assert_eq!((ps.high_min, ps.high_max), (7_679, 7_679));
 
     // 3 is below MIN_PERCPU_PAGELIST_HIGH_FRACTION (8): refused, unchanged.
     assert_eq!(pa.set_percpu_pagelist_high_fraction(3), Err(SysctlError::HighFraction(3)));
     assert_eq!(pa.percpu_pagelist_high_fraction(), 16);
     let ps = pa.pageset(1).unwrap();
-    assert_eq!((ps.high_min, ps.high_max), (32_255, 32_255));
+    assert_eq!((ps.high_min, ps.high_max), (7_679, 7_679));
     assert_eq!(pa.set_percpu_pagelist_high_fraction(7), Err(SysctlError::HighFraction(7)));
     pa.set_percpu_pagelist_high_fraction(0).unwrap();
     let ps = pa.pageset(1).unwrap();
-    assert_eq!((ps.high_min, ps.high_max), (1_531, 64_511));
+    assert_eq!((ps.high_min, ps.high_max), (1_675, 15_359));
 }
 
 #[test]
@@ -290,14 +358,14 @@ fn transparent_hugepage_always_raises_min_free_kbytes_as_khugepaged() {
         let mut cfg = AllocatorConfig::default();
         cfg.set("transparent_hugepage", "always").unwrap();
         let pa = PageAllocator::boot(&m, cfg).unwrap();
-        (pa.zone().min_free_kbytes(), pa.zone().min_wmark_pages(), pa.zone().managed_pages())
+        (pa.min_free_kbytes(), pa.zone().min_wmark_pages(), pa.managed_pages())
     };
     // 4 GiB at 1 GiB: DMA and Normal are populated, so khugepaged asks for
     // 512 × 2 × (2 + 3 × 3) = 11,264 pages = 45,056 kB, what the real arm64
     // 7.2 kernel reports for this machine (far below 5 % of the lowmem).
-    // The one zone mmlab runs today takes it whole as its min.
+    // Normal's share of the min is 11,264 × 245,756 / 1,032,188 = 2,681.
     let (k, min, _) = boot("4G");
-    assert_eq!((k, min), (45_056, 11_264));
+    assert_eq!((k, min), (45_056, 2_681));
     // 64 MiB is one DMA zone of 16,123 pages: 512 × 11 = 5,632 pages is
     // capped at 5 % of nr_free_buffer_pages(): int_sqrt(16,123 × 64) = 1,015
     // kB gives high = 253 + 2 × 63 = 379, (16,123 − 379) / 20 = 787 pages.

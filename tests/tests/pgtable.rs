@@ -344,7 +344,7 @@ fn a_user_address_space_with_its_asid() {
 /// land on the pcp lists first).
 fn free_after_drain(cpu: &Cpu<'_>, pa: &PageAllocator<'_>) -> i64 {
     pa.drain_all_pages(cpu);
-    pa.zone().nr_free_pages()
+    pa.nr_free_pages()
 }
 
 /// A table allocator that hands out `budget` tables from the page allocator,

@@ -25,8 +25,8 @@ fn run_orders(mem: &str, ops: u64, seed: u64, max_live: u64, check_every: u64, d
     let m = Machine::boot(MachineConfig::with(mem, 2).unwrap()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig { debug_checks, ..Default::default() }).unwrap();
     let boot_buddyinfo = pa.zone().nr_free_per_order();
-    let managed = pa.zone().managed_pages();
-    assert_eq!(pa.zone().nr_free_pages() as u64, managed);
+    let managed = pa.managed_pages();
+    assert_eq!(pa.nr_free_pages() as u64, managed);
     let cpus = m.all_cpus().unwrap();
     let mut wl = RandomWorkload::new(ops, seed, max_live);
     wl.max_order = max_order;
@@ -47,22 +47,22 @@ fn run_orders(mem: &str, ops: u64, seed: u64, max_live: u64, check_every: u64, d
     let live_pages: u64 = live.iter().map(|&(_, o)| 1u64 << o).sum();
     assert_eq!(live_pages, st.live_pages);
     // Conservation while pages are live: buddy + pcp + live = managed.
-    assert_eq!(pa.zone().nr_free_pages() as u64 + pa.pcp_pages() as u64 + live_pages, managed);
+    assert_eq!(pa.nr_free_pages() as u64 + pa.pcp_pages() as u64 + live_pages, managed);
 
     for (i, &(p, o)) in live.iter().enumerate() {
         pa.free_pages(&cpus[i % 2], p, o).unwrap();
     }
-    assert_eq!(pa.zone().nr_free_pages() as u64 + pa.pcp_pages() as u64, managed);
+    assert_eq!(pa.nr_free_pages() as u64 + pa.pcp_pages() as u64, managed);
     pa.drain_all_pages(&cpus[0]);
     assert_eq!(pa.pcp_pages(), 0);
     pa.check_invariants().unwrap();
     // Everything merged back: the free area is the boot one again.
     assert_eq!(pa.zone().nr_free_per_order(), boot_buddyinfo);
-    assert_eq!(pa.zone().nr_free_pages() as u64, managed);
+    assert_eq!(pa.nr_free_pages() as u64, managed);
     let ev = m.vm_events();
     use mmlab_engine::vmstat::VmEvent;
     // PGALLOC and PGFREE balance (pages, not calls).
-    assert_eq!(ev.get(VmEvent::PgallocNormal), ev.get(VmEvent::Pgfree) - boot_pgfree(managed));
+    assert_eq!(ev.pgalloc(), ev.get(VmEvent::Pgfree) - boot_pgfree(managed));
 }
 
 /// PGFREE counted by the boot frees (`free_one_page` counts PGFREE for the

@@ -217,7 +217,7 @@ fn huge_sizes_and_counts_are_refused_without_wrapping() {
     let pa = pa(&m);
     let vm = Vmalloc::new(&pa, VmallocConfig::default());
     let cpu = m.cpu(0).unwrap();
-    let free = pa.zone().nr_free_pages();
+    let free = pa.nr_free_pages();
     for size in [u64::MAX, u64::MAX - PAGE_SIZE + 2, 1 << 63] {
         assert_eq!(vm.vmalloc(&cpu, size), Err(VmallocError::TooLarge { size }));
         assert_eq!(vm.vmalloc_huge(&cpu, size, Gfp::GFP_KERNEL), Err(VmallocError::TooLarge { size }));
@@ -229,7 +229,7 @@ fn huge_sizes_and_counts_are_refused_without_wrapping() {
     assert!(vm.vm_unmap_ram(&cpu, !(PAGE_SIZE - 1), usize::MAX).is_err());
     assert!(vm.vm_unmap_ram(&cpu, mmlab_engine::layout::VMALLOC_START, usize::MAX).is_err());
     assert!(vm.areas().is_empty());
-    assert_eq!(pa.zone().nr_free_pages(), free);
+    assert_eq!(pa.nr_free_pages(), free);
     vm.check().unwrap();
 }
 
@@ -244,8 +244,8 @@ fn cpu_handles_of_another_machine_are_refused() {
     let vm_a = Vmalloc::new(&pa_a, VmallocConfig::default());
     let b3 = b.cpu(3).unwrap();
     let a0 = a.cpu(0).unwrap();
-    let free_a = pa_a.zone().nr_free_pages();
-    let free_b = pa_b.zone().nr_free_pages();
+    let free_a = pa_a.nr_free_pages();
+    let free_b = pa_b.nr_free_pages();
     let tables_b = pgtable::stats(&b, &b.kernel_as());
 
     assert_eq!(pa_a.try_alloc_pages(&b3, Gfp::GFP_KERNEL, 0), Err(AllocError::ForeignCpu { cpu: 3 }));
@@ -269,10 +269,10 @@ fn cpu_handles_of_another_machine_are_refused() {
     pa_a.free_pages(&a0, p, 0).unwrap();
 
     assert_eq!(pgtable::stats(&b, &b.kernel_as()), tables_b, "nothing was written into b's tables");
-    assert_eq!(pa_b.zone().nr_free_pages(), free_b);
+    assert_eq!(pa_b.nr_free_pages(), free_b);
     vm_a.purge_vmap_area_lazy(&a0).unwrap();
     pa_a.drain_all_pages(&a0);
-    assert!(pa_a.zone().nr_free_pages() <= free_a);
+    assert!(pa_a.nr_free_pages() <= free_a);
     pa_a.check_invariants().unwrap();
     pa_b.check_invariants().unwrap();
     vm_a.check().unwrap();

@@ -7,7 +7,7 @@ fn boot_alloc_free_check() {
     let pa = PageAllocator::boot(&m, AllocatorConfig { debug_checks: true, ..Default::default() }).unwrap();
     let cpu = m.cpu(0).unwrap();
     let before = pa.zone().nr_free_per_order();
-    println!("buddyinfo {before:?} managed {}", pa.zone().managed_pages());
+    println!("buddyinfo {before:?} managed {}", pa.managed_pages());
     let mut v = vec![];
     for o in 0..5 {
         v.push((pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, o).unwrap(), o));

@@ -67,7 +67,7 @@ fn stress(mem: &str, ops: u64, max_order: u32, seeds: [u64; 2]) {
     let m = Machine::boot(MachineConfig::with(mem, 2).unwrap()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let boot_buddyinfo = pa.zone().nr_free_per_order();
-    let managed = pa.zone().managed_pages();
+    let managed = pa.managed_pages();
     let max_live = managed / 8;
     let cpus = m.all_cpus().unwrap();
     let mut it = cpus.into_iter();
@@ -104,15 +104,15 @@ fn stress(mem: &str, ops: u64, max_order: u32, seeds: [u64; 2]) {
 
     // Everything is free now: in the buddy lists or parked on a pcp list.
     pa.check_invariants().unwrap();
-    assert_eq!(pa.zone().nr_free_pages() as u64 + pa.pcp_pages() as u64, managed);
+    assert_eq!(pa.nr_free_pages() as u64 + pa.pcp_pages() as u64, managed);
     pa.drain_all_pages(&c0);
     assert_eq!(pa.pcp_pages(), 0);
-    assert_eq!(pa.zone().nr_free_pages() as u64, managed);
+    assert_eq!(pa.nr_free_pages() as u64, managed);
     assert_eq!(pa.zone().nr_free_per_order(), boot_buddyinfo);
     pa.check_invariants().unwrap();
     // Pages in = pages out: PGALLOC equals PGFREE minus the boot frees.
     let ev = m.vm_events();
-    assert_eq!(ev.get(VmEvent::PgallocNormal) + managed, ev.get(VmEvent::Pgfree));
+    assert_eq!(ev.pgalloc() + managed, ev.get(VmEvent::Pgfree));
     eprintln!(
         "{mem} orders 0..={max_order}: pcp trylock failures {}, zone lock contended {}",
         ev.get(VmEvent::PcpTrylockFail),

@@ -152,7 +152,7 @@ fn bad_input_changes_nothing() {
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let vm = Vmalloc::new(&pa, VmallocConfig::default());
     let cpu = m.cpu(0).unwrap();
-    let free0 = pa.zone().nr_free_pages() + pa.pcp_pages();
+    let free0 = pa.nr_free_pages() + pa.pcp_pages();
     let a = vm.vmalloc(&cpu, 3 * PAGE_SIZE).unwrap();
     assert_eq!(vm.vfree(&cpu, a + PAGE_SIZE), Err(VmallocError::InsideArea { addr: a + PAGE_SIZE, start: a }));
     assert_eq!(
@@ -169,7 +169,7 @@ fn bad_input_changes_nothing() {
         Err(VmallocError::BadAlign { align: 3 * PAGE_SIZE })
     );
     // Out of memory halfway: ask for more pages than are free.
-    let free_pages = (pa.zone().nr_free_pages() + pa.pcp_pages()) as u64;
+    let free_pages = (pa.nr_free_pages() + pa.pcp_pages()) as u64;
     let r = vm.vmalloc(&cpu, (free_pages - 64) * PAGE_SIZE);
     assert!(matches!(r, Err(VmallocError::NoMemory { .. })), "{r:?}");
     vm.purge_vmap_area_lazy(&cpu).expect("a CPU of this machine");
@@ -180,7 +180,7 @@ fn bad_input_changes_nothing() {
     // stay (as the kernel's do).
     let tables = pgtable::stats(&m, &m.kernel_as()).tables.iter().sum::<u64>() as i64;
     let boot_tables = 4; // swapper_pg_dir + the vmemmap's pud, pmd, pte (32M: partial section)
-    assert_eq!(pa.zone().nr_free_pages() + pa.pcp_pages(), free0 - (tables - boot_tables));
+    assert_eq!(pa.nr_free_pages() + pa.pcp_pages(), free0 - (tables - boot_tables));
 }
 
 #[test]
@@ -280,7 +280,7 @@ fn two_cpus_filling_the_same_table_slots_lose_nothing() {
     let m = machine("512M", true);
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let vm = Vmalloc::new(&pa, VmallocConfig::default());
-    let free0 = pa.zone().nr_free_pages() + pa.pcp_pages();
+    let free0 = pa.nr_free_pages() + pa.pcp_pages();
     let tables0: u64 = pgtable::stats(&m, &m.kernel_as()).tables.iter().sum();
     let n = mmlab_tests::scale(3000);
     let addrs: Vec<Vec<u64>> = std::thread::scope(|s| {
@@ -309,11 +309,7 @@ fn two_cpus_filling_the_same_table_slots_lose_nothing() {
     vm.check().unwrap();
     pa.check_invariants().unwrap();
     let tables: u64 = pgtable::stats(&m, &m.kernel_as()).tables.iter().sum();
-    assert_eq!(
-        pa.zone().nr_free_pages() + pa.pcp_pages(),
-        free0 - (tables - tables0) as i64,
-        "only kept tables are gone"
-    );
+    assert_eq!(pa.nr_free_pages() + pa.pcp_pages(), free0 - (tables - tables0) as i64, "only kept tables are gone");
 }
 
 #[test]
@@ -403,7 +399,7 @@ fn vmap_and_vm_map_ram_refuse_pages_outside_ram_or_free() {
     let end = m.memmap().end_pfn();
     let stats = pgtable::stats(&m, &k);
     let free_va = vm.free_bytes();
-    let nr_free = pa.zone().nr_free_pages() + pa.pcp_pages();
+    let nr_free = pa.nr_free_pages() + pa.pcp_pages();
     let cases: [(Vec<Pfn>, VmallocError); 5] = [
         (vec![good, Pfn(0)], VmallocError::InvalidPfn { pfn: Pfn(0) }),
         (vec![good, end], VmallocError::InvalidPfn { pfn: end }),
@@ -423,7 +419,7 @@ fn vmap_and_vm_map_ram_refuse_pages_outside_ram_or_free() {
     assert!(vm.areas().is_empty());
     assert!(!vm.vmallocinfo().contains("vm_map_ram"), "no vmap block taken");
     assert_eq!(pgtable::stats(&m, &k), stats, "no table touched");
-    assert_eq!(pa.zone().nr_free_pages() + pa.pcp_pages(), nr_free);
+    assert_eq!(pa.nr_free_pages() + pa.pcp_pages(), nr_free);
     vm.check().unwrap();
     pa.check_invariants().unwrap();
 

@@ -427,7 +427,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         // PAGE_ALIGN(size) without wrapping: a size within a page of 2^64
         // is simply too large (the kernel's `size > totalram` test).
         let real_size = size.checked_next_multiple_of(PAGE_SIZE).ok_or(VmallocError::TooLarge { size })?;
-        if real_size > self.pa.zone().managed_pages() * PAGE_SIZE || real_size > VMALLOC_END - VMALLOC_START {
+        if real_size > self.pa.managed_pages() * PAGE_SIZE || real_size > VMALLOC_END - VMALLOC_START {
             return Err(VmallocError::TooLarge { size });
         }
         if align > VMALLOC_END - VMALLOC_START {

@@ -493,7 +493,7 @@ pub fn run<'m>(pa: &PageAllocator<'m>, cpu: &Cpu<'m>, cfg: &RaceConfig) -> Resul
     }
     let hvo = Hvo::new(pa, cfg.hvo);
     pa.drain_all_pages(cpu);
-    let free_before = pa.zone().nr_free_pages() + pa.pcp_pages();
+    let free_before = pa.nr_free_pages() + pa.pcp_pages();
     let s = Schedule {
         opened: AtomicU32::new(0),
         optimized: AtomicU32::new(0),
@@ -541,7 +541,7 @@ pub fn run<'m>(pa: &PageAllocator<'m>, cpu: &Cpu<'m>, cfg: &RaceConfig) -> Resul
     result?;
     pa.drain_all_pages(cpu);
     let c = hvo.counts();
-    let free_after = pa.zone().nr_free_pages() + pa.pcp_pages();
+    let free_after = pa.nr_free_pages() + pa.pcp_pages();
     // The PTE tables of vmemmap PMD splits stay, as in the kernel.
     if free_after + c.vmemmap_pmd_splits as i64 != free_before {
         return Err(RaceError::Invariants(format!(

@@ -87,18 +87,20 @@ impl fmt::Display for Migratetype {
     }
 }
 
-/// `enum zone_type`. Only Normal is populated on the emulated machine; the
-/// others keep their numbers so that page flags and reports line up.
+/// `enum zone_type` (arm64 with ZONE_DMA and ZONE_DMA32 built). Which zones
+/// are populated follows from the machine's RAM (`zone_sizes_init`): DMA up
+/// to the 32-bit limit, DMA32 empty on the virt machine, Normal above 4 GiB,
+/// Movable empty (no `movablecore=`). ZONE_DEVICE is not modelled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[repr(u8)]
 pub enum ZoneType {
-    /// `ZONE_DMA` (unpopulated).
+    /// `ZONE_DMA`: RAM below `arm64_dma_phys_limit`.
     Dma = 0,
-    /// `ZONE_DMA32` (unpopulated).
+    /// `ZONE_DMA32`: present but empty on arm64 when DMA reaches 4 GiB.
     Dma32 = 1,
-    /// `ZONE_NORMAL`: all of the emulated RAM.
+    /// `ZONE_NORMAL`: RAM above the 32-bit limit.
     Normal = 2,
-    /// `ZONE_MOVABLE` (unpopulated).
+    /// `ZONE_MOVABLE`: empty (no `kernelcore=`/`movablecore=`).
     Movable = 3,
 }
 

@@ -57,8 +57,14 @@ macro_rules! vm_events {
 }
 
 vm_events! {
-    /// Pages allocated from zone Normal (`PGALLOC`).
+    /// Pages allocated from zone DMA (`PGALLOC_DMA`).
+    PgallocDma => pgalloc_dma,
+    /// Pages allocated from zone DMA32 (`PGALLOC_DMA32`).
+    PgallocDma32 => pgalloc_dma32,
+    /// Pages allocated from zone Normal (`PGALLOC_NORMAL`).
     PgallocNormal => pgalloc_normal,
+    /// Pages allocated from zone Movable (`PGALLOC_MOVABLE`).
+    PgallocMovable => pgalloc_movable,
     /// Pages freed (`PGFREE`).
     Pgfree => pgfree,
     /// Allocations that returned NULL (`warn_alloc` or silent).
@@ -126,6 +132,26 @@ pub struct VmEvents {
 impl Default for VmEvents {
     fn default() -> Self {
         VmEvents { v: std::array::from_fn(|_| AtomicU64::new(0)) }
+    }
+}
+
+impl VmEvent {
+    /// `PGALLOC` of zone `zt` (`__count_zid_vm_events(PGALLOC, zone_idx(zone), n)`).
+    #[inline]
+    pub const fn pgalloc(zt: crate::mm::ZoneType) -> VmEvent {
+        match zt {
+            crate::mm::ZoneType::Dma => VmEvent::PgallocDma,
+            crate::mm::ZoneType::Dma32 => VmEvent::PgallocDma32,
+            crate::mm::ZoneType::Normal => VmEvent::PgallocNormal,
+            crate::mm::ZoneType::Movable => VmEvent::PgallocMovable,
+        }
+    }
+}
+
+impl VmCounts {
+    /// Pages allocated from every zone: the sum of the `pgalloc_*` lines.
+    pub const fn pgalloc(&self) -> u64 {
+        self.pgalloc_dma + self.pgalloc_dma32 + self.pgalloc_normal + self.pgalloc_movable
     }
 }
 

@@ -248,7 +248,7 @@ impl BootReport {
             struct_pages: mem.deferred_init_counts(),
             first_deferred_pfn: (fd != u64::MAX).then_some(fd),
             reserved,
-            managed_pages: pa.zone().managed_pages(),
+            managed_pages: pa.managed_pages(),
         }
     }
 

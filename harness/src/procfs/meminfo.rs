@@ -109,12 +109,19 @@ impl Meminfo {
     /// vmalloc and the hugetlb ones.
     pub fn collect(pa: &PageAllocator<'_>, vmalloc: VmallocMeminfo, hugetlb: HugetlbMeminfo) -> Meminfo {
         let kb = mmlab_engine::PAGE_SIZE >> 10;
-        let z = pa.zone();
-        let totalram = z.managed_pages();
-        let free = z.nr_free_pages().max(0) as u64;
+        let totalram = pa.managed_pages();
+        let free = pa.nr_free_pages().max(0) as u64;
         // calculate_totalreserve_pages(): per zone the largest lowmem
         // reserve plus the high watermark, at most the managed pages.
-        let totalreserve = z.high_wmark_pages().min(totalram);
+        let totalreserve: u64 = pa
+            .node()
+            .zones()
+            .iter()
+            .map(|z| {
+                let max = z.lowmem_reserve()[z.zone_type() as usize..].iter().copied().max().unwrap_or(0);
+                (max + z.high_wmark_pages()).min(z.managed_pages())
+            })
+            .sum();
         let hugetlb_pages = hugetlb.hugetlb_kb / kb;
         let value = |name: &str| -> Option<u64> {
             Some(match name {

@@ -7,7 +7,7 @@
 //! pagetypeinfo in [`mmlab_buddy::procfs`], zoneinfo in
 //! [`mmlab_pcp::vmstat`] (their docs list where the layout differs from the
 //! kernel's, always because mmlab does not model the thing in question);
-//! here they are called for the machine's one zone. /proc/meminfo
+//! here they are called for every zone of the node. /proc/meminfo
 //! ([`meminfo`]) and /proc/vmstat ([`vmstat`](mod@vmstat)) print every line of the
 //! Linux 7.2 arm64 layout, with 0 for what mmlab does not model (each
 //! module's table lists what it does).
@@ -25,19 +25,42 @@ use std::fmt::Write as _;
 pub use mmlab_buddy::procfs::PAGETYPEINFO_FREE_CAP;
 pub use mmlab_pcp::vmstat::{MAX_NR_ZONES, calculate_normal_threshold};
 
-/// /proc/buddyinfo ([`mmlab_buddy::procfs::buddyinfo`] of the zone).
+/// /proc/buddyinfo ([`mmlab_buddy::procfs::buddyinfo_zones`] of the node).
 pub fn buddyinfo(pa: &PageAllocator<'_>) -> String {
-    mmlab_buddy::procfs::buddyinfo(pa.zone())
+    let zones: Vec<_> = pa.node().zones().iter().collect();
+    mmlab_buddy::procfs::buddyinfo_zones(&zones)
 }
 
-/// /proc/pagetypeinfo ([`mmlab_buddy::procfs::pagetypeinfo`] of the zone).
+/// /proc/pagetypeinfo ([`mmlab_buddy::procfs::pagetypeinfo_zones`] of the node).
 pub fn pagetypeinfo(pa: &PageAllocator<'_>) -> String {
-    mmlab_buddy::procfs::pagetypeinfo(pa.zone())
+    let zones: Vec<_> = pa.node().zones().iter().collect();
+    mmlab_buddy::procfs::pagetypeinfo_zones(&zones)
 }
 
-/// /proc/zoneinfo ([`mmlab_pcp::vmstat::zoneinfo`]).
-pub fn zoneinfo(pa: &PageAllocator<'_>) -> String {
-    mmlab_pcp::vmstat::zoneinfo(pa)
+/// /proc/zoneinfo in the Linux 7.2 layout ([`mmlab_pcp::vmstat::zoneinfo_with`]):
+/// the `per-node stats` are the node lines of `vmstat` ([`vmstat::NODE_STAT_ITEMS`]),
+/// each populated zone's vm stats the zone lines ([`vmstat::ZONE_STAT_ITEMS`]) with
+/// that zone's `nr_free_pages` and `nr_free_pages_blocks`, 0 for the rest.
+pub fn zoneinfo_with(pa: &PageAllocator<'_>, vmstat: &Vmstat) -> String {
+    let node: Vec<(&str, u64)> = vmstat.kernel[vmstat::NODE_STAT_ITEMS].iter().map(|l| (l.name, l.value)).collect();
+    mmlab_pcp::vmstat::zoneinfo_with(pa, &node, &|z| {
+        vmstat::VMSTAT_ITEMS[vmstat::ZONE_STAT_ITEMS]
+            .iter()
+            .map(|&name| {
+                let v = match name {
+                    "nr_free_pages" => z.nr_free_pages().max(0) as u64,
+                    "nr_free_pages_blocks" => vmstat::nr_free_pages_blocks(z),
+                    _ => 0,
+                };
+                (name, v)
+            })
+            .collect()
+    })
+}
+
+/// /proc/zoneinfo with no vmalloc area and no hugetlb pool ([`zoneinfo_with`]).
+pub fn zoneinfo(m: &Machine, pa: &PageAllocator<'_>) -> String {
+    zoneinfo_with(pa, &Vmstat::collect(&m.vm_events(), pa, 0, 0))
 }
 
 /// /proc/vmstat ([`Vmstat`]) with no vmalloc area and no hugetlb pool.
@@ -98,7 +121,7 @@ mod tests {
         let m = boot("64M", 1);
         let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
         let s = vmstat(&m, &pa);
-        assert_eq!(s.lines().next().unwrap(), format!("nr_free_pages {}", pa.zone().nr_free_pages()));
+        assert_eq!(s.lines().next().unwrap(), format!("nr_free_pages {}", pa.nr_free_pages()));
         assert!(s.lines().all(|l| l.split(' ').count() == 2));
         assert!(s.contains("\npgfree "));
         // The kernel's lines, in its order, then mmlab's own.
@@ -133,7 +156,7 @@ mod tests {
             names[50..],
             ["HugePages_Total", "HugePages_Free", "HugePages_Rsvd", "HugePages_Surp", "Hugepagesize", "Hugetlb"]
         );
-        let total = pa.zone().managed_pages();
+        let total = pa.managed_pages();
         assert!(s.starts_with(&format!("MemTotal:       {:8} kB\n", total * 4)), "{s}");
         assert!(s.contains("\nHardwareCorrupted:     0 kB\n"), "{s}");
         // vm_commit_limit(): half of what hugetlb does not hold.

@@ -8,8 +8,7 @@
 //! Every line the kernel prints is here, in its order ([`VMSTAT_ITEMS`], the
 //! names of the 4G/2-CPU capture in `tests/data/arm64-peer/`). A line whose
 //! name is one of mmlab's [`VmEvent`] counters prints that counter summed
-//! over the CPUs (`pgalloc_normal`, `pgfree`, and any the zone split adds
-//! under the kernel's names, as `pgalloc_dma`); the ones below come from
+//! over the CPUs (`pgalloc_dma`, `pgalloc_normal`, ..., `pgfree`); the ones below come from
 //! the zone, vmalloc and hugetlb; everything else prints 0 (not modelled).
 //! mmlab's own instrumented counters (refills, drains, merges, the zone
 //! lock; not in the kernel's file) follow the kernel's lines, in
@@ -17,8 +16,8 @@
 //!
 //! | line | value | label |
 //! |------|-------|-------|
-//! | `nr_free_pages` | `NR_FREE_PAGES` of the zone | faithful |
-//! | `nr_free_pages_blocks` | free pages in blocks of at least `pageblock_order` (`NR_FREE_PAGES_BLOCKS`, Linux 6.15) | faithful |
+//! | `nr_free_pages` | `NR_FREE_PAGES` summed over the zones | faithful |
+//! | `nr_free_pages_blocks` | free pages in blocks of at least `pageblock_order` (`NR_FREE_PAGES_BLOCKS`, Linux 6.15), summed over the zones | faithful |
 //! | `nr_vmalloc` | pages of `VM_ALLOC` areas (`NR_VMALLOC`) | faithful |
 //! | `nr_hugetlb` | pages in the hugetlb pools (`NR_HUGETLB`) | faithful |
 //! | names of [`VmEvent`] counters (`pgalloc_normal`, `pgfree`) | the counter | faithful |
@@ -225,6 +224,14 @@ pub const VMSTAT_ITEMS: [&str; 192] = [
     "nr_unstable",
 ];
 
+/// The per-zone items (`zone_stat_item` and the NUMA events): the first
+/// lines of /proc/vmstat, and the vm stats of each populated zone in
+/// /proc/zoneinfo.
+pub const ZONE_STAT_ITEMS: std::ops::Range<usize> = 0..17;
+/// The per-node items (`node_stat_item`): /proc/vmstat's middle lines, and
+/// zoneinfo's `per-node stats`.
+pub const NODE_STAT_ITEMS: std::ops::Range<usize> = 17..84;
+
 /// The lines computed from something other than a [`VmEvent`] counter.
 pub const VMSTAT_MODELLED: [&str; 4] = ["nr_free_pages", "nr_free_pages_blocks", "nr_vmalloc", "nr_hugetlb"];
 
@@ -252,16 +259,13 @@ impl Vmstat {
     /// Collect the values (`vmstat_start`): the zone's, the event counters
     /// summed over CPUs, `nr_vmalloc` and `nr_hugetlb` pages.
     pub fn collect(events: &VmCounts, pa: &PageAllocator<'_>, nr_vmalloc: u64, nr_hugetlb: u64) -> Vmstat {
-        let z = pa.zone();
-        let per_order = z.nr_free_per_order();
-        let pageblock_order = mmlab_engine::mm::PAGEBLOCK_ORDER as usize;
-        let blocks: u64 = per_order.iter().enumerate().skip(pageblock_order).map(|(o, n)| n << o).sum();
+        let blocks: u64 = pa.populated_zones().map(nr_free_pages_blocks).sum();
         let event = |name: &str| VmEvent::ALL.iter().copied().find(|e| e.name() == name);
         let kernel = VMSTAT_ITEMS
             .iter()
             .map(|&name| {
                 let v = match name {
-                    "nr_free_pages" => Some(z.nr_free_pages().max(0) as u64),
+                    "nr_free_pages" => Some(pa.nr_free_pages().max(0) as u64),
                     "nr_free_pages_blocks" => Some(blocks),
                     "nr_vmalloc" => Some(nr_vmalloc),
                     "nr_hugetlb" => Some(nr_hugetlb),
@@ -282,6 +286,13 @@ impl Vmstat {
     pub fn get(&self, name: &str) -> Option<u64> {
         self.kernel.iter().chain(&self.mmlab).find(|l| l.name == name).map(|l| l.value)
     }
+}
+
+/// `NR_FREE_PAGES_BLOCKS` of one zone: free pages in blocks of at least
+/// `pageblock_order`.
+pub fn nr_free_pages_blocks(z: &mmlab_buddy::Zone<'_>) -> u64 {
+    let pageblock_order = mmlab_engine::mm::PAGEBLOCK_ORDER as usize;
+    z.nr_free_per_order().iter().enumerate().skip(pageblock_order).map(|(o, n)| n << o).sum()
 }
 
 impl fmt::Display for Vmstat {

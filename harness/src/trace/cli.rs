@@ -219,7 +219,7 @@ pub fn run(g: &Globals, a: &TraceArgs) -> Result<bool, String> {
 /// The seeded random page workload over every CPU (its pages stay allocated).
 fn random(m: &Machine, pa: &PageAllocator<'_>, ops: u64, seed: u64) -> Result<(), String> {
     let cpus = m.all_cpus().map_err(|e| e.to_string())?;
-    RandomWorkload::new(ops, seed, pa.zone().managed_pages() / 2).run(pa, &cpus, |_| {});
+    RandomWorkload::new(ops, seed, pa.managed_pages() / 2).run(pa, &cpus, |_| {});
     Ok(())
 }
 

@@ -15,7 +15,7 @@
 //! | event | counter | kernel work priced (from the 6.12 source) |
 //! |---|---|---|
 //! | [`Event::VmapCall`] | `vmallocs + vfrees` | `__get_vm_area_node` (kmalloc of the `vm_struct`, `alloc_vmap_area`: the vmap node lock, the free-tree search and split, busy-tree insert), the page-array kmalloc/kvfree, `remove_vm_area` and the lazy-free list; the vmap node locks are here |
-//! | [`Event::Page`] | `pgalloc_normal + pgfree` | per page and direction: `prep_new_page`/`post_alloc_hook` (refcount, `set_page_private`, kasan/page-owner hooks compiled out), the page-array store, the PTE write of `vmap_pte_range` / the clear of `vunmap_pte_range`, `free_pages_prepare` and `__count_vm_events` accounting |
+//! | [`Event::Page`] | `pgalloc_* + pgfree` | per page and direction: `prep_new_page`/`post_alloc_hook` (refcount, `set_page_private`, kasan/page-owner hooks compiled out), the page-array store, the PTE write of `vmap_pte_range` / the clear of `vunmap_pte_range`, `free_pages_prepare` and `__count_vm_events` accounting |
 //! | [`Event::PcpPage`] | `pcp_refill_pages + pcp_drain_pages` | one page moved between the buddy and a pcp list in `rmqueue_bulk` / `free_pcppages_bulk` (`__rmqueue`, list ops, `__mod_zone_page_state`) |
 //! | [`Event::BuddyPage`] | `rmqueue_buddy_pages + free_one_page_pages` | a page taken from or given to the buddy lists straight (`rmqueue_buddy`, `free_one_page`), outside the pcp |
 //! | [`Event::ZoneLock`] | `zone_lock_acquire` | one `spin_lock_irqsave(&zone->lock)` / unlock pair, uncontended |
@@ -98,7 +98,7 @@ impl Event {
         let v = &c.vm;
         match self {
             Event::VmapCall => c.vmalloc.vmallocs + c.vmalloc.vfrees,
-            Event::Page => v.pgalloc_normal + v.pgfree,
+            Event::Page => v.pgalloc() + v.pgfree,
             Event::PcpPage => v.pcp_refill_pages + v.pcp_drain_pages,
             Event::BuddyPage => v.rmqueue_buddy_pages + v.free_one_page_pages,
             Event::ZoneLock => v.zone_lock_acquire,

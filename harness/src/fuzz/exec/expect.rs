@@ -221,7 +221,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                     only(O::ZeroSize)
                 } else if !align.is_power_of_two() {
                     only(O::BadAlign)
-                } else if *size > self.pa.zone().managed_pages() * PAGE_SIZE {
+                } else if *size > self.pa.managed_pages() * PAGE_SIZE {
                     only(O::TooLarge)
                 } else {
                     alloc_ok

@@ -405,7 +405,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             && must_not_change
             && !(matches!(op.call, Call::Vfree { .. } | Call::FreePercpu { .. }) && self.vm.kvfree_pending() > 0);
         let before = if snap_ok { Some(self.snapshot()) } else { None };
-        let free_before = self.pa.zone().nr_free_pages();
+        let free_before = self.pa.nr_free_pages();
         let r = catch_unwind(AssertUnwindSafe(|| self.run(op)));
         let (outcome, detail) = match r {
             Ok(x) => x,
@@ -461,14 +461,14 @@ impl<'a, 'm> Executor<'a, 'm> {
             && self.opts.exclusive
             && !self.opts.fault_injection
             && matches!(op.call, Call::AllocPages { order: 0, .. })
-            && free_before > (self.pa.zone().managed_pages() / 4) as i64
+            && free_before > (self.pa.managed_pages() / 4) as i64
             && free_before > 2 * (self.pa.zone().high_wmark_pages() + self.pa.zone().watermark_boost()) as i64
         {
             violation = Some(v(
                 ViolationKind::SpuriousNoMemory,
                 format!(
                     "`{op}` failed with {free_before} of {} pages free (high watermark {})",
-                    self.pa.zone().managed_pages(),
+                    self.pa.managed_pages(),
                     self.pa.zone().high_wmark_pages()
                 ),
             ));

@@ -206,7 +206,7 @@ pub fn analyse(g: &Globals, a: &KernelArgs, text: &str) -> Result<Report, String
         cpus,
         sets,
         pcp_rules,
-        managed: pa.zone().managed_pages(),
+        managed: pa.managed_pages(),
         batch: ps.batch,
         high_min: ps.high_min,
         high_max: ps.high_max,

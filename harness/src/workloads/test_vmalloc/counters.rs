@@ -136,6 +136,10 @@ pub struct CounterField {
     set: fn(&mut Counters, u64),
 }
 
+/// Output names of earlier versions, read as today's: shards written when
+/// the allocator ran one zone counted every page as `pgalloc_normal`.
+const LEGACY_NAMES: [(&str, &str); 1] = [("pgalloc_normal", "pgalloc")];
+
 /// An entry named by the field it reads: `own!(vm.pcp_drain)`.
 macro_rules! own {
     ($family:ident . $field:ident) => {
@@ -174,7 +178,15 @@ pub const FIELDS: [CounterField; 24] = [
     own!(vm.zone_lock_contended),
     own!(vm.zone_lock_hold_ns),
     own!(vm.buddy_merge),
-    own!(vm.pgalloc_normal),
+    CounterField {
+        name: "pgalloc",
+        naming: Naming::Derived,
+        get: |c| c.vm.pgalloc(),
+        set: |c, v| {
+            (c.vm.pgalloc_dma, c.vm.pgalloc_dma32, c.vm.pgalloc_movable) = (0, 0, 0);
+            c.vm.pgalloc_normal = v
+        },
+    },
     own!(vm.pgfree),
     own!(vm.pgalloc_fail),
     own!(vmalloc.vmallocs),
@@ -228,7 +240,15 @@ impl<'de> Deserialize<'de> for Counters {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Counters, D::Error> {
         use serde::de::Error as _;
         type Map = BTreeMap<String, u64>;
-        let r = Repr::<Map, Map>::deserialize(d)?;
+        let mut r = Repr::<Map, Map>::deserialize(d)?;
+        // Shards written before the zone split name the one zone's count.
+        for (old, new) in LEGACY_NAMES {
+            if !r.scalars.contains_key(new)
+                && let Some(n) = r.scalars.remove(old)
+            {
+                r.scalars.insert(new.to_string(), n);
+            }
+        }
         let mut c = Counters::default();
         let unknown = |k: &str| D::Error::custom(format!("unknown counter {k:?}"));
         for (k, &n) in &r.barriers {

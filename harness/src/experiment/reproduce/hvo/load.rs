@@ -239,7 +239,7 @@ pub fn run(v: LoadVariant, faults_per_cpu: u64, bench_ns: u64) -> Result<LoadRun
     let m = Machine::boot(mc).map_err(|e| format!("boot failed: {e}"))?;
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).map_err(|e| e.to_string())?;
     let cpus = m.all_cpus().map_err(|e| e.to_string())?;
-    let free_at_start = pa.zone().nr_free_pages() + pa.pcp_pages();
+    let free_at_start = pa.nr_free_pages() + pa.pcp_pages();
     let mut ht = Hugetlb::new(&pa, v.config());
     // vm.nr_overcommit_hugepages: as many as memory holds; nr_hugepages 0.
     ht.set_nr_overcommit_hugepages(M2, MEM_BYTES / M2.bytes()).map_err(|e| e.to_string())?;
@@ -294,7 +294,7 @@ pub fn run(v: LoadVariant, faults_per_cpu: u64, bench_ns: u64) -> Result<LoadRun
     // Every page and table is back (the vmemmap PTE tables of PMD splits
     // stay, as in the kernel): a bug otherwise.
     pa.check_invariants().map_err(|e| format!("after the load: {e}"))?;
-    let free = pa.zone().nr_free_pages() + pa.pcp_pages() + ht.hvo().counts().vmemmap_pmd_splits as i64;
+    let free = pa.nr_free_pages() + pa.pcp_pages() + ht.hvo().counts().vmemmap_pmd_splits as i64;
     if free != free_at_start {
         return Err(format!("after the load: {free} free pages, {free_at_start} before it"));
     }
