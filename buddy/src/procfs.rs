@@ -150,18 +150,24 @@ mod tests {
                 lines[3],
                 "Free pages count per migrate type at order       0      1      2      3      4      5      6      7      8      9     10 "
             );
-            let names = ["Unmovable", "Movable", "Reclaimable", "HighAtomic"];
+            let names = ["Unmovable", "Movable", "Reclaimable", "HighAtomic", "CMA", "Isolate"];
             for (i, n) in names.iter().enumerate() {
                 let prefix = format!("Node    0, zone   Normal, type {n:>12} ");
                 let rest = lines[4 + i].strip_prefix(&prefix).unwrap();
                 assert_eq!(six_wide_fields(rest).len(), 11);
             }
             assert_eq!(lines[4], format!("Node    0, zone   Normal, type    Unmovable {}", "     0 ".repeat(11)));
-            assert_eq!(lines[8], "");
-            assert_eq!(lines[9], "Number of blocks type     Unmovable      Movable  Reclaimable   HighAtomic ");
+            assert_eq!(lines[10], "");
+            assert_eq!(
+                lines[11],
+                "Number of blocks type     Unmovable      Movable  Reclaimable   HighAtomic          CMA      Isolate "
+            );
             // 64M = 32 pageblocks, all Movable at boot.
-            assert_eq!(lines[10], "Node 0, zone   Normal            0           32            0            0 ");
-            assert_eq!(lines.len(), 11);
+            assert_eq!(
+                lines[12],
+                "Node 0, zone   Normal            0           32            0            0            0            0 "
+            );
+            assert_eq!(lines.len(), 13);
         });
     }
 }

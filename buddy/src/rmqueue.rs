@@ -24,8 +24,11 @@ pub const fn fallbacks(mt: Migratetype) -> [Migratetype; 2] {
         Unmovable => [Reclaimable, Movable],
         Movable => [Reclaimable, Unmovable],
         Reclaimable => [Unmovable, Movable],
-        // HIGHATOMIC never falls back (the kernel's table has no row for it).
+        // HIGHATOMIC, CMA and ISOLATE never fall back (the kernel's table
+        // has no row for them); nothing falls back into them either.
         HighAtomic => [HighAtomic, HighAtomic],
+        Cma => [Cma, Cma],
+        Isolate => [Isolate, Isolate],
     }
 }
 
@@ -36,6 +39,8 @@ pub enum RmqueueMode {
     /// `RMQUEUE_NORMAL`: the wanted migratetype's own lists.
     #[default]
     Normal,
+    /// `RMQUEUE_CMA`: the CMA free lists (`__rmqueue_cma_fallback`).
+    Cma,
     /// `RMQUEUE_CLAIM`: a whole block claimed from another type.
     Claim,
     /// `RMQUEUE_STEAL`: a block stolen from another type without relabelling.
@@ -297,7 +302,10 @@ impl LockedZone<'_, '_> {
         None
     }
 
-    /// `__rmqueue()`: the wanted type, then claim, then steal (no CMA here).
+    /// `__rmqueue()`: with `ALLOC_CMA`, the CMA lists first when they hold
+    /// more than half of the zone's free pages; then the wanted type, the
+    /// CMA lists, claim, steal, each mode starting where `mode` says the
+    /// last call found pages.
     #[inline]
     pub fn rmqueue(
         &mut self,
@@ -306,12 +314,26 @@ impl LockedZone<'_, '_> {
         alloc_flags: AllocFlags,
         mode: &mut RmqueueMode,
     ) -> Option<Pfn> {
+        let cma = alloc_flags.has(AllocFlags::CMA);
+        if cma
+            && self.zone.nr_free_cma() > self.zone.nr_free_pages() / 2
+            && let Some(p) = self.rmqueue_smallest(order, Migratetype::Cma)
+        {
+            return Some(p);
+        }
         if *mode == RmqueueMode::Normal
             && let Some(p) = self.rmqueue_smallest(order, mt)
         {
             return Some(p);
         }
-        if matches!(*mode, RmqueueMode::Normal | RmqueueMode::Claim)
+        if cma
+            && matches!(*mode, RmqueueMode::Normal | RmqueueMode::Cma)
+            && let Some(p) = self.rmqueue_smallest(order, Migratetype::Cma)
+        {
+            *mode = RmqueueMode::Cma;
+            return Some(p);
+        }
+        if matches!(*mode, RmqueueMode::Normal | RmqueueMode::Cma | RmqueueMode::Claim)
             && let Some(p) = self.rmqueue_claim(order, mt, alloc_flags)
         {
             *mode = RmqueueMode::Normal;

@@ -138,6 +138,10 @@ impl Zone<'_> {
         if !alloc_flags.has(AllocFlags::RESERVES) {
             unusable += self.nr_free_highatomic();
         }
+        // Free CMA pages only count for allocations that may use them.
+        if !alloc_flags.has(AllocFlags::CMA) {
+            unusable += self.nr_free_cma();
+        }
         unusable
     }
 
@@ -178,9 +182,11 @@ impl Zone<'_> {
         // it (unaccounted), which gives the same answer without the race.
         let z = self.lock.lock_unaccounted();
         let highatomic_ok = alloc_flags.0 & (AllocFlags::OOM.0 | AllocFlags::HIGHATOMIC.0) != 0;
+        let cma_ok = alloc_flags.has(AllocFlags::CMA);
         (order..=MAX_PAGE_ORDER).any(|o| {
             Migratetype::ALL[..MIGRATE_PCPTYPES].iter().any(|&mt| !z.lists.list_is_empty(crate::zone::fl(o, mt)))
                 || (highatomic_ok && !z.lists.list_is_empty(crate::zone::fl(o, Migratetype::HighAtomic)))
+                || (cma_ok && !z.lists.list_is_empty(crate::zone::fl(o, Migratetype::Cma)))
         })
     }
 
@@ -195,7 +201,8 @@ impl Zone<'_> {
     pub fn zone_watermark_fast(&self, order: u32, mark: u64, highest_zoneidx: usize, alloc_flags: AllocFlags) -> bool {
         let free = self.nr_free_pages();
         if order == 0 {
-            let fast_free = free - if alloc_flags.has(AllocFlags::RESERVES) { 0 } else { self.nr_free_highatomic() };
+            let reserved = self.watermark_unusable_free(0, alloc_flags);
+            let fast_free = free - reserved.min(free.max(0));
             if fast_free > (mark + self.lowmem_reserve[highest_zoneidx].load(Relaxed)) as i64 {
                 return true;
             }

@@ -32,7 +32,8 @@ impl AllocFlags {
     pub const MIN_RESERVE: AllocFlags = AllocFlags(0x20);
     /// `ALLOC_CPUSET`: check the cpuset (no effect here: one node).
     pub const CPUSET: AllocFlags = AllocFlags(0x40);
-    /// `ALLOC_CMA`: may allocate from CMA areas (none are modelled).
+    /// `ALLOC_CMA`: may allocate from CMA areas (movable allocations,
+    /// `gfp_to_alloc_flags_cma`).
     pub const CMA: AllocFlags = AllocFlags(0x80);
     /// `ALLOC_NOFRAGMENT`: avoid mixing migratetypes in a pageblock.
     pub const NOFRAGMENT: AllocFlags = AllocFlags(0x100);
@@ -136,6 +137,10 @@ pub struct Zone<'m> {
     pub(crate) nr_free_pages: AtomicI64,
     /// `nr_free_highatomic`.
     pub(crate) nr_free_highatomic: AtomicI64,
+    /// `NR_FREE_CMA_PAGES`: free pages in MIGRATE_CMA pageblocks.
+    pub(crate) nr_free_cma: AtomicI64,
+    /// `zone->cma_pages`: pages of CMA areas in this zone (zoneinfo `cma`).
+    pub(crate) cma_pages: AtomicU64,
     /// `min_free_kbytes` the watermarks were computed from.
     pub(crate) min_free_kbytes: AtomicU64,
     pub(crate) lock: StatMutex<ZoneInner>,
@@ -195,6 +200,8 @@ impl<'m> Zone<'m> {
             flags: AtomicU64::new(0),
             nr_free_pages: AtomicI64::new(0),
             nr_free_highatomic: AtomicI64::new(0),
+            nr_free_cma: AtomicI64::new(0),
+            cma_pages: AtomicU64::new(0),
             min_free_kbytes: AtomicU64::new(0),
             lock: StatMutex::new(inner, VmEvent::ZoneLockAcquire, VmEvent::ZoneLockContended, VmEvent::ZoneLockHoldNs),
             pageblock_flags: m.pageblock_flags(),
@@ -272,6 +279,19 @@ impl<'m> Zone<'m> {
     pub fn nr_free_highatomic(&self) -> i64 {
         self.nr_free_highatomic.load(Relaxed)
     }
+    /// `zone_page_state(zone, NR_FREE_CMA_PAGES)`.
+    #[inline]
+    pub fn nr_free_cma(&self) -> i64 {
+        self.nr_free_cma.load(Relaxed)
+    }
+    /// `zone->cma_pages`.
+    pub fn cma_pages(&self) -> u64 {
+        self.cma_pages.load(Relaxed)
+    }
+    /// `zone->cma_pages += nr` (`init_cma_reserved_pageblock`).
+    pub fn add_cma_pages(&self, nr: u64) {
+        self.cma_pages.fetch_add(nr, Relaxed);
+    }
     /// `zone_spans_pfn()`.
     #[inline]
     pub fn spans(&self, pfn: Pfn) -> bool {
@@ -304,6 +324,13 @@ impl<'m> Zone<'m> {
     pub(crate) fn set_pageblock_migratetype(&self, pfn: Pfn, mt: Migratetype) {
         let i = ((pfn.0 - self.pb_base_pfn) >> PAGEBLOCK_ORDER) as usize;
         self.pageblock_flags[i].store(mt as u8, Relaxed);
+    }
+    /// The pageblock of `pfn` becomes MIGRATE_CMA, under the zone lock
+    /// (`init_cma_reserved_pageblock`'s `set_pageblock_migratetype`). Its
+    /// pages must not be on any free list.
+    pub fn set_pageblock_cma(&self, cpu: &Cpu<'m>, pfn: Pfn) {
+        let _z = self.lock(cpu);
+        self.set_pageblock_migratetype(pfn, Migratetype::Cma);
     }
     /// Number of pageblocks of each type (the pagetypeinfo block counts).
     pub fn pageblock_counts(&self) -> [u64; MIGRATE_TYPES] {
@@ -375,6 +402,8 @@ impl<'a, 'm> LockedZone<'a, 'm> {
         z.nr_free_pages.store(z.nr_free_pages.load(Relaxed) + nr, Relaxed);
         if mt.is_highatomic() {
             z.nr_free_highatomic.store(z.nr_free_highatomic.load(Relaxed) + nr, Relaxed);
+        } else if mt.is_cma() {
+            z.nr_free_cma.store(z.nr_free_cma.load(Relaxed) + nr, Relaxed);
         }
     }
 

@@ -118,6 +118,12 @@ pub(crate) fn highest_zoneidx(gfp: Gfp) -> usize {
     mmlab_buddy::zones::gfp_zone(gfp).unwrap_or(mmlab_engine::mm::ZoneType::Normal) as usize
 }
 
+/// `gfp_to_alloc_flags_cma()`: movable allocations may use CMA pageblocks.
+#[inline]
+pub(crate) fn gfp_to_alloc_flags_cma(gfp: Gfp, alloc_flags: AllocFlags) -> AllocFlags {
+    if gfp_mt(gfp) == Migratetype::Movable { alloc_flags | AllocFlags::CMA } else { alloc_flags }
+}
+
 /// `gfp_migratetype()` as a type.
 #[inline]
 pub(crate) fn gfp_mt(gfp: Gfp) -> Migratetype {
@@ -159,6 +165,7 @@ impl<'m> PageAllocator<'m> {
             alloc_flags |= AllocFlags::KSWAPD;
         }
         alloc_flags |= self.alloc_flags_nofragment(gfp);
+        alloc_flags = gfp_to_alloc_flags_cma(gfp, alloc_flags);
         let page = match self.get_page_from_freelist_retry(cpu, gfp, order, alloc_flags, mt) {
             Some(p) => Some(p),
             None => self.alloc_pages_slowpath(cpu, gfp, order, mt),
@@ -338,6 +345,7 @@ impl<'m> PageAllocator<'m> {
         if gfp.contains(Gfp::__GFP_KSWAPD_RECLAIM) {
             flags |= AllocFlags::KSWAPD;
         }
+        flags = gfp_to_alloc_flags_cma(gfp, flags);
         let can_direct_reclaim = gfp.contains(Gfp::__GFP_DIRECT_RECLAIM);
         if !can_direct_reclaim && !gfp.contains(Gfp::__GFP_NOMEMALLOC) {
             flags |= AllocFlags::NON_BLOCK;
@@ -398,6 +406,7 @@ impl<'m> PageAllocator<'m> {
         if gfp.contains(Gfp::__GFP_KSWAPD_RECLAIM) {
             alloc_flags |= AllocFlags::KSWAPD;
         }
+        alloc_flags = gfp_to_alloc_flags_cma(gfp, alloc_flags);
         // The first zone of the zonelist with room for the whole batch
         // above its mark (`for_each_zone_zonelist_nodemask` of the bulk path).
         let highest_zoneidx = highest_zoneidx(gfp);
@@ -563,6 +572,12 @@ impl<'m> PageAllocator<'m> {
         }
         let mut mt = z.pageblock_migratetype(pfn);
         if mt as usize >= MIGRATE_PCPTYPES {
+            // An isolated pageblock's pages go straight to the buddy; CMA
+            // and highatomic ones ride on the movable list.
+            if mt.is_isolate() {
+                z.free_one_page(cpu, pfn, order, Fpi::NONE);
+                return;
+            }
             mt = Migratetype::Movable;
         }
         match self.pcp_of(zi, cpu.id()).try_lock() {
@@ -659,6 +674,54 @@ impl<'m> PageAllocator<'m> {
         }
         for i in 0..nr {
             self.free_pages(cpu, start.add(i), 0)?;
+        }
+        Ok(())
+    }
+
+    /// `cma_activate_area()` → `init_cma_reserved_pageblock()` for each
+    /// pageblock of `[start, start + nr_pages)`, a CMA area that memblock
+    /// reserved at boot: its pages stop being reserved, the pageblock
+    /// becomes MIGRATE_CMA, the zone counts it as managed and as `cma`, and
+    /// the block is freed whole (`__free_pages(page, pageblock_order)`).
+    ///
+    /// # Errors
+    /// [`FreeError::ForeignCpu`]; [`FreeError::InvalidPfn`] for a range not
+    /// pageblock-aligned or not RAM; [`FreeError::NotAllocated`] for a page
+    /// in it that is not reserved. The range is checked before anything
+    /// changes.
+    pub fn cma_activate_area(&self, cpu: &Cpu<'m>, start: Pfn, nr_pages: u64) -> Result<(), FreeError> {
+        use mmlab_engine::mm::{PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER};
+        if self.foreign(cpu) {
+            return Err(FreeError::ForeignCpu { cpu: cpu.id() });
+        }
+        if !start.is_aligned_order(PAGEBLOCK_ORDER) || nr_pages % PAGEBLOCK_NR_PAGES != 0 {
+            return Err(FreeError::InvalidPfn { pfn: start });
+        }
+        for i in 0..nr_pages {
+            let pfn = start.add(i);
+            if !self.m.memmap().pfn_valid(pfn) {
+                return Err(FreeError::InvalidPfn { pfn });
+            }
+            if self.m.page(pfn).ext() != PageExt::Reserved {
+                return Err(FreeError::NotAllocated { pfn });
+            }
+        }
+        for block in (0..nr_pages).step_by(PAGEBLOCK_NR_PAGES as usize) {
+            let head = start.add(block);
+            for i in 0..PAGEBLOCK_NR_PAGES {
+                let p = self.m.page(head.add(i));
+                p.clear_flag(mmlab_engine::page::pg::PG_RESERVED);
+                p.set_refcount(0);
+                p.set_ext(PageExt::Tail);
+            }
+            let z = self.page_zone(head);
+            z.set_pageblock_cma(cpu, head);
+            let p = self.m.page(head);
+            p.set_refcount(1);
+            p.set_ext(PageExt::Alloc(PAGEBLOCK_ORDER as u8, Migratetype::Movable));
+            z.adjust_managed_page_count(PAGEBLOCK_NR_PAGES as i64);
+            z.add_cma_pages(PAGEBLOCK_NR_PAGES);
+            self.free_pages(cpu, head, PAGEBLOCK_ORDER)?;
         }
         Ok(())
     }

@@ -52,7 +52,7 @@ pub fn zoneinfo(pa: &PageAllocator<'_>) -> String {
 ///
 /// `node_stats` (name, value) go under `per-node stats` before the first
 /// populated zone (nothing is printed when empty); `zone_stats` gives each
-/// populated zone's vm stat lines. `cma` is 0. `vm stats threshold` is
+/// populated zone's vm stat lines. `cma` is `zone->cma_pages`. `vm stats threshold` is
 /// [`calculate_normal_threshold`] for the machine's CPUs, all online.
 /// `node_unreclaimable` is always 0: there is no kswapd to fail.
 pub fn zoneinfo_with<'m>(
@@ -163,7 +163,7 @@ fn zone_watermark_lines(s: &mut String, free: i64, z: &Zone<'_>) {
         z.spanned_pages(),
         z.present_pages(),
         z.managed_pages(),
-        0,
+        z.cma_pages(),
     );
     let r = z.lowmem_reserve();
     let _ = write!(s, "\n        protection: ({}, {}, {}, {}, {})", r[0], r[1], r[2], r[3], r[3]);

@@ -25,7 +25,7 @@ fn pa(m: &Machine) -> PageAllocator<'_> {
 #[derive(Debug, PartialEq, Eq)]
 struct Snapshot {
     buddyinfo: [u64; 11],
-    per_type: [[u64; 11]; 4],
+    per_type: [[u64; 11]; mmlab_engine::mm::MIGRATE_TYPES],
     nr_free: i64,
     pcp: Vec<PagesetInfo>,
     events: VmCounts,

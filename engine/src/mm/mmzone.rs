@@ -28,17 +28,30 @@ pub enum Migratetype {
     Reclaimable = 2,
     /// `MIGRATE_HIGHATOMIC`: the reserve for high-order atomic allocations.
     HighAtomic = 3,
+    /// `MIGRATE_CMA`: pageblocks of a CMA area; only movable allocations
+    /// (`ALLOC_CMA`) take them, and nothing falls back into them.
+    Cma = 4,
+    /// `MIGRATE_ISOLATE`: pageblocks isolated for migration or offlining;
+    /// nothing is allocated from them and frees bypass the pcp.
+    Isolate = 5,
 }
 
 /// `MIGRATE_PCPTYPES`: the types that have pcp lists.
 pub const MIGRATE_PCPTYPES: usize = 3;
-/// `MIGRATE_TYPES` as modelled.
-pub const MIGRATE_TYPES: usize = 4;
+/// `MIGRATE_TYPES` (with CONFIG_CMA and CONFIG_MEMORY_ISOLATION, as
+/// Debian's arm64 config builds it).
+pub const MIGRATE_TYPES: usize = 6;
 
 impl Migratetype {
     /// All types in index order.
-    pub const ALL: [Migratetype; MIGRATE_TYPES] =
-        [Migratetype::Unmovable, Migratetype::Movable, Migratetype::Reclaimable, Migratetype::HighAtomic];
+    pub const ALL: [Migratetype; MIGRATE_TYPES] = [
+        Migratetype::Unmovable,
+        Migratetype::Movable,
+        Migratetype::Reclaimable,
+        Migratetype::HighAtomic,
+        Migratetype::Cma,
+        Migratetype::Isolate,
+    ];
     /// The numeric value the kernel prints in tracepoints.
     #[inline]
     pub const fn index(self) -> usize {
@@ -53,8 +66,8 @@ impl Migratetype {
             Migratetype::Movable,
             Migratetype::Reclaimable,
             Migratetype::HighAtomic,
-            Migratetype::Movable,
-            Migratetype::Movable,
+            Migratetype::Cma,
+            Migratetype::Isolate,
             Migratetype::Movable,
             Migratetype::Movable,
         ];
@@ -67,7 +80,19 @@ impl Migratetype {
             Migratetype::Movable => "Movable",
             Migratetype::Reclaimable => "Reclaimable",
             Migratetype::HighAtomic => "HighAtomic",
+            Migratetype::Cma => "CMA",
+            Migratetype::Isolate => "Isolate",
         }
+    }
+    /// `is_migrate_cma()`.
+    #[inline]
+    pub const fn is_cma(self) -> bool {
+        matches!(self, Migratetype::Cma)
+    }
+    /// `is_migrate_isolate()`.
+    #[inline]
+    pub const fn is_isolate(self) -> bool {
+        matches!(self, Migratetype::Isolate)
     }
     /// `is_migrate_highatomic()`.
     #[inline]

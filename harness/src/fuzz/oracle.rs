@@ -323,7 +323,7 @@ impl fmt::Display for Violation {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
     pub buddyinfo: [u64; 11],
-    pub per_type: [[u64; 11]; 4],
+    pub per_type: [[u64; mmlab_engine::mm::NR_PAGE_ORDERS]; mmlab_engine::mm::MIGRATE_TYPES],
     pub nr_free: i64,
     pub pcp: Vec<PagesetInfo>,
     pub events: VmCounts,

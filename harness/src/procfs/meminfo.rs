@@ -15,7 +15,8 @@
 //! | `CommitLimit` | `vm_commit_limit()`: (totalram - hugetlb pages) x `overcommit_ratio` (50) / 100, no swap | faithful |
 //! | `VmallocTotal`, `VmallocUsed`, `VmallocChunk` | [`mmlab_vmalloc::VmallocMeminfo`] | faithful |
 //! | `HugePages_*`, `Hugepagesize`, `Hugetlb` | [`mmlab_hugetlb::sysfs::HugetlbMeminfo`] | faithful |
-//! | everything else (page cache, anon, slab, stacks, user page tables, swap, zswap, THP, CMA, balloon, GPU) | 0 | not modelled |
+//! | `CmaTotal`, `CmaFree` | `totalcma_pages`, `NR_FREE_CMA_PAGES` of the zones | faithful |
+//! | everything else (page cache, anon, slab, stacks, user page tables, swap, zswap, THP, balloon, GPU) | 0 | not modelled |
 
 use mmlab_hugetlb::sysfs::HugetlbMeminfo;
 use mmlab_pcp::PageAllocator;
@@ -132,6 +133,8 @@ impl Meminfo {
                 "VmallocTotal" => vmalloc.vmalloc_total_kb,
                 "VmallocUsed" => vmalloc.vmalloc_used_kb,
                 "VmallocChunk" => vmalloc.vmalloc_chunk_kb,
+                "CmaTotal" => pa.node().zones().iter().map(|z| z.cma_pages()).sum::<u64>() * kb,
+                "CmaFree" => pa.node().zones().iter().map(|z| z.nr_free_cma().max(0) as u64).sum::<u64>() * kb,
                 _ => return None,
             })
         };

@@ -50,6 +50,7 @@ pub fn zoneinfo_with(pa: &PageAllocator<'_>, vmstat: &Vmstat) -> String {
                 let v = match name {
                     "nr_free_pages" => z.nr_free_pages().max(0) as u64,
                     "nr_free_pages_blocks" => vmstat::nr_free_pages_blocks(z),
+                    "nr_free_cma" => z.nr_free_cma().max(0) as u64,
                     _ => 0,
                 };
                 (name, v)

@@ -18,6 +18,7 @@
 //! |------|-------|-------|
 //! | `nr_free_pages` | `NR_FREE_PAGES` summed over the zones | faithful |
 //! | `nr_free_pages_blocks` | free pages in blocks of at least `pageblock_order` (`NR_FREE_PAGES_BLOCKS`, Linux 6.15), summed over the zones | faithful |
+//! | `nr_free_cma` | `NR_FREE_CMA_PAGES` summed over the zones | faithful |
 //! | `nr_vmalloc` | pages of `VM_ALLOC` areas (`NR_VMALLOC`) | faithful |
 //! | `nr_hugetlb` | pages in the hugetlb pools (`NR_HUGETLB`) | faithful |
 //! | names of [`VmEvent`] counters (`pgalloc_normal`, `pgfree`) | the counter | faithful |
@@ -233,7 +234,8 @@ pub const ZONE_STAT_ITEMS: std::ops::Range<usize> = 0..17;
 pub const NODE_STAT_ITEMS: std::ops::Range<usize> = 17..84;
 
 /// The lines computed from something other than a [`VmEvent`] counter.
-pub const VMSTAT_MODELLED: [&str; 4] = ["nr_free_pages", "nr_free_pages_blocks", "nr_vmalloc", "nr_hugetlb"];
+pub const VMSTAT_MODELLED: [&str; 5] =
+    ["nr_free_pages", "nr_free_pages_blocks", "nr_free_cma", "nr_vmalloc", "nr_hugetlb"];
 
 /// One `name value` line of /proc/vmstat.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -267,6 +269,7 @@ impl Vmstat {
                 let v = match name {
                     "nr_free_pages" => Some(pa.nr_free_pages().max(0) as u64),
                     "nr_free_pages_blocks" => Some(blocks),
+                    "nr_free_cma" => Some(pa.populated_zones().map(|z| z.nr_free_cma().max(0) as u64).sum()),
                     "nr_vmalloc" => Some(nr_vmalloc),
                     "nr_hugetlb" => Some(nr_hugetlb),
                     _ => event(name).map(|e| events.get(e)),
