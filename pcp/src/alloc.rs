@@ -694,7 +694,7 @@ impl<'m> PageAllocator<'m> {
         if self.foreign(cpu) {
             return Err(FreeError::ForeignCpu { cpu: cpu.id() });
         }
-        if !start.is_aligned_order(PAGEBLOCK_ORDER) || nr_pages % PAGEBLOCK_NR_PAGES != 0 {
+        if !start.is_aligned_order(PAGEBLOCK_ORDER) || !nr_pages.is_multiple_of(PAGEBLOCK_NR_PAGES) {
             return Err(FreeError::InvalidPfn { pfn: start });
         }
         for i in 0..nr_pages {
