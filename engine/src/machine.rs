@@ -154,8 +154,7 @@ impl MachineConfig {
     /// Whether the kernel image is in RAM: `arm64.kernel_image` if set,
     /// else whether the real boot state is in force.
     pub fn kernel_image(&self) -> bool {
-        self.kernel_image
-            .unwrap_or_else(|| self.boot_state_in_force().0 == crate::mm::boot_state::BootState::Real)
+        self.kernel_image.unwrap_or_else(|| self.boot_state_in_force().0 == crate::mm::boot_state::BootState::Real)
     }
 
     /// The banks of RAM: `mem_banks`, or one bank of `mem_bytes` at

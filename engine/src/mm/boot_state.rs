@@ -161,11 +161,7 @@ pub const fn qemu_virt_initrd_dtb(ram_base: u64, ram_size: u64, image_end: u64) 
     (initrd, (initrd + INITRD_SIZE).next_multiple_of(2 << 20))
 }
 
-fn reserve(
-    mb: &mut Memblock,
-    out: &mut Vec<BootReservation>,
-    r: BootReservation,
-) -> Result<(), MemblockError> {
+fn reserve(mb: &mut Memblock, out: &mut Vec<BootReservation>, r: BootReservation) -> Result<(), MemblockError> {
     mb.reserve(PhysAddr(r.base), r.size, r.name)?;
     out.push(r);
     Ok(())

@@ -131,15 +131,28 @@ impl Machine {
         // the kernel image and the initrd (arm64_memblock_init()), then the
         // CMA area below the DMA zone's limit (dma_contiguous_reserve()).
         let dram_end = banks[banks.len() - 1].end();
-        let (max_zone_pfn, arm64_dma_phys_limit) = zone_layout::arm64_zone_sizes_init(banks[0].base, dram_end, u64::MAX);
+        let (max_zone_pfn, arm64_dma_phys_limit) =
+            zone_layout::arm64_zone_sizes_init(banks[0].base, dram_end, u64::MAX);
         let (in_force, reason) = config.boot_state_in_force();
         let real = in_force == BootState::Real;
         let image = config.kernel_image().then_some(crate::arch::arm64::kimage::KernelImage::DEBIAN_7_2);
-        let mut boot_state =
-            BootStateReport { requested: config.boot_state, in_force, reason, kernel_image: image, ..Default::default() };
-        boot_state::arm64_memblock_init(&mut mb, image.as_ref(), real, (banks[0].base, total), &mut boot_state.reservations)?;
+        let mut boot_state = BootStateReport {
+            requested: config.boot_state,
+            in_force,
+            reason,
+            kernel_image: image,
+            ..Default::default()
+        };
+        boot_state::arm64_memblock_init(
+            &mut mb,
+            image.as_ref(),
+            real,
+            (banks[0].base, total),
+            &mut boot_state.reservations,
+        )?;
         if real {
-            boot_state.cma = boot_state::dma_contiguous_reserve(&mut mb, arm64_dma_phys_limit, &mut boot_state.reservations);
+            boot_state.cma =
+                boot_state::dma_contiguous_reserve(&mut mb, arm64_dma_phys_limit, &mut boot_state.reservations);
         }
         if let Some(k) = &image {
             boot_state.kernel_vmas = k.kernel_vmas().to_vec();
