@@ -128,6 +128,12 @@ impl MachineConfig {
         })
     }
 
+    /// The same configuration with `boot.state=bare`: no emulated boot
+    /// reservations (tests that derive counts by hand on bare RAM use it).
+    pub fn bare(self) -> MachineConfig {
+        MachineConfig { boot_state: crate::mm::boot_state::BootState::Bare, ..self }
+    }
+
     /// Whether the CPUs have FEAT_TLBIRANGE (`system_supports_tlb_range()`):
     /// `arm64.tlbi_range` if set, else the cost profile's CPU
     /// ([`crate::cost::CpuFeatures`]).

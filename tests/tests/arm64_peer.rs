@@ -94,11 +94,15 @@ fn what_differs_today() {
     // real kernel, and the Normal zone's span differs.
     assert_eq!(mark(&r, "proc_zoneinfo", "zone DMA/managed"), Mark::OnlyReal);
     assert_eq!(mark(&r, "proc_zoneinfo", "zone Normal/spanned"), Mark::Different);
-    // No boot state: more memory free and managed than the real boot leaves.
+    // The emulated boot state (boot.state=real) reserves what the real
+    // boot reserves early; MemTotal is within the CMA area of the real one
+    // (without it until the page allocator frees the area as MIGRATE_CMA,
+    // above by what is not emulated: percpu, hash tables, ...). Bare RAM
+    // was 126,396 kB above.
     let f = r.field("proc_meminfo", "MemTotal").unwrap();
     let (real, ours): (u64, u64) =
         (f.real.as_ref().unwrap().parse().unwrap(), f.mmlab.as_ref().unwrap().parse().unwrap());
-    assert!(ours > real && real > 3_900_000, "{real} {ours}");
+    assert!(real.abs_diff(ours) <= 65_536 && real > 3_900_000, "{real} {ours}");
     // The page cache and slab the real boot has are not modelled.
     assert_eq!(mark(&r, "proc_meminfo", "Slab"), Mark::NotModelled);
 }

@@ -106,19 +106,6 @@ impl MachineConfig {
             },
         },
         Knob {
-            key: "arm64.kernel_image",
-            values: "0|1",
-            summary: "0|1",
-            kernel: KernelName::Code(
-                "the kernel image in RAM at 0x40200000 (Debian 7.2's sizes), reserved and carved out of map_mem() \
-                 (default: with boot.state=real)",
-            ),
-            set: |c, key, value| {
-                c.kernel_image = Some(parse_bool(key, value)?);
-                Ok(())
-            },
-        },
-        Knob {
             key: "boot.state",
             values: "real|bare",
             summary: "real|bare",
@@ -129,6 +116,19 @@ impl MachineConfig {
             set: |c, key, value| {
                 c.boot_state =
                     value.parse().map_err(|e: String| KnobError::bad_value(key, value, ValueError::Other(e)))?;
+                Ok(())
+            },
+        },
+        Knob {
+            key: "arm64.kernel_image",
+            values: "0|1",
+            summary: "0|1",
+            kernel: KernelName::Code(
+                "the kernel image in RAM at 0x40200000 (Debian 7.2's sizes), reserved and carved out of map_mem() \
+                 (default: with boot.state=real)",
+            ),
+            set: |c, key, value| {
+                c.kernel_image = Some(parse_bool(key, value)?);
                 Ok(())
             },
         },
