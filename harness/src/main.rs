@@ -72,7 +72,7 @@ enum Command {
         struct_page: Option<String>,
     },
     /// Boot the machine and print the per-phase breakdown (memblock, linear
-    /// map, kernel image map, vmemmap, memmap init, free into buddy):
+    /// map, kernel image map, vmemmap, memmap init, end of boot, free into buddy):
     /// measured and modelled time apart, table pages per level, TLBIs by
     /// kind, barriers, and map_mem() on its own with its fixmap operations.
     /// The linear map is built unless --set arm64.linear_map=0.

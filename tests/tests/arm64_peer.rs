@@ -21,10 +21,13 @@
 //!   pages moved after the last pageset update (freed init memory, as
 //!   `live_peer.rs` explains), so it is formula-equal only within 1 %;
 //!   assert that once the DMA zone exists.
-//! - boot state: `managed` (the kernel image, CMA's 64 MiB, early
-//!   allocations), `MemTotal`, `MemFree`, pagesets with count/high nonzero,
-//!   Unmovable/Reclaimable/CMA pageblocks in pagetypeinfo, ~125 vmallocinfo
-//!   areas and `VmallocUsed` 3,440 kB.
+//! - boot state: the early reservations and the kernel image's vmalloc
+//!   areas are emulated (`boot.state=real`, `boot_state.rs` tests them
+//!   against these captures); still to come: the CMA area freed as
+//!   MIGRATE_CMA (then `MemTotal` within the not-emulated allocations of
+//!   the real one), pagesets with count/high nonzero,
+//!   Unmovable/Reclaimable/CMA pageblocks in pagetypeinfo, the ~120 other
+//!   vmallocinfo areas and `VmallocUsed` 3,440 kB.
 //! - per-node stats in zoneinfo (printed under the first zone).
 
 use mmlab_harness::peer::{self, Mark};

@@ -166,6 +166,20 @@ fn small_machines_boot_bare_and_stat_says_so() {
     ] {
         assert!(s.contains(want), "{want} in\n{s}");
     }
+    // `mmlab boot` lists the end-of-boot step before the free into buddy,
+    // where mmlab runs it.
+    let m = machine("1G", 1);
+    let (pa, free) =
+        mmlab_engine::mm::mm_init::BootPhase::measure(&m, "free into buddy", "memblock_free_all()", || {
+            PageAllocator::boot(&m, AllocatorConfig::default()).unwrap()
+        });
+    let r = mmlab_harness::output::boot::BootReport::collect(&m, &pa, &free);
+    let names: Vec<&str> = r.phases.iter().map(|p| p.phase).collect();
+    assert_eq!(
+        names,
+        ["memblock", "linear map", "kernel image map", "vmemmap", "memmap init", "end of boot", "free into buddy"]
+    );
+    assert_eq!((r.machine.boot_state, r.machine.kernel_image), ("real", true));
     let mut c = MachineConfig::default();
     MachineConfig::KNOBS.apply(&mut c, "boot.state=bare").unwrap();
     assert_eq!(c.boot_state, BootState::Bare);

@@ -23,6 +23,13 @@
 //! the lazy areas and return them to the free tree. Until then the range is
 //! not reused, so no stale translation can be hit.
 //!
+//! `vmalloc_init()` starts from the early areas (`vm_area_add_early()`):
+//! with the kernel image in RAM (the real boot state), its five
+//! `declare_kernel_vmas()` segments from `VMALLOC_START`, busy and never
+//! freed ([`AreaKind::Early`]), so the first vmalloc lands after them as on
+//! the real kernel; /proc/vmallocinfo prints node by node as
+//! `vmalloc_info_show()` does (faithful).
+//!
 //! Fidelity: faithful in the order of steps, sizes, alignment, guard pages,
 //! the huge-mapping decision and fallback, the page orders requested, the
 //! barriers and the TLB flushes; simplified in that the purge runs

@@ -6,6 +6,9 @@
 //! mm_init's early steps do for the page allocator's benefit:
 //!
 //! 1. map the arena (RAM at [`PHYS_OFFSET`]) and register it with memblock;
+//!    with the real boot state (`boot.state=real`), reserve the DTB, the
+//!    kernel image and the initrd, and the CMA area
+//!    ([`crate::mm::boot_state`]);
 //! 2. allocate the memmap (64 bytes per frame) and the pageblock flags from
 //!    memblock, top-down, as sparse_init/vmemmap_populate and
 //!    `setup_usemap()` do;
@@ -15,7 +18,9 @@
 //!    frames PG_reserved (`reserve_bootmem_region()`);
 //! 4. with `arm64.linear_map=1` only, `paging_init()`: `early_fixmap_init()`
 //!    and `map_mem()` build the linear map ([`crate::arch::arm64::mmu`]);
-//! 5. map the memmap at the vmemmap (`vmemmap_populate()`).
+//! 5. map the memmap at the vmemmap (`vmemmap_populate()`);
+//! 6. with the real boot state: `swiotlb_init()`, then what the end of boot
+//!    gives back (the initrd, the init sections) — "end of boot".
 //!
 //! Handing the unreserved frames to the buddy allocator
 //! (`memblock_free_all()`) is left to the allocator crate, which owns the

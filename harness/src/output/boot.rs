@@ -215,10 +215,12 @@ impl BootReport {
         if let Some(p) = phase("memmap init") {
             phases.push(PhaseRow::from_phase(p, [0; 4]));
         }
-        phases.push(PhaseRow::from_phase(free, [0; 4]));
+        // mmlab gives the initrd and init back before memblock_free_all()
+        // (mm::boot_state: the same end state), so the row comes first.
         if let Some(p) = phase("end of boot") {
             phases.push(PhaseRow::from_phase(p, [0; 4]));
         }
+        phases.push(PhaseRow::from_phase(free, [0; 4]));
         let map_mem = m.linear_map_report().map(|r| MapMemRow {
             report: r.clone(),
             fixmap: m.fixmap_counts().unwrap_or_default(),
