@@ -33,7 +33,7 @@
 //! |---|---|
 //! | kernel image: Debian 7.2.13's segments at 0x40200000 ([`crate::arch::arm64::kimage`]) | faithful to that kernel |
 //! | initrd at `RAM + min(RAM / 2, 128 MiB)` (QEMU `arm_setup_direct_kernel_boot()`), 1,004 KiB: the peer run's busybox initramfs ("Freeing initrd memory: 1004K") | faithful to that machine and initramfs |
-//! | DTB after the initrd, 2 MiB-aligned (QEMU places it so for AArch64), 1 MiB | simplified: the size is QEMU's `FDT_MAX_SIZE` buffer, taken as the blob's `fdt_totalsize` |
+//! | DTB after the initrd, 2 MiB-aligned (QEMU places it so for AArch64), 1 MiB | simplified: the size is QEMU's `FDT_MAX_SIZE` buffer, taken as the blob's `fdt_totalsize` (the peer captures do not show it: unchecked) |
 //! | CMA: 64 MiB below `arm64_dma_phys_limit`, pageblock-aligned, after the image, initrd and DTB | faithful in rule; simplified in what lies above it: the real kernel's early page tables and `NODE_DATA` come first, so on 1 GiB it lands at 0x7bc00000 where mmlab puts it at 0x7c000000 (at 4 and 16 GiB both give 0xfc000000) |
 //! | swiotlb buffer and slot array | faithful in size and rule; the 16-byte areas array is left out |
 //! | initrd and init freed at the end of boot | simplified: before `memblock_free_all()` rather than after it (the end state is the same: those pages free and managed; the order they reach the free lists differs) |
