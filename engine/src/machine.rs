@@ -73,10 +73,15 @@ pub struct MachineConfig {
     /// `debug_pagealloc=on`: `can_set_direct_map()` holds, so the linear map
     /// is page-granular whatever `rodata=` says.
     pub debug_pagealloc: bool,
-    /// `arm64.kernel_image`: a kernel image in RAM at 0x40200000, reserved
-    /// in memblock and carved out of the linear map
-    /// ([`crate::arch::arm64::kimage`]). Off by default.
-    pub kernel_image: bool,
+    /// `arm64.kernel_image` when set explicitly: a kernel image in RAM at
+    /// 0x40200000, reserved in memblock, mapped at `KIMAGE_VADDR` and
+    /// carved out of the linear map ([`crate::arch::arm64::kimage`]).
+    /// `None`: present when the real boot state is in force.
+    pub kernel_image: Option<bool>,
+    /// `boot.state`: start from the state a real boot leaves (early
+    /// reservations, the kernel image's vmalloc areas: [`crate::mm::boot_state`])
+    /// or from bare RAM.
+    pub boot_state: crate::mm::boot_state::BootState,
 }
 
 impl Default for MachineConfig {
@@ -97,7 +102,8 @@ impl Default for MachineConfig {
             linear_map_variant: Default::default(),
             rodata: Default::default(),
             debug_pagealloc: false,
-            kernel_image: false,
+            kernel_image: None,
+            boot_state: Default::default(),
         }
     }
 }
@@ -122,11 +128,39 @@ impl MachineConfig {
         })
     }
 
+    /// The same configuration with `boot.state=bare`: no emulated boot
+    /// reservations (tests that derive counts by hand on bare RAM use it).
+    pub fn bare(self) -> MachineConfig {
+        MachineConfig { boot_state: crate::mm::boot_state::BootState::Bare, ..self }
+    }
+
     /// Whether the CPUs have FEAT_TLBIRANGE (`system_supports_tlb_range()`):
     /// `arm64.tlbi_range` if set, else the cost profile's CPU
     /// ([`crate::cost::CpuFeatures`]).
     pub fn tlbi_range(&self) -> bool {
         self.tlbi_range.unwrap_or(self.cost_profile.features.tlbi_range)
+    }
+
+    /// The boot state in force for these banks: `boot.state`, unless the
+    /// machine is too small for the real one (then bare, with the reason).
+    pub fn boot_state_in_force(&self) -> (crate::mm::boot_state::BootState, Option<String>) {
+        use crate::mm::boot_state::{BootState, real_boot_fits};
+        match self.boot_state {
+            BootState::Bare => (BootState::Bare, None),
+            BootState::Real => {
+                let b = self.banks();
+                match b.first().map_or(Err(String::new()), |b| real_boot_fits(b.base, b.size)) {
+                    Ok(()) => (BootState::Real, None),
+                    Err(why) => (BootState::Bare, Some(why)),
+                }
+            }
+        }
+    }
+
+    /// Whether the kernel image is in RAM: `arm64.kernel_image` if set,
+    /// else whether the real boot state is in force.
+    pub fn kernel_image(&self) -> bool {
+        self.kernel_image.unwrap_or_else(|| self.boot_state_in_force().0 == crate::mm::boot_state::BootState::Real)
     }
 
     /// The banks of RAM: `mem_banks`, or one bank of `mem_bytes` at
@@ -199,6 +233,8 @@ pub struct Machine {
     pub(crate) linear_map: Option<crate::arch::arm64::mmu::LinearMapReport>,
     /// The boot steps as they ran.
     pub(crate) boot_phases: Vec<crate::mm::mm_init::BootPhase>,
+    /// The boot state the machine was built with ([`crate::mm::boot_state`]).
+    pub(crate) boot_state: crate::mm::boot_state::BootStateReport,
 }
 
 impl Machine {
@@ -242,6 +278,23 @@ impl Machine {
     /// belongs to a page allocator).
     pub fn memblock_released(&self) -> bool {
         self.memblock_released.load(Relaxed)
+    }
+
+    /// The boot state the machine was built with: what is emulated of a
+    /// real boot (reservations, the kernel image's vmalloc areas).
+    pub fn boot_state(&self) -> &crate::mm::boot_state::BootStateReport {
+        &self.boot_state
+    }
+    /// The kernel image in RAM, if there is one.
+    pub fn kernel_image(&self) -> Option<&crate::arch::arm64::kimage::KernelImage> {
+        self.boot_state.kernel_image.as_ref()
+    }
+    /// The CMA area (`dma_contiguous_default_area`) as
+    /// `dma_contiguous_reserve()` placed it: first frame and pages. Its
+    /// pages are reserved in memblock, so `memblock_free_all()` leaves them
+    /// out; `cma_init_reserved_areas()` frees them as MIGRATE_CMA.
+    pub fn cma_area(&self) -> Option<(Pfn, u64)> {
+        self.boot_state.cma.map(|(pfn, n)| (Pfn(pfn), n))
     }
 
     /// The configuration the machine was built with.

@@ -72,7 +72,7 @@ enum Command {
         struct_page: Option<String>,
     },
     /// Boot the machine and print the per-phase breakdown (memblock, linear
-    /// map, kernel image map, vmemmap, memmap init, free into buddy):
+    /// map, kernel image map, vmemmap, memmap init, end of boot, free into buddy):
     /// measured and modelled time apart, table pages per level, TLBIs by
     /// kind, barriers, and map_mem() on its own with its fixmap operations.
     /// The linear map is built unless --set arm64.linear_map=0.
@@ -264,6 +264,9 @@ enum StatFile {
     Meminfo,
     /// Every file of /sys/kernel/mm/hugepages/hugepages-*kB/ (as `grep -r .` prints them).
     Hugepages,
+    /// Which parts of the machine are emulated boot state (boot.state=real): reservations, CMA, the
+    /// kernel image's vmalloc areas.
+    BootState,
 }
 
 /// Machine, allocator and vmalloc configuration from the global options.
@@ -589,6 +592,11 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
         return Err("--ptdump applies to `stat pagetables` only".to_string());
     }
     let m = boot(mc)?;
+    if !matches!(file, StatFile::BootState) {
+        // The /proc file keeps the kernel's layout; say on stderr what
+        // of it is emulated boot state.
+        eprintln!("{}", mmlab_harness::output::boot_state::note(&m));
+    }
     let pa = boot_allocator(&m, ac)?;
     // The boot-time pools (hugepages=), as hugetlb_init grows them.
     let (ht, _) = mmlab_harness::hugetlb::boot_hugetlb(&m, &pa, c.hugetlb)?;
@@ -629,6 +637,7 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
             procfs::Vmstat::collect(&m.vm_events(), &pa, 0, hugetlb_pages).to_string()
         }
         StatFile::Costs => page_workload().map(|()| procfs::costs(&m))?,
+        StatFile::BootState => mmlab_harness::output::boot_state::render(&m),
         StatFile::Pagetables => {
             page_workload()?;
             let asp = m.kernel_as();

@@ -53,6 +53,7 @@ const LISTING_ORDER: &[&str] = &[
     "arm64.linear_map_variant",
     "rodata",
     "arm64.kernel_image",
+    "boot.state",
     "debug_pagealloc",
     "deferred_struct_page_init",
     "tlb_entries",
@@ -425,7 +426,7 @@ mod tests {
             "lock_stat (0|1), barrier (native|count|model), cost_profile \
              (native|apple-m2|ampere-altra), arm64.lazy_mmu_barrier_batching, arm64.tlbi_range, arm64.linear_map (0|1), \
              arm64.linear_map_variant (base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10), rodata (full|on|off), \
-             arm64.kernel_image, debug_pagealloc, deferred_struct_page_init (0|1), tlb_entries, \
+             boot.state (real|bare), arm64.kernel_image, debug_pagealloc, deferred_struct_page_init (0|1), tlb_entries, \
              vmap_allow_huge, vmalloc.contpte, vmalloc.pmd, vmalloc.huge_by_default, vmalloc.align_size_to_huge \
              (on|off), hugepagesz"
         ));

@@ -17,6 +17,13 @@ pub fn machine(mem: &str, cpus: usize) -> Machine {
     Machine::boot(MachineConfig::with(mem, cpus).expect("test machine size")).expect("test machine boots")
 }
 
+/// A machine of `mem` and `cpus` with `boot.state=bare`: RAM less only
+/// mmlab's memmap, usemap and tables, for tests whose counts are derived
+/// by hand on bare RAM (or need the page allocator to free the CMA area).
+pub fn bare_machine(mem: &str, cpus: usize) -> Machine {
+    Machine::boot(MachineConfig::with(mem, cpus).expect("test machine size").bare()).expect("test machine boots")
+}
+
 /// A machine with the `count` barrier backend and lazy-MMU batching on or
 /// off (2 CPUs), for barrier-count tests.
 pub fn counting_machine(mem: &str, batching: bool) -> Machine {

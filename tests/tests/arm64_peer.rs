@@ -21,10 +21,13 @@
 //!   pages moved after the last pageset update (freed init memory, as
 //!   `live_peer.rs` explains), so it is formula-equal only within 1 %;
 //!   assert that once the DMA zone exists.
-//! - boot state: `managed` (the kernel image, CMA's 64 MiB, early
-//!   allocations), `MemTotal`, `MemFree`, pagesets with count/high nonzero,
-//!   Unmovable/Reclaimable/CMA pageblocks in pagetypeinfo, ~125 vmallocinfo
-//!   areas and `VmallocUsed` 3,440 kB.
+//! - boot state: the early reservations and the kernel image's vmalloc
+//!   areas are emulated (`boot.state=real`, `boot_state.rs` tests them
+//!   against these captures); still to come: the CMA area freed as
+//!   MIGRATE_CMA (then `MemTotal` within the not-emulated allocations of
+//!   the real one), pagesets with count/high nonzero,
+//!   Unmovable/Reclaimable/CMA pageblocks in pagetypeinfo, the ~120 other
+//!   vmallocinfo areas and `VmallocUsed` 3,440 kB.
 //! - per-node stats in zoneinfo (printed under the first zone).
 
 use mmlab_harness::peer::{self, Mark};
@@ -95,17 +98,20 @@ fn fields_mmlab_emulates_exactly() {
 fn what_differs_today() {
     let r = report();
     // The zones are split as the real kernel's: the same spans; the
-    // managed pages differ by the boot state mmlab does not leave yet.
+    // managed pages differ by what the emulated boot state does not leave.
     for z in ["DMA", "Normal"] {
         assert_eq!(mark(&r, "proc_zoneinfo", &format!("zone {z}/spanned")), Mark::Equal, "{z}");
         assert_eq!(mark(&r, "proc_zoneinfo", &format!("zone {z}/present")), Mark::Equal, "{z}");
         assert_eq!(mark(&r, "proc_zoneinfo", &format!("zone {z}/managed")), Mark::Different, "{z}");
     }
-    // No boot state: more memory free and managed than the real boot leaves.
+    // The emulated boot state (boot.state=real) reserves what the real
+    // boot reserves early and frees the CMA area as MIGRATE_CMA; MemTotal
+    // is above the real one by what is not emulated (percpu, hash tables,
+    // printk, ...). Bare RAM was 126,396 kB above.
     let f = r.field("proc_meminfo", "MemTotal").unwrap();
     let (real, ours): (u64, u64) =
         (f.real.as_ref().unwrap().parse().unwrap(), f.mmlab.as_ref().unwrap().parse().unwrap());
-    assert!(ours > real && real > 3_900_000, "{real} {ours}");
+    assert!(real.abs_diff(ours) <= 65_536 && real > 3_900_000, "{real} {ours}");
     // The page cache and slab the real boot has are not modelled.
     assert_eq!(mark(&r, "proc_meminfo", "Slab"), Mark::NotModelled);
 }

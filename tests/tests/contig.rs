@@ -21,7 +21,7 @@ use mmlab_pcp::{AllocatorConfig, FreeError, PageAllocator};
 const BOOT_BUDDYINFO: [u64; 11] = [0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 62];
 
 fn boot() -> Machine {
-    mmlab_tests::machine("256M", 2)
+    mmlab_tests::bare_machine("256M", 2)
 }
 
 #[test]

@@ -255,7 +255,12 @@ impl<'a, 'm> Run<'a, 'm> {
             self.pcpu.free_percpu(vm, cpu, p).unwrap();
         }
         self.pcpu.shrink(vm, cpu).unwrap();
-        assert!(vm.areas().is_empty(), "areas left: {}", vm.vmallocinfo());
+        // Only the kernel image's early areas stay (vm_area_add_early()).
+        assert!(
+            vm.areas().iter().all(|a| a.kind == mmlab_vmalloc::AreaKind::Early),
+            "areas left: {}",
+            vm.vmallocinfo()
+        );
         vm.purge_vmap_area_lazy(cpu).unwrap();
         self.pa.drain_all_pages(cpu);
         let tables = table_pages(self.m) - self.tables0;

@@ -10,7 +10,7 @@ use mmlab_hugetlb::{HugePageSize, Store, SysfsError};
 
 fn configs(mem: &str, sets: &[&str]) -> Configs {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    Configs::new(MachineConfig::with(mem, 1).unwrap(), &sets).unwrap()
+    Configs::new(MachineConfig::with(mem, 1).unwrap().bare(), &sets).unwrap()
 }
 
 fn writes(args: &[&str]) -> Vec<hugetlb::SysfsWrite> {

@@ -28,7 +28,7 @@ const USER: Access = Access { write: true, user: true };
 const SIZES: [(u64, u32); 4] = [(CONT_PTE_SIZE, 4), (PMD_SIZE, 9), (CONT_PMD_SIZE, 13), (PUD_SIZE, 18)];
 
 fn boot(tlbi_range: bool) -> Machine {
-    let mut cfg = MachineConfig::with("2G", 1).unwrap();
+    let mut cfg = MachineConfig::with("2G", 1).unwrap().bare();
     cfg.tlbi_range = Some(tlbi_range);
     Machine::boot(cfg).unwrap()
 }

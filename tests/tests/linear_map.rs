@@ -57,7 +57,8 @@ fn boot(mem: &str, variant: LinearMapVariant, rodata: Rodata) -> Machine {
         linear_map: true,
         linear_map_variant: variant,
         rodata,
-        ..MachineConfig::with(mem, 1).expect("size")
+        // The counts are derived by hand on bare RAM (no kernel image).
+        ..MachineConfig::with(mem, 1).expect("size").bare()
     };
     Machine::boot(cfg).expect("boots with the linear map")
 }
@@ -229,31 +230,31 @@ fn linear_map_tables_come_from_memblock_and_are_reserved() {
 
 /// The kernel image in RAM (`arm64.kernel_image=1`, Debian 7.2's sizes at
 /// 0x40200000): `[_text, _end)` reserved; `map_mem()` maps the banks less
-/// `[_stext, __init_begin)` = [0x40210000, 0x42700000) page by page
+/// `[_stext, __init_begin)` = [0x40210000, 0x42710000) page by page
 /// (rodata=full), then that interval as the alias with `NO_CONT_MAPPINGS`
 /// only: its 2 MiB-aligned interior [0x40400000, 0x42600000) becomes 17
 /// PMD blocks, its edges fill the PTE tables the first pass made for the
-/// 2 MiB ranges they share with memory (496 + 256 PTEs). 64 MiB = 32 PMD
+/// 2 MiB ranges they share with memory (496 + 272 PTEs). 64 MiB = 32 PMD
 /// entries, 17 of them blocks: 15 PTE tables.
 #[test]
 fn kernel_image_is_carved_out_and_mapped_as_its_alias() {
     use mmlab_engine::arch::arm64::kimage::KernelImage;
     let k = KernelImage::DEBIAN_7_2;
-    assert_eq!((k.stext(), k.init_begin()), (0x4021_0000, 0x4270_0000));
+    assert_eq!((k.stext(), k.init_begin()), (0x4021_0000, 0x4271_0000));
     for v in LinearMapVariant::ALL {
         let cfg = MachineConfig {
             barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
             linear_map: true,
             linear_map_variant: v,
-            kernel_image: true,
+            kernel_image: Some(true),
             ..MachineConfig::with("64M", 1).expect("size")
         };
         let m = Machine::boot(cfg).unwrap();
         let kernel = *m.memblock().reserved().iter().find(|r| r.name == "kernel").expect("reserved");
-        assert_eq!((kernel.base.0, kernel.size), (0x4020_0000, 48000 << 10));
+        assert_eq!((kernel.base.0, kernel.size), (0x4020_0000, 48128 << 10));
         let r = m.linear_map_report().unwrap();
-        assert_eq!(r.regions, [(PHYS_OFFSET, 0x4021_0000), (0x4270_0000, PHYS_OFFSET + (64 << 20))]);
-        assert_eq!(r.kernel_alias, Some((0x4021_0000, 0x4270_0000)));
+        assert_eq!(r.regions, [(PHYS_OFFSET, 0x4021_0000), (0x4271_0000, PHYS_OFFSET + (64 << 20))]);
+        assert_eq!(r.kernel_alias, Some((0x4021_0000, 0x4271_0000)));
         let c = r.counts;
         assert_eq!((c.pgtable_pud, c.pgtable_pmd, c.pgtable_pte), (1, 1, 15), "{}", v.name());
         assert_eq!((c.pmd_blocks, c.cont_leaves), (17, 0));
@@ -263,8 +264,8 @@ fn kernel_image_is_carved_out_and_mapped_as_its_alias() {
             (0x4020_f000, Level::Pte),
             (0x4021_0000, Level::Pte),
             (0x4040_0000, Level::Pmd),
-            (0x426f_f000, Level::Pte),
-            (0x4270_0000, Level::Pte),
+            (0x4270_f000, Level::Pte),
+            (0x4271_0000, Level::Pte),
         ] {
             let leaf = pgtable::walk(&m, &k_as, phys_to_virt(pa) + 8).leaf.expect("mapped");
             assert_eq!((leaf.pa.0, leaf.level), (pa + 8, level), "{pa:#x}");
@@ -310,7 +311,7 @@ fn kernel_image_is_mapped_at_kimage_vaddr() {
     let cfg = MachineConfig {
         barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
         linear_map: true,
-        kernel_image: true,
+        kernel_image: Some(true),
         ..MachineConfig::with("128M", 1).expect("size")
     };
     let m = Machine::boot(cfg).unwrap();

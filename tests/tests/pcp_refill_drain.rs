@@ -23,7 +23,7 @@ const HIGH_MAX: i32 = 15_359;
 const N: usize = 8_001;
 
 fn boot() -> Machine {
-    mmlab_tests::machine("4G", 2)
+    mmlab_tests::bare_machine("4G", 2)
 }
 
 fn ev(m: &Machine, cpu: usize, e: VmEvent) -> u64 {

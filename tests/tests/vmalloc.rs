@@ -68,7 +68,13 @@ fn barrier_pairs_per_vmalloc_batched_and_unbatched() {
 
 #[test]
 fn contpte_and_pmd_huge_mappings() {
-    let m = machine("256M", true);
+    // The addresses below are derived from VMALLOC_START: bare RAM, no
+    // kernel image areas before the first vmalloc.
+    let m = mmlab_engine::Machine::boot(mmlab_engine::MachineConfig {
+        barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+        ..mmlab_engine::MachineConfig::with("256M", 2).unwrap().bare()
+    })
+    .unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let vm = Vmalloc::new(&pa, VmallocConfig::default());
     let cpu = m.cpu(0).unwrap();

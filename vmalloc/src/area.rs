@@ -46,6 +46,9 @@ pub enum AreaKind {
     /// A `vm_map_ram` mapping too large for a vmap block (`VMAP_RAM` in
     /// `va->flags`, no `vm_struct`): `vm_unmap_ram` with its page count.
     VmMapRam,
+    /// `vm_area_add_early()`: a static `vm_struct` registered before
+    /// vmalloc exists (the kernel image's segments, `VM_MAP`); never freed.
+    Early,
 }
 
 /// `struct vm_struct` with its `vmap_area`.
@@ -61,6 +64,9 @@ pub struct VmArea {
     pub kind: AreaKind,
     /// The pages, each an order-0 page of its own (`vm->pages`).
     pub pages: Vec<Pfn>,
+    /// `vm->phys_addr`: the physical address of an area mapped without
+    /// pages (the kernel image's; ioremaps), printed as `phys=`.
+    pub phys_addr: Option<u64>,
     /// `vm->page_order`: the order the pages were allocated at (0, 4 or 9).
     pub page_order: u32,
     /// Who asked (the `%pS` caller column of /proc/vmallocinfo); printed

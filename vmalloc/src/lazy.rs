@@ -106,6 +106,11 @@ impl LazyAreas {
     pub fn snapshot(&self) -> Vec<LazyArea> {
         self.nodes.iter().flat_map(|l| l.lock().clone()).collect()
     }
+
+    /// A copy of each node's list (`vn->lazy.head`), node by node.
+    pub fn snapshot_by_node(&self) -> Vec<Vec<LazyArea>> {
+        self.nodes.iter().map(|l| l.lock().clone()).collect()
+    }
 }
 
 /// loom models of the accounting. Built only with `--cfg loom`, where the

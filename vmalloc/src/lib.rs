@@ -23,6 +23,13 @@
 //! the lazy areas and return them to the free tree. Until then the range is
 //! not reused, so no stale translation can be hit.
 //!
+//! `vmalloc_init()` starts from the early areas (`vm_area_add_early()`):
+//! with the kernel image in RAM (the real boot state), its five
+//! `declare_kernel_vmas()` segments from `VMALLOC_START`, busy and never
+//! freed ([`AreaKind::Early`]), so the first vmalloc lands after them as on
+//! the real kernel; /proc/vmallocinfo prints node by node as
+//! `vmalloc_info_show()` does (faithful).
+//!
 //! Fidelity: faithful in the order of steps, sizes, alignment, guard pages,
 //! the huge-mapping decision and fallback, the page orders requested, the
 //! barriers and the TLB flushes; simplified in that the purge runs
@@ -286,33 +293,59 @@ const fn fls(x: u64) -> u32 {
     64 - x.leading_zeros()
 }
 
-/// The free vmalloc range at `vmalloc_init()`: all of it, or, with the
-/// kernel image mapped at `KIMAGE_VADDR` (`arm64.kernel_image=1`), what is
-/// left after it (the image's `declare_kernel_vmas()` areas, not listed).
-fn vmalloc_free_range(m: &Machine) -> FreeVmapTree {
-    if m.config().kernel_image {
-        let end = mmlab_engine::arch::arm64::kimage::KernelImage::DEBIAN_7_2.va_end();
-        if let Ok(t) = FreeVmapTree::new(end, mmlab_engine::layout::VMALLOC_END) {
-            return t;
+/// `vmalloc_init()` → `vmap_init_free_space()`: the vmalloc range less the
+/// early areas (`vmlist`: the kernel image's `declare_kernel_vmas()`
+/// areas when the image is in RAM), which become busy areas of the vmap
+/// node their address falls in (`addr_to_node()`), listed first in
+/// /proc/vmallocinfo.
+fn vmalloc_init(m: &Machine, nodes: usize) -> (FreeVmapTree, Vec<BTreeMap<u64, VmArea>>) {
+    let mut busy: Vec<BTreeMap<u64, VmArea>> = (0..nodes).map(|_| BTreeMap::new()).collect();
+    let vmas = &m.boot_state().kernel_vmas;
+    // The early areas tile [VMALLOC_START, end) (declare_kernel_vmas()
+    // places them back to back from KIMAGE_VADDR).
+    let mut end = VMALLOC_START;
+    for v in vmas {
+        if v.addr != end {
+            break;
         }
+        end = v.addr + v.size;
+        let area = VmArea {
+            addr: v.addr,
+            size: v.size,
+            flags: if v.no_guard { VM_MAP | VM_NO_GUARD } else { VM_MAP },
+            kind: AreaKind::Early,
+            pages: Vec::new(),
+            page_order: 0,
+            caller: v.caller,
+            array_area: None,
+            vn: 0,
+            phys_addr: Some(v.phys_addr),
+        };
+        busy[((v.addr >> 16) % nodes as u64) as usize].insert(v.addr, area);
     }
-    FreeVmapTree::vmalloc_range()
+    if end > VMALLOC_START
+        && let Ok(t) = FreeVmapTree::new(end, VMALLOC_END)
+    {
+        return (t, busy);
+    }
+    (FreeVmapTree::vmalloc_range(), (0..nodes).map(|_| BTreeMap::new()).collect())
 }
 
 impl<'a, 'm> Vmalloc<'a, 'm> {
-    /// `vmalloc_init()`: the whole vmalloc range free (less the kernel
-    /// image, when it is mapped), one vmap node per CPU
+    /// `vmalloc_init()`: the whole vmalloc range free less the early areas
+    /// (the kernel image's, when it is in RAM), one vmap node per CPU
     /// (`nr_vmap_nodes` = clamp(CPUs, 1, 128)).
     pub fn new(pa: &'a PageAllocator<'m>, cfg: VmallocConfig) -> Vmalloc<'a, 'm> {
         let m = pa.machine();
         let nodes = m.nr_cpus().clamp(1, 128);
+        let (free, busy) = vmalloc_init(m, nodes);
         Vmalloc {
             pa,
             m,
             asp: m.kernel_as(),
             cfg,
-            free: Mutex::new(vmalloc_free_range(m)),
-            busy: (0..nodes).map(|_| Mutex::new(BTreeMap::new())).collect(),
+            free: Mutex::new(free),
+            busy: busy.into_iter().map(Mutex::new).collect(),
             lazy: LazyAreas::new(nodes),
             purge_lock: Mutex::new(()),
             counts: Mutex::new(VmallocCounts::default()),
@@ -537,6 +570,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             caller,
             array_area,
             vn: self.cpu_node(cpu),
+            phys_addr: None,
         };
         self.busy[self.node_of(addr)].lock().insert(addr, area);
         self.counts.lock().vmallocs += 1;
@@ -891,6 +925,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             caller: "vmap",
             array_area: None,
             vn: self.cpu_node(cpu),
+            phys_addr: None,
         };
         self.busy[self.node_of(addr)].lock().insert(addr, area);
         Ok(addr)
@@ -948,6 +983,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 caller: "vm_map_ram",
                 array_area: None,
                 vn: self.cpu_node(cpu),
+                phys_addr: None,
             };
             self.busy[self.node_of(a)].lock().insert(a, area);
             a

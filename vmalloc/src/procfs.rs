@@ -11,16 +11,22 @@
 use super::*;
 
 impl Vmalloc<'_, '_> {
-    /// `/proc/vmallocinfo` (`vmalloc_info_show`): one line per busy area,
-    /// then the vm_map_ram blocks and the lazily freed ("unpurged") areas.
+    /// `/proc/vmallocinfo` (`vmalloc_info_show`): node by node, each
+    /// node's busy areas and vm_map_ram blocks by address, then
+    /// (`show_purge_info`) each node's lazily freed ("unpurged") areas by
+    /// address. With more than one vmap node the file is therefore not in
+    /// address order, as the kernel's is not.
     pub fn vmallocinfo(&self) -> String {
         use std::fmt::Write;
-        let mut s = String::new();
-        let mut lines: Vec<(u64, String)> = Vec::new();
+        let nodes = self.busy.len();
+        let mut busy: Vec<Vec<(u64, String)>> = vec![Vec::new(); nodes];
         for a in self.areas() {
             let mut l = format!("0x{:016x}-0x{:016x} {:7} {}", a.addr, a.addr + a.size, a.size, a.caller);
             if !a.pages.is_empty() && a.flags.intersects(VM_ALLOC | VM_MAP) {
                 let _ = write!(l, " pages={}", a.pages.len());
+            }
+            if let Some(pa) = a.phys_addr {
+                let _ = write!(l, " phys={pa:#018x}");
             }
             if a.flags.contains(VM_ALLOC) {
                 l.push_str(" vmalloc");
@@ -31,13 +37,13 @@ impl Vmalloc<'_, '_> {
             if a.array_area.is_some() {
                 l.push_str(" vpages");
             }
-            if a.flags.intersects(VM_ALLOC | VM_MAP) {
+            if a.flags.intersects(VM_ALLOC | VM_MAP) && !a.pages.is_empty() {
                 let _ = write!(l, " N0={}", a.pages.len());
             }
-            lines.push((a.addr, l));
+            busy[self.node_of(a.addr)].push((a.addr, l));
         }
         for b in self.blocks.lock().values() {
-            lines.push((
+            busy[self.node_of(b.va_start)].push((
                 b.va_start,
                 format!(
                     "0x{:016x}-0x{:016x} {:7} vm_map_ram",
@@ -47,13 +53,20 @@ impl Vmalloc<'_, '_> {
                 ),
             ));
         }
-        for LazyArea { start: st, size: n, .. } in self.lazy.snapshot() {
-            lines.push((st, format!("0x{:016x}-0x{:016x} {:7} unpurged vm_area", st, st + n, n)));
-        }
-        lines.sort();
-        for (_, l) in lines {
-            s.push_str(&l);
-            s.push('\n');
+        let lazy = self.lazy.snapshot_by_node().into_iter().map(|list| {
+            list.into_iter()
+                .map(|LazyArea { start: st, size: n, .. }| {
+                    (st, format!("0x{:016x}-0x{:016x} {:7} unpurged vm_area", st, st + n, n))
+                })
+                .collect::<Vec<_>>()
+        });
+        let mut s = String::new();
+        for mut list in busy.into_iter().chain(lazy) {
+            list.sort();
+            for (_, l) in list {
+                s.push_str(&l);
+                s.push('\n');
+            }
         }
         s
     }

@@ -106,14 +106,29 @@ impl MachineConfig {
             },
         },
         Knob {
+            key: "boot.state",
+            values: "real|bare",
+            summary: "real|bare",
+            kernel: KernelName::Code(
+                "the state a real boot leaves: kernel image, initrd, DTB, CMA and swiotlb in memblock, the image's \
+                 vmalloc areas (default real; bare: none)",
+            ),
+            set: |c, key, value| {
+                c.boot_state =
+                    value.parse().map_err(|e: String| KnobError::bad_value(key, value, ValueError::Other(e)))?;
+                Ok(())
+            },
+        },
+        Knob {
             key: "arm64.kernel_image",
             values: "0|1",
             summary: "0|1",
             kernel: KernelName::Code(
-                "the kernel image in RAM at 0x40200000 (Debian 7.2's sizes), reserved and carved out of map_mem()",
+                "the kernel image in RAM at 0x40200000 (Debian 7.2's sizes), reserved and carved out of map_mem() \
+                 (default: with boot.state=real)",
             ),
             set: |c, key, value| {
-                c.kernel_image = parse_bool(key, value)?;
+                c.kernel_image = Some(parse_bool(key, value)?);
                 Ok(())
             },
         },

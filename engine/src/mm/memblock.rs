@@ -167,6 +167,25 @@ impl Memblock {
     /// [`MemblockError::NoSpace`] if `size` is 0, `align` is not a power of two, or no free range
     /// fits.
     pub fn alloc(&mut self, size: u64, align: u64, name: &'static str) -> Result<PhysAddr, MemblockError> {
+        self.alloc_range(size, align, 0, u64::MAX, name)
+    }
+
+    /// `memblock_phys_alloc_range()` / `memblock_alloc_range_nid()` top-down:
+    /// `size` bytes aligned to `align` inside `[start, end)`, the highest
+    /// place that fits, reserved under `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`MemblockError::NoSpace`] if `size` is 0, `align` is not a power of two, or no free range
+    /// inside `[start, end)` fits.
+    pub fn alloc_range(
+        &mut self,
+        size: u64,
+        align: u64,
+        start: u64,
+        end: u64,
+        name: &'static str,
+    ) -> Result<PhysAddr, MemblockError> {
         let err = MemblockError::NoSpace { size, align, name };
         if size == 0 || !align.is_power_of_two() {
             return Err(err);
@@ -178,10 +197,10 @@ impl Memblock {
             let lo = self.reserved.partition_point(|r| r.end() <= m.base.0);
             let hi = self.reserved.partition_point(|r| r.base.0 < m.end());
             // Gap i lies between reserved[i - 1] and reserved[i] (the bank's
-            // edges standing in at either end).
+            // edges standing in at either end), clamped to [start, end).
             for i in (lo..=hi).rev() {
-                let bottom = if i > lo { self.reserved[i - 1].end().max(m.base.0) } else { m.base.0 };
-                let top = if i < hi { self.reserved[i].base.0.min(m.end()) } else { m.end() };
+                let bottom = if i > lo { self.reserved[i - 1].end().max(m.base.0) } else { m.base.0 }.max(start);
+                let top = if i < hi { self.reserved[i].base.0.min(m.end()) } else { m.end() }.min(end);
                 if top > bottom && top - bottom >= size {
                     let base = (top - size) & !(align - 1);
                     if base >= bottom {
@@ -196,6 +215,57 @@ impl Memblock {
             return Ok(PhysAddr(base));
         }
         Err(err)
+    }
+
+    /// `memblock_alloc_range_nid()` with `memblock_set_bottom_up(true)`:
+    /// the lowest place in `[start, end)` that fits (`__memblock_find_range_bottom_up`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Memblock::alloc_range`].
+    pub fn alloc_range_bottom_up(
+        &mut self,
+        size: u64,
+        align: u64,
+        start: u64,
+        end: u64,
+        name: &'static str,
+    ) -> Result<PhysAddr, MemblockError> {
+        let err = MemblockError::NoSpace { size, align, name };
+        if size == 0 || !align.is_power_of_two() {
+            return Err(err);
+        }
+        let found = self.free_ranges().into_iter().find_map(|(s, e)| {
+            let base = s.max(start).checked_next_multiple_of(align)?;
+            (base.checked_add(size)? <= e.min(end)).then_some(base)
+        });
+        let base = found.ok_or(err)?;
+        self.reserve(PhysAddr(base), size, name)?;
+        Ok(PhysAddr(base))
+    }
+
+    /// `memblock_phys_free()` / `memblock_free()`: take `[base, base + size)`
+    /// out of the reserved regions (splitting a region it falls inside).
+    /// Returns the bytes that were reserved.
+    pub fn free(&mut self, base: PhysAddr, size: u64) -> u64 {
+        let (s, e) = (base.0, base.0.saturating_add(size));
+        let mut freed = 0;
+        let mut out = Vec::with_capacity(self.reserved.len() + 1);
+        for r in self.reserved.drain(..) {
+            if r.end() <= s || r.base.0 >= e {
+                out.push(r);
+                continue;
+            }
+            freed += r.end().min(e) - r.base.0.max(s);
+            if r.base.0 < s {
+                out.push(Region { size: s - r.base.0, ..r });
+            }
+            if r.end() > e {
+                out.push(Region { base: PhysAddr(e), size: r.end() - e, name: r.name });
+            }
+        }
+        self.reserved = out;
+        freed
     }
 
     /// Pages covered by reservations (each page counted once).
@@ -289,6 +359,28 @@ mod tests {
         let low = m.alloc(15 << 20, PAGE_SIZE, "low").unwrap();
         assert_eq!(low.0, 0x4000_0000 + (64 << 20) - (15 << 20));
         assert!(matches!(m.alloc(60 << 20, PAGE_SIZE, "big"), Err(MemblockError::NoSpace { .. })));
+    }
+
+    #[test]
+    fn range_limits_bottom_up_and_free() {
+        let mut m = Memblock::default();
+        m.add(PhysAddr(0x4000_0000), 1 << 30);
+        // Top-down below a limit, aligned: the CMA placement.
+        let cma = m.alloc_range(64 << 20, 2 << 20, 0, 0x7000_0000, "cma").unwrap();
+        assert_eq!(cma.0, 0x7000_0000 - (64 << 20));
+        // Bottom-up from a floor.
+        let b = m.alloc_range_bottom_up(4096, 4096, 0x4000_1800, u64::MAX, "b").unwrap();
+        assert_eq!(b.0, 0x4000_2000);
+        assert!(m.alloc_range_bottom_up(4096, 4096, 0x8000_0000, u64::MAX, "c").is_err());
+        assert!(m.alloc_range(4096, 4096, 0x7000_0000, 0x7000_0000, "d").is_err());
+        // Freeing the middle of a region splits it; freeing again frees nothing.
+        m.reserve(PhysAddr(0x5000_0000), 5 * PAGE_SIZE, "kernel").unwrap();
+        assert_eq!(m.free(PhysAddr(0x5000_1000), 2 * PAGE_SIZE), 2 * PAGE_SIZE);
+        assert_eq!(m.free(PhysAddr(0x5000_1000), 2 * PAGE_SIZE), 0);
+        let k: Vec<(u64, u64)> =
+            m.reserved().iter().filter(|r| r.name == "kernel").map(|r| (r.base.0, r.size)).collect();
+        assert_eq!(k, [(0x5000_0000, PAGE_SIZE), (0x5000_3000, 2 * PAGE_SIZE)]);
+        assert_eq!(m.reserved_pages(), 16384 + 1 + 3);
     }
 
     #[test]

@@ -6,6 +6,9 @@
 //! mm_init's early steps do for the page allocator's benefit:
 //!
 //! 1. map the arena (RAM at [`PHYS_OFFSET`]) and register it with memblock;
+//!    with the real boot state (`boot.state=real`), reserve the DTB, the
+//!    kernel image and the initrd, and the CMA area
+//!    ([`crate::mm::boot_state`]);
 //! 2. allocate the memmap (64 bytes per frame) and the pageblock flags from
 //!    memblock, top-down, as sparse_init/vmemmap_populate and
 //!    `setup_usemap()` do;
@@ -15,7 +18,9 @@
 //!    frames PG_reserved (`reserve_bootmem_region()`);
 //! 4. with `arm64.linear_map=1` only, `paging_init()`: `early_fixmap_init()`
 //!    and `map_mem()` build the linear map ([`crate::arch::arm64::mmu`]);
-//! 5. map the memmap at the vmemmap (`vmemmap_populate()`).
+//! 5. map the memmap at the vmemmap (`vmemmap_populate()`);
+//! 6. with the real boot state: `swiotlb_init()`, then what the end of boot
+//!    gives back (the initrd, the init sections) — "end of boot".
 //!
 //! Handing the unreserved frames to the buddy allocator
 //! (`memblock_free_all()`) is left to the allocator crate, which owns the
@@ -32,6 +37,7 @@ use crate::layout::PHYS_OFFSET;
 use crate::machine::{Machine, MachineConfig, NR_CPUS};
 use crate::memblock::{Memblock, MemblockError};
 use crate::mm::banks::{MemError, check_banks};
+use crate::mm::boot_state::{self, BootState, BootStateReport};
 use crate::mm::memmap::{MemmapPiece, PAGES_PER_SECTION};
 use crate::mm::zone_layout;
 use crate::mm::{Migratetype, PAGEBLOCK_ORDER};
@@ -126,10 +132,35 @@ impl Machine {
             mb.add(PhysAddr(b.base), b.size);
         }
         let bank_pfns: Vec<(u64, u64)> = banks.iter().map(|b| (b.base >> PAGE_SHIFT, b.end() >> PAGE_SHIFT)).collect();
-        if config.kernel_image {
-            // arm64_memblock_init(): memblock_reserve(_text, _end - _text).
-            let k = crate::arch::arm64::kimage::KernelImage::DEBIAN_7_2;
-            mb.reserve(PhysAddr(k.phys), k.size(), "kernel")?;
+        // The early reservations of a real boot (mm::boot_state): the DTB,
+        // the kernel image and the initrd (arm64_memblock_init()), then the
+        // CMA area below the DMA zone's limit (dma_contiguous_reserve()).
+        let dram_end = banks[banks.len() - 1].end();
+        let (max_zone_pfn, arm64_dma_phys_limit) =
+            zone_layout::arm64_zone_sizes_init(banks[0].base, dram_end, u64::MAX);
+        let (in_force, reason) = config.boot_state_in_force();
+        let real = in_force == BootState::Real;
+        let image = config.kernel_image().then_some(crate::arch::arm64::kimage::KernelImage::DEBIAN_7_2);
+        let mut boot_state = BootStateReport {
+            requested: config.boot_state,
+            in_force,
+            reason,
+            kernel_image: image,
+            ..Default::default()
+        };
+        boot_state::arm64_memblock_init(
+            &mut mb,
+            image.as_ref(),
+            real,
+            (banks[0].base, total),
+            &mut boot_state.reservations,
+        )?;
+        if real {
+            boot_state.cma =
+                boot_state::dma_contiguous_reserve(&mut mb, arm64_dma_phys_limit, &mut boot_state.reservations);
+        }
+        if let Some(k) = &image {
+            boot_state.kernel_vmas = k.kernel_vmas().to_vec();
         }
 
         // The memmap: the present sections' struct pages, one buffer
@@ -144,10 +175,8 @@ impl Machine {
         let usemap_pa = mb.alloc((nr_pageblocks as u64).next_multiple_of(64), 64, "usemap")?;
 
         let first_deferred = if config.deferred_struct_page_init { first_deferred_pfn(&bank_pfns) } else { u64::MAX };
-        // zone_sizes_init() → free_area_init(): the zones' limits; each
-        // struct page gets its zone number from them (__init_single_page).
-        let dram_end = banks[banks.len() - 1].end();
-        let (max_zone_pfn, _) = zone_layout::arm64_zone_sizes_init(banks[0].base, dram_end, u64::MAX);
+        // zone_sizes_init() → free_area_init(): the zones' limits (above);
+        // each struct page gets its zone number from them (__init_single_page).
         let bank_ranges: Vec<(u64, u64)> = banks.iter().map(|b| (b.base, b.size)).collect();
         let zone_spans = zone_layout::free_area_init(&max_zone_pfn, &bank_ranges);
         let init_flags = 0 << NODES_PGSHIFT;
@@ -183,6 +212,7 @@ impl Machine {
             fixmap: Mutex::new(None),
             linear_map: None,
             boot_phases: Vec::new(),
+            boot_state,
         };
         let ((), p) =
             BootPhase::measure(&m, "memmap init", "memmap_init() (struct pages below first_deferred_pfn)", || {
@@ -199,9 +229,8 @@ impl Machine {
             },
             p,
         ];
-        if m.config.kernel_image {
+        if let Some(k) = image {
             // map_kernel() (early C code since 6.9, before paging_init()).
-            let k = crate::arch::arm64::kimage::KernelImage::DEBIAN_7_2;
             let (r, p) = BootPhase::measure(&m, "kernel image map", "map_kernel() (pi/map_kernel.c)", || {
                 let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
                 crate::arch::arm64::kimage::map_kernel(&cpu0, &k).map_err(BootError::Pgtable)
@@ -229,8 +258,61 @@ impl Machine {
         });
         r?;
         phases.push(p);
+        if real {
+            let (r, p) = BootPhase::measure(
+                &m,
+                "end of boot",
+                "mem_init() -> swiotlb_init(); free_initrd_mem(), free_initmem()",
+                || m.end_of_boot(arm64_dma_phys_limit),
+            );
+            m.boot_state.reservations.extend(r?);
+            phases.push(p);
+        }
         m.boot_phases = phases;
         Ok(m)
+    }
+
+    /// The real boot state's last steps: `swiotlb_init()` from
+    /// `mem_init()`, then what the kernel gives back once boot is done:
+    /// the initrd (`free_initrd_mem()`) and the init sections
+    /// (`free_initmem()`: `memblock_free()`, the pages cleared of
+    /// PG_reserved, and `vunmap_range()` of the init segment at
+    /// `KIMAGE_VADDR`, its vmalloc areas kept).
+    fn end_of_boot(&self, dma_limit: u64) -> Result<Vec<boot_state::BootReservation>, BootError> {
+        let mut mb = self.memblock.lock();
+        let mut swiotlb = Vec::new();
+        boot_state::swiotlb_init(&mut mb, dma_limit, &mut swiotlb)?;
+        let mut freed: Vec<(u64, u64)> = Vec::new();
+        if let Some(r) = self.boot_state.reservations.iter().find(|r| r.name == "initrd") {
+            freed.push((r.base, r.size));
+        }
+        if let Some(k) = &self.boot_state.kernel_image {
+            freed.push((k.init_begin(), k.init));
+        }
+        for &(base, size) in &freed {
+            mb.free(PhysAddr(base), size);
+            for pfn in base >> PAGE_SHIFT..(base + size).div_ceil(PAGE_SIZE) {
+                let p = self.memmap.page(Pfn(pfn));
+                p.clear_flag(pg::PG_RESERVED);
+                p.set_ext(PageExt::Tail);
+            }
+        }
+        drop(mb);
+        // The swiotlb pages were reserved after memmap_init(): mark them.
+        for r in &swiotlb {
+            for pfn in r.base >> PAGE_SHIFT..(r.base + r.size).div_ceil(PAGE_SIZE) {
+                let p = self.memmap.page(Pfn(pfn));
+                p.set_flag(pg::PG_RESERVED);
+                p.set_ext(PageExt::Reserved);
+            }
+        }
+        if let Some(k) = self.boot_state.kernel_image {
+            let cpu0 = self.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
+            crate::pgtable::unmap_range(&cpu0, &self.kernel_as(), k.va(k.init_begin()), k.init)
+                .map_err(BootError::Pgtable)?
+                .flush(&cpu0);
+        }
+        Ok(swiotlb)
     }
 
     /// `memmap_init()`: the struct pages below `first_deferred_pfn`

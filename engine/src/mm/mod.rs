@@ -10,6 +10,8 @@
 //! - [`memmap`]: the memmap behind the vmemmap, present sections and
 //!   deferred struct page init (`mm/mm_init.c`, `mm/sparse.c`).
 //! - [`banks`]: RAM as banks, as a device tree's memory node gives it.
+//! - [`boot_state`]: the early reservations a real boot makes (kernel
+//!   image, initrd, DTB, CMA, swiotlb), on by default (`boot.state`).
 //! - [`list`]: `struct list_head` through struct pages.
 //! - [`gfp`]: GFP flags (`include/linux/gfp_types.h`).
 //! - [`vmstat`]: event counters (`mm/vmstat.c`).
@@ -21,6 +23,7 @@
 //!   time, kept coherent by the TLBI hook registered at boot.
 
 pub mod banks;
+pub mod boot_state;
 pub mod gfp;
 pub mod list;
 pub mod memblock;

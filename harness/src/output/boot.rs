@@ -132,8 +132,11 @@ pub struct BootMachine {
     pub rodata: String,
     /// `debug_pagealloc`.
     pub debug_pagealloc: bool,
-    /// `arm64.kernel_image`.
+    /// The kernel image is in RAM (`arm64.kernel_image`, or the real boot
+    /// state).
     pub kernel_image: bool,
+    /// `boot.state` in force (`real` or `bare`).
+    pub boot_state: &'static str,
     /// `CONFIG_DEFERRED_STRUCT_PAGE_INIT`.
     pub deferred_struct_page_init: bool,
 }
@@ -189,7 +192,8 @@ impl BootReport {
         }
         match phase("kernel image map") {
             Some(p) => {
-                let kimg = mmlab_engine::arch::arm64::kimage::KernelImage::DEBIAN_7_2;
+                let kimg =
+                    m.kernel_image().copied().unwrap_or(mmlab_engine::arch::arm64::kimage::KernelImage::DEBIAN_7_2);
                 let mut t = table_pages_in(m, &k, kimg.va(kimg.phys), kimg.va_end());
                 t[0] = 0;
                 phases.push(PhaseRow::from_phase(p, t));
@@ -209,6 +213,11 @@ impl BootReport {
             phases.push(PhaseRow::from_phase(p, t));
         }
         if let Some(p) = phase("memmap init") {
+            phases.push(PhaseRow::from_phase(p, [0; 4]));
+        }
+        // mmlab gives the initrd and init back before memblock_free_all()
+        // (mm::boot_state: the same end state), so the row comes first.
+        if let Some(p) = phase("end of boot") {
             phases.push(PhaseRow::from_phase(p, [0; 4]));
         }
         phases.push(PhaseRow::from_phase(free, [0; 4]));
@@ -238,7 +247,8 @@ impl BootReport {
                 linear_map_variant: cfg.linear_map_variant.name(),
                 rodata: format!("{:?}", cfg.rodata).to_lowercase(),
                 debug_pagealloc: cfg.debug_pagealloc,
-                kernel_image: cfg.kernel_image,
+                kernel_image: m.kernel_image().is_some(),
+                boot_state: m.boot_state().in_force.name(),
                 deferred_struct_page_init: cfg.deferred_struct_page_init,
             },
             total_measured_ms: phases.iter().map(|p| p.measured_ms).sum(),
@@ -263,7 +273,7 @@ impl BootReport {
             .collect();
         let _ = writeln!(
             s,
-            "boot: {} RAM ({}), {} CPUs; linear map {} (variant {}, rodata={}{}{}); cost profile {}, barriers {}",
+            "boot: {} RAM ({}), {} CPUs; linear map {} (variant {}, rodata={}{}{}); cost profile {}, barriers {}; boot state {}",
             mmlab_engine::pgtable::ptdump::size_str(mc.banks.iter().map(|b| b.size).sum()),
             banks.join(", "),
             mc.cpus,
@@ -274,6 +284,7 @@ impl BootReport {
             if mc.kernel_image { ", kernel image in RAM" } else { "" },
             mc.cost_profile,
             mc.barrier_backend,
+            mc.boot_state,
         );
         let _ = writeln!(
             s,

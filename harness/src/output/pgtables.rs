@@ -193,7 +193,7 @@ mod tests {
     use mmlab_engine::layout::VMEMMAP_START;
 
     fn boot(mem: u64) -> Machine {
-        Machine::boot(MachineConfig { mem_bytes: mem, ..Default::default() }).expect("boot")
+        Machine::boot(MachineConfig { mem_bytes: mem, ..Default::default() }.bare()).expect("boot")
     }
 
     #[test]

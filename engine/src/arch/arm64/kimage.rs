@@ -15,14 +15,16 @@
 //!
 //! | piece | fidelity |
 //! |---|---|
-//! | segment sizes: Debian's arm64 7.2.13 kernel ("19136K kernel code, 5282K rwdata, 18632K rodata, 3904K init, 884K bss"), 64 KiB header, rounded up to `SEGMENT_ALIGN` | faithful to that kernel |
+//! | segment boundaries: Debian's arm64 7.2.13 kernel as its /proc/vmallocinfo shows them (`declare_kernel_vmas()`'s areas on the peer run, `tests/data/arm64-peer/`): `[_text, _etext)` 19,200 KiB (64 KiB header + "19136K kernel code"), `[__start_rodata, __inittext_begin)` 18,752 KiB, init text 1,088 KiB, init data 2,816 KiB ("3904K init"), `[_data, _end)` 6,272 KiB | faithful to that kernel |
 //! | load address `PHYS_OFFSET + 2 MiB` (0x40200000, as QEMU's virt loads it; no KASLR) | faithful to that machine |
 //! | the memblock reservation and `map_mem()`'s carve-out and alias | faithful |
 //! | `map_kernel()` at `KIMAGE_VADDR`: the segments with their permissions, contiguous runs in text and data | simplified: the final permissions at once (rodata read-only, as `mark_rodata_ro()` leaves it; the init segment executable as one piece), tables from memblock rather than the image's `init_pg_dir`, written with the run-time barrier rules (the kernel's early C code uses plain stores and one `dsb ishst`) |
-//! | `declare_kernel_vmas()` | simplified: vmalloc's free range starts after the image (the image's areas are not listed in /proc/vmallocinfo) |
+//! | `declare_kernel_vmas()`: the five `vm_area_add_early()` areas ([`KernelImage::kernel_vmas`]), which vmalloc lists first in /proc/vmallocinfo and allocates after | faithful |
 //!
-//! The image is opt-in (`arm64.kernel_image=1`): it takes 47 MiB of RAM,
-//! which would change every small machine's page counts.
+//! The image is in RAM with the real boot state (`boot.state=real`, the
+//! default, on machines of at least 256 MiB: [`crate::mm::boot_state`]) or
+//! when `arm64.kernel_image=1` asks for it; `arm64.kernel_image=0` leaves
+//! it out.
 
 use crate::layout::{KIMAGE_VADDR, PHYS_OFFSET};
 
@@ -42,6 +44,9 @@ pub struct KernelImage {
     pub rodata: u64,
     /// `[__init_begin, __init_end)`.
     pub init: u64,
+    /// `[__inittext_begin, __inittext_end)`: the first part of `init`
+    /// (`__init_begin` is `__inittext_begin`); the rest is init data.
+    pub inittext: u64,
     /// `[_data, _end)`: data and bss.
     pub data: u64,
 }
@@ -50,15 +55,35 @@ const fn seg(kib: u64) -> u64 {
     (kib << 10).next_multiple_of(SEGMENT_ALIGN)
 }
 
+/// One of `declare_kernel_vmas()`'s areas: a `vm_struct` that
+/// `vm_area_add_early()` puts on `vmlist` before vmalloc exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct KernelVma {
+    /// The area's virtual address (`vm->addr`).
+    pub addr: u64,
+    /// `vm->size`: the segment, plus a guard page unless `no_guard`.
+    pub size: u64,
+    /// `vm->phys_addr`: the segment's physical address.
+    pub phys_addr: u64,
+    /// `VM_NO_GUARD`: every segment but the last.
+    pub no_guard: bool,
+    /// The segment (`_text`, `__start_rodata`, ...).
+    pub segment: &'static str,
+    /// The `%pS` caller /proc/vmallocinfo prints (the peer kernel's
+    /// `paging_init+offset` for that area).
+    pub caller: &'static str,
+}
+
 impl KernelImage {
     /// Debian's arm64 7.2.13 kernel on QEMU's virt machine (module docs).
     pub const DEBIAN_7_2: KernelImage = KernelImage {
         phys: PHYS_OFFSET + (2 << 20),
         head: SEGMENT_ALIGN,
         text: seg(19136),
-        rodata: seg(18632),
-        init: seg(3904),
-        data: seg(5282 + 884),
+        rodata: 18752 << 10,
+        init: 3904 << 10,
+        inittext: 1088 << 10,
+        data: 6272 << 10,
     };
 
     /// `__pa_symbol(_stext)`.
@@ -72,6 +97,10 @@ impl KernelImage {
     /// `__pa_symbol(_end)`.
     pub const fn end(&self) -> u64 {
         self.init_begin() + self.init + self.data
+    }
+    /// `__pa_symbol(__init_end)` (= `_data`).
+    pub const fn init_end(&self) -> u64 {
+        self.init_begin() + self.init
     }
     /// Bytes from `_text` to `_end`.
     pub const fn size(&self) -> u64 {
@@ -88,6 +117,32 @@ impl KernelImage {
     /// One past the image's last virtual address.
     pub const fn va_end(&self) -> u64 {
         self.va(self.end())
+    }
+
+    /// Mirrors arch/arm64/mm/mmu.c `declare_kernel_vmas()` →
+    /// `declare_vma()`: `[_text, _etext)`, `[__start_rodata,
+    /// __inittext_begin)`, `[__inittext_begin, __inittext_end)`,
+    /// `[__initdata_begin, __initdata_end)` with `VM_NO_GUARD`, and
+    /// `[_data, _end)` with its guard page, each `VM_MAP`. The first free
+    /// vmalloc address is one page after `_end`'s.
+    pub fn kernel_vmas(&self) -> [KernelVma; 5] {
+        let etext = self.stext() + self.text;
+        let inittext_end = self.init_begin() + self.inittext;
+        let segs = [
+            (self.phys, etext, true, "_text", "paging_init+0x388/0x440"),
+            (etext, self.init_begin(), true, "__start_rodata", "paging_init+0x3a4/0x440"),
+            (self.init_begin(), inittext_end, true, "__inittext_begin", "paging_init+0x3bc/0x440"),
+            (inittext_end, self.init_end(), true, "__initdata_begin", "paging_init+0x3d8/0x440"),
+            (self.init_end(), self.end(), false, "_data", "paging_init+0x3f4/0x440"),
+        ];
+        segs.map(|(s, e, no_guard, segment, caller)| KernelVma {
+            addr: self.va(s),
+            size: e - s + if no_guard { 0 } else { crate::addr::PAGE_SIZE },
+            phys_addr: s,
+            no_guard,
+            segment,
+            caller,
+        })
     }
 }
 
@@ -126,8 +181,29 @@ mod tests {
         let k = KernelImage::DEBIAN_7_2;
         assert_eq!(k.phys, 0x4020_0000);
         assert_eq!(k.stext(), 0x4021_0000);
-        // 64 + 19136 + 18688 + 3904 + 6208 KiB.
-        assert_eq!(k.size(), 48000 << 10);
-        assert_eq!(k.init_begin() - k.stext(), (19136 + 18688) << 10);
+        // 64 + 19136 + 18752 + 3904 + 6272 KiB: _end at 0x43100000.
+        assert_eq!(k.size(), 48128 << 10);
+        assert_eq!(k.init_begin(), 0x4271_0000);
+        assert_eq!(k.end(), 0x4310_0000);
+    }
+
+    /// The areas as the peer kernel's /proc/vmallocinfo lists them
+    /// (tests/data/arm64-peer/4G-2cpu/proc_vmallocinfo).
+    #[test]
+    fn kernel_vmas_are_the_peer_kernels() {
+        let v = KernelImage::DEBIAN_7_2.kernel_vmas();
+        let got: Vec<(u64, u64, u64)> = v.iter().map(|a| (a.addr, a.size, a.phys_addr)).collect();
+        assert_eq!(
+            got,
+            [
+                (0xffff_8000_8000_0000, 19_660_800, 0x4020_0000),
+                (0xffff_8000_812c_0000, 19_202_048, 0x414c_0000),
+                (0xffff_8000_8251_0000, 1_114_112, 0x4271_0000),
+                (0xffff_8000_8262_0000, 2_883_584, 0x4282_0000),
+                (0xffff_8000_828e_0000, 6_426_624, 0x42ae_0000),
+            ]
+        );
+        assert_eq!(v[4].addr + v[4].size, 0xffff_8000_82f0_1000);
+        assert!(v[..4].iter().all(|a| a.no_guard) && !v[4].no_guard);
     }
 }

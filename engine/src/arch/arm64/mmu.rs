@@ -715,10 +715,7 @@ pub fn map_mem(
 ) -> Result<LinearMapReport, LinearMapError> {
     let m = cpu.machine();
     let flags = map_mem_flags(rodata, m.config().debug_pagealloc);
-    let kernel_alias = m.config().kernel_image.then(|| {
-        let k = super::kimage::KernelImage::DEBIAN_7_2;
-        (k.stext(), k.init_begin())
-    });
+    let kernel_alias = m.kernel_image().map(|k| (k.stext(), k.init_begin()));
     // memblock_mark_nomap(kernel_start, ...): for_each_mem_range() skips it.
     let mut regions: Vec<(u64, u64)> = Vec::new();
     for r in m.memblock().memory() {

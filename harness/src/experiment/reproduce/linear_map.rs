@@ -138,7 +138,9 @@ fn run_once(gib: u64, variant: LinearMapVariant, profile: CostProfile) -> Result
         cost_profile: profile,
         barrier_backend: profile.barrier_backend(),
         nr_cpus: 1,
-        ..MachineConfig::with(&format!("{gib}G"), 1).map_err(|e| e.to_string())?
+        // Bare RAM: the published runs are not QEMU virt with Debian's
+        // image and initrd, and the counts are derived on bare RAM.
+        ..MachineConfig::with(&format!("{gib}G"), 1).map_err(|e| e.to_string())?.bare()
     };
     let m = Machine::boot(cfg).map_err(|e| format!("linear-map {gib}G {}: {e}", variant.name()))?;
     let r = m.linear_map_report().ok_or("map_mem did not run")?;

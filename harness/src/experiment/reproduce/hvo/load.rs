@@ -235,7 +235,8 @@ fn exit<'m>(pa: &PageAllocator<'m>, ht: &mut Hugetlb<'_, 'm>, cpu: &Cpu<'m>, p: 
 /// A machine that does not boot, or a hugetlb error (a bug: the load stays
 /// far below the machine's memory).
 pub fn run(v: LoadVariant, faults_per_cpu: u64, bench_ns: u64) -> Result<LoadRun, String> {
-    let mc = MachineConfig { mem_bytes: MEM_BYTES, nr_cpus: CPUS, ..Default::default() };
+    // Bare RAM, as the other HVO reproductions (hvo::boot).
+    let mc = MachineConfig { mem_bytes: MEM_BYTES, nr_cpus: CPUS, ..Default::default() }.bare();
     let m = Machine::boot(mc).map_err(|e| format!("boot failed: {e}"))?;
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).map_err(|e| e.to_string())?;
     let cpus = m.all_cpus().map_err(|e| e.to_string())?;
