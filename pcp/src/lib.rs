@@ -113,6 +113,9 @@ pub enum SysctlError {
     /// memblock memory was handed out once (`memblock_free_all`), and a
     /// second allocator would free the same frames into a second zone.
     AlreadyBooted,
+    /// The machine's CMA area could not be activated (a bug in the boot
+    /// state: its pages must be reserved, pageblock-aligned RAM).
+    CmaArea(FreeError),
 }
 
 impl std::fmt::Display for SysctlError {
@@ -126,6 +129,7 @@ impl std::fmt::Display for SysctlError {
                 write!(f, "min_free_kbytes must be in [0, {MIN_FREE_KBYTES_MAX}], got {v}")
             }
             SysctlError::BootCpuBusy => write!(f, "CPU 0 is held by another handle during allocator boot"),
+            SysctlError::CmaArea(e) => write!(f, "the CMA area could not be activated: {e}"),
             SysctlError::AlreadyBooted => {
                 write!(f, "a page allocator was already booted on this machine (memblock_free_all runs once)")
             }
@@ -224,6 +228,12 @@ impl<'m> PageAllocator<'m> {
         let min_free = pa.node.init_per_zone_wmark_min(cfg.min_free_kbytes, thp);
         pa.min_free_kbytes.store(min_free, Relaxed);
         pa.zone_pcp_update(0);
+        // cma_init_reserved_areas() (core_initcall): the area memblock
+        // reserved becomes MIGRATE_CMA pageblocks in the buddy lists.
+        if let Some((start, nr)) = m.cma_area() {
+            let cpu0 = m.cpu(0).map_err(|_| SysctlError::BootCpuBusy)?;
+            pa.cma_activate_area(&cpu0, start, nr).map_err(SysctlError::CmaArea)?;
+        }
         pa.debug_checks.store(cfg.debug_checks, Relaxed);
         Ok(pa)
     }

@@ -218,7 +218,7 @@ impl From<SysctlError> for Outcome {
         match e {
             SysctlError::HighFraction(_) => Outcome::HighFraction,
             SysctlError::MinFreeKbytes(_) => Outcome::MinFreeKbytes,
-            SysctlError::BootCpuBusy | SysctlError::AlreadyBooted => Outcome::Panic,
+            SysctlError::BootCpuBusy | SysctlError::AlreadyBooted | SysctlError::CmaArea(_) => Outcome::Panic,
         }
     }
 }

@@ -1,0 +1,72 @@
+//! The CMA area of the emulated boot (`boot.state=real`): 64 MiB that
+//! memblock reserved below the DMA limit, freed at `cma_init_reserved_areas()`
+//! as MIGRATE_CMA pageblocks; only movable allocations (`ALLOC_CMA`) may
+//! take them, and they take them first once CMA holds more than half of the
+//! zone's free pages (`__rmqueue`).
+
+use mmlab_engine::mm::{Migratetype, ZoneType};
+use mmlab_engine::{Gfp, Machine};
+use mmlab_pcp::{AllocatorConfig, PageAllocator};
+
+fn in_cma(m: &Machine, pfn: mmlab_engine::Pfn) -> bool {
+    let (start, nr) = m.cma_area().unwrap();
+    pfn.0 >= start.0 && pfn.0 < start.0 + nr
+}
+
+#[test]
+fn the_area_is_cma_pageblocks_counted_as_the_kernel_counts_them() {
+    let m = mmlab_tests::machine("4G", 2);
+    let (start, nr) = m.cma_area().expect("the real boot state declares a CMA area");
+    // "cma: Reserved 64 MiB at 0x00000000fc000000" at 4 GiB.
+    assert_eq!((start.phys().0, nr), (0xfc00_0000, 16_384));
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let dma = pa.zone_of(ZoneType::Dma);
+    assert_eq!(dma.cma_pages(), 16_384);
+    assert_eq!(pa.zone_of(ZoneType::Normal).cma_pages(), 0);
+    assert_eq!(dma.pageblock_counts()[Migratetype::Cma as usize], 32);
+    // The blocks went through CPU 0's pcp (init_cma_reserved_pageblock
+    // frees with __free_pages): free CMA pages count only what reached the
+    // buddy lists; all of it after a drain.
+    let cpu = m.cpu(0).unwrap();
+    pa.drain_all_pages(&cpu);
+    assert_eq!(dma.nr_free_cma(), 16_384);
+    let zi = mmlab_pcp::vmstat::zoneinfo_with(&pa, &[], &|z| vec![("nr_free_cma", z.nr_free_cma() as u64)]);
+    assert!(zi.contains("        cma      16384\n"), "{zi}");
+    assert!(zi.contains("      nr_free_cma  16384\n"), "{zi}");
+    pa.check_invariants().unwrap();
+}
+
+#[test]
+fn only_movable_allocations_use_cma_and_first_when_it_is_over_half_of_free() {
+    let m = mmlab_tests::machine("1G", 1);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    pa.drain_all_pages(&cpu);
+    let z = pa.zone();
+    let cma = z.nr_free_cma();
+    assert_eq!(cma, 16_384);
+    // Unmovable order-3 blocks until the zone fails: none comes from CMA,
+    // and what is left free at the end is (nearly) all CMA.
+    let mut unmovable = Vec::new();
+    while let Some(p) = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL | Gfp::__GFP_NOWARN, 3) {
+        assert!(!in_cma(&m, p), "an unmovable allocation took CMA pfn {p}");
+        unmovable.push(p);
+    }
+    assert_eq!(z.nr_free_cma(), cma, "CMA untouched by unmovable allocations");
+    assert!(z.nr_free_cma() > z.nr_free_pages() / 2);
+    // Now a movable allocation goes to CMA first (over half of free).
+    let p = pa.alloc_pages(&cpu, Gfp::GFP_HIGHUSER_MOVABLE, 0).unwrap();
+    assert!(in_cma(&m, p));
+    pa.free_pages(&cpu, p, 0).unwrap();
+    for p in unmovable {
+        pa.free_pages(&cpu, p, 3).unwrap();
+    }
+    pa.drain_all_pages(&cpu);
+    assert_eq!(z.nr_free_cma(), cma);
+    // With CMA a small part of free memory, movable pages come from the
+    // movable lists.
+    let p = pa.alloc_pages(&cpu, Gfp::GFP_HIGHUSER_MOVABLE, 0).unwrap();
+    assert!(!in_cma(&m, p));
+    pa.free_pages(&cpu, p, 0).unwrap();
+    pa.check_invariants().unwrap();
+}
