@@ -113,8 +113,9 @@ pub enum SysctlError {
     /// memblock memory was handed out once (`memblock_free_all`), and a
     /// second allocator would free the same frames into a second zone.
     AlreadyBooted,
-    /// The machine's CMA area could not be activated (a bug in the boot
-    /// state: its pages must be reserved, pageblock-aligned RAM).
+    /// The machine's CMA area could not be activated, or a range the end
+    /// of boot gives back could not be freed (a bug in the boot state: its
+    /// pages must be reserved RAM).
     CmaArea(FreeError),
 }
 
@@ -129,7 +130,7 @@ impl std::fmt::Display for SysctlError {
                 write!(f, "min_free_kbytes must be in [0, {MIN_FREE_KBYTES_MAX}], got {v}")
             }
             SysctlError::BootCpuBusy => write!(f, "CPU 0 is held by another handle during allocator boot"),
-            SysctlError::CmaArea(e) => write!(f, "the CMA area could not be activated: {e}"),
+            SysctlError::CmaArea(e) => write!(f, "the boot state's CMA area or freed ranges: {e}"),
             SysctlError::AlreadyBooted => {
                 write!(f, "a page allocator was already booted on this machine (memblock_free_all runs once)")
             }
@@ -224,16 +225,33 @@ impl<'m> PageAllocator<'m> {
             first_zone,
             min_free_kbytes: Default::default(),
         };
-        let thp = cfg.transparent_hugepage.hugepage_pmd_enabled();
-        let min_free = pa.node.init_per_zone_wmark_min(cfg.min_free_kbytes, thp);
-        pa.min_free_kbytes.store(min_free, Relaxed);
+        // setup_per_cpu_pageset() (start_kernel): the pagesets are sized
+        // while every watermark is still 0, so high_min is 4 × batch.
         pa.zone_pcp_update(0);
         // cma_init_reserved_areas() (core_initcall): the area memblock
-        // reserved becomes MIGRATE_CMA pageblocks in the buddy lists.
+        // reserved becomes MIGRATE_CMA pageblocks, freed through CPU 0's
+        // pcp, which drains at that small high.
         if let Some((start, nr)) = m.cma_area() {
             let cpu0 = m.cpu(0).map_err(|_| SysctlError::BootCpuBusy)?;
             pa.cma_activate_area(&cpu0, start, nr).map_err(SysctlError::CmaArea)?;
         }
+        // init_per_zone_wmark_min() (postcore_initcall), then khugepaged's
+        // raise (hugepage_init, subsys_initcall): watermarks, lowmem
+        // reserves and the pagesets again, on managed pages that include CMA.
+        let thp = cfg.transparent_hugepage.hugepage_pmd_enabled();
+        let min_free = pa.node.init_per_zone_wmark_min(cfg.min_free_kbytes, thp);
+        pa.min_free_kbytes.store(min_free, Relaxed);
+        pa.zone_pcp_update(0);
+        // free_initrd_mem() (populate_rootfs, rootfs_initcall) and
+        // free_initmem() (kernel_init): free_reserved_area(), each page
+        // with free_reserved_page() through CPU 0's pcp.
+        let cpu0 = m.cpu(0).map_err(|_| SysctlError::BootCpuBusy)?;
+        for &(base, size) in &m.boot_state().given_back {
+            for pfn in base >> PAGE_SHIFT..(base + size).div_ceil(1 << PAGE_SHIFT) {
+                pa.free_reserved_page(&cpu0, mmlab_engine::Pfn(pfn)).map_err(SysctlError::CmaArea)?;
+            }
+        }
+        drop(cpu0);
         pa.debug_checks.store(cfg.debug_checks, Relaxed);
         Ok(pa)
     }

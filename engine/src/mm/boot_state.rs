@@ -25,9 +25,10 @@
 //!    (`CONFIG_DMA_BOUNCE_UNALIGNED_KMALLOC`), `memblock_alloc_low()`
 //!    top-down below the DMA limit, and its slot array (`memblock_alloc()`);
 //! 6. the end of boot: `free_initrd_mem()` and `free_initmem()` give the
-//!    initrd and `[__init_begin, __init_end)` back (`memblock_free()`, the
-//!    pages cleared of PG_reserved) and unmap the init segment at
-//!    `KIMAGE_VADDR` (its vmalloc areas stay).
+//!    initrd and `[__init_begin, __init_end)` back
+//!    ([`BootStateReport::given_back`]; the page allocator frees them with
+//!    `free_reserved_area()` after its initcalls) and unmap the init
+//!    segment at `KIMAGE_VADDR` (its vmalloc areas stay).
 //!
 //! | piece | fidelity |
 //! |---|---|
@@ -36,7 +37,7 @@
 //! | DTB after the initrd, 2 MiB-aligned (QEMU places it so for AArch64), 1 MiB | simplified: the size is QEMU's `FDT_MAX_SIZE` buffer, taken as the blob's `fdt_totalsize` (the peer captures do not show it: unchecked) |
 //! | CMA: 64 MiB below `arm64_dma_phys_limit`, pageblock-aligned, after the image, initrd and DTB | faithful in rule; simplified in what lies above it: the real kernel's early page tables and `NODE_DATA` come first, so on 1 GiB it lands at 0x7bc00000 where mmlab puts it at 0x7c000000 (at 4 and 16 GiB both give 0xfc000000) |
 //! | swiotlb buffer and slot array | faithful in size and rule; the 16-byte areas array is left out |
-//! | initrd and init freed at the end of boot | simplified: before `memblock_free_all()` rather than after it (the end state is the same: those pages free and managed; the order they reach the free lists differs) |
+//! | initrd and init freed at the end of boot | faithful: after the page allocator's initcalls (watermarks and pagesets sized without them), with `free_reserved_area()` page by page through the pcp; they stay in memblock's reserved list (arm64 keeps memblock) |
 //! | what is not emulated: percpu chunks, `NODE_DATA`, the printk buffer, the dentry/inode hash tables, ftrace's pages, and every allocation made after the page allocator came up (slab, stacks, page cache) | absent |
 //!
 //! The real state needs the first bank at `PHYS_OFFSET` with at least
@@ -132,6 +133,11 @@ pub struct BootStateReport {
     pub cma: Option<(u64, u64)>,
     /// The kernel image's vmalloc areas (`declare_kernel_vmas()`).
     pub kernel_vmas: Vec<KernelVma>,
+    /// What the end of boot gives back (the initrd, `[__init_begin,
+    /// __init_end)`): (base, bytes), still reserved in memblock and
+    /// PG_reserved until the page allocator frees them with
+    /// `free_reserved_area()`.
+    pub given_back: Vec<(u64, u64)>,
 }
 
 /// Whether the real boot state can be emulated on RAM starting with a bank

@@ -265,7 +265,9 @@ impl Machine {
                 "mem_init() -> swiotlb_init(); free_initrd_mem(), free_initmem()",
                 || m.end_of_boot(arm64_dma_phys_limit),
             );
-            m.boot_state.reservations.extend(r?);
+            let (swiotlb, given_back) = r?;
+            m.boot_state.reservations.extend(swiotlb);
+            m.boot_state.given_back = given_back;
             phases.push(p);
         }
         m.boot_phases = phases;
@@ -278,7 +280,8 @@ impl Machine {
     /// (`free_initmem()`: `memblock_free()`, the pages cleared of
     /// PG_reserved, and `vunmap_range()` of the init segment at
     /// `KIMAGE_VADDR`, its vmalloc areas kept).
-    fn end_of_boot(&self, dma_limit: u64) -> Result<Vec<boot_state::BootReservation>, BootError> {
+    #[allow(clippy::type_complexity)]
+    fn end_of_boot(&self, dma_limit: u64) -> Result<(Vec<boot_state::BootReservation>, Vec<(u64, u64)>), BootError> {
         let mut mb = self.memblock.lock();
         let mut swiotlb = Vec::new();
         boot_state::swiotlb_init(&mut mb, dma_limit, &mut swiotlb)?;
@@ -289,14 +292,10 @@ impl Machine {
         if let Some(k) = &self.boot_state.kernel_image {
             freed.push((k.init_begin(), k.init));
         }
-        for &(base, size) in &freed {
-            mb.free(PhysAddr(base), size);
-            for pfn in base >> PAGE_SHIFT..(base + size).div_ceil(PAGE_SIZE) {
-                let p = self.memmap.page(Pfn(pfn));
-                p.clear_flag(pg::PG_RESERVED);
-                p.set_ext(PageExt::Tail);
-            }
-        }
+        // The pages stay reserved here: the page allocator gives them back
+        // after its own initcalls (`free_reserved_area()`, one page at a
+        // time through the pcp), as the kernel does from
+        // `populate_rootfs()` and `kernel_init()`.
         drop(mb);
         // The swiotlb pages were reserved after memmap_init(): mark them.
         for r in &swiotlb {
@@ -312,7 +311,7 @@ impl Machine {
                 .map_err(BootError::Pgtable)?
                 .flush(&cpu0);
         }
-        Ok(swiotlb)
+        Ok((swiotlb, freed))
     }
 
     /// `memmap_init()`: the struct pages below `first_deferred_pfn`
