@@ -607,6 +607,25 @@ impl CpuTlb {
         Some((d & !(PAGE_SIZE - 1)) | (va & (PAGE_SIZE - 1)))
     }
 
+    /// [`fill_checked`](Self::fill_checked), then, if `fast_va` is given
+    /// and `e` was cached, the soft-MMU fill of [`fast_fill`] for the page
+    /// of `fast_va`, under one hold of the model's lock (a TLB miss of a
+    /// kernel access takes it once here, not twice). Returns whether `e` was
+    /// cached. Owner only.
+    pub fn fill_checked_fast(&self, e: TlbEntry, generation: u64, fast_va: Option<u64>) -> bool {
+        let mut m = self.model.lock();
+        if self.generation.load(Relaxed) != generation {
+            return false;
+        }
+        m.fill(self.capacity, e);
+        if let Some(va) = fast_va
+            && let Some(pa) = e.translate(va)
+        {
+            self.fast_fill_locked(&mut m, va, pa, &e);
+        }
+        true
+    }
+
     /// Soft-MMU fill from `e` for the page of `va`; owner only.
     fn fast_fill(&self, va: u64, e: &TlbEntry, generation: u64) -> bool {
         let Some(pa) = e.translate(va) else { return false };
@@ -614,6 +633,13 @@ impl CpuTlb {
         if self.generation.load(Relaxed) != generation {
             return false;
         }
+        self.fast_fill_locked(&mut m, va, pa, e);
+        true
+    }
+
+    /// The soft-MMU slot of `va` set to `pa` (its translation by `e`),
+    /// under the model's lock.
+    fn fast_fill_locked(&self, m: &mut Model, va: u64, pa: u64, e: &TlbEntry) {
         let vpn = (va >> PAGE_SHIFT) & VPN44_MASK;
         let slot = &self.fast[(vpn as usize) & (FAST_SLOTS - 1)];
         let old = slot.tag.load(Relaxed);
@@ -633,7 +659,6 @@ impl CpuTlb {
         if e.shift() != PAGE_SHIFT {
             m.fast_large += 1;
         }
-        true
     }
 
     /// Drop everything `scope` hits, in the model and the soft-MMU cache.
