@@ -17,7 +17,10 @@
 //! contiguous run is cut, then walks it again clearing leaves (get and
 //! clear, no barriers), one walk per table and the entries of a PTE table in
 //! a row, as `vunmap_p*d_range()` do. Both hand back the TLB maintenance
-//! owed as a [`TlbFlush`].
+//! owed as a [`TlbFlush`]. Within a PTE table only the entries of the runs
+//! holding the range's first and last page are checked (no other run can
+//! be cut), and a valid entry is cleared with one load and one store (see
+//! `scan_pte_table` for why that clears what the kernel's exchange does).
 
 use super::desc::{CONT_PMD_SIZE, CONT_PMDS, CONT_PTE_SIZE, CONT_PTES, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, PgProt};
 use super::*;
