@@ -290,8 +290,12 @@ struct Model {
     free: Vec<u32>,
     hand: usize,
     index: HashMap<Key, u32, FixedState>,
-    /// Live entries per tag, so "all ASIDs" probes know which tags exist.
+    /// Live entries per ASID tag, so "all ASIDs" probes know which tags
+    /// exist; the global tag's count is `global_live`, kept apart so that
+    /// the kernel's own (global) entries cost no hash operation here.
     per_tag: HashMap<u32, u32, FixedState>,
+    /// Live entries with the global tag.
+    global_live: u32,
     per_class: [u32; NR_CLASSES],
     live: u32,
     counts: TlbCounts,
@@ -342,7 +346,11 @@ impl Model {
         self.slots[i] = Some(e);
         self.referenced[i] = false;
         self.index.insert(key, i as u32);
-        *self.per_tag.entry(e.tag()).or_insert(0) += 1;
+        if e.tag() == GLOBAL_TAG {
+            self.global_live += 1;
+        } else {
+            *self.per_tag.entry(e.tag()).or_insert(0) += 1;
+        }
         self.per_class[e.class as usize] += 1;
         self.live += 1;
     }
@@ -370,7 +378,9 @@ impl Model {
     fn remove(&mut self, i: usize) {
         let Some(e) = self.slots[i].take() else { return };
         self.index.remove(&e.key());
-        if let Some(n) = self.per_tag.get_mut(&e.tag()) {
+        if e.tag() == GLOBAL_TAG {
+            self.global_live -= 1;
+        } else if let Some(n) = self.per_tag.get_mut(&e.tag()) {
             *n -= 1;
             if *n == 0 {
                 self.per_tag.remove(&e.tag());
@@ -391,6 +401,7 @@ impl Model {
                 self.free.clear();
                 self.index.clear();
                 self.per_tag.clear();
+                self.global_live = 0;
                 self.per_class = [0; NR_CLASSES];
                 self.live = 0;
                 self.hand = 0;
@@ -404,7 +415,10 @@ impl Model {
                 // are entries; otherwise scan the slots.
                 let mut tags: Vec<u32> = match asid {
                     Some(a) => vec![GLOBAL_TAG, u32::from(a)],
-                    None => self.per_tag.keys().copied().collect(),
+                    None => {
+                        let global = (self.global_live > 0).then_some(GLOBAL_TAG);
+                        self.per_tag.keys().copied().chain(global).collect()
+                    }
                 };
                 tags.sort_unstable();
                 let budget = u64::from(self.live);
