@@ -6,6 +6,10 @@
 #   scripts/instructions.sh                      # print the table
 #   scripts/instructions.sh --tsv new.tsv        # also write it as TSV
 #   scripts/instructions.sh --compare old.tsv    # and the change against a TSV
+#
+# scripts/instructions.tsv holds the committed counts: run with
+# `--compare scripts/instructions.tsv` to see what a change does to them, and
+# refresh it with `--tsv scripts/instructions.tsv` in the same commit.
 #   scripts/instructions.sh --quick              # tiny counts (smoke test)
 #
 # vmalloc/examples/instructions.rs runs each operation in two out-of-line

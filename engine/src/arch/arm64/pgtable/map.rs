@@ -574,14 +574,6 @@ fn scan_pte_table(
     let n = (PTRS_PER_TABLE - first).min(((end - cur) / PAGE_SIZE + 1) as usize);
     let last = first + n;
     let base = cur & !(PMD_SIZE - 1);
-    // Indices of this table whose run may stick out of the range: before
-    // `head` (runs holding `va`) and from `tail` (runs holding `end`).
-    let idx = |a: u64| (a.saturating_sub(base) / PAGE_SIZE).min(last as u64) as usize;
-    let head = idx(va.checked_next_multiple_of(CONT_PTE_SIZE).unwrap_or(u64::MAX)).max(first);
-    let tail = match end.checked_add(1) {
-        Some(e) if !e.is_multiple_of(CONT_PTE_SIZE) => idx(e & !(CONT_PTE_SIZE - 1)).max(head),
-        _ => last,
-    };
     let checked = |i: usize, slot: &AtomicU64| -> Result<(), PgtableError> {
         let d = Desc(slot.load(Relaxed));
         if d.is_cont() {
@@ -594,6 +586,22 @@ fn scan_pte_table(
             slot.store(0, Relaxed);
         }
         Ok(())
+    };
+    if n <= CONT_PTES {
+        // A few entries (a small vunmap): checking each costs less than
+        // working out which need it.
+        for (i, slot) in (first..last).zip(&slots[first..last]) {
+            checked(i, slot)?;
+        }
+        return Ok(n as u64 * PAGE_SIZE);
+    }
+    // Indices of this table whose run may stick out of the range: before
+    // `head` (runs holding `va`) and from `tail` (runs holding `end`).
+    let idx = |a: u64| (a.saturating_sub(base) / PAGE_SIZE).min(last as u64) as usize;
+    let head = idx(va.checked_next_multiple_of(CONT_PTE_SIZE).unwrap_or(u64::MAX)).max(first);
+    let tail = match end.checked_add(1) {
+        Some(e) if !e.is_multiple_of(CONT_PTE_SIZE) => idx(e & !(CONT_PTE_SIZE - 1)).max(head),
+        _ => last,
     };
     for (i, slot) in (first..head).zip(&slots[first..head]) {
         checked(i, slot)?;
