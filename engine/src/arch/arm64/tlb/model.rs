@@ -362,7 +362,8 @@ impl Model {
         let n = self.slots.len();
         loop {
             let i = self.hand;
-            self.hand = (self.hand + 1) % n;
+            // (hand + 1) mod n, without a division per step of the sweep.
+            self.hand = if self.hand + 1 >= n { 0 } else { self.hand + 1 };
             if self.referenced[i] {
                 self.referenced[i] = false;
             } else if self.slots[i].is_some() {
