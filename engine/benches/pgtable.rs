@@ -12,7 +12,9 @@
 //!   exchange with 0 per entry over the known PTE tables, then one
 //!   `flush_tlb_kernel_range()` over the gigabyte.
 //! * `unmap_1g_4k/unmap_range`: the engine's [`unmap_range`] over the
-//!   gigabyte (a table walk per page), then its [`TlbFlush`] token.
+//!   gigabyte (its checking walk, then its clearing walk: one walk from the
+//!   root per PTE table, a load per entry and a store per valid one), then
+//!   its [`TlbFlush`] token.
 //! * `aarch64_paging/map_1g_4k`, `aarch64_paging/unmap_1g_4k`: the same
 //!   gigabyte mapped by the `aarch64-paging` crate on host memory (an
 //!   inactive `Mapping` over `IdTranslation`, El1&0 upper range, root level

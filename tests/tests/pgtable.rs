@@ -179,6 +179,53 @@ fn tlb_entries_needed_for_1mib_by_mapping_kind() {
     assert!(m.tlbi_counts().get(mmlab_engine::tlb::TlbiKind::Vaae1is) >= 1);
 }
 
+/// `unmap_range` checks only the entries whose contiguous run can stick
+/// out of the range (the runs holding its first and last page): a cut at
+/// either end is refused with the run's address and clears nothing, a range
+/// that covers its runs whole is cleared, pages outside runs may be cut
+/// anywhere, and `vunmap_range_noflush` clears up to the cut it meets.
+#[test]
+fn unmap_range_refuses_a_cut_contiguous_run_at_either_end() {
+    let m = machine("256M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let run = 16 * PAGE_SIZE;
+    let phys = pa.alloc_contig_pages(&cpu, 512, mmlab_engine::Gfp::GFP_KERNEL).unwrap().phys().0;
+    let va = VMALLOC_START + (96 << 20);
+    let cont = MapFlags { block: false, cont: true };
+    // Four runs of 16 at va, then 16 single pages after them.
+    pgtable::map_range(&cpu, &k, &pa, va, phys, 4 * run, PAGE_KERNEL, cont).unwrap().ignore();
+    let pages = MapFlags::default();
+    pgtable::map_range(&cpu, &k, &pa, va + 4 * run, phys + 4 * run, run, PAGE_KERNEL, pages).unwrap().ignore();
+    let mapped = |a: u64| walk(&m, &k, a).leaf.is_some();
+    let all_mapped = |from: u64, to: u64| (from..to).step_by(PAGE_SIZE as usize).all(mapped);
+    let cut = |at: u64| Err(PgtableError::PartialHugeUnmap { va: at, level: Level::Pte });
+
+    // The head cuts the first run, the tail the second: refused, untouched.
+    assert_eq!(pgtable::unmap_range(&cpu, &k, va + PAGE_SIZE, 2 * run).map(TlbFlush::ignore), cut(va));
+    assert_eq!(pgtable::unmap_range(&cpu, &k, va, run + PAGE_SIZE).map(TlbFlush::ignore), cut(va + run));
+    assert_eq!(
+        pgtable::unmap_range(&cpu, &k, va + 3 * run + PAGE_SIZE, 3 * PAGE_SIZE).map(TlbFlush::ignore),
+        cut(va + 3 * run)
+    );
+    assert!(all_mapped(va, va + 5 * run));
+    // The first run whole: cleared, the next untouched.
+    pgtable::unmap_range(&cpu, &k, va, run).unwrap().ignore();
+    assert!(!(va..va + run).step_by(PAGE_SIZE as usize).any(mapped));
+    assert!(all_mapped(va + run, va + 5 * run));
+    // Single pages may be cut anywhere, at both ends of the range.
+    pgtable::unmap_range(&cpu, &k, va + 4 * run + 3 * PAGE_SIZE, 5 * PAGE_SIZE).unwrap().ignore();
+    assert!(!mapped(va + 4 * run + 3 * PAGE_SIZE) && !mapped(va + 4 * run + 7 * PAGE_SIZE));
+    assert!(mapped(va + 4 * run + 2 * PAGE_SIZE) && mapped(va + 4 * run + 8 * PAGE_SIZE));
+    // The clearing walk alone clears the whole run before the cut it meets.
+    assert_eq!(pgtable::vunmap_range_noflush(&cpu, &k, va + run, run + PAGE_SIZE), cut(va + 2 * run));
+    assert!(!(va + run..va + 2 * run).step_by(PAGE_SIZE as usize).any(mapped));
+    assert!(all_mapped(va + 2 * run, va + 4 * run));
+    pgtable::unmap_range(&cpu, &k, va + 2 * run, 2 * run).unwrap().flush(&cpu);
+    assert!(!(va..va + 4 * run).step_by(PAGE_SIZE as usize).any(mapped));
+}
+
 #[test]
 fn read_only_mapping_faults_on_write_and_holes_fault_on_read() {
     let m = machine("64M", true);

@@ -9,6 +9,7 @@
 //! not when the deferred free runs, so the caller gets the error.
 
 use super::*;
+use std::sync::atomic::Ordering::Release;
 
 /// A `kvfree_rcu` object waiting for its grace period.
 #[derive(Clone, Copy, Debug)]
@@ -33,7 +34,11 @@ impl<'m> Vmalloc<'_, 'm> {
         self.this_machine(cpu)?;
         self.check_live(addr)?;
         let cookie = rcu::start_poll_synchronize_rcu(cpu);
-        self.kvfree_pending.lock().push(KvfreeQueued { addr, cookie });
+        {
+            let mut q = self.kvfree_pending.lock();
+            q.push(KvfreeQueued { addr, cookie });
+            self.kvfree_nr.store(q.len(), Release);
+        }
         self.kvfree_drain_ready(cpu);
         Ok(())
     }
@@ -64,7 +69,11 @@ impl<'m> Vmalloc<'_, 'm> {
         self.this_machine(cpu)?;
         rcu::synchronize_rcu(cpu);
         self.kvfree_drain_ready(cpu);
-        let left: Vec<u64> = self.kvfree_pending.lock().drain(..).map(|q| q.addr).collect();
+        let left: Vec<u64> = {
+            let mut q = self.kvfree_pending.lock();
+            self.kvfree_nr.store(0, Release);
+            q.drain(..).map(|q| q.addr).collect()
+        };
         for a in left {
             self.vfree(cpu, a)?;
         }
@@ -92,6 +101,7 @@ impl<'m> Vmalloc<'_, 'm> {
                 }
                 !done
             });
+            self.kvfree_nr.store(q.len(), Release);
             ready
         };
         for a in ready {

@@ -88,6 +88,7 @@ pub use config::VmallocConfig;
 use bitvec::BitArr;
 use kvfree::KvfreeQueued;
 use lazy::{LazyArea, LazyAreas};
+use mmlab_engine::counters::this_cpu_add;
 use mmlab_engine::gfp::Gfp;
 use mmlab_engine::layout::{VMALLOC_END, VMALLOC_START};
 use mmlab_engine::pgtable::desc::{CONT_PTE_SIZE, CONT_PTES, PAGE_KERNEL, PMD_SIZE, PgProt, pgprot_nx};
@@ -103,6 +104,7 @@ use mmlab_engine::{Cpu, Machine, PAGE_SHIFT, PAGE_SIZE, Pfn};
 use mmlab_pcp::PageAllocator;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed};
 use vmap_area::FreeVmapTree;
 use vmap_block::VmapBlock;
 
@@ -272,7 +274,14 @@ pub struct Vmalloc<'a, 'm> {
     lazy: LazyAreas,
     /// `vmap_purge_lock`.
     purge_lock: Mutex<()>,
+    /// The rare counters (purges, fallbacks); `vmallocs` and `vfrees` are
+    /// per CPU in `pcpu_counts`.
     counts: Mutex<VmallocCounts>,
+    /// Per CPU, the counters of every call: `[vmallocs, vfrees]`, each
+    /// written only by its CPU's thread (`this_cpu_add`), summed by
+    /// [`Vmalloc::counts`]. A lock per call cost more than the rest of a
+    /// one-page vfree's bookkeeping.
+    pcpu_counts: Box<[[AtomicU64; 2]]>,
     /// Every vmap block by start (`vmap_blocks` xarray).
     blocks: Mutex<BTreeMap<u64, VmapBlock>>,
     /// Per node, `MAX_VA_SIZE_PAGES` pools of purged ranges by size
@@ -280,12 +289,22 @@ pub struct Vmalloc<'a, 'm> {
     pools: Box<[Mutex<Vec<std::collections::VecDeque<u64>>>]>,
     /// `kvfree_rcu` objects waiting for their grace period.
     kvfree_pending: Mutex<Vec<KvfreeQueued>>,
+    /// `kvfree_pending`'s length, stored under its lock after every change,
+    /// so that `vfree` can see the queue is empty without taking the lock.
+    kvfree_nr: AtomicUsize,
 }
 
 impl fmt::Debug for Vmalloc<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Vmalloc").field("cfg", &self.cfg).field("lazy_nr", &self.lazy.nr()).finish()
     }
+}
+
+/// `x mod nodes` (nodes >= 1): a mask for a power of two (the common
+/// 1, 2, 4, ... CPUs), else a division; the same value either way.
+#[inline]
+fn mod_nodes(x: u64, nodes: usize) -> usize {
+    if nodes.is_power_of_two() { (x & (nodes as u64 - 1)) as usize } else { (x % nodes as u64) as usize }
 }
 
 /// `fls()`.
@@ -349,11 +368,13 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             lazy: LazyAreas::new(nodes),
             purge_lock: Mutex::new(()),
             counts: Mutex::new(VmallocCounts::default()),
+            pcpu_counts: (0..m.nr_cpus()).map(|_| Default::default()).collect(),
             blocks: Mutex::new(BTreeMap::new()),
             pools: (0..nodes)
                 .map(|_| Mutex::new(vec![std::collections::VecDeque::new(); MAX_VA_SIZE_PAGES as usize]))
                 .collect(),
             kvfree_pending: Mutex::new(Vec::new()),
+            kvfree_nr: AtomicUsize::new(0),
         }
     }
 
@@ -363,7 +384,12 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
     /// Counters.
     pub fn counts(&self) -> VmallocCounts {
-        *self.counts.lock()
+        let mut c = *self.counts.lock();
+        for [vmallocs, vfrees] in self.pcpu_counts.iter() {
+            c.vmallocs += vmallocs.load(Relaxed);
+            c.vfrees += vfrees.load(Relaxed);
+        }
+        c
     }
     /// `vmap_lazy_nr`: pages waiting for a purge. Signed, as the kernel's
     /// `atomic_long_t`; never negative (see the `lazy` module).
@@ -381,8 +407,9 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
 
     /// `addr_to_node_id()`: (addr / 64 KiB) mod nodes.
+    #[inline]
     fn node_of(&self, addr: u64) -> usize {
-        ((addr >> 16) % self.busy.len() as u64) as usize
+        mod_nodes(addr >> 16, self.busy.len())
     }
 
     /// `vmalloc(size)`.
@@ -573,7 +600,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             phys_addr: None,
         };
         self.busy[self.node_of(addr)].lock().insert(addr, area);
-        self.counts.lock().vmallocs += 1;
+        this_cpu_add(&self.pcpu_counts[cpu.id()][0], 1);
         Ok(addr)
     }
 
@@ -612,8 +639,9 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
 
     /// The vmap node of `cpu` (`cpu % nr_vmap_nodes`).
+    #[inline]
     fn cpu_node(&self, cpu: &Cpu<'m>) -> usize {
-        cpu.id() % self.busy.len()
+        mod_nodes(cpu.id() as u64, self.busy.len())
     }
 
     /// `node_alloc()`: with more than one vmap node, a request of at most
@@ -658,11 +686,22 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 return Err(out);
             }
         }
-        // Order 0 (also the RFC's tail): bulk in chunks of 100.
+        // Order 0 (also the RFC's tail): bulk in chunks of 100, each in
+        // one buffer, on the stack for a small area (no heap allocation for
+        // the common one-page vmalloc, and no 100-entry buffer to clear).
+        let mut small = [None; 16];
+        let mut large = Vec::new();
+        let buf: &mut [Option<Pfn>] = if nr - out.len() <= small.len() {
+            &mut small
+        } else {
+            large.resize(BULK_CHUNK, None);
+            &mut large
+        };
         while out.len() < nr {
             let want = (nr - out.len()).min(BULK_CHUNK);
-            let mut chunk = vec![None; want];
-            let got = self.pa.alloc_pages_bulk(cpu, gfp, &mut chunk);
+            let chunk = &mut buf[..want];
+            chunk.fill(None);
+            let got = self.pa.alloc_pages_bulk(cpu, gfp, chunk);
             out.extend(chunk.iter().flatten());
             if got < want {
                 // A short chunk drops to single pages.
@@ -774,7 +813,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         let _slice = trace_mmlab::func(cpu.id(), self.m.trace_clock(), "vfree");
         // vfree() may sleep (cond_resched between page frees): a quiescent state.
         rcu::rcu_quiescent_state(cpu);
-        if !self.kvfree_pending.lock().is_empty() {
+        if self.kvfree_nr.load(Acquire) != 0 {
             self.kvfree_drain_ready(cpu);
             // Queued by kvfree_rcu and not yet freed: the queue owns it, and
             // this vfree is a second free (found by `mmlab fuzz`).
@@ -795,7 +834,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         if let Some(a) = area.array_area {
             self.vfree(cpu, a)?;
         }
-        self.counts.lock().vfrees += 1;
+        this_cpu_add(&self.pcpu_counts[cpu.id()][1], 1);
         Ok(())
     }
 

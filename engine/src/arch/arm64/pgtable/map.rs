@@ -17,7 +17,10 @@
 //! contiguous run is cut, then walks it again clearing leaves (get and
 //! clear, no barriers), one walk per table and the entries of a PTE table in
 //! a row, as `vunmap_p*d_range()` do. Both hand back the TLB maintenance
-//! owed as a [`TlbFlush`].
+//! owed as a [`TlbFlush`]. Within a PTE table only the entries of the runs
+//! holding the range's first and last page are checked (no other run can
+//! be cut), and a valid entry is cleared with one load and one store (see
+//! `scan_pte_table` for why that clears what the kernel's exchange does).
 
 use super::desc::{CONT_PMD_SIZE, CONT_PMDS, CONT_PTE_SIZE, CONT_PTES, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, PgProt};
 use super::*;
@@ -542,7 +545,22 @@ fn visit_leaves(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, end: u64, clear: boo
 }
 
 /// Visit the PTEs of `table` from `cur`'s index to the end of the table or
-/// of the range; returns the bytes covered.
+/// of the range `[va, end]`; returns the bytes covered.
+///
+/// A contiguous run is 64 KiB aligned, so only a run holding `va` or `end`
+/// can be cut: the entries below `va` rounded up to 64 KiB and those from
+/// `end + 1` rounded down to 64 KiB. Only those are checked for
+/// `PTE_CONT`, in address order, so the first run cut is the one reported,
+/// as if every entry had been checked; the entries between are only
+/// cleared (or, without `clear`, not read at all).
+///
+/// Clearing reads each entry once and stores 0 over a valid one. The
+/// kernel's `__ptep_get_and_clear()` is an exchange because the hardware may
+/// set the access and dirty flags of a live entry meanwhile; mmlab's MMU
+/// never writes descriptors (a clear access flag faults), and no other
+/// writer may touch an entry of a range its owner is unmapping, so the load
+/// and the store clear the same value the exchange would, without a locked
+/// read-modify-write per entry on the host.
 fn scan_pte_table(
     cpu: &Cpu<'_>,
     table: PhysAddr,
@@ -554,18 +572,49 @@ fn scan_pte_table(
     let slots = cpu.machine().table(table);
     let first = Level::Pte.index(cur);
     let n = (PTRS_PER_TABLE - first).min(((end - cur) / PAGE_SIZE + 1) as usize);
-    for (i, slot) in slots.iter().enumerate().skip(first).take(n) {
+    let last = first + n;
+    let base = cur & !(PMD_SIZE - 1);
+    let checked = |i: usize, slot: &AtomicU64| -> Result<(), PgtableError> {
         let d = Desc(slot.load(Relaxed));
         if d.is_cont() {
-            let run_va = (cur & !(PMD_SIZE - 1)) + ((i & !(CONT_PTES - 1)) as u64) * PAGE_SIZE;
+            let run_va = base + ((i & !(CONT_PTES - 1)) as u64) * PAGE_SIZE;
             if run_va < va || run_va + (CONT_PTE_SIZE - 1) > end {
                 return Err(PgtableError::PartialHugeUnmap { va: run_va, level: Level::Pte });
             }
         }
         if clear && d.is_valid() {
-            // __ptep_get_and_clear: an exchange with 0, no barriers.
-            slot.swap(0, Relaxed);
+            slot.store(0, Relaxed);
         }
+        Ok(())
+    };
+    if n <= CONT_PTES {
+        // A few entries (a small vunmap): checking each costs less than
+        // working out which need it.
+        for (i, slot) in (first..last).zip(&slots[first..last]) {
+            checked(i, slot)?;
+        }
+        return Ok(n as u64 * PAGE_SIZE);
+    }
+    // Indices of this table whose run may stick out of the range: before
+    // `head` (runs holding `va`) and from `tail` (runs holding `end`).
+    let idx = |a: u64| (a.saturating_sub(base) / PAGE_SIZE).min(last as u64) as usize;
+    let head = idx(va.checked_next_multiple_of(CONT_PTE_SIZE).unwrap_or(u64::MAX)).max(first);
+    let tail = match end.checked_add(1) {
+        Some(e) if !e.is_multiple_of(CONT_PTE_SIZE) => idx(e & !(CONT_PTE_SIZE - 1)).max(head),
+        _ => last,
+    };
+    for (i, slot) in (first..head).zip(&slots[first..head]) {
+        checked(i, slot)?;
+    }
+    if clear {
+        for slot in &slots[head..tail] {
+            if slot.load(Relaxed) & desc::bits::PTE_VALID != 0 {
+                slot.store(0, Relaxed);
+            }
+        }
+    }
+    for (i, slot) in (tail..last).zip(&slots[tail..last]) {
+        checked(i, slot)?;
     }
     Ok(n as u64 * PAGE_SIZE)
 }

@@ -176,11 +176,10 @@ fn translate_slow(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) ->
     let base_va = va & !(span - 1);
     let base_pa = pa.0 - (va - base_va);
     let owner = if d.has(PTE_NG) { Some(asid) } else { None };
-    if let Ok(e) = TlbEntry::new(base_va, base_pa, span, perms, owner)
-        && t.fill_checked(e, generation)
-        && !access.user
-    {
-        tlb::fast_fill(cpu, va, &e, generation);
+    if let Ok(e) = TlbEntry::new(base_va, base_pa, span, perms, owner) {
+        // fill_checked, then fast_fill for a kernel access, in one hold of
+        // the model's lock.
+        t.fill_checked_fast(e, generation, (!access.user).then_some(va));
     }
     Ok(pa)
 }

@@ -290,8 +290,12 @@ struct Model {
     free: Vec<u32>,
     hand: usize,
     index: HashMap<Key, u32, FixedState>,
-    /// Live entries per tag, so "all ASIDs" probes know which tags exist.
+    /// Live entries per ASID tag, so "all ASIDs" probes know which tags
+    /// exist; the global tag's count is `global_live`, kept apart so that
+    /// the kernel's own (global) entries cost no hash operation here.
     per_tag: HashMap<u32, u32, FixedState>,
+    /// Live entries with the global tag.
+    global_live: u32,
     per_class: [u32; NR_CLASSES],
     live: u32,
     counts: TlbCounts,
@@ -342,7 +346,11 @@ impl Model {
         self.slots[i] = Some(e);
         self.referenced[i] = false;
         self.index.insert(key, i as u32);
-        *self.per_tag.entry(e.tag()).or_insert(0) += 1;
+        if e.tag() == GLOBAL_TAG {
+            self.global_live += 1;
+        } else {
+            *self.per_tag.entry(e.tag()).or_insert(0) += 1;
+        }
         self.per_class[e.class as usize] += 1;
         self.live += 1;
     }
@@ -354,7 +362,8 @@ impl Model {
         let n = self.slots.len();
         loop {
             let i = self.hand;
-            self.hand = (self.hand + 1) % n;
+            // (hand + 1) mod n, without a division per step of the sweep.
+            self.hand = if self.hand + 1 >= n { 0 } else { self.hand + 1 };
             if self.referenced[i] {
                 self.referenced[i] = false;
             } else if self.slots[i].is_some() {
@@ -370,7 +379,9 @@ impl Model {
     fn remove(&mut self, i: usize) {
         let Some(e) = self.slots[i].take() else { return };
         self.index.remove(&e.key());
-        if let Some(n) = self.per_tag.get_mut(&e.tag()) {
+        if e.tag() == GLOBAL_TAG {
+            self.global_live -= 1;
+        } else if let Some(n) = self.per_tag.get_mut(&e.tag()) {
             *n -= 1;
             if *n == 0 {
                 self.per_tag.remove(&e.tag());
@@ -391,6 +402,7 @@ impl Model {
                 self.free.clear();
                 self.index.clear();
                 self.per_tag.clear();
+                self.global_live = 0;
                 self.per_class = [0; NR_CLASSES];
                 self.live = 0;
                 self.hand = 0;
@@ -404,7 +416,10 @@ impl Model {
                 // are entries; otherwise scan the slots.
                 let mut tags: Vec<u32> = match asid {
                     Some(a) => vec![GLOBAL_TAG, u32::from(a)],
-                    None => self.per_tag.keys().copied().collect(),
+                    None => {
+                        let global = (self.global_live > 0).then_some(GLOBAL_TAG);
+                        self.per_tag.keys().copied().chain(global).collect()
+                    }
                 };
                 tags.sort_unstable();
                 let budget = u64::from(self.live);
@@ -607,6 +622,25 @@ impl CpuTlb {
         Some((d & !(PAGE_SIZE - 1)) | (va & (PAGE_SIZE - 1)))
     }
 
+    /// [`fill_checked`](Self::fill_checked), then, if `fast_va` is given
+    /// and `e` was cached, the soft-MMU fill of [`fast_fill`] for the page
+    /// of `fast_va`, under one hold of the model's lock (a TLB miss of a
+    /// kernel access takes it once here, not twice). Returns whether `e` was
+    /// cached. Owner only.
+    pub fn fill_checked_fast(&self, e: TlbEntry, generation: u64, fast_va: Option<u64>) -> bool {
+        let mut m = self.model.lock();
+        if self.generation.load(Relaxed) != generation {
+            return false;
+        }
+        m.fill(self.capacity, e);
+        if let Some(va) = fast_va
+            && let Some(pa) = e.translate(va)
+        {
+            self.fast_fill_locked(&mut m, va, pa, &e);
+        }
+        true
+    }
+
     /// Soft-MMU fill from `e` for the page of `va`; owner only.
     fn fast_fill(&self, va: u64, e: &TlbEntry, generation: u64) -> bool {
         let Some(pa) = e.translate(va) else { return false };
@@ -614,6 +648,13 @@ impl CpuTlb {
         if self.generation.load(Relaxed) != generation {
             return false;
         }
+        self.fast_fill_locked(&mut m, va, pa, e);
+        true
+    }
+
+    /// The soft-MMU slot of `va` set to `pa` (its translation by `e`),
+    /// under the model's lock.
+    fn fast_fill_locked(&self, m: &mut Model, va: u64, pa: u64, e: &TlbEntry) {
         let vpn = (va >> PAGE_SHIFT) & VPN44_MASK;
         let slot = &self.fast[(vpn as usize) & (FAST_SLOTS - 1)];
         let old = slot.tag.load(Relaxed);
@@ -633,7 +674,6 @@ impl CpuTlb {
         if e.shift() != PAGE_SHIFT {
             m.fast_large += 1;
         }
-        true
     }
 
     /// Drop everything `scope` hits, in the model and the soft-MMU cache.
