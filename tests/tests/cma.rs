@@ -70,3 +70,46 @@ fn only_movable_allocations_use_cma_and_first_when_it_is_over_half_of_free() {
     pa.free_pages(&cpu, p, 0).unwrap();
     pa.check_invariants().unwrap();
 }
+
+/// `gfp_zone()` and the zonelist: on 4 GiB, GFP_KERNEL is served from
+/// Normal while it passes its watermark, GFP_DMA and GFP_DMA32 only from
+/// DMA; when Normal is exhausted GFP_KERNEL falls back to DMA, which keeps
+/// its lowmem reserve (959 pages) from it.
+#[test]
+fn each_gfp_zone_is_served_from_its_zones() {
+    let m = mmlab_tests::machine("4G", 1);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let zone_of = |p| pa.page_zone(p).zone_type();
+    let k = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 0).unwrap();
+    assert_eq!(zone_of(k), ZoneType::Normal);
+    let d = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL | Gfp::__GFP_DMA, 0).unwrap();
+    assert_eq!(zone_of(d), ZoneType::Dma);
+    let d32 = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL | Gfp::__GFP_DMA32, 0).unwrap();
+    assert_eq!(zone_of(d32), ZoneType::Dma, "DMA32 is empty: its zonelist starts at DMA");
+    let ev = m.vm_events();
+    assert_eq!((ev.pgalloc_normal > 0, ev.pgalloc_dma > 0), (true, true));
+    // Exhaust Normal with order-9 blocks: the next GFP_KERNEL blocks come
+    // from DMA.
+    let mut normal = Vec::new();
+    let mut fell_back = None;
+    while let Some(p) = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL | Gfp::__GFP_NOWARN, 9) {
+        if zone_of(p) == ZoneType::Dma {
+            fell_back = Some(p);
+            break;
+        }
+        normal.push(p);
+    }
+    let p = fell_back.expect("GFP_KERNEL falls back to DMA");
+    let n = pa.zone_of(ZoneType::Normal);
+    assert!(n.nr_free_pages() < (n.low_wmark_pages() + 512) as i64, "Normal was below its mark");
+    assert_eq!(pa.zone_of(ZoneType::Dma).lowmem_reserve()[ZoneType::Normal as usize], 959);
+    pa.free_pages(&cpu, p, 9).unwrap();
+    for p in normal {
+        pa.free_pages(&cpu, p, 9).unwrap();
+    }
+    for p in [k, d, d32] {
+        pa.free_pages(&cpu, p, 0).unwrap();
+    }
+    pa.check_invariants().unwrap();
+}
