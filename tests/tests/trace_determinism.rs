@@ -27,6 +27,11 @@ struct Run {
 /// Boot a fresh 64 MiB machine, then trace a seeded workload on `ncpus` CPUs
 /// (driven from this thread), freeing everything and draining at the end.
 fn traced(format: TraceFormat, seed: u64, ncpus: usize) -> Run {
+    // One traced run at a time in this binary, boot included: a callsite
+    // first hit by another test's untraced boot while this capture starts
+    // could otherwise keep a stale interest (see `trace::capture`).
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let m = Machine::boot(MachineConfig::with("64M", 2).unwrap()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let cpus = m.all_cpus().unwrap();

@@ -426,10 +426,21 @@ impl Write for MemBuf {
 ///
 /// Only events emitted on this thread while `f` runs are captured.
 pub fn capture<R>(format: TraceFormat, f: impl FnOnce() -> R) -> (R, String) {
+    // `tracing` caches each callsite's interest process-wide. A callsite
+    // first hit on a thread without a subscriber while another thread's
+    // scoped one is being set up can keep a stale "never", and its events
+    // are then lost to this capture (seen under qemu-aarch64, where the
+    // timing differs). Captures run one at a time, and the cache is rebuilt
+    // once this capture's dispatcher is current.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let buf = MemBuf::default();
     let layer = KmemLayer::new(format, Box::new(buf.clone()));
     let subscriber = Registry::default().with(layer.filtered());
-    let r = tracing::subscriber::with_default(subscriber, f);
+    let r = tracing::subscriber::with_default(subscriber, || {
+        tracing::callsite::rebuild_interest_cache();
+        f()
+    });
     let bytes = std::mem::take(&mut *lock(&buf.0));
     (r, String::from_utf8_lossy(&bytes).into_owned())
 }
