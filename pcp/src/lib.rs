@@ -116,7 +116,7 @@ pub enum SysctlError {
     /// The machine's CMA area could not be activated, or a range the end
     /// of boot gives back could not be freed (a bug in the boot state: its
     /// pages must be reserved RAM).
-    CmaArea(FreeError),
+    BootState(FreeError),
 }
 
 impl std::fmt::Display for SysctlError {
@@ -130,7 +130,7 @@ impl std::fmt::Display for SysctlError {
                 write!(f, "min_free_kbytes must be in [0, {MIN_FREE_KBYTES_MAX}], got {v}")
             }
             SysctlError::BootCpuBusy => write!(f, "CPU 0 is held by another handle during allocator boot"),
-            SysctlError::CmaArea(e) => write!(f, "the boot state's CMA area or freed ranges: {e}"),
+            SysctlError::BootState(e) => write!(f, "the boot state's CMA area or freed ranges: {e}"),
             SysctlError::AlreadyBooted => {
                 write!(f, "a page allocator was already booted on this machine (memblock_free_all runs once)")
             }
@@ -168,12 +168,16 @@ pub struct PageAllocator<'m> {
 }
 
 impl<'m> PageAllocator<'m> {
-    /// Bring the page allocator up on a booted machine: free memblock's
-    /// unreserved memory into the buddy lists of each frame's zone
-    /// (`memblock_free_all`), compute `min_free_kbytes`, the watermarks and
-    /// the lowmem reserves (`init_per_zone_wmark_min`, with khugepaged's
-    /// raise when THP is enabled), and size every zone's pagesets
-    /// (`setup_per_cpu_pageset`).
+    /// Bring the page allocator up on a booted machine, in the kernel's
+    /// order: free memblock's unreserved memory into the buddy lists of
+    /// each frame's zone (`memblock_free_all`); size every zone's pagesets
+    /// while the watermarks are still 0 (`setup_per_cpu_pageset`); free the
+    /// machine's CMA area as MIGRATE_CMA pageblocks
+    /// (`cma_init_reserved_areas`); compute `min_free_kbytes`, the
+    /// watermarks and the lowmem reserves (`init_per_zone_wmark_min`, with
+    /// khugepaged's raise when THP is enabled) and the pagesets again; and
+    /// free what the end of boot gives back (the initrd and the init
+    /// sections, `free_reserved_area`) through CPU 0's pcp.
     ///
     /// # Errors
     /// A bad `percpu_pagelist_high_fraction` or `min_free_kbytes`; CPU 0's handle held
@@ -233,7 +237,7 @@ impl<'m> PageAllocator<'m> {
         // pcp, which drains at that small high.
         if let Some((start, nr)) = m.cma_area() {
             let cpu0 = m.cpu(0).map_err(|_| SysctlError::BootCpuBusy)?;
-            pa.cma_activate_area(&cpu0, start, nr).map_err(SysctlError::CmaArea)?;
+            pa.cma_activate_area(&cpu0, start, nr).map_err(SysctlError::BootState)?;
         }
         // init_per_zone_wmark_min() (postcore_initcall), then khugepaged's
         // raise (hugepage_init, subsys_initcall): watermarks, lowmem
@@ -248,7 +252,7 @@ impl<'m> PageAllocator<'m> {
         let cpu0 = m.cpu(0).map_err(|_| SysctlError::BootCpuBusy)?;
         for &(base, size) in &m.boot_state().given_back {
             for pfn in base >> PAGE_SHIFT..(base + size).div_ceil(1 << PAGE_SHIFT) {
-                pa.free_reserved_page(&cpu0, mmlab_engine::Pfn(pfn)).map_err(SysctlError::CmaArea)?;
+                pa.free_reserved_page(&cpu0, mmlab_engine::Pfn(pfn)).map_err(SysctlError::BootState)?;
             }
         }
         drop(cpu0);

@@ -218,7 +218,7 @@ impl From<SysctlError> for Outcome {
         match e {
             SysctlError::HighFraction(_) => Outcome::HighFraction,
             SysctlError::MinFreeKbytes(_) => Outcome::MinFreeKbytes,
-            SysctlError::BootCpuBusy | SysctlError::AlreadyBooted | SysctlError::CmaArea(_) => Outcome::Panic,
+            SysctlError::BootCpuBusy | SysctlError::AlreadyBooted | SysctlError::BootState(_) => Outcome::Panic,
         }
     }
 }
