@@ -637,7 +637,7 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
             procfs::Vmstat::collect(&m.vm_events(), &pa, 0, hugetlb_pages).to_string()
         }
         StatFile::Costs => page_workload().map(|()| procfs::costs(&m))?,
-        StatFile::BootState => mmlab_harness::output::boot_state::render(&m),
+        StatFile::BootState => mmlab_harness::output::boot_state::render(&m, &pa.boot_work()),
         StatFile::Pagetables => {
             page_workload()?;
             let asp = m.kernel_as();

@@ -69,6 +69,7 @@
 #![deny(missing_docs)]
 
 mod alloc;
+mod boot_work;
 mod check;
 mod config;
 mod contig;
@@ -79,6 +80,7 @@ mod sizing;
 pub mod vmstat;
 
 pub use alloc::{AllocError, FreeError};
+pub use boot_work::BootWork;
 pub use config::{AllocatorConfig, Thp};
 pub use fault::{FaultAttr, FaultAttrError};
 pub use pcplist::{
@@ -165,6 +167,8 @@ pub struct PageAllocator<'m> {
     pub(crate) first_zone: [u8; NR_ZONE_TYPES],
     /// The `min_free_kbytes` in force.
     min_free_kbytes: std::sync::atomic::AtomicU64,
+    /// What the boot's own allocations left (`boot.state=real`).
+    boot_work: BootWork,
 }
 
 impl<'m> PageAllocator<'m> {
@@ -214,7 +218,7 @@ impl<'m> PageAllocator<'m> {
         let zonelist = node.zonelist();
         let first_zone =
             std::array::from_fn(|h| zonelist.iter().position(|&z| z as usize <= h).unwrap_or(zonelist.len()) as u8);
-        let pa = PageAllocator {
+        let mut pa = PageAllocator {
             m,
             node,
             pcp,
@@ -228,6 +232,7 @@ impl<'m> PageAllocator<'m> {
             zonelist,
             first_zone,
             min_free_kbytes: Default::default(),
+            boot_work: BootWork::default(),
         };
         // setup_per_cpu_pageset() (start_kernel): the pagesets are sized
         // while every watermark is still 0, so high_min is 4 × batch.
@@ -246,6 +251,12 @@ impl<'m> PageAllocator<'m> {
         let min_free = pa.node.init_per_zone_wmark_min(cfg.min_free_kbytes, thp);
         pa.min_free_kbytes.store(min_free, Relaxed);
         pa.zone_pcp_update(0);
+        // The boot's own allocations and frees (slab, stacks, page tables,
+        // the initramfs), replayed from a real boot's record.
+        if m.boot_state().in_force == mmlab_engine::mm::boot_state::BootState::Real {
+            let cpus = m.all_cpus().map_err(|_| SysctlError::BootCpuBusy)?;
+            pa.boot_work = pa.replay_boot_work(&cpus);
+        }
         // free_initrd_mem() (populate_rootfs, rootfs_initcall) and
         // free_initmem() (kernel_init): free_reserved_area(), each page
         // with free_reserved_page() through CPU 0's pcp.

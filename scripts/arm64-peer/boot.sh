@@ -81,15 +81,23 @@ VMLINUZ=$(find "$WORK/k" -name 'vmlinuz*' -type f | head -1)
 R="$WORK/root"
 mkdir -p "$R/bin" "$R/proc" "$R/sys" "$R/dev"
 cp "$(find "$WORK/bb" -name busybox -type f -perm -u+x | head -1)" "$R/bin/busybox"
-for a in sh mount cat ls poweroff echo find sleep uname dmesg; do ln -s busybox "$R/bin/$a"; done
+for a in sh mount cat ls poweroff echo find sleep uname dmesg grep sed; do ln -s busybox "$R/bin/$a"; done
 cp "$HERE/init" "$R/init"
+# PEER_BOOT_TRACE=1: record every page allocation and free of the boot
+# (kmem events enabled from the command line, before the first initcall),
+# printed by /init as boot_kmem.
+APPEND_TRACE=""
+if [ "${PEER_BOOT_TRACE:-0}" = 1 ]; then
+    APPEND_TRACE=" trace_event=kmem:mm_page_alloc,kmem:mm_page_free,kmem:mm_page_free_batched trace_buf_size=4M"
+    touch "$R/boot_trace"
+fi
 chmod 755 "$R/init"
 (cd "$R" && find . | cpio -o -H newc 2>/dev/null | gzip -9) >"$WORK/initrd.gz"
 
 # TCG: about 25 s on a current x86_64 host.
 timeout 600 qemu-system-aarch64 -M virt -cpu neoverse-n1 -smp "$CPUS" -m "$MEM" -nographic -no-reboot \
     -kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" \
-    -append "nokaslr no_hash_pointers console=ttyAMA0 rdinit=/init" </dev/null >"$OUT/console.raw" 2>&1 || true
+    -append "nokaslr no_hash_pointers console=ttyAMA0 rdinit=/init$APPEND_TRACE" </dev/null >"$OUT/console.raw" 2>&1 || true
 
 # Split: every file sits between "=== BEGIN name ===" and "=== END name ===".
 tr -d '\r' <"$OUT/console.raw" | awk -v out="$OUT" '

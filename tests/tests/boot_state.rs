@@ -170,7 +170,9 @@ fn small_machines_boot_bare_and_stat_says_so() {
     assert!(b.reason.as_deref().unwrap().contains("256 MiB"));
     let note = mmlab_harness::output::boot_state::note(&m);
     assert!(note.contains("boots bare"), "{note}");
-    let s = mmlab_harness::output::boot_state::render(&machine("4G", 2));
+    let m4 = machine("4G", 2);
+    let pa4 = PageAllocator::boot(&m4, AllocatorConfig::default()).unwrap();
+    let s = mmlab_harness::output::boot_state::render(&m4, &pa4.boot_work());
     assert!(s.starts_with("boot state: real (boot.state=real)\n"), "{s}");
     for want in [
         "\ncma      0x00000000fc000000-0x0000000100000000",
@@ -178,6 +180,8 @@ fn small_machines_boot_bare_and_stat_says_so() {
         "\ninitrd   0x0000000048000000-0x00000000480fb000",
         "CMA area: 64M at 0x00000000fc000000",
         "0xffff8000828e0000-0xffff800082f01000  6426624 _data",
+        "\nboot work (pcp/src/boot_work.rs: ",
+        ": 3972 allocations (0 failed), ",
         "\nnot emulated: ",
     ] {
         assert!(s.contains(want), "{want} in\n{s}");
@@ -203,4 +207,35 @@ fn small_machines_boot_bare_and_stat_says_so() {
         MachineConfig::KNOBS.apply(&mut c, "boot.state=half").unwrap_err().to_string(),
         "bad value \"half\" for boot.state: expected real or bare"
     );
+}
+
+/// The boot's own allocations, replayed (pcp/src/boot_work.rs): the 4G/2
+/// machine starts with Unmovable and Reclaimable pageblocks in Normal, as
+/// the real one (16 and 2 there), nonzero pagesets on both CPUs, and the
+/// boot's kernel memory held; a bare machine replays nothing; the same boot
+/// twice leaves the same free lists.
+#[test]
+fn the_boots_own_allocations_leave_the_real_boots_pageblocks() {
+    use mmlab_engine::mm::{Migratetype, ZoneType};
+    let m = machine("4G", 2);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let w = pa.boot_work();
+    assert_eq!((w.allocations, w.failed), (3972, 0));
+    assert!(w.frees > 2000 && w.held_pages > 4000, "{w:?}");
+    let normal = pa.zone_of(ZoneType::Normal);
+    let blocks = normal.pageblock_counts();
+    assert!(blocks[Migratetype::Unmovable as usize] >= 8, "{blocks:?}");
+    assert_eq!(blocks[Migratetype::Reclaimable as usize], 2, "{blocks:?}");
+    for cpu in 0..2 {
+        assert!(pa.pageset_of(ZoneType::Normal, cpu).unwrap().count > 0, "cpu {cpu}");
+    }
+    assert_eq!(pa.nr_free_pages() + pa.pcp_pages() + w.held_pages as i64, pa.managed_pages() as i64);
+    pa.check_invariants().unwrap();
+    let again = machine("4G", 2);
+    let pa2 = PageAllocator::boot(&again, AllocatorConfig::default()).unwrap();
+    assert_eq!(pa2.boot_work(), w);
+    assert_eq!(pa2.zone().nr_free_per_order(), pa.zone().nr_free_per_order());
+    let bare = Machine::boot(MachineConfig::with("4G", 2).unwrap().bare()).unwrap();
+    let pa3 = PageAllocator::boot(&bare, AllocatorConfig::default()).unwrap();
+    assert_eq!(pa3.boot_work(), mmlab_pcp::BootWork::default());
 }

@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 
 /// What is not emulated of a real boot, as `stat boot-state` lists it.
 pub const NOT_EMULATED: &str = "percpu chunks, NODE_DATA, the printk buffer, the dentry/inode hash tables, \
-     ftrace's pages, ioremaps and vmalloc'd stacks, the Unmovable/Reclaimable pageblocks of boot-time \
-     allocations, and everything allocated after the page allocator came up";
+     ftrace's pages (memblock allocations before the page allocator came up), ioremaps and the other \
+     vmalloc areas (the boot's vmalloc pages are replayed, not its areas)";
 
 /// The one-line note (for stderr) of the boot state machine `m` runs on.
 pub fn note(m: &Machine) -> String {
@@ -39,8 +39,9 @@ pub fn note(m: &Machine) -> String {
     }
 }
 
-/// `stat boot-state`: the labelled section.
-pub fn render(m: &Machine) -> String {
+/// `stat boot-state`: the labelled section, with what the page allocator's
+/// replay of the boot's own allocations left (`work`).
+pub fn render(m: &Machine, work: &mmlab_pcp::BootWork) -> String {
     let b = m.boot_state();
     let mut s = String::new();
     let _ = writeln!(s, "boot state: {} (boot.state={})", b.in_force.name(), b.requested.name());
@@ -104,6 +105,12 @@ pub fn render(m: &Machine) -> String {
         }
     }
     if b.in_force == BootState::Real {
+        let _ = writeln!(
+            s,
+            "\nboot work (pcp/src/boot_work.rs: a real 4G/2-CPU boot's page allocations and frees, replayed; \
+             instrumented): {} allocations ({} failed), {} frees, {} pages held by the boot's kernel memory",
+            work.allocations, work.failed, work.frees, work.held_pages
+        );
         let _ = writeln!(s, "\nnot emulated: {NOT_EMULATED}");
     }
     s

@@ -87,10 +87,9 @@ impl<'a, 'm> Executor<'a, 'm> {
                 allocated += 1 << o;
             }
         }
-        let z = self.pa.zone();
-        let free = z.nr_free_pages();
+        let free = self.pa.nr_free_pages();
         let pcp = self.pa.pcp_pages();
-        let managed = z.managed_pages();
+        let managed = self.pa.managed_pages();
         if free + pcp + allocated as i64 != managed as i64 {
             return v(
                 ViolationKind::Conservation,
@@ -101,10 +100,14 @@ impl<'a, 'm> Executor<'a, 'm> {
         let vmalloc: u64 =
             self.vm.areas().iter().filter(|a| a.flags.contains(VM_ALLOC)).map(|a| a.pages.len() as u64).sum();
         let tables = self.pgtable_pages();
-        if held + vmalloc + tables != allocated {
+        // The boot's own kernel memory (boot.state=real) is allocated too.
+        let boot = self.pa.boot_work().held_pages;
+        if held + vmalloc + tables + boot != allocated {
             return v(
                 ViolationKind::Conservation,
-                format!("allocated {allocated} != held {held} + vmalloc {vmalloc} + page tables {tables}"),
+                format!(
+                    "allocated {allocated} != held {held} + vmalloc {vmalloc} + page tables {tables} + boot {boot}"
+                ),
             );
         }
         Ok(())
@@ -171,25 +174,26 @@ impl<'a, 'm> Executor<'a, 'm> {
         self.check()?;
         self.release_all()?;
         self.check()?;
-        let z = self.pa.zone();
         let tables = self.pgtable_pages();
         let vmalloc: u64 = self.vm.areas().iter().map(|a| a.pages.len() as u64).sum();
-        let free = z.nr_free_pages() as u64;
-        let managed = z.managed_pages();
-        if self.pa.pcp_pages() != 0 || free + tables + vmalloc != managed {
+        // What the boot's own allocations hold stays (boot.state=real).
+        let boot = self.pa.boot_work().held_pages;
+        let free = self.pa.nr_free_pages() as u64;
+        let managed = self.pa.managed_pages();
+        if self.pa.pcp_pages() != 0 || free + tables + vmalloc + boot != managed {
             return v(
                 ViolationKind::FinalState,
                 format!(
-                    "after freeing everything: buddy {free} + page tables {tables} + vmalloc left {vmalloc} != managed \
-                     {managed} (pcp {})",
+                    "after freeing everything: buddy {free} + page tables {tables} + vmalloc left {vmalloc} + boot \
+                     {boot} != managed {managed} (pcp {})",
                     self.pa.pcp_pages()
                 ),
             );
         }
-        if tables == 0 && vmalloc == 0 && z.nr_free_per_order() != self.boot_buddyinfo {
+        if tables == 0 && vmalloc == 0 && self.pa.zone().nr_free_per_order() != self.boot_buddyinfo {
             return v(
                 ViolationKind::FinalState,
-                format!("buddyinfo {:?} != post-boot {:?}", z.nr_free_per_order(), self.boot_buddyinfo),
+                format!("buddyinfo {:?} != post-boot {:?}", self.pa.zone().nr_free_per_order(), self.boot_buddyinfo),
             );
         }
         Ok(())

@@ -225,6 +225,11 @@ impl<'a, 'm> Executor<'a, 'm> {
         cpus: Vec<Cpu<'m>>,
         opts: ExecOptions,
     ) -> Executor<'a, 'm> {
+        // The boot may leave pages on the pcp lists (boot.state=real); the
+        // final check compares the buddy lists with everything drained.
+        if let Some(cpu) = cpus.first() {
+            pa.drain_all_pages(cpu);
+        }
         Executor {
             m: pa.machine(),
             pa,
