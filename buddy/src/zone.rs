@@ -216,6 +216,7 @@ impl<'m> Zone<'m> {
         self.m
     }
     /// Zone type (its name in /proc files).
+    #[inline]
     pub fn zone_type(&self) -> ZoneType {
         self.name
     }
@@ -314,7 +315,7 @@ impl<'m> Zone<'m> {
     }
 
     /// `get_pfnblock_migratetype()`.
-    #[inline]
+    #[inline(always)]
     pub fn pageblock_migratetype(&self, pfn: Pfn) -> Migratetype {
         let i = ((pfn.0 - self.pb_base_pfn) >> PAGEBLOCK_ORDER) as usize;
         Migratetype::from_index(self.pageblock_flags[i].load(Relaxed) as usize)
