@@ -3,8 +3,8 @@
 //! `free_frozen_pages`, contiguous ranges and `split_page`.
 
 use crate::PageAllocator;
-use mmlab_buddy::{AllocFlags, ContigError, Fpi, ZoneFlag, pcp_allowed_order};
 use mmlab_buddy::zones::NR_ZONE_TYPES;
+use mmlab_buddy::{AllocFlags, ContigError, Fpi, ZoneFlag, pcp_allowed_order};
 use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER, ZoneType};
 use mmlab_engine::page::{PageExt, StructPage};
 use mmlab_engine::vmstat::VmEvent;
@@ -141,8 +141,11 @@ pub(crate) fn zone_prep_table(zonelist: &[ZoneType], first_zone: &[u8; NR_ZONE_T
         let highest = highest_zoneidx(Gfp::from_bits_retain(bits as u32));
         let first = first_zone[highest];
         let preferred = zonelist.get(first as usize).copied();
-        let nofragment =
-            if mmlab_buddy::zones::alloc_nofragment(preferred) { AllocFlags::NOFRAGMENT } else { AllocFlags::default() };
+        let nofragment = if mmlab_buddy::zones::alloc_nofragment(preferred) {
+            AllocFlags::NOFRAGMENT
+        } else {
+            AllocFlags::default()
+        };
         ZonePrep { highest_zoneidx: highest as u8, first, nofragment }
     })
 }
@@ -327,7 +330,13 @@ impl<'m> PageAllocator<'m> {
     /// out of line (orders the pcp does not cache, or an empty pcp that
     /// could not be refilled).
     #[inline(never)]
-    fn rmqueue_buddy(cpu: &Cpu<'m>, z: &mmlab_buddy::Zone<'m>, order: u32, alloc_flags: AllocFlags, mt: Migratetype) -> Option<Pfn> {
+    fn rmqueue_buddy(
+        cpu: &Cpu<'m>,
+        z: &mmlab_buddy::Zone<'m>,
+        order: u32,
+        alloc_flags: AllocFlags,
+        mt: Migratetype,
+    ) -> Option<Pfn> {
         let mut lz = z.lock(cpu);
         let page = lz.rmqueue_buddy(order, mt, alloc_flags);
         drop(lz);
