@@ -96,6 +96,7 @@ impl LockedZone<'_, '_> {
 impl<'m> Zone<'m> {
     /// `free_one_page()`: take the zone lock and free one block (orders the
     /// pcp does not cache, pcp trylock failures). Counts `PGFREE`.
+    #[inline]
     pub fn free_one_page(&self, cpu: &Cpu<'m>, pfn: Pfn, order: u32, fpi: Fpi) {
         let mut z = self.lock(cpu);
         z.split_large_buddy(pfn, order, fpi);
