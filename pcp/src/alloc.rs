@@ -867,6 +867,7 @@ mod tests {
         assert_eq!(pa.zonelist, vec![ZoneType::Normal, ZoneType::Dma]);
         assert_eq!(pa.alloc_flags_nofragment(Gfp::GFP_KERNEL), AllocFlags::NOFRAGMENT);
         assert_eq!(pa.alloc_flags_nofragment(Gfp::GFP_KERNEL | Gfp::__GFP_DMA), AllocFlags::default());
+        assert_zone_prep_matches_the_zonelist(&pa);
         let cpu = m.cpu(0).unwrap();
         let p = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 0).unwrap();
         pa.free_pages(&cpu, p, 0).unwrap();
@@ -875,5 +876,20 @@ mod tests {
         let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
         assert_eq!(pa.zonelist, vec![ZoneType::Dma]);
         assert_eq!(pa.alloc_flags_nofragment(Gfp::GFP_KERNEL), AllocFlags::default());
+        assert_zone_prep_matches_the_zonelist(&pa);
+    }
+
+    /// The table built at boot gives, for every value of the zone modifier
+    /// bits, what `gfp_zone` and a walk of the zonelist give.
+    fn assert_zone_prep_matches_the_zonelist(pa: &PageAllocator<'_>) {
+        for bits in 0..16u32 {
+            let gfp = Gfp::GFP_KERNEL | Gfp::from_bits_retain(bits);
+            let highest = mmlab_buddy::zones::gfp_zone(gfp).unwrap_or(ZoneType::Normal);
+            let first = pa.zonelist.iter().position(|&z| z as usize <= highest as usize).unwrap_or(pa.zonelist.len());
+            let prep = pa.zone_prep(gfp);
+            assert_eq!((prep.highest_zoneidx as usize, prep.first as usize), (highest as usize, first), "{gfp}");
+            let nofragment = pa.zonelist.get(first) == Some(&ZoneType::Normal);
+            assert_eq!(prep.nofragment.has(AllocFlags::NOFRAGMENT), nofragment, "{gfp}");
+        }
     }
 }
