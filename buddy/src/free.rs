@@ -23,12 +23,13 @@ impl LockedZone<'_, '_> {
     /// `__free_one_page()`: merge with free buddies as far as allowed, then
     /// insert at the head, or at the tail when `FPI_TO_TAIL` or
     /// `buddy_merge_likely()` says so.
-    #[inline]
+    #[inline(always)]
     pub fn free_one_page_locked(&mut self, pfn: Pfn, mut order: u32, mt: Migratetype, fpi: Fpi) {
         debug_assert!(pfn.is_aligned_order(order), "unaligned free of {pfn} at order {order}");
         // Whatever the frame was (allocated, on a pcp list), it is now a
         // plain page inside a free block until it becomes a block's head.
-        self.zone.m.page(pfn).set_ext(PageExt::Tail);
+        let page = self.zone.m.page(pfn);
+        page.set_ext(PageExt::Tail);
         self.account_freepages(1 << order, mt);
         let mut pfn = pfn;
         let mut buddy_pfn = 0;
@@ -64,12 +65,17 @@ impl LockedZone<'_, '_> {
         if to_tail && !fpi.has(Fpi::TO_TAIL) {
             self.cpu.count(VmEvent::BuddyFreeTail, 1);
         }
-        self.add_to_free_list(pfn, order, mt, to_tail);
+        if merges == 0 {
+            // Not merged: the block is still headed by `page`.
+            self.add_to_free_list_page(pfn, page, order, mt, to_tail);
+        } else {
+            self.add_to_free_list(pfn, order, mt, to_tail);
+        }
     }
 
     /// `split_large_buddy()`: free a block larger than a pageblock one
     /// pageblock at a time, each with its own type (they may merge again).
-    #[inline]
+    #[inline(always)]
     pub fn split_large_buddy(&mut self, pfn: Pfn, order: u32, fpi: Fpi) {
         if order <= PAGEBLOCK_ORDER {
             let mt = self.zone.pageblock_migratetype(pfn);
@@ -90,6 +96,7 @@ impl LockedZone<'_, '_> {
 impl<'m> Zone<'m> {
     /// `free_one_page()`: take the zone lock and free one block (orders the
     /// pcp does not cache, pcp trylock failures). Counts `PGFREE`.
+    #[inline]
     pub fn free_one_page(&self, cpu: &Cpu<'m>, pfn: Pfn, order: u32, fpi: Fpi) {
         let mut z = self.lock(cpu);
         z.split_large_buddy(pfn, order, fpi);

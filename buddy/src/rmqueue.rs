@@ -96,7 +96,8 @@ impl LockedZone<'_, '_> {
     /// order ≥ `order`, split down to `order`.
     #[inline]
     pub fn rmqueue_smallest(&mut self, order: u32, mt: Migratetype) -> Option<Pfn> {
-        for cur in order..=MAX_PAGE_ORDER {
+        let mut cur = order;
+        while cur <= MAX_PAGE_ORDER {
             if let Some(pfn) = self.first_free(cur, mt) {
                 self.page_del_and_expand(pfn, order, cur, mt);
                 self.cpu.count(VmEvent::BuddyAlloc, 1);
@@ -112,6 +113,7 @@ impl LockedZone<'_, '_> {
                 );
                 return Some(pfn);
             }
+            cur += 1;
         }
         None
     }

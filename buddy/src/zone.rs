@@ -3,7 +3,7 @@
 use mmlab_engine::layout::KERNEL_DATA_LISTS;
 use mmlab_engine::list::ListArray;
 use mmlab_engine::mm::{MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, PAGEBLOCK_ORDER, ZoneType};
-use mmlab_engine::page::PageExt;
+use mmlab_engine::page::{PageExt, StructPage};
 use mmlab_engine::sync::{StatGuard, StatMutex};
 use mmlab_engine::vmstat::VmEvent;
 use mmlab_engine::{Cpu, Machine, Pfn};
@@ -216,6 +216,7 @@ impl<'m> Zone<'m> {
         self.m
     }
     /// Zone type (its name in /proc files).
+    #[inline]
     pub fn zone_type(&self) -> ZoneType {
         self.name
     }
@@ -314,7 +315,7 @@ impl<'m> Zone<'m> {
     }
 
     /// `get_pfnblock_migratetype()`.
-    #[inline]
+    #[inline(always)]
     pub fn pageblock_migratetype(&self, pfn: Pfn) -> Migratetype {
         let i = ((pfn.0 - self.pb_base_pfn) >> PAGEBLOCK_ORDER) as usize;
         Migratetype::from_index(self.pageblock_flags[i].load(Relaxed) as usize)
@@ -396,7 +397,7 @@ impl<'a, 'm> LockedZone<'a, 'm> {
     }
 
     /// `account_freepages()`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn account_freepages(&self, nr: i64, mt: Migratetype) {
         let z = self.zone;
         z.nr_free_pages.store(z.nr_free_pages.load(Relaxed) + nr, Relaxed);
@@ -408,10 +409,17 @@ impl<'a, 'm> LockedZone<'a, 'm> {
     }
 
     /// `__add_to_free_list()` + `set_buddy_order()`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn add_to_free_list(&mut self, pfn: Pfn, order: u32, mt: Migratetype, tail: bool) {
+        let p = self.zone.m.memmap().page(pfn);
+        self.add_to_free_list_page(pfn, p, order, mt, tail);
+    }
+
+    /// [`add_to_free_list`](Self::add_to_free_list) with `pfn`'s struct
+    /// page `p` looked up already.
+    #[inline(always)]
+    pub(crate) fn add_to_free_list_page(&mut self, pfn: Pfn, p: &StructPage, order: u32, mt: Migratetype, tail: bool) {
         let mem = self.zone.m.memmap();
-        let p = mem.page(pfn);
         p.set_private(order as u64);
         p.set_buddy();
         p.set_ext(PageExt::Buddy(order as u8));
@@ -425,7 +433,7 @@ impl<'a, 'm> LockedZone<'a, 'm> {
     }
 
     /// `__del_page_from_free_list()`: unlink, clear PageBuddy and the order.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn del_from_free_list_raw(&mut self, pfn: Pfn, order: u32, mt: Migratetype) {
         let mem = self.zone.m.memmap();
         self.inner.lists.del(mem, fl(order, mt), pfn);
@@ -452,19 +460,19 @@ impl<'a, 'm> LockedZone<'a, 'm> {
     }
 
     /// `get_page_from_free_area()`: the head entry of a list.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn first_free(&self, order: u32, mt: Migratetype) -> Option<Pfn> {
         self.inner.lists.first(fl(order, mt))
     }
 
     /// `free_area_empty()`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn free_area_empty(&self, order: u32, mt: Migratetype) -> bool {
         self.inner.lists.list_is_empty(fl(order, mt))
     }
 
     /// `PageBuddy(page) && buddy_order(page) == order` for a frame in the zone.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn is_free_block(&self, pfn: Pfn, order: u32) -> bool {
         if !self.zone.spans(pfn) {
             return false;

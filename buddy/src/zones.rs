@@ -138,18 +138,40 @@ impl std::error::Error for BadGfpZone {}
 /// `__GFP_HIGHMEM` means Normal and `__GFP_HIGHMEM | __GFP_MOVABLE` means
 /// Movable). Two of DMA, DMA32 and HIGHMEM together are `GFP_ZONE_BAD`,
 /// where the kernel hits `VM_BUG_ON`.
+#[inline]
 pub fn gfp_zone(gfp: Gfp) -> Result<ZoneType, BadGfpZone> {
-    let dma = gfp.contains(Gfp::__GFP_DMA);
-    let dma32 = gfp.contains(Gfp::__GFP_DMA32);
-    let high = gfp.contains(Gfp::__GFP_HIGHMEM);
-    let movable = gfp.contains(Gfp::__GFP_MOVABLE);
+    match GFP_ZONE_TABLE[(gfp.bits() & Gfp::GFP_ZONEMASK.bits()) as usize & (GFP_ZONE_TABLE.len() - 1)] {
+        Some(z) => Ok(z),
+        None => Err(BadGfpZone(gfp.bits())),
+    }
+}
+
+/// `GFP_ZONE_TABLE` / `GFP_ZONE_BAD` as one lookup: the zone of each
+/// combination of the four zone modifier bits (`GFP_ZONEMASK`), `None` for
+/// the bad ones. Built by [`gfp_zone_bits`], the rule in prose above.
+const GFP_ZONE_TABLE: [Option<ZoneType>; 16] = {
+    let mut t = [None; 16];
+    let mut i = 0;
+    while i < 16 {
+        t[i] = gfp_zone_bits(i as u32);
+        i += 1;
+    }
+    t
+};
+
+/// The zone rule of [`gfp_zone`] for the zone modifier bits `bits`.
+const fn gfp_zone_bits(bits: u32) -> Option<ZoneType> {
+    let dma = bits & Gfp::__GFP_DMA.bits() != 0;
+    let dma32 = bits & Gfp::__GFP_DMA32.bits() != 0;
+    let high = bits & Gfp::__GFP_HIGHMEM.bits() != 0;
+    let movable = bits & Gfp::__GFP_MOVABLE.bits() != 0;
     match (dma, dma32, high) {
-        (false, false, false) => Ok(ZoneType::Normal),
-        (true, false, false) => Ok(ZoneType::Dma),
-        (false, true, false) => Ok(ZoneType::Dma32),
-        (false, false, true) if movable => Ok(ZoneType::Movable),
-        (false, false, true) => Ok(ZoneType::Normal),
-        _ => Err(BadGfpZone(gfp.bits())),
+        (false, false, false) => Some(ZoneType::Normal),
+        (true, false, false) => Some(ZoneType::Dma),
+        (false, true, false) => Some(ZoneType::Dma32),
+        (false, false, true) if movable => Some(ZoneType::Movable),
+        (false, false, true) => Some(ZoneType::Normal),
+        _ => None,
     }
 }
 

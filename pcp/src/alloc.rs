@@ -3,8 +3,9 @@
 //! `free_frozen_pages`, contiguous ranges and `split_page`.
 
 use crate::PageAllocator;
+use mmlab_buddy::zones::NR_ZONE_TYPES;
 use mmlab_buddy::{AllocFlags, ContigError, Fpi, ZoneFlag, pcp_allowed_order};
-use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER};
+use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER, ZoneType};
 use mmlab_engine::page::{PageExt, StructPage};
 use mmlab_engine::vmstat::VmEvent;
 use mmlab_engine::{Cpu, Gfp, PAGE_SHIFT, Pfn, trace};
@@ -118,6 +119,37 @@ pub(crate) fn highest_zoneidx(gfp: Gfp) -> usize {
     mmlab_buddy::zones::gfp_zone(gfp).unwrap_or(mmlab_engine::mm::ZoneType::Normal) as usize
 }
 
+/// What `prepare_alloc_pages()` (`gfp_zone`, `first_zones_zonelist`) and
+/// `alloc_flags_nofragment()` derive from the zone modifier bits of a gfp
+/// mask. The zonelist is fixed at boot, so the allocator keeps one entry per
+/// combination of the four bits (`GFP_ZONEMASK`) instead of recomputing it
+/// on every allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ZonePrep {
+    /// `ac->highest_zoneidx`.
+    pub(crate) highest_zoneidx: u8,
+    /// The index in the zonelist of the first zone not above it.
+    pub(crate) first: u8,
+    /// ALLOC_NOFRAGMENT or nothing, for the first attempt.
+    pub(crate) nofragment: AllocFlags,
+}
+
+/// The [`ZonePrep`] of each value of the zone modifier bits, for the
+/// zonelist `zonelist` and its `first_zone` table.
+pub(crate) fn zone_prep_table(zonelist: &[ZoneType], first_zone: &[u8; NR_ZONE_TYPES]) -> [ZonePrep; 16] {
+    std::array::from_fn(|bits| {
+        let highest = highest_zoneidx(Gfp::from_bits_retain(bits as u32));
+        let first = first_zone[highest];
+        let preferred = zonelist.get(first as usize).copied();
+        let nofragment = if mmlab_buddy::zones::alloc_nofragment(preferred) {
+            AllocFlags::NOFRAGMENT
+        } else {
+            AllocFlags::default()
+        };
+        ZonePrep { highest_zoneidx: highest as u8, first, nofragment }
+    })
+}
+
 /// `gfp_to_alloc_flags_cma()`: movable allocations may use CMA pageblocks.
 #[inline]
 pub(crate) fn gfp_to_alloc_flags_cma(gfp: Gfp, alloc_flags: AllocFlags) -> AllocFlags {
@@ -157,6 +189,15 @@ impl<'m> PageAllocator<'m> {
         if self.fail_page_alloc.should_fail_alloc_page(gfp, order) {
             return Err(AllocError::NoMemory { order, gfp });
         }
+        // The same code twice: order 0, the common case, with the order a
+        // constant the compiler folds, and every other order.
+        if order == 0 { self.alloc_pages_prepared(cpu, gfp, 0) } else { self.alloc_pages_prepared(cpu, gfp, order) }
+    }
+
+    /// The rest of `__alloc_pages()` once the request passed its checks:
+    /// the fast path, the slow path, the tracepoint.
+    #[inline(always)]
+    fn alloc_pages_prepared(&self, cpu: &Cpu<'m>, gfp: Gfp, order: u32) -> Result<Pfn, AllocError> {
         let mt = gfp_mt(gfp);
         // prepare_alloc_pages + alloc_flags_nofragment: low watermark, and
         // ALLOC_KSWAPD mirrors __GFP_KSWAPD_RECLAIM.
@@ -189,10 +230,15 @@ impl<'m> PageAllocator<'m> {
     /// zone, the first of the machine's ZONELIST_FALLBACK zonelist not above
     /// `gfp_zone(gfp)`, is Normal (a machine with RAM above 4 GiB); on a
     /// machine whose RAM is all DMA it is not set.
-    #[inline]
+    #[inline(always)]
     fn alloc_flags_nofragment(&self, gfp: Gfp) -> AllocFlags {
-        let preferred = self.zonelist.get(self.first_zone[highest_zoneidx(gfp)] as usize).copied();
-        if mmlab_buddy::zones::alloc_nofragment(preferred) { AllocFlags::NOFRAGMENT } else { AllocFlags::default() }
+        self.zone_prep(gfp).nofragment
+    }
+
+    /// The [`ZonePrep`] of `gfp`'s zone modifier bits.
+    #[inline(always)]
+    pub(crate) fn zone_prep(&self, gfp: Gfp) -> ZonePrep {
+        self.zone_prep[(gfp.bits() & Gfp::GFP_ZONEMASK.bits()) as usize % 16]
     }
 
     /// `get_page_from_freelist()`'s `retry`: when the attempt with
@@ -209,15 +255,24 @@ impl<'m> PageAllocator<'m> {
     ) -> Option<Pfn> {
         let page = self.get_page_from_freelist(cpu, gfp, order, alloc_flags, mt);
         if page.is_none() && alloc_flags.has(AllocFlags::NOFRAGMENT) {
-            return self.get_page_from_freelist(
-                cpu,
-                gfp,
-                order,
-                AllocFlags(alloc_flags.0 & !AllocFlags::NOFRAGMENT.0),
-                mt,
-            );
+            return self.get_page_from_freelist_fragmenting(cpu, gfp, order, alloc_flags, mt);
         }
         page
+    }
+
+    /// The second pass of `get_page_from_freelist()`, without
+    /// ALLOC_NOFRAGMENT: out of line, it runs only when the first failed.
+    #[cold]
+    #[inline(never)]
+    fn get_page_from_freelist_fragmenting(
+        &self,
+        cpu: &Cpu<'m>,
+        gfp: Gfp,
+        order: u32,
+        alloc_flags: AllocFlags,
+        mt: Migratetype,
+    ) -> Option<Pfn> {
+        self.get_page_from_freelist(cpu, gfp, order, AllocFlags(alloc_flags.0 & !AllocFlags::NOFRAGMENT.0), mt)
     }
 
     /// One pass of `get_page_from_freelist()`: the zonelist from the first
@@ -234,9 +289,9 @@ impl<'m> PageAllocator<'m> {
         alloc_flags: AllocFlags,
         mt: Migratetype,
     ) -> Option<Pfn> {
-        let highest_zoneidx = highest_zoneidx(gfp);
-        let first = self.first_zone[highest_zoneidx] as usize;
-        for &zt in &self.zonelist[first..] {
+        let prep = self.zone_prep(gfp);
+        let highest_zoneidx = prep.highest_zoneidx as usize;
+        for &zt in self.zonelist.get(prep.first as usize..).unwrap_or_default() {
             let zi = zt as usize;
             let z = self.zone_at(zi);
             let mut ok = false;
@@ -256,11 +311,40 @@ impl<'m> PageAllocator<'m> {
             let Some(pfn) = self.rmqueue(cpu, zi, order, alloc_flags, mt) else { continue };
             self.prep_new_page(cpu, pfn, order, gfp, mt);
             if alloc_flags.has(AllocFlags::HIGHATOMIC) && order > 0 {
-                z.lock(cpu).reserve_highatomic_pageblock(pfn, order);
+                Self::reserve_highatomic_pageblock(cpu, z, pfn, order);
             }
             return Some(pfn);
         }
         None
+    }
+
+    /// `reserve_highatomic_pageblock()` under the zone lock, out of line
+    /// (only the slow path of a high-order atomic allocation gets here).
+    #[cold]
+    #[inline(never)]
+    fn reserve_highatomic_pageblock(cpu: &Cpu<'m>, z: &mmlab_buddy::Zone<'m>, pfn: Pfn, order: u32) {
+        z.lock(cpu).reserve_highatomic_pageblock(pfn, order);
+    }
+
+    /// `rmqueue()`'s buddy half: one zone-lock hold for `rmqueue_buddy()`,
+    /// out of line (orders the pcp does not cache, or an empty pcp that
+    /// could not be refilled).
+    #[inline(never)]
+    fn rmqueue_buddy(
+        cpu: &Cpu<'m>,
+        z: &mmlab_buddy::Zone<'m>,
+        order: u32,
+        alloc_flags: AllocFlags,
+        mt: Migratetype,
+    ) -> Option<Pfn> {
+        let mut lz = z.lock(cpu);
+        let page = lz.rmqueue_buddy(order, mt, alloc_flags);
+        drop(lz);
+        if page.is_some() {
+            cpu.count(VmEvent::pgalloc(z.zone_type()), 1 << order);
+            cpu.count(VmEvent::RmqueueBuddyPages, 1 << order);
+        }
+        page
     }
 
     /// `rmqueue()`: the pcp of zone `zi` for cacheable orders, else (or on
@@ -273,13 +357,7 @@ impl<'m> PageAllocator<'m> {
             page = self.rmqueue_pcplist(cpu, zi, order, mt, alloc_flags);
         }
         if page.is_none() {
-            let mut lz = z.lock(cpu);
-            page = lz.rmqueue_buddy(order, mt, alloc_flags);
-            drop(lz);
-            if page.is_some() {
-                cpu.count(VmEvent::pgalloc(z.zone_type()), 1 << order);
-                cpu.count(VmEvent::RmqueueBuddyPages, 1 << order);
-            }
+            page = Self::rmqueue_buddy(cpu, z, order, alloc_flags, mt);
         }
         if alloc_flags.has(AllocFlags::KSWAPD) && z.test_flag(ZoneFlag::BoostedWatermark) {
             z.clear_flag(ZoneFlag::BoostedWatermark);
@@ -461,6 +539,14 @@ impl<'m> PageAllocator<'m> {
     /// is not RAM, reserved, not the head of a live allocation, freed already, or freed with
     /// another order; nothing is changed.
     pub fn free_pages(&self, cpu: &Cpu<'m>, pfn: Pfn, order: u32) -> Result<(), FreeError> {
+        // The same code twice: order 0 with the order a constant the
+        // compiler folds, and every other order.
+        if order == 0 { self.free_pages_order(cpu, pfn, 0) } else { self.free_pages_order(cpu, pfn, order) }
+    }
+
+    /// [`free_pages`](Self::free_pages) for one order.
+    #[inline(always)]
+    fn free_pages_order(&self, cpu: &Cpu<'m>, pfn: Pfn, order: u32) -> Result<(), FreeError> {
         if self.foreign(cpu) {
             return Err(FreeError::ForeignCpu { cpu: cpu.id() });
         }
@@ -487,22 +573,29 @@ impl<'m> PageAllocator<'m> {
             return Err(FreeError::DoubleFree { pfn });
         };
         if !last {
-            // Still referenced: like __free_pages() for a non-compound block,
-            // free the upper halves and leave the first page to its holder.
-            let mut o = order;
-            while o > 0 {
-                o -= 1;
-                let half = pfn.add(1 << o);
-                self.m.page(half).set_refcount(0);
-                self.free_frozen_pages(cpu, half, self.m.page(half), o);
-            }
-            p.set_ext(PageExt::Alloc(0, mt));
-            self.after_op();
+            self.free_pages_still_referenced(cpu, pfn, p, order, mt);
             return Ok(());
         }
         self.free_frozen_pages(cpu, pfn, p, order);
         self.after_op();
         Ok(())
+    }
+
+    /// `__free_pages()` when the block is still referenced: like the kernel
+    /// for a non-compound block, free the upper halves and leave the first
+    /// page to its holder. Out of line: it is rare.
+    #[cold]
+    #[inline(never)]
+    fn free_pages_still_referenced(&self, cpu: &Cpu<'m>, pfn: Pfn, p: &StructPage, order: u32, mt: Migratetype) {
+        let mut o = order;
+        while o > 0 {
+            o -= 1;
+            let half = pfn.add(1 << o);
+            self.m.page(half).set_refcount(0);
+            self.free_frozen_pages(cpu, half, self.m.page(half), o);
+        }
+        p.set_ext(PageExt::Alloc(0, mt));
+        self.after_op();
     }
 
     /// Whether `pfn` is a page the allocator handed out and that is still
@@ -564,7 +657,8 @@ impl<'m> PageAllocator<'m> {
         let m = self.m;
         // free_pages_prepare()
         trace::mm_page_free(cpu.id(), m.trace_clock(), m.memmap().page_va(pfn), pfn.0, order);
-        let zi = self.page_zone_idx(pfn);
+        // page_zone(): `page` is `pfn`'s struct page, already looked up.
+        let zi = page.zonenum() as usize % NR_ZONE_TYPES;
         let z = self.zone_at(zi);
         if !pcp_allowed_order(order) {
             z.free_one_page(cpu, pfn, order, Fpi::NONE);
@@ -773,6 +867,7 @@ mod tests {
         assert_eq!(pa.zonelist, vec![ZoneType::Normal, ZoneType::Dma]);
         assert_eq!(pa.alloc_flags_nofragment(Gfp::GFP_KERNEL), AllocFlags::NOFRAGMENT);
         assert_eq!(pa.alloc_flags_nofragment(Gfp::GFP_KERNEL | Gfp::__GFP_DMA), AllocFlags::default());
+        assert_zone_prep_matches_the_zonelist(&pa);
         let cpu = m.cpu(0).unwrap();
         let p = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 0).unwrap();
         pa.free_pages(&cpu, p, 0).unwrap();
@@ -781,5 +876,20 @@ mod tests {
         let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
         assert_eq!(pa.zonelist, vec![ZoneType::Dma]);
         assert_eq!(pa.alloc_flags_nofragment(Gfp::GFP_KERNEL), AllocFlags::default());
+        assert_zone_prep_matches_the_zonelist(&pa);
+    }
+
+    /// The table built at boot gives, for every value of the zone modifier
+    /// bits, what `gfp_zone` and a walk of the zonelist give.
+    fn assert_zone_prep_matches_the_zonelist(pa: &PageAllocator<'_>) {
+        for bits in 0..16u32 {
+            let gfp = Gfp::GFP_KERNEL | Gfp::from_bits_retain(bits);
+            let highest = mmlab_buddy::zones::gfp_zone(gfp).unwrap_or(ZoneType::Normal);
+            let first = pa.zonelist.iter().position(|&z| z as usize <= highest as usize).unwrap_or(pa.zonelist.len());
+            let prep = pa.zone_prep(gfp);
+            assert_eq!((prep.highest_zoneidx as usize, prep.first as usize), (highest as usize, first), "{gfp}");
+            let nofragment = pa.zonelist.get(first) == Some(&ZoneType::Normal);
+            assert_eq!(prep.nofragment.has(AllocFlags::NOFRAGMENT), nofragment, "{gfp}");
+        }
     }
 }

@@ -165,6 +165,8 @@ pub struct PageAllocator<'m> {
     /// `first_zones_zonelist()` per `highest_zoneidx`: the index in
     /// `zonelist` of the first zone not above it (`zonelist.len()` if none).
     pub(crate) first_zone: [u8; NR_ZONE_TYPES],
+    /// The allocation set-up per value of a gfp mask's zone modifier bits.
+    pub(crate) zone_prep: [alloc::ZonePrep; 16],
     /// The `min_free_kbytes` in force.
     min_free_kbytes: std::sync::atomic::AtomicU64,
     /// What the boot's own allocations left (`boot.state=real`).
@@ -218,6 +220,7 @@ impl<'m> PageAllocator<'m> {
         let zonelist = node.zonelist();
         let first_zone =
             std::array::from_fn(|h| zonelist.iter().position(|&z| z as usize <= h).unwrap_or(zonelist.len()) as u8);
+        let zone_prep = alloc::zone_prep_table(&zonelist, &first_zone);
         let mut pa = PageAllocator {
             m,
             node,
@@ -231,6 +234,7 @@ impl<'m> PageAllocator<'m> {
             fail_page_alloc: fault::FailPageAlloc::default(),
             zonelist,
             first_zone,
+            zone_prep,
             min_free_kbytes: Default::default(),
             boot_work: BootWork::default(),
         };
@@ -320,7 +324,7 @@ impl<'m> PageAllocator<'m> {
     }
     #[inline(always)]
     pub(crate) fn zone_at(&self, zi: usize) -> &Zone<'m> {
-        &self.node.zones()[zi]
+        &self.node.zones()[zi % NR_ZONE_TYPES]
     }
     #[inline(always)]
     pub(crate) fn page_zone_idx(&self, pfn: mmlab_engine::Pfn) -> usize {
