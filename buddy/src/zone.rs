@@ -334,12 +334,19 @@ impl<'m> Zone<'m> {
         self.set_pageblock_migratetype(pfn, Migratetype::Cma);
     }
     /// Number of pageblocks of each type (the pagetypeinfo block counts).
+    ///
+    /// As `pagetypeinfo_showblockcount_print()`: a pageblock whose first
+    /// frame has no struct page (a hole between RAM banks) is not counted.
     pub fn pageblock_counts(&self) -> [u64; MIGRATE_TYPES] {
         let mut c = [0; MIGRATE_TYPES];
         let first = ((self.zone_start_pfn - self.pb_base_pfn) >> PAGEBLOCK_ORDER) as usize;
         let last = (self.zone_end_pfn().0 - self.pb_base_pfn).div_ceil(1 << PAGEBLOCK_ORDER) as usize;
-        for b in &self.pageblock_flags[first..last.max(first)] {
-            c[Migratetype::from_index(b.load(Relaxed) as usize) as usize] += 1;
+        let mem = self.m.memmap();
+        for (i, b) in self.pageblock_flags[first..last.max(first)].iter().enumerate() {
+            let pfn = Pfn(self.pb_base_pfn + (((first + i) as u64) << PAGEBLOCK_ORDER));
+            if mem.pfn_valid(pfn.max(Pfn(self.zone_start_pfn))) {
+                c[Migratetype::from_index(b.load(Relaxed) as usize) as usize] += 1;
+            }
         }
         c
     }

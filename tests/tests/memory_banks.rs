@@ -88,6 +88,11 @@ fn the_hole_has_no_struct_pages_and_no_page_is_lost() {
     assert_eq!(dma.spanned_pages(), ((1u64 << 32) - 0x4000_0000) / PAGE_SIZE);
     assert_eq!(normal.spanned_pages(), (32 << 20) / PAGE_SIZE);
     assert_eq!(pa.zonelist(), [ZoneType::Normal, ZoneType::Dma]);
+    // pagetypeinfo counts the pageblocks that have struct pages: bank 0's
+    // section (64 pageblocks, half of them reserved) and bank 1's 16, not
+    // the hole.
+    let blocks = |z: &mmlab_buddy::Zone<'_>| z.pageblock_counts().iter().sum::<u64>();
+    assert_eq!((blocks(dma), blocks(normal)), (64, 16));
     let reserved = m.memblock().reserved_pages();
     assert_eq!(pa.managed_pages() + reserved, (96 << 20) / PAGE_SIZE);
     // Every page the allocator hands out lies in a bank; freeing them all
