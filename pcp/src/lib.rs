@@ -33,6 +33,29 @@
 //! (for callers that may block) releases highatomic reserves and drains all
 //! pcp lists once, as the kernel does when direct reclaim makes no progress.
 //!
+//! The node's zones (DMA, DMA32, Normal, Movable; [`mmlab_buddy::NodeZones`])
+//! each have their free lists, watermarks, `lowmem_reserve` and one pageset
+//! per CPU. An allocation walks the ZONELIST_FALLBACK zonelist from the
+//! first zone not above `gfp_zone(gfp)` (looked up once per value of the
+//! gfp zone bits at boot), checking each zone's watermark plus its reserve
+//! against that zone index; its first attempt carries ALLOC_NOFRAGMENT when
+//! the preferred zone is Normal, and a second pass runs without it. A free
+//! goes to the zone its struct page names (`page_zone`). Movable
+//! allocations may take MIGRATE_CMA pageblocks (`ALLOC_CMA`), first when
+//! they hold more than half of the zone's free pages.
+//!
+//! [`PageAllocator::boot`] brings the allocator up in the kernel's order
+//! (its doc lists the steps); on a `boot.state=real` machine that includes
+//! the CMA area, the boot's own allocations ([`BootWork`]) and the pages
+//! the end of boot gives back.
+//!
+//! | piece | fidelity |
+//! |---|---|
+//! | pcp sizing, refill, drain, decay; zonelist walk, watermarks, lowmem reserve, NOFRAGMENT, CMA rules | faithful |
+//! | slow path (no reclaim, compaction or OOM) | simplified |
+//! | `drain_all_pages` run on the calling CPU | simplified |
+//! | boot work (a recorded boot's requests, mmlab's placement) | instrumented |
+//!
 //! Contiguous ranges for gigantic pages (`alloc_contig_pages`, with or
 //! without `__GFP_COMP`), `folio_put` of an allocation above
 //! `MAX_PAGE_ORDER`, and the allocator's record of an allocation changing
