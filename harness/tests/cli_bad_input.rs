@@ -7,7 +7,8 @@
 //! not have started a run: `compare` prints a progress line per run on
 //! stderr, so "no `run 1/` line" is checked where that applies.
 
-use std::process::Command;
+mod common;
+use common::mmlab_command;
 
 struct Out {
     code: Option<i32>,
@@ -185,19 +186,4 @@ fn more_bad_values_name_the_option() {
     refused(&["test-vmalloc", "nr_pages="], &["nr_pages"]);
     refused(&["--mem", "64M", "compare", "run_test_mask=1", "--new", "bogus=1"], &["new: unknown setting"]);
     refused(&["--mem", "64M", "compare", "run_test_mask=1", "--new", "", "--counters", "nope"], &["unknown counter"]);
-}
-
-/// The built `mmlab`, started through cargo's target runner when one is set
-/// (the qemu-user leg of CI: a cross-built binary cannot be exec'd directly).
-fn mmlab_command() -> Command {
-    let exe = env!("CARGO_BIN_EXE_mmlab");
-    match std::env::var("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER") {
-        Ok(runner) if cfg!(target_arch = "aarch64") && !runner.trim().is_empty() => {
-            let mut words = runner.split_whitespace();
-            let mut c = Command::new(words.next().unwrap_or_default());
-            c.args(words).arg(exe);
-            c
-        }
-        _ => Command::new(exe),
-    }
 }

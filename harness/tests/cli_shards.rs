@@ -2,8 +2,9 @@
 //! command line: two shard jobs merged print what one job over the union
 //! prints (modelled metric and counters: deterministic, so byte for byte).
 
+mod common;
+use common::mmlab_command;
 use std::path::PathBuf;
-use std::process::Command;
 
 fn mmlab(args: &[&str]) -> (Option<i32>, String, String) {
     let o = mmlab_command().args(args).output().expect("run mmlab");
@@ -133,20 +134,5 @@ fn a_shard_from_before_the_counters_view_merges_as_it_did() {
         assert_eq!(code, Some(0), "{err}");
         let want = std::fs::read_to_string(data.join(format!("shard-before-counters-view.merged.{format}"))).unwrap();
         assert_eq!(out, want, "{format}");
-    }
-}
-
-/// The built `mmlab`, started through cargo's target runner when one is set
-/// (the qemu-user leg of CI: a cross-built binary cannot be exec'd directly).
-fn mmlab_command() -> Command {
-    let exe = env!("CARGO_BIN_EXE_mmlab");
-    match std::env::var("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER") {
-        Ok(runner) if cfg!(target_arch = "aarch64") && !runner.trim().is_empty() => {
-            let mut words = runner.split_whitespace();
-            let mut c = Command::new(words.next().unwrap_or_default());
-            c.args(words).arg(exe);
-            c
-        }
-        _ => Command::new(exe),
     }
 }

@@ -1,27 +1,13 @@
 //! `mmlab trace`: workloads, event selection, formats and bad input, run
 //! through the built binary.
 
-use std::process::Command;
+mod common;
+use common::mmlab_command;
 
 fn mmlab(args: &[&str]) -> (Option<i32>, String, String) {
     let o =
         mmlab_command().current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).args(args).output().expect("run mmlab");
     (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
-}
-
-/// The built `mmlab`, started through cargo's target runner when one is set
-/// (the qemu-user leg of CI: a cross-built binary cannot be exec'd directly).
-fn mmlab_command() -> Command {
-    let exe = env!("CARGO_BIN_EXE_mmlab");
-    match std::env::var("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER") {
-        Ok(runner) if cfg!(target_arch = "aarch64") && !runner.trim().is_empty() => {
-            let mut words = runner.split_whitespace();
-            let mut c = Command::new(words.next().unwrap_or_default());
-            c.args(words).arg(exe);
-            c
-        }
-        _ => Command::new(exe),
-    }
 }
 
 #[test]
