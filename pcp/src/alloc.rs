@@ -369,7 +369,7 @@ impl<'m> PageAllocator<'m> {
     /// `unreserve_highatomic_pageblock()`: give back a highatomic reserve
     /// in the first zone of the zonelist (from `gfp_zone(gfp)`) that has one.
     fn unreserve_highatomic_pageblock(&self, cpu: &Cpu<'m>, gfp: Gfp, mt: Migratetype, force: bool) {
-        let first = self.first_zone[highest_zoneidx(gfp)] as usize;
+        let first = self.zone_prep(gfp).first as usize;
         for &zt in &self.zonelist[first..] {
             if self.zone_at(zt as usize).lock(cpu).unreserve_highatomic_pageblock(mt, force) {
                 return;
@@ -385,7 +385,7 @@ impl<'m> PageAllocator<'m> {
         gfp: Gfp,
         mut f: impl FnMut(&mmlab_buddy::Zone<'m>) -> Result<Pfn, ContigError>,
     ) -> Result<Pfn, ContigError> {
-        let first = self.first_zone[highest_zoneidx(gfp)] as usize;
+        let first = self.zone_prep(gfp).first as usize;
         let mut err = ContigError::NoRange { nr_pages: 0 };
         for &zt in &self.zonelist[first..] {
             match f(self.zone_at(zt as usize)) {
@@ -487,8 +487,8 @@ impl<'m> PageAllocator<'m> {
         alloc_flags = gfp_to_alloc_flags_cma(gfp, alloc_flags);
         // The first zone of the zonelist with room for the whole batch
         // above its mark (`for_each_zone_zonelist_nodemask` of the bulk path).
-        let highest_zoneidx = highest_zoneidx(gfp);
-        let first = self.first_zone[highest_zoneidx] as usize;
+        let prep = self.zone_prep(gfp);
+        let (highest_zoneidx, first) = (prep.highest_zoneidx as usize, prep.first as usize);
         let zone = if missing == 1 {
             None
         } else {

@@ -185,9 +185,6 @@ pub struct PageAllocator<'m> {
     /// The node's ZONELIST_FALLBACK zonelist: zones with managed pages,
     /// highest first (`build_zonerefs_node`).
     pub(crate) zonelist: Vec<ZoneType>,
-    /// `first_zones_zonelist()` per `highest_zoneidx`: the index in
-    /// `zonelist` of the first zone not above it (`zonelist.len()` if none).
-    pub(crate) first_zone: [u8; NR_ZONE_TYPES],
     /// The allocation set-up per value of a gfp mask's zone modifier bits.
     pub(crate) zone_prep: [alloc::ZonePrep; 16],
     /// The `min_free_kbytes` in force.
@@ -256,7 +253,6 @@ impl<'m> PageAllocator<'m> {
             debug_checks: AtomicBool::new(false),
             fail_page_alloc: fault::FailPageAlloc::default(),
             zonelist,
-            first_zone,
             zone_prep,
             min_free_kbytes: Default::default(),
             boot_work: BootWork::default(),
