@@ -101,7 +101,7 @@ enum Command {
     #[command(name = "test-vmalloc")]
     TestVmalloc {
         /// Module parameters as modprobe takes them: run_test_mask (7; 1 to
-        /// 0x7ff, a mask that selects no case is an error), nr_threads (0 =
+        /// 0x1fff, a mask that selects no case is an error), nr_threads (0 =
         /// 1), test_loop_count (1000000; <= 0 is taken as 1, as the module
         /// does), test_repeat_count (1; likewise; loops x repeats at most
         /// 2^31-1), sequential_test_order (0), nr_pages (0 = 1), use_huge (0),
@@ -525,7 +525,13 @@ fn run(cli: &Cli) -> Result<bool, String> {
                 }
             }
             let ours = peer::mmlab_files(&c)?;
-            let report = peer::compare(&real, &ours, c.machine.nr_cpus);
+            let mut report = peer::compare(&real, &ours, c.machine.nr_cpus);
+            let tv = dir.join(peer::test_vmalloc::CAPTURE_FILE);
+            if tv.exists() {
+                let text = std::fs::read_to_string(&tv).map_err(|e| format!("{}: {e}", tv.display()))?;
+                let cases = peer::test_vmalloc::parse(&text)?;
+                report.test_vmalloc = Some(peer::test_vmalloc::compare(&c, &cases, cli.seed)?);
+            }
             let text = if *json { mmlab_harness::output::json::to_line(&report) } else { report.to_string() };
             write_stdout(&text).map(|()| false)
         }

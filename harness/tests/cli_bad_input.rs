@@ -125,13 +125,13 @@ fn min_free_kbytes_above_ram_is_taken_with_a_warning() {
 
 #[test]
 fn a_mask_that_selects_nothing_is_an_error_everywhere() {
-    for mask in ["0", "4096", "0x800"] {
+    for mask in ["0", "16384", "0x2000"] {
         let kv = format!("run_test_mask={mask}");
         refused(&["test-vmalloc", &kv], &[&kv]);
         refused(&["--mem", "64M", "compare", &kv, "--new", ""], &[&kv]);
     }
-    // Bits above the 11 cases are refused even beside valid ones.
-    refused(&["test-vmalloc", "run_test_mask=0x1001"], &["bits 0x1000 above the 11 test cases"]);
+    // Bits above the 13 cases are refused even beside valid ones.
+    refused(&["test-vmalloc", "run_test_mask=0x4001"], &["bits 0x4000 above the 13 test cases"]);
 }
 
 #[test]

@@ -10,6 +10,9 @@
 #       PEER_SUITE  (default unstable) the Debian suite to take the kernel from
 #       PEER_KERNEL (default: newest linux-image-*-arm64 of that suite) a package name
 #       PEER_MIRROR (default http://deb.debian.org/debian)
+#       PEER_BOOT_TRACE=1 records the boot's page allocations (boot_kmem)
+#       PEER_TEST_VMALLOC=1 builds and runs lib/test_vmalloc.c (test_vmalloc),
+#         one insmod per line of PEER_TEST_VMALLOC_CASES (default test_vmalloc/cases)
 # Needs: root or a user allowed to `dpkg --add-architecture` once; apt, dpkg-deb,
 # cpio, gzip, qemu-system-aarch64 (Debian: qemu-system-arm).
 set -eu
@@ -90,6 +93,15 @@ APPEND_TRACE=""
 if [ "${PEER_BOOT_TRACE:-0}" = 1 ]; then
     APPEND_TRACE=" trace_event=kmem:mm_page_alloc,kmem:mm_page_free,kmem:mm_page_free_batched trace_buf_size=4M"
     touch "$R/boot_trace"
+fi
+# PEER_TEST_VMALLOC=1: build lib/test_vmalloc.c for this kernel (see
+# test_vmalloc/build.sh) and run it once per line of PEER_TEST_VMALLOC_CASES
+# (default test_vmalloc/cases), printed by /init as test_vmalloc.
+if [ "${PEER_TEST_VMALLOC:-0}" = 1 ]; then
+    KO=$("$HERE/test_vmalloc/build.sh" "$CACHE" "$PEER_KERNEL")
+    cp "$KO" "$R/test_vmalloc.ko"
+    cp "${PEER_TEST_VMALLOC_CASES:-$HERE/test_vmalloc/cases}" "$R/test_vmalloc.cases"
+    for a in insmod rmmod; do ln -sf busybox "$R/bin/$a"; done
 fi
 chmod 755 "$R/init"
 (cd "$R" && find . | cpio -o -H newc 2>/dev/null | gzip -9) >"$WORK/initrd.gz"

@@ -102,7 +102,7 @@ fn bad_compare_input_is_an_error() {
     s.repeats = 2;
     s.rows[0].params = Params { nr_threads: 3, run_test_mask: 1, ..Params::default() };
     assert!(compare::run(s.clone(), |_| {}).unwrap_err().contains("CPUs"));
-    for mask in [0, 3, 1 << 11] {
+    for mask in [0, 3, 1 << 13] {
         s.rows[0].params = Params { run_test_mask: mask, ..Params::default() };
         assert!(compare::run(s.clone(), |_| {}).unwrap_err().contains("exactly one"), "{mask}");
     }

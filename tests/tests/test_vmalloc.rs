@@ -42,6 +42,15 @@ fn run_and_check(mem: &str, cpus: usize, params: &Params) -> test_vmalloc::Repor
     r
 }
 
+/// The xfail cases that do fail: align_shift_alloc_test asks for alignments
+/// beyond the vmalloc range. no_block_alloc_test is xfail too, but passes
+/// on an unpressured machine, as on the real 7.2 kernel (the peer capture
+/// says `passed: 1`), and 7.2 counts a passing xfail case as passed.
+fn fails_by_design(name: &str) -> bool {
+    let tc = TEST_CASES.iter().find(|t| t.name == name).expect("a test case");
+    tc.xfail && name == "align_shift_alloc_test"
+}
+
 #[test]
 fn each_case_alone_passes_or_xfails_and_tears_down() {
     for cpus in [1, 2] {
@@ -58,7 +67,7 @@ fn each_case_alone_passes_or_xfails_and_tears_down() {
                 assert_eq!(w.cases.len(), 1);
                 let c = &w.cases[0];
                 assert_eq!(c.name, tc.name);
-                let want = if tc.xfail { (0, 0, 1) } else { (1, 0, 0) };
+                let want = if fails_by_design(tc.name) { (0, 0, 1) } else { (1, 0, 0) };
                 assert_eq!(
                     (c.passed, c.failed, c.xfailed),
                     want,
@@ -77,7 +86,7 @@ fn each_case_alone_passes_or_xfails_and_tears_down() {
 #[test]
 fn all_cases_repeated_in_sequence_on_two_workers() {
     let params = Params {
-        run_test_mask: 0x7ff,
+        run_test_mask: 0x1fff,
         nr_threads: 2,
         test_loop_count: scale(16) as i32,
         test_repeat_count: 2,
@@ -91,7 +100,7 @@ fn all_cases_repeated_in_sequence_on_two_workers() {
         assert_eq!(w.run_order, names, "sequential_test_order keeps the array's order");
         assert_eq!(w.cases.len(), NR_TEST_CASES);
         for c in &w.cases {
-            let want = if TEST_CASES[c.index].xfail { (0, 0, 2) } else { (2, 0, 0) };
+            let want = if fails_by_design(c.name) { (0, 0, 2) } else { (2, 0, 0) };
             assert_eq!((c.passed, c.failed, c.xfailed), want, "{}: {:?}", c.name, c.first_error);
         }
     }

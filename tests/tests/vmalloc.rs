@@ -441,3 +441,59 @@ fn vmap_and_vm_map_ram_refuse_pages_outside_ram_or_free() {
     vm.vunmap(&cpu, a).unwrap();
     vm.check().unwrap();
 }
+
+/// `vrealloc()` as 7.2's test_vmalloc vrealloc_test calls it: a grow past
+/// the pages reallocates and copies, a shrink across a page boundary unmaps
+/// and frees the tail (with one TLB flush), a shrink or grow within the
+/// pages stays in place; every page comes back.
+#[test]
+fn vrealloc_grows_by_copy_and_shrinks_in_place() {
+    let m = machine("64M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    // Warm up the vmalloc range's tables, then count from a drained state.
+    let w = vm.vmalloc(&cpu, PAGE_SIZE).unwrap();
+    vm.vfree(&cpu, w).unwrap();
+    pa.drain_all_pages(&cpu);
+    let free_before = pa.nr_free_pages();
+    let before = m.vm_events();
+
+    let p = vm.vrealloc(&cpu, None, PAGE_SIZE, Gfp::GFP_KERNEL).unwrap().unwrap();
+    mmu::write_u64(&cpu, &k, p + 8, 0xa5a5).unwrap();
+    let q = vm.vrealloc(&cpu, Some(p), 4 * PAGE_SIZE, Gfp::GFP_KERNEL).unwrap().unwrap();
+    assert_ne!(q, p, "growing past the allocated pages moves the area");
+    assert_eq!(mmu::read_u64(&cpu, &k, q + 8), Ok(0xa5a5), "the contents were copied");
+    assert_eq!(vm.areas().iter().find(|a| a.addr == q).map(|a| a.pages.len()), Some(4));
+
+    let tlbis = m.tlbi_counts();
+    assert_eq!(vm.vrealloc(&cpu, Some(q), PAGE_SIZE, Gfp::GFP_KERNEL), Ok(Some(q)), "a shrink stays in place");
+    assert!(m.tlbi_counts().delta(&tlbis).total() > 0, "the unmapped tail is flushed at once (vunmap_range)");
+    let area = vm.areas().into_iter().find(|a| a.addr == q).unwrap();
+    assert_eq!((area.pages.len(), area.requested_size), (1, PAGE_SIZE), "the three tail pages are freed");
+    assert!(mmu::read_u64(&cpu, &k, q + PAGE_SIZE).is_err(), "the tail is unmapped");
+    assert_eq!(vm.vrealloc(&cpu, Some(q), PAGE_SIZE / 2, Gfp::GFP_KERNEL), Ok(Some(q)));
+    assert_eq!(vm.vrealloc(&cpu, Some(q), PAGE_SIZE, Gfp::GFP_KERNEL), Ok(Some(q)), "a grow within the page");
+    assert_eq!(mmu::read_u64(&cpu, &k, q + 8), Ok(0xa5a5));
+    // GFP_NOFS does not free tail pages (kmemleak may allocate with GFP_KERNEL).
+    let r = vm.vrealloc(&cpu, None, 3 * PAGE_SIZE, Gfp::GFP_KERNEL).unwrap().unwrap();
+    assert_eq!(vm.vrealloc(&cpu, Some(r), PAGE_SIZE, Gfp::GFP_NOFS), Ok(Some(r)));
+    assert_eq!(vm.areas().iter().find(|a| a.addr == r).map(|a| a.pages.len()), Some(3));
+    assert_eq!(vm.vrealloc(&cpu, Some(r), 2 * PAGE_SIZE, Gfp::GFP_KERNEL), Ok(Some(r)), "within the pages");
+
+    assert_eq!(
+        vm.vrealloc(&cpu, Some(q + PAGE_SIZE), PAGE_SIZE, Gfp::GFP_KERNEL),
+        Err(VmallocError::InsideArea { addr: q + PAGE_SIZE, start: q })
+    );
+    assert_eq!(vm.vrealloc(&cpu, Some(q), 0, Gfp::GFP_KERNEL), Ok(None), "size 0 frees");
+    assert_eq!(vm.vrealloc(&cpu, Some(r), 0, Gfp::GFP_KERNEL), Ok(None));
+    // 1 + 4 + 3 pages allocated, 1 + 3 + 1 + 3 freed.
+    let d = m.vm_events().delta(&before);
+    assert_eq!((d.pgalloc(), d.pgfree), (8, 8));
+    vm.purge_vmap_area_lazy(&cpu).unwrap();
+    pa.drain_all_pages(&cpu);
+    assert_eq!(pa.nr_free_pages(), free_before, "no page is lost");
+    vm.check().unwrap();
+    pa.check_invariants().unwrap();
+}

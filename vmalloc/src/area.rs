@@ -64,6 +64,9 @@ pub struct VmArea {
     pub kind: AreaKind,
     /// The pages, each an order-0 page of its own (`vm->pages`).
     pub pages: Vec<Pfn>,
+    /// `vm->requested_size`: the size the caller asked for (vmalloc and its
+    /// family; `vrealloc` changes it), or the mapped size.
+    pub requested_size: u64,
     /// `vm->phys_addr`: the physical address of an area mapped without
     /// pages (the kernel image's; ioremaps), printed as `phys=`.
     pub phys_addr: Option<u64>,

@@ -82,6 +82,7 @@ pub use procfs::VmallocMeminfo;
 mod vmap;
 pub mod vmap_area;
 mod vmap_block;
+mod vrealloc;
 
 pub use area::{AreaKind, VM_ALLOC, VM_ALLOW_HUGE_VMAP, VM_MAP, VM_NO_GUARD, VmArea, VmFlags};
 pub use config::VmallocConfig;
@@ -335,6 +336,7 @@ fn vmalloc_init(m: &Machine, nodes: usize) -> (FreeVmapTree, Vec<BTreeMap<u64, V
             flags: if v.no_guard { VM_MAP | VM_NO_GUARD } else { VM_MAP },
             kind: AreaKind::Early,
             pages: Vec::new(),
+            requested_size: v.size,
             page_order: 0,
             caller: v.caller,
             array_area: None,
@@ -504,7 +506,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             }
         }
         if shift > PAGE_SHIFT {
-            match self.vmalloc_area(cpu, real_size, align.max(1 << shift), shift, gfp, prot, vm_flags, caller) {
+            match self.vmalloc_area(cpu, size, real_size, align.max(1 << shift), shift, gfp, prot, vm_flags, caller) {
                 Ok(a) => return Ok(a),
                 Err(VmallocError::NoMemory { .. }) => {
                     // Retry with small pages and the caller's alignment.
@@ -513,7 +515,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 Err(e) => return Err(e),
             }
         }
-        self.vmalloc_area(cpu, real_size, align, PAGE_SHIFT, gfp, prot, vm_flags, caller)
+        self.vmalloc_area(cpu, size, real_size, align, PAGE_SHIFT, gfp, prot, vm_flags, caller)
     }
 
     /// `__get_vm_area_node()` + `__vmalloc_area_node()` for one shift.
@@ -521,6 +523,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     fn vmalloc_area(
         &self,
         cpu: &Cpu<'m>,
+        requested_size: u64,
         real_size: u64,
         align: u64,
         shift: u32,
@@ -594,6 +597,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             flags,
             kind: AreaKind::Vmalloc,
             pages,
+            requested_size,
             page_order: shift - PAGE_SHIFT,
             caller,
             array_area,
@@ -788,18 +792,24 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         if let Some(a) = self.busy[self.node_of(addr)].lock().remove(&addr) {
             return Ok(a);
         }
+        Err(self.no_area_at(addr))
+    }
+
+    /// Why no busy area starts at `addr`: inside one, freed (lazy), or never
+    /// returned.
+    fn no_area_at(&self, addr: u64) -> VmallocError {
         for node in self.busy.iter() {
             let b = node.lock();
             if let Some((&start, a)) = b.range(..addr).next_back()
                 && addr < start + a.size
             {
-                return Err(VmallocError::InsideArea { addr, start });
+                return VmallocError::InsideArea { addr, start };
             }
         }
         if self.lazy.contains(addr) {
-            return Err(VmallocError::DoubleFree { addr });
+            return VmallocError::DoubleFree { addr };
         }
-        Err(VmallocError::NotVmalloc { addr })
+        VmallocError::NotVmalloc { addr }
     }
 
     /// `vfree(addr)`.

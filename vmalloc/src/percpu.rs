@@ -31,6 +31,16 @@
 //! destroyed unless it is the only one (the kernel keeps spare empty chunks
 //! and frees the rest from a workqueue).
 //!
+//! Each chunk also carries its metadata, allocated before its units as
+//! `pcpu_alloc_chunk` does, with `pcpu_mem_zalloc` (vzalloc above a page,
+//! kzalloc below, which mmlab does not count): `alloc_map` and `bound_map`
+//! (4,608 bytes each: two pages), and, because the memcg's kernel memory
+//! accounting is on (Debian's config; `need_pcpuobj_ext()`), `obj_exts`, a
+//! `struct pcpuobj_ext` per 4-byte slot: 294,912 bytes, 72 pages, as many as
+//! the units of a 2-CPU machine. On the real 7.2 kernel test_vmalloc's
+//! pcpu_alloc_test allocates and frees twice the pages its objects need
+//! for that reason.
+//!
 //! Fidelity: simplified. Units are populated at creation, not page by page
 //! (`pcpu_populate_chunk`), there is no first (embedded) chunk and no
 //! reserved chunk, the hints are kept per chunk only (the kernel also keeps
@@ -45,8 +55,14 @@ use std::fmt;
 
 /// `PCPU_MIN_ALLOC_SIZE`: allocation granularity.
 pub const PCPU_MIN_ALLOC_SIZE: u64 = 4;
-/// Unit size per CPU (`pcpu_unit_size`; arm64 boots print u65536 commonly).
-pub const PCPU_UNIT_SIZE: u64 = 64 << 10;
+/// Unit size per CPU (`pcpu_unit_size`): that of Debian's arm64 7.2 kernel,
+/// whose boot prints `pcpu-alloc: s109144 r8192 d30120 u147456` (36 pages;
+/// the first chunk's static, reserved and dynamic parts rounded up, which
+/// every later chunk's units repeat).
+pub const PCPU_UNIT_SIZE: u64 = 36 * PAGE_SIZE;
+/// `sizeof(struct pcpuobj_ext)` with CONFIG_MEMCG and without
+/// CONFIG_MEM_ALLOC_PROFILING (Debian's config): one `obj_cgroup` pointer.
+pub const PCPUOBJ_EXT_SIZE: u64 = 8;
 /// `PCPU_MIN_UNIT_SIZE`: the largest allocation (`pcpu_alloc` refuses more).
 pub const PCPU_MIN_UNIT_SIZE: u64 = 32 << 10;
 
@@ -91,6 +107,8 @@ impl std::error::Error for PercpuError {}
 struct Chunk {
     /// Start of the vmalloc area (CPU 0's unit).
     base: u64,
+    /// The vmalloc'd metadata (`obj_exts`, `alloc_map`, `bound_map`).
+    meta: Vec<u64>,
     alloc_map: BitVec,
     bound_map: BitVec,
     free_bytes: u64,
@@ -104,11 +122,12 @@ struct Chunk {
 
 impl Chunk {
     /// A fresh chunk: one free run over the whole unit.
-    fn new(base: u64) -> Chunk {
+    fn new(base: u64, meta: Vec<u64>) -> Chunk {
         let mut bound_map = bitvec![0; SLOTS + 1];
         bound_map.set(SLOTS, true);
         Chunk {
             base,
+            meta,
             alloc_map: bitvec![0; SLOTS],
             bound_map,
             free_bytes: PCPU_UNIT_SIZE,
@@ -310,20 +329,28 @@ impl PercpuAllocator {
         let (ci, off) = match found {
             Some(x) => x,
             None => {
-                // pcpu_create_chunk(): one unit per CPU, backed by vmalloc.
+                // pcpu_create_chunk(): the metadata (pcpu_alloc_chunk), then
+                // one unit per CPU, backed by vmalloc.
+                let meta = Self::alloc_chunk_meta(vm, cpu)?;
                 let units = vm.m.nr_cpus() as u64 * PCPU_UNIT_SIZE;
-                let base = vm
-                    .vmalloc_node_range(
-                        cpu,
-                        units,
-                        PAGE_SIZE,
-                        Gfp::GFP_KERNEL | Gfp::__GFP_ZERO,
-                        mmlab_engine::pgtable::desc::PAGE_KERNEL,
-                        crate::VmFlags::empty(),
-                        "pcpu_create_chunk",
-                    )
-                    .map_err(PercpuError::NoMemory)?;
-                let c = Chunk::new(base);
+                let base = match vm.vmalloc_node_range(
+                    cpu,
+                    units,
+                    PAGE_SIZE,
+                    Gfp::GFP_KERNEL | Gfp::__GFP_ZERO,
+                    mmlab_engine::pgtable::desc::PAGE_KERNEL,
+                    crate::VmFlags::empty(),
+                    "pcpu_create_chunk",
+                ) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        for a in meta {
+                            let _ = vm.vfree(cpu, a);
+                        }
+                        return Err(PercpuError::NoMemory(e));
+                    }
+                };
+                let c = Chunk::new(base, meta);
                 scans += 1;
                 let off = c.find_fit(slots, align_slots).expect("an empty chunk fits any legal request");
                 chunks.push(c);
@@ -348,6 +375,43 @@ impl PercpuAllocator {
         counts.allocs += 1;
         counts.chunk_scans += scans;
         Ok(ptr)
+    }
+
+    /// `pcpu_alloc_chunk()`'s vmalloc'd metadata: `alloc_map`, `bound_map`
+    /// and `obj_exts`, each by `pcpu_mem_zalloc()` (vzalloc when over a
+    /// page; every one is, at this unit size).
+    fn alloc_chunk_meta<'m>(vm: &Vmalloc<'_, 'm>, cpu: &Cpu<'m>) -> Result<Vec<u64>, PercpuError> {
+        let longs = |bits: u64| bits.div_ceil(64) * 8;
+        let sizes = [longs(SLOTS as u64), longs(SLOTS as u64 + 1), SLOTS as u64 * PCPUOBJ_EXT_SIZE];
+        let mut meta = Vec::with_capacity(sizes.len());
+        for size in sizes.into_iter().filter(|&s| s > PAGE_SIZE) {
+            match vm.__vmalloc_node(cpu, size, 1, Gfp::GFP_KERNEL | Gfp::__GFP_ZERO) {
+                Ok(a) => meta.push(a),
+                Err(e) => {
+                    for a in meta {
+                        let _ = vm.vfree(cpu, a);
+                    }
+                    return Err(PercpuError::NoMemory(e));
+                }
+            }
+        }
+        Ok(meta)
+    }
+
+    /// `pcpu_destroy_chunk()`: the units' area, then the metadata.
+    fn destroy_chunk<'m>(
+        &self,
+        vm: &Vmalloc<'_, 'm>,
+        cpu: &Cpu<'m>,
+        base: u64,
+        meta: Vec<u64>,
+    ) -> Result<(), PercpuError> {
+        vm.vfree(cpu, base).map_err(PercpuError::NoMemory)?;
+        for a in meta {
+            vm.vfree(cpu, a).map_err(PercpuError::NoMemory)?;
+        }
+        self.counts.lock().chunks_destroyed += 1;
+        Ok(())
     }
 
     /// Check every chunk against its bitmaps: the free byte count, the
@@ -392,15 +456,15 @@ impl PercpuAllocator {
     /// # Errors
     /// [`PercpuError::NoMemory`] with the error of vfreeing a chunk (none is expected).
     pub fn shrink<'m>(&self, vm: &Vmalloc<'_, 'm>, cpu: &Cpu<'m>) -> Result<(), PercpuError> {
-        let empty: Vec<u64> = {
+        let empty: Vec<(u64, Vec<u64>)> = {
             let mut chunks = self.chunks.lock();
-            let bases = chunks.iter().filter(|c| c.free_bytes == PCPU_UNIT_SIZE).map(|c| c.base).collect();
-            chunks.retain(|c| c.free_bytes != PCPU_UNIT_SIZE);
-            bases
+            let (empty, busy): (Vec<Chunk>, Vec<Chunk>) =
+                std::mem::take(&mut *chunks).into_iter().partition(|c| c.free_bytes == PCPU_UNIT_SIZE);
+            *chunks = busy;
+            empty.into_iter().map(|c| (c.base, c.meta)).collect()
         };
-        for base in empty {
-            vm.vfree(cpu, base).map_err(PercpuError::NoMemory)?;
-            self.counts.lock().chunks_destroyed += 1;
+        for (base, meta) in empty {
+            self.destroy_chunk(vm, cpu, base, meta)?;
         }
         Ok(())
     }
@@ -421,15 +485,10 @@ impl PercpuAllocator {
             return Err(PercpuError::NotPercpu { ptr });
         }
         c.free_area(off);
-        let destroy = c.free_bytes == PCPU_UNIT_SIZE && chunks.len() > 1;
-        let base = chunks[ci].base;
-        if destroy {
-            chunks.remove(ci);
-        }
+        let destroy = (c.free_bytes == PCPU_UNIT_SIZE && chunks.len() > 1).then(|| chunks.remove(ci));
         drop(chunks);
-        if destroy {
-            vm.vfree(cpu, base).map_err(PercpuError::NoMemory)?;
-            self.counts.lock().chunks_destroyed += 1;
+        if let Some(c) = destroy {
+            self.destroy_chunk(vm, cpu, c.base, c.meta)?;
         }
         self.counts.lock().frees += 1;
         Ok(())

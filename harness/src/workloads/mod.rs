@@ -1,5 +1,5 @@
 //! What `mmlab` runs on an emulated machine: the kernel's test_vmalloc
-//! module ([`test_vmalloc`]: its parameters, its eleven cases, the workers
+//! module ([`test_vmalloc`]: its parameters, its thirteen cases, the workers
 //! that run them and its summary lines) and the seeded random page
 //! workload of `stat --after-ops` and `trace` ([`random`]).
 //!

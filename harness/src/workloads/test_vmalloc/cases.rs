@@ -1,4 +1,4 @@
-//! The eleven test cases of lib/test_vmalloc.c (Linux 6.17), each doing
+//! The thirteen test cases of lib/test_vmalloc.c (Linux 7.2), each doing
 //! per loop iteration what the module's does: the calls, sizes, alignments
 //! and GFP flags, and the setup and teardown of full_fit and long_busy_list
 //! (whose pointer arrays are vmalloc'd too). A case returns `Err` with the
@@ -37,8 +37,9 @@ pub enum CallUnit {
     PcpuObject,
 }
 
-/// Number of test cases (K, 6.17).
-pub const NR_TEST_CASES: usize = 11;
+/// Number of test cases (7.2: 6.17's eleven, then no_block_alloc_test and
+/// vrealloc_test).
+pub const NR_TEST_CASES: usize = 13;
 
 /// The module's `test_case_array`; bit `i` of `run_test_mask` selects entry `i`.
 pub const TEST_CASES: [TestCase; NR_TEST_CASES] = [
@@ -53,6 +54,8 @@ pub const TEST_CASES: [TestCase; NR_TEST_CASES] = [
     TestCase { name: "kvfree_rcu_1_arg_vmalloc_test", xfail: false, unit: CallUnit::Loop },
     TestCase { name: "kvfree_rcu_2_arg_vmalloc_test", xfail: false, unit: CallUnit::Loop },
     TestCase { name: "vm_map_ram_test", xfail: false, unit: CallUnit::Loop },
+    TestCase { name: "no_block_alloc_test", xfail: true, unit: CallUnit::Loop },
+    TestCase { name: "vrealloc_test", xfail: false, unit: CallUnit::Loop },
 ];
 
 /// `THREAD_ALIGN << 1` on arm64 with VMAP_STACK and 16 KiB stacks.
@@ -95,6 +98,8 @@ impl Ctx<'_, '_, '_> {
             8 => self.kvfree_rcu_1_arg_vmalloc_test(),
             9 => self.kvfree_rcu_2_arg_vmalloc_test(),
             10 => self.vm_map_ram_test(),
+            11 => self.no_block_alloc_test(),
+            12 => self.vrealloc_test(),
             _ => unreachable!("test case index {index}"),
         }
     }
@@ -138,6 +143,13 @@ impl Ctx<'_, '_, '_> {
     /// `*(u8 *)va = v`.
     fn poke(&self, va: u64, v: u8) -> CaseRet {
         mmu::write_bytes(self.cpu, &self.asp, va, &[v]).map_err(|e| format!("write to {va:#x}: {e}"))
+    }
+
+    /// `*(u8 *)va`.
+    fn peek(&self, va: u64) -> Result<u8, String> {
+        let mut b = [0u8];
+        mmu::read_bytes(self.cpu, &self.asp, va, &mut b).map_err(|e| format!("read of {va:#x}: {e}"))?;
+        Ok(b[0])
     }
 
     fn fix_size_alloc_test(&mut self) -> CaseRet {
@@ -336,5 +348,53 @@ impl Ctx<'_, '_, '_> {
             }
         }
         rv
+    }
+
+    /// Expected to fail (7.2 marks it xfail): `__vmalloc()` with
+    /// GFP_ATOMIC or GFP_NOWAIT, chosen at random, with preemption off.
+    fn no_block_alloc_test(&mut self) -> CaseRet {
+        let size = self.p.pages() as u64 * PAGE_SIZE;
+        for _ in 0..self.p.loops() {
+            // get_random_u8() % 2
+            let use_atomic = (self.rng.next_u64() as u8) % 2 == 1;
+            let gfp = if use_atomic { Gfp::GFP_ATOMIC } else { Gfp::GFP_NOWAIT };
+            let ptr = self.vm.__vmalloc_node(self.cpu, size, 1, gfp).map_err(|e| e.to_string())?;
+            self.poke(ptr, 0)?;
+            self.vfree(ptr)?;
+        }
+        Ok(())
+    }
+
+    /// `vrealloc()` through each of its paths per iteration: allocate one
+    /// page, grow to four (a new area and a copy), shrink to one (the tail
+    /// pages unmapped and freed), to half a page and back (in place), and
+    /// check the first byte survives each step.
+    fn vrealloc_test(&mut self) -> CaseRet {
+        for _ in 0..self.p.loops() {
+            let ptr = self.vrealloc(None, PAGE_SIZE)?;
+            self.poke(ptr, b'a')?;
+            let mut cur = ptr;
+            let rv = (|| {
+                for size in [4 * PAGE_SIZE, PAGE_SIZE, PAGE_SIZE / 2, PAGE_SIZE] {
+                    cur = self.vrealloc(Some(cur), size)?;
+                    if self.peek(cur)? != b'a' {
+                        return Err(format!("vrealloc to {size} bytes lost the contents"));
+                    }
+                }
+                Ok(())
+            })();
+            self.vfree(cur)?;
+            rv?;
+        }
+        Ok(())
+    }
+
+    /// `vrealloc(p, size, GFP_KERNEL)`; a NULL return is the case's failure.
+    fn vrealloc(&self, p: Option<u64>, size: u64) -> Result<u64, String> {
+        match self.vm.vrealloc(self.cpu, p, size, Gfp::GFP_KERNEL) {
+            Ok(Some(a)) => Ok(a),
+            Ok(None) => Err(format!("vrealloc to {size} bytes returned NULL")),
+            Err(e) => Err(e.to_string()),
+        }
     }
 }

@@ -1,12 +1,12 @@
 //! `mmlab test-vmalloc`: the kernel's vmalloc test module (lib/test_vmalloc.c,
-//! Linux 6.17) run on the emulated machine, with the modes of
+//! Linux 7.2) run on the emulated machine, with the modes of
 //! tools/testing/selftests/mm/test_vmalloc.sh.
 //!
 //! # What it does
 //!
 //! `nr_threads` workers start together (the module holds them on an SRCU read
 //! section; here a [`Barrier`](std::sync::Barrier)). Worker `i` runs on emulated CPU `i`, on a
-//! host thread of its own. Each worker shuffles the indexes of the eleven
+//! host thread of its own. Each worker shuffles the indexes of the thirteen
 //! test cases (unless `sequential_test_order`), with the module's shuffle:
 //! for i from n-1 down to 1, swap with j uniform in `[0, i)` (never `j = i`),
 //! then runs the cases whose bit is set in `run_test_mask`, each
@@ -24,8 +24,8 @@
 //! Faithful: the case list and mask bits, the per-iteration calls, sizes,
 //! alignments, GFP flags, the setup/teardown of full_fit and long_busy_list
 //! (their pointer arrays are vmalloc'd too), the shuffle, the repeat/loop
-//! normalisation (`<= 0` → 1, `nr_threads` clamped to 1..=65535) and the K
-//! (6.17) classification: passed if the case returned 0 and is not xfail,
+//! normalisation (`<= 0` → 1, `nr_threads` clamped to 1..=65535) and the
+//! 7.2 classification: passed if the case returned 0 (xfail or not),
 //! xfailed if it returned non-zero and is xfail, failed otherwise.
 //! Simplified: the pointer arrays' contents stay in host memory (the arrays
 //! are allocated and mapped, the pointer stores are not emulated);

@@ -127,7 +127,7 @@ impl Params {
                 let extra = v as u32 & !all;
                 if extra != 0 {
                     return Err(format!(
-                        "run_test_mask={value} has bits {extra:#x} above the {NR_TEST_CASES} test cases of Linux 6.17 (the module ignores them); bits 0..={} select cases, {all:#x} all of them",
+                        "run_test_mask={value} has bits {extra:#x} above the {NR_TEST_CASES} test cases of Linux 7.2 (the module ignores them); bits 0..={} select cases, {all:#x} all of them",
                         NR_TEST_CASES - 1
                     ));
                 }

@@ -16,7 +16,7 @@ pub fn render_text(r: &Report, settings: &[String]) -> String {
     let params: Vec<String> = r.params.effective().iter().map(|(k, v)| format!("{k}={v}")).collect();
     let _ = writeln!(
         s,
-        "# mmlab test-vmalloc: lib/test_vmalloc.c (Linux 6.17) on an emulated arm64 machine: {} CPUs, {} MiB, seed {}",
+        "# mmlab test-vmalloc: lib/test_vmalloc.c (Linux 7.2) on an emulated arm64 machine: {} CPUs, {} MiB, seed {}",
         mi.nr_cpus,
         mi.mem_bytes >> 20,
         r.seed
@@ -161,7 +161,7 @@ pub fn render_json(r: &Report, settings: &[String]) -> String {
     let c = &r.counters;
     json::to_line(&JsonReport {
         tool: "mmlab test-vmalloc",
-        module: "lib/test_vmalloc.c (Linux 6.17)",
+        module: "lib/test_vmalloc.c (Linux 7.2)",
         params: r.params.effective(),
         seed: r.seed,
         machine: JsonMachine {

@@ -19,6 +19,11 @@
 //! Fields are keyed `zone NAME/field` (zoneinfo, with `cpu N/field` for a
 //! pageset), `zone NAME/order N` (buddyinfo), `zone NAME/TYPE/order N` and
 //! `zone NAME/blocks/TYPE` (pagetypeinfo), the name (meminfo, vmstat).
+//!
+//! A capture made with `PEER_TEST_VMALLOC=1` also holds lib/test_vmalloc.c's
+//! runs on the real kernel; [`test_vmalloc`] compares them with mmlab's.
+
+pub mod test_vmalloc;
 
 use crate::procfs::{self, Meminfo, Vmstat};
 use crate::settings::Configs;
@@ -78,10 +83,13 @@ pub struct PeerField {
 }
 
 /// Every field of every file, in file order.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct PeerReport {
     /// The fields.
     pub fields: Vec<PeerField>,
+    /// lib/test_vmalloc.c's cases, where the capture has them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test_vmalloc: Option<test_vmalloc::Report>,
 }
 
 impl PeerReport {
@@ -117,6 +125,9 @@ impl fmt::Display for PeerReport {
                 )?;
             }
             writeln!(f)?;
+        }
+        if let Some(t) = &self.test_vmalloc {
+            write!(f, "{t}")?;
         }
         Ok(())
     }
@@ -370,5 +381,5 @@ pub fn compare(real: &BTreeMap<&'static str, String>, ours: &MmlabFiles, nr_cpus
             out.push(PeerField { file, key: k.clone(), real: None, mmlab: Some(ov.clone()), mark: Mark::OnlyMmlab });
         }
     }
-    PeerReport { fields: out }
+    PeerReport { fields: out, test_vmalloc: None }
 }
