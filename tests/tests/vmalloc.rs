@@ -85,7 +85,10 @@ fn contpte_and_pmd_huge_mappings() {
     // by its own vmap_pte_range (one lazy section, one pair each).
     let zl = m.vm_events().get(VmEvent::ZoneLockAcquire);
     let b = cpu.data().barriers.snapshot();
+    let entries = |vm: &Vmalloc| vm.counts().pte_entries;
+    let e0 = entries(&vm);
     let a = vm.vmalloc_huge(&cpu, 1 << 20, Gfp::GFP_KERNEL).unwrap();
+    assert_eq!(entries(&vm) - e0, 256, "a contiguous run writes all 16 of its PTEs");
     assert_eq!(a % (64 << 10), 0, "64 KiB aligned");
     assert_eq!(pgtable::leaves(&m, &k, a, a + (1 << 20)).len(), 16, "16 TLB entries for 1 MiB");
     assert_eq!(pairs(&cpu, b), (16, 16));
@@ -103,8 +106,10 @@ fn contpte_and_pmd_huge_mappings() {
     // pmd_populate's pair outside the sections plus one pair per section.
     assert_eq!(pgtable::Level::Pte.index(s), 0x111);
     assert_eq!(pairs(&cpu, b), (3, 3));
-    // 2 MiB huge: one PMD block.
+    // 2 MiB huge: one PMD block, one leaf entry written.
+    let e0 = entries(&vm);
     let h = vm.vmalloc_huge(&cpu, 2 << 20, Gfp::GFP_KERNEL).unwrap();
+    assert_eq!(entries(&vm) - e0, 1, "one PMD entry for 512 pages");
     assert_eq!(h % (2 << 20), 0);
     let leaves = pgtable::leaves(&m, &k, h, h + (2 << 20));
     assert_eq!(leaves, vec![(h, 2 << 20)], "one block");
@@ -114,9 +119,11 @@ fn contpte_and_pmd_huge_mappings() {
     let freed = m.vm_events().get(VmEvent::Pgfree);
     vm.vfree(&cpu, a).unwrap();
     assert_eq!(m.vm_events().get(VmEvent::Pgfree) - freed, 256, "256 order-0 frees of one page each");
+    let e0 = entries(&vm);
     for x in [s, h] {
         vm.vfree(&cpu, x).unwrap();
     }
+    assert_eq!(entries(&vm) - e0, 256 + 1, "each vfree clears the entries its vmalloc wrote");
     vm.purge_vmap_area_lazy(&cpu).expect("a CPU of this machine");
     vm.check().unwrap();
     pa.check_invariants().unwrap();
@@ -468,7 +475,9 @@ fn vrealloc_grows_by_copy_and_shrinks_in_place() {
     assert_eq!(vm.areas().iter().find(|a| a.addr == q).map(|a| a.pages.len()), Some(4));
 
     let tlbis = m.tlbi_counts();
+    let entries = vm.counts().pte_entries;
     assert_eq!(vm.vrealloc(&cpu, Some(q), PAGE_SIZE, Gfp::GFP_KERNEL), Ok(Some(q)), "a shrink stays in place");
+    assert_eq!(vm.counts().pte_entries - entries, 3, "the three tail PTEs cleared");
     assert!(m.tlbi_counts().delta(&tlbis).total() > 0, "the unmapped tail is flushed at once (vunmap_range)");
     let area = vm.areas().into_iter().find(|a| a.addr == q).unwrap();
     assert_eq!((area.pages.len(), area.requested_size), (1, PAGE_SIZE), "the three tail pages are freed");

@@ -75,6 +75,9 @@ pub struct VmArea {
     /// Who asked (the `%pS` caller column of /proc/vmallocinfo); printed
     /// only, never compared.
     pub caller: &'static str,
+    /// Leaf entries mapping the area (PTEs, PMD blocks), for the
+    /// `pte_entries` counter.
+    pub(crate) leaf_entries: u64,
     /// A nested vmalloc holding the page array (arrays over one page).
     pub(crate) array_area: Option<u64>,
     /// The vmap node the area was allocated for (the kernel encodes it in

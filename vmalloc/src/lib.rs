@@ -246,6 +246,11 @@ mmlab_buddy::counter_snapshot! {
         /// mmlab's own, instrumented: huge attempts that fell back to small
         /// pages (the silent `goto again` of `__vmalloc_node_range_noprof`).
         pub huge_fallbacks: u64,
+        /// mmlab's own, instrumented: leaf entries of vmalloc'd areas
+        /// written (`vmap_pages_range`) and cleared (`vunmap_range_noflush`
+        /// at vfree, a vrealloc shrink): one per PTE, contiguous runs
+        /// included, one per PMD block. vmap and vm_map_ram are not counted.
+        pub pte_entries: u64,
     }
 }
 
@@ -279,11 +284,12 @@ pub struct Vmalloc<'a, 'm> {
     /// The rare counters (purges, fallbacks); `vmallocs` and `vfrees` are
     /// per CPU in `pcpu_counts`.
     counts: Mutex<VmallocCounts>,
-    /// Per CPU, the counters of every call: `[vmallocs, vfrees]`, each
+    /// Per CPU, the counters of every call: `[vmallocs, vfrees,
+    /// pte_entries]`, each
     /// written only by its CPU's thread (`this_cpu_add`), summed by
     /// [`Vmalloc::counts`]. A lock per call cost more than the rest of a
     /// one-page vfree's bookkeeping.
-    pcpu_counts: Box<[[AtomicU64; 2]]>,
+    pcpu_counts: Box<[[AtomicU64; 3]]>,
     /// Every vmap block by start (`vmap_blocks` xarray).
     blocks: Mutex<BTreeMap<u64, VmapBlock>>,
     /// Per node, `MAX_VA_SIZE_PAGES` pools of purged ranges by size
@@ -337,6 +343,7 @@ fn vmalloc_init(m: &Machine, nodes: usize) -> (FreeVmapTree, Vec<BTreeMap<u64, V
             kind: AreaKind::Early,
             pages: Vec::new(),
             requested_size: v.size,
+            leaf_entries: 0,
             page_order: 0,
             caller: v.caller,
             array_area: None,
@@ -388,9 +395,10 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// Counters.
     pub fn counts(&self) -> VmallocCounts {
         let mut c = *self.counts.lock();
-        for [vmallocs, vfrees] in self.pcpu_counts.iter() {
+        for [vmallocs, vfrees, pte_entries] in self.pcpu_counts.iter() {
             c.vmallocs += vmallocs.load(Relaxed);
             c.vfrees += vfrees.load(Relaxed);
+            c.pte_entries += pte_entries.load(Relaxed);
         }
         c
     }
@@ -577,20 +585,24 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             }
         };
         // Step 3: map.
-        if let Err(e) = self.vmap_pages_range(cpu, addr, &pages, prot, shift) {
-            let _ = pgtable::unmap_range(cpu, &self.asp, addr, area_size).map(TlbFlush::ignore);
-            for &p in &pages {
-                let _ = self.pa.free_pages(cpu, p, 0);
+        let leaf_entries = match self.vmap_pages_range(cpu, addr, &pages, prot, shift) {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = pgtable::unmap_range(cpu, &self.asp, addr, area_size).map(TlbFlush::ignore);
+                for &p in &pages {
+                    let _ = self.pa.free_pages(cpu, p, 0);
+                }
+                if let Some(a) = array_area {
+                    let _ = self.vfree(cpu, a);
+                }
+                self.free_vmap_area_noflush(cpu, addr, va_size, self.cpu_node(cpu));
+                return Err(match e {
+                    PgtableError::NoMemory => VmallocError::NoMemory { size: real_size },
+                    other => VmallocError::Map(other),
+                });
             }
-            if let Some(a) = array_area {
-                let _ = self.vfree(cpu, a);
-            }
-            self.free_vmap_area_noflush(cpu, addr, va_size, self.cpu_node(cpu));
-            return Err(match e {
-                PgtableError::NoMemory => VmallocError::NoMemory { size: real_size },
-                other => VmallocError::Map(other),
-            });
-        }
+        };
+        this_cpu_add(&self.pcpu_counts[cpu.id()][2], leaf_entries);
         let area = VmArea {
             addr,
             size: va_size,
@@ -598,6 +610,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             kind: AreaKind::Vmalloc,
             pages,
             requested_size,
+            leaf_entries,
             page_order: shift - PAGE_SHIFT,
             caller,
             array_area,
@@ -721,7 +734,8 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         Ok(out)
     }
 
-    /// `vmap_pages_range()`: map `pages` at `addr`.
+    /// `vmap_pages_range()`: map `pages` at `addr`; returns the leaf
+    /// entries written (one per PTE, one per PMD block).
     fn vmap_pages_range(
         &self,
         cpu: &Cpu<'m>,
@@ -729,8 +743,9 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         pages: &[Pfn],
         prot: PgProt,
         shift: u32,
-    ) -> Result<(), PgtableError> {
+    ) -> Result<u64, PgtableError> {
         let block = 1usize << (shift - PAGE_SHIFT);
+        let mut entries = 0;
         let mut i = 0;
         while i < pages.len() {
             let va = addr + i as u64 * PAGE_SIZE;
@@ -741,6 +756,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 let pmd = pmd_alloc(cpu, &self.asp, self.pa, va)?;
                 if try_huge_pmd(cpu, self.pa, pmd, va, phys, prot)? {
                     i += block;
+                    entries += 1;
                     continue;
                 }
             }
@@ -781,9 +797,10 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             }
             arch_leave_lazy_mmu_mode(cpu);
             r?;
+            entries += (end - i) as u64;
             i = end;
         }
-        Ok(())
+        Ok(entries)
     }
 
     /// `find_unlink_vmap_area()`: take the area starting at `addr` out of
@@ -838,6 +855,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             return Err(VmallocError::WrongKind { addr });
         }
         self.remove_vm_area(cpu, &area);
+        this_cpu_add(&self.pcpu_counts[cpu.id()][2], area.leaf_entries);
         // Physical pages go back before any TLB flush, one by one at order 0.
         for &p in &area.pages {
             self.pa.free_pages(cpu, p, 0).expect("vmalloc pages are order-0 pages of their own");

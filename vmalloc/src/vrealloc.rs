@@ -24,6 +24,7 @@
 //! area's start is a typed error where the kernel WARNs and returns NULL.
 
 use super::{AreaKind, Vmalloc, VmallocError};
+use mmlab_engine::counters::this_cpu_add;
 use mmlab_engine::gfp::Gfp;
 use mmlab_engine::pgtable::{self, mmu};
 use mmlab_engine::{Cpu, PAGE_SIZE};
@@ -64,12 +65,14 @@ impl<'m> Vmalloc<'_, 'm> {
                     new_nr_pages < nr_pages && area.page_order == 0 && gfp.contains(Gfp::__GFP_IO | Gfp::__GFP_FS);
                 let tail = if may_free { area.pages.split_off(new_nr_pages as usize) } else { Vec::new() };
                 area.requested_size = size;
+                area.leaf_entries -= tail.len() as u64;
                 drop(busy);
                 if !tail.is_empty() {
                     let start = p + new_nr_pages * PAGE_SIZE;
                     let flush = pgtable::unmap_range(cpu, &self.asp, start, tail.len() as u64 * PAGE_SIZE)
                         .expect("the tail of a vmalloc area of order-0 pages is mapped page by page");
                     flush.flush(cpu);
+                    this_cpu_add(&self.pcpu_counts[cpu.id()][2], tail.len() as u64);
                     for pfn in tail {
                         self.pa.free_pages(cpu, pfn, 0).expect("vmalloc pages are order-0 pages of their own");
                     }

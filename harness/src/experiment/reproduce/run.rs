@@ -88,7 +88,10 @@ fn model_change(o: &Outcome, row: usize, profile: &str) -> Change {
 /// The calibration row of `r` (variant 1 against the base) for `published`.
 fn fit_row(r: &RowResult, test: &'static str, published_pct: f64, profile: &str) -> FitRow {
     let prof = CostProfile::by_name(profile).unwrap_or_else(CostProfile::ampere_altra);
-    let zero = EventCosts::for_profile(profile).ns(Event::PageZero);
+    let costs = EventCosts::for_profile(profile);
+    let estimated = |c: &crate::test_vmalloc::Counters| -> f64 {
+        Event::ALL.iter().filter(|e| !Event::FITTED.contains(e)).map(|&e| costs.ns(e) * Event::count(e, c) as f64).sum()
+    };
     let per = |v: usize, f: &dyn Fn(&crate::test_vmalloc::Counters) -> f64| {
         let s = &r.samples[v];
         s.iter().map(|x| f(&x.counters) / x.calls.max(1) as f64).sum::<f64>() / s.len().max(1) as f64
@@ -101,8 +104,15 @@ fn fit_row(r: &RowResult, test: &'static str, published_pct: f64, profile: &str)
         a
     };
     let fixed = |v: usize| per(v, &|c| model::profile_ns(&prof, c));
-    let z = |v: usize| per(v, &|c| zero * Event::count(Event::PageZero, c) as f64);
-    FitRow { test, base: counts(0), new: counts(1), fixed: (fixed(0), fixed(1)), zero: (z(0), z(1)), published_pct }
+    let est = |v: usize| per(v, &estimated);
+    FitRow {
+        test,
+        base: counts(0),
+        new: counts(1),
+        fixed: (fixed(0), fixed(1)),
+        estimated: (est(0), est(1)),
+        published_pct,
+    }
 }
 
 /// The test_vmalloc row a published label names, with quick-mode loops
