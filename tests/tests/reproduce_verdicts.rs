@@ -63,6 +63,9 @@ fn pcp_drain_and_contpte_words_do_not_move_with_the_seed() {
     assert_eq!(a, words(2));
     // The published long_busy_list regressions are predicted (not fitted).
     assert!(a.0.iter().all(|w| *w == reproduce::Agreement::Agrees), "{:?}", a.0);
+    // fix_size p:512 improves with huge vmalloc by default, as published:
+    // one PMD entry instead of 512 PTEs outweighs the pcp drains.
+    assert!(a.2.1, "p:512");
 }
 
 #[test]
@@ -72,8 +75,11 @@ fn the_metric_is_the_counters_priced() {
     c.vm.pgalloc_normal = 10;
     c.vm.pgfree = 10;
     c.vm.zone_lock_acquire = 3;
+    c.vmalloc.pte_entries = 20;
     let ns = model::modelled_ns(&m2, &mmlab_engine::cost::CostProfile::apple_m2(), &c);
-    let want = 20.0 * m2.ns(Event::Page) + 3.0 * m2.ns(Event::ZoneLock);
+    let want = 20.0 * m2.ns(Event::Page) + 3.0 * m2.ns(Event::ZoneLock) + 20.0 * m2.ns(Event::PteEntry);
+    // The page and its entry cost what the page alone was fitted at.
+    assert!((m2.ns(Event::Page) + m2.ns(Event::PteEntry) - 17.6).abs() < 1e-9);
     assert!((ns - want).abs() < 1e-9, "{ns} vs {want}");
     c.barriers.isb = 2;
     let with = model::modelled_ns(&m2, &mmlab_engine::cost::CostProfile::apple_m2(), &c);
