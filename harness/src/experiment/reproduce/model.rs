@@ -150,7 +150,9 @@ pub struct EventCosts {
 /// the Apple M2 (Avalanche, 3.5 GHz): an **estimate** — the same kernel
 /// code path takes this many times longer. Published single-thread SPEC
 /// CPU2017 integer scores put Apple's big cores 1.5-2x above N1 at 3 GHz;
-/// 1.6 is taken, not fitted to any seeds table.
+/// 1.6 is taken, not fitted to any seeds table. A check from kernel data:
+/// the linear map's per-PTE work once the series' TLBIs are gone is 2.8 ns
+/// on Altra VM 64G and 1.8 ns on M2 VM 16G (see [`M2_PTE_ENTRY_NS`]), 1.55.
 pub const ALTRA_OVER_M2: f64 = 1.6;
 
 /// The fitted `apple-m2` costs, ns, in [`Event::FITTED`] order, from a
@@ -172,12 +174,20 @@ pub const ALTRA_OVER_M2: f64 = 1.6;
 /// 512 pages with one entry (huge vmalloc by default, p:512).
 pub const M2_FITTED_NS: [f64; 6] = [24.0, 17.6 - M2_PTE_ENTRY_NS, 0.0, 6.0, 12.4, 0.0];
 
-/// One leaf entry written or cleared, ns, on the M2: an **estimate**, not
-/// fitted (the M2 column cannot tell it from `page`: see [`M2_FITTED_NS`]).
-/// Writing one in `vmap_pte_range` is a `pfn_pte` and a store, about ten
-/// instructions (about 1.5 ns at 3.5 GHz); clearing one in
-/// `vunmap_pte_range` is `ptep_get_and_clear`, an atomic `swp` (LSE) with
-/// its check, about 4.5 ns; 3 ns is their mean.
+/// One leaf entry written or cleared, ns, on the M2: not fitted (the M2
+/// column cannot tell it from `page`: see [`M2_FITTED_NS`]); the mean of a
+/// write and a clear.
+///
+/// - Writing, about 1.8 ns, **derived** from the linear-map series' last
+///   column (v3 *no-alloc-remap*, reference §4: M2 VM 16G 10 ms for 4.19 M
+///   PTEs in 8,208 tables, each table still paying one fixmap cycle of
+///   291 ns, `cost.rs`): (10 ms - 8,208 x 291 ns) / 4.19 M = 1.8 ns per PTE
+///   written, table zeroing and walk included. The same derivation on Altra
+///   VM 64G gives (104 ms - 32,832 x 1,736 ns) / 16.78 M = 2.8 ns, 1.55
+///   times the M2's, which supports [`ALTRA_OVER_M2`].
+/// - Clearing, about 4.2 ns, an **estimate**: `vunmap_pte_range` clears with
+///   `ptep_get_and_clear`, an atomic `swp` (LSE) and a check; no published
+///   figure isolates it.
 pub const M2_PTE_ENTRY_NS: f64 = 3.0;
 
 /// `clear_page` of 4 KiB, ns, on the M2: an **estimate** from a ~40 GB/s
@@ -219,7 +229,7 @@ impl EventCosts {
             event: Event::PteEntry,
             ns: M2_PTE_ENTRY_NS,
             source: CostSource::Estimate,
-            note: "a PTE store (~1.5 ns) and an atomic swp clear (~4.5 ns), mean; not fitted",
+            note: "mean of a PTE write (1.8 ns, derived from the linear-map v3 figures) and an atomic swp clear (~4.2 ns, estimate); not fitted",
         });
         costs.push(EventCost {
             event: Event::PageZero,
