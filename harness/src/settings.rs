@@ -63,6 +63,7 @@ const LISTING_ORDER: &[&str] = &[
     "vmalloc.contpte",
     "vmalloc.huge_by_default",
     "vmalloc.align_size_to_huge",
+    "vmalloc.free_pages_bulk",
     "vmalloc.pmd",
     "hugepagesz",
     "hugepages",
@@ -427,7 +428,8 @@ mod tests {
              (native|apple-m2|ampere-altra), arm64.lazy_mmu_barrier_batching, arm64.tlbi_range, arm64.linear_map (0|1), \
              arm64.linear_map_variant (base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10), rodata (full|on|off), \
              boot.state (real|bare), arm64.kernel_image, debug_pagealloc, deferred_struct_page_init (0|1), tlb_entries, \
-             vmap_allow_huge, vmalloc.contpte, vmalloc.pmd, vmalloc.huge_by_default, vmalloc.align_size_to_huge \
+             vmap_allow_huge, vmalloc.contpte, vmalloc.pmd, vmalloc.huge_by_default, vmalloc.align_size_to_huge, \
+             vmalloc.free_pages_bulk \
              (on|off), hugepagesz"
         ));
         assert!(set_help().contains(
@@ -441,7 +443,9 @@ mod tests {
              min_free_kbytes (0..=2147483647; above RAM every allocation fails its watermark, as in the kernel), \
              transparent_hugepage (always|madvise|never), pcp.rules (7.2|6.12), lock_stat (0|1),"
         ));
-        assert!(e.contains("vmalloc.align_size_to_huge (on|off|1|0), vmalloc.pmd (on|off|1|0), hugepagesz"));
+        assert!(e.contains(
+            "vmalloc.align_size_to_huge (on|off|1|0), vmalloc.free_pages_bulk (on|off|1|0), vmalloc.pmd (on|off|1|0), hugepagesz"
+        ));
         assert!(e.ends_with("hugetlb_vmemmap.arm64 (off|pause|unsafe)"), "{e}");
         assert_eq!(
             set("percpu_pagelist_high_fraction=3").unwrap_err(),

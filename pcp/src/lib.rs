@@ -97,6 +97,7 @@ mod check;
 mod config;
 mod contig;
 mod fault;
+mod free_bulk;
 mod pcplist;
 mod rules;
 mod sizing;

@@ -13,7 +13,9 @@ use mmlab_vmalloc::{Vmalloc, VmallocConfig};
 fn timeline() -> (ChromeTrace, usize) {
     let m = Machine::boot(MachineConfig::with("64M", 2).unwrap()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
-    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    // 6.x's vfree, one page at a time onto the pcp, so that the 256-page
+    // areas overflow it and drain (7.2's returns them to the buddy whole).
+    let vm = Vmalloc::new(&pa, VmallocConfig { free_pages_bulk: false, ..VmallocConfig::default() });
     let cpus = m.all_cpus().unwrap();
     let filter = EventFilter::parse(&["!kmem:mm_page_alloc"]).unwrap().with_system("mmlab_state");
     let ((), events) = capture(&filter, || {

@@ -30,6 +30,12 @@ pub struct VmallocConfig {
     /// size (mainline); off = the RFC's 1/2: blocks for the aligned prefix,
     /// order-0 pages for the tail.
     pub align_size_to_huge: bool,
+    /// `vmalloc.free_pages_bulk`: `vfree` returns the pages with 7.2's
+    /// `free_pages_bulk` (contiguous runs as aligned blocks, see
+    /// `PageAllocator::free_pages_bulk`), on; off frees each page at order
+    /// 0 with `__free_page`, as 6.x and the kernels of the published vmalloc
+    /// experiments do.
+    pub free_pages_bulk: bool,
 }
 
 impl Default for VmallocConfig {
@@ -40,6 +46,7 @@ impl Default for VmallocConfig {
             pmd: true,
             huge_by_default: false,
             align_size_to_huge: true,
+            free_pages_bulk: true,
         }
     }
 }
@@ -75,6 +82,11 @@ impl VmallocConfig {
             "vmalloc.align_size_to_huge",
             KernelName::Code("__vmalloc_node_range_noprof: size = ALIGN(real_size, 1UL << shift)"),
             align_size_to_huge
+        ),
+        on_off_knob!(
+            "vmalloc.free_pages_bulk",
+            KernelName::Code("7.2 vm_area_free_pages: free_pages_bulk (off: __free_page per page, 6.x)"),
+            free_pages_bulk
         ),
     ]);
 
@@ -112,14 +124,15 @@ mod tests {
         );
         let help: Vec<String> = VmallocConfig::KNOBS.help().collect();
         assert_eq!(help[0], "vmap_allow_huge (on|off|1|0)");
-        assert_eq!(help.len(), 5);
+        assert_eq!(help.len(), 6);
+        assert!(!vset("vmalloc.free_pages_bulk=off").unwrap().free_pages_bulk);
     }
 
     #[test]
     fn serialised_in_report_order() {
         assert_eq!(
             serde_json::to_string(&VmallocConfig::default()).unwrap(),
-            r#"{"vmap_allow_huge":true,"contpte":true,"pmd":true,"huge_by_default":false,"align_size_to_huge":true}"#
+            r#"{"vmap_allow_huge":true,"contpte":true,"pmd":true,"huge_by_default":false,"align_size_to_huge":true,"free_pages_bulk":true}"#
         );
     }
 }

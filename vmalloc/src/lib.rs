@@ -856,15 +856,29 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         }
         self.remove_vm_area(cpu, &area);
         this_cpu_add(&self.pcpu_counts[cpu.id()][2], area.leaf_entries);
-        // Physical pages go back before any TLB flush, one by one at order 0.
-        for &p in &area.pages {
-            self.pa.free_pages(cpu, p, 0).expect("vmalloc pages are order-0 pages of their own");
-        }
+        // Physical pages go back before any TLB flush (vm_area_free_pages).
+        self.free_area_pages(cpu, &area.pages);
         if let Some(a) = area.array_area {
             self.vfree(cpu, a)?;
         }
         this_cpu_add(&self.pcpu_counts[cpu.id()][1], 1);
         Ok(())
+    }
+
+    /// `vm_area_free_pages()`: 7.2's `free_pages_bulk` (contiguous runs as
+    /// aligned blocks) or, with `vmalloc.free_pages_bulk=off`, one
+    /// `__free_page` per page.
+    fn free_area_pages(&self, cpu: &Cpu<'m>, pages: &[Pfn]) {
+        // One page is one order-0 free either way (`__free_contig_range` of
+        // one frame is `__free_page`); the common one-page area skips the
+        // bulk path's run detection.
+        if self.cfg.free_pages_bulk && pages.len() > 1 {
+            self.pa.free_pages_bulk(cpu, pages).expect("vmalloc pages are order-0 pages of their own");
+        } else {
+            for &p in pages {
+                self.pa.free_pages(cpu, p, 0).expect("vmalloc pages are order-0 pages of their own");
+            }
+        }
     }
 
     /// `remove_vm_area()` → `free_unmap_vmap_area()`: unmap without a flush,

@@ -73,9 +73,7 @@ impl<'m> Vmalloc<'_, 'm> {
                         .expect("the tail of a vmalloc area of order-0 pages is mapped page by page");
                     flush.flush(cpu);
                     this_cpu_add(&self.pcpu_counts[cpu.id()][2], tail.len() as u64);
-                    for pfn in tail {
-                        self.pa.free_pages(cpu, pfn, 0).expect("vmalloc pages are order-0 pages of their own");
-                    }
+                    self.free_area_pages(cpu, &tail);
                 }
                 return Ok(Some(p));
             }

@@ -157,10 +157,17 @@ fn sets(s: &[&str]) -> Vec<String> {
 }
 
 /// The comparison every reproduction runs: 4 GiB, 2 CPUs, one warm-up.
+/// Every reproduction here frees vmalloc pages one by one at order 0, as
+/// the kernels of the published experiments did ("vfree frees them as
+/// order-0 pages into the pcp lists", seeds.md §2), not with 7.2's
+/// `free_pages_bulk` (a `common` setting given after it wins).
 fn spec(common: &[&str], variants: Vec<Variant>, rows: Vec<Row>, len: Length, seed: u64) -> Spec {
+    let mut all = vec!["vmalloc.free_pages_bulk=off".to_string()];
+    all.extend(sets(common));
+    let common = all;
     Spec {
         machine: MachineConfig { mem_bytes: 4 << 30, nr_cpus: 2, ..Default::default() },
-        common: sets(common),
+        common,
         variants,
         rows,
         repeats: len.repeats,
@@ -610,6 +617,15 @@ pub struct PcpDrain {
     pub p512_agrees: bool,
     /// Pages on the pcp lists during long_busy_list, per variant.
     pub series: Vec<Series>,
+    /// long_busy_list mainline → huge-by-default with 7.2's vfree
+    /// (`vmalloc.free_pages_bulk=on`), deterministic metric.
+    pub bulk: Change,
+    /// The same, host time.
+    pub bulk_host: Change,
+    /// pcp pages drained per iteration with 7.2's vfree.
+    pub bulk_drain_pages: PerCall,
+    /// zone-lock acquisitions per iteration with 7.2's vfree.
+    pub bulk_zone_lock: PerCall,
 }
 
 impl PcpDrain {
@@ -705,6 +721,15 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
     let slept_in_ktime = model_change_plus(&o2.rows[0], 1, "ampere-altra", MSLEEP_1_NS);
     let p512 = model_change(&o2, 1, "ampere-altra");
     let p512_host = change(&o2, 1);
+    // 7.2's vfree (free_pages_bulk): the order-4 blocks go back whole.
+    let mut common72 = common.to_vec();
+    common72.push("vmalloc.free_pages_bulk=on");
+    let o72 =
+        compare::run(spec(&common72, huge_variants(), vec![lbl.clone()], short, seed), progress("pcp-drain 7.2"))?;
+    let bulk = model_change(&o72, 0, "ampere-altra");
+    let bulk_host = change(&o72, 0);
+    let bulk_drain_pages = PerCall::of(&o72.rows[0], 1, &drain);
+    let bulk_zone_lock = PerCall::of(&o72.rows[0], 1, &compare::counter("zone_lock")?);
     // The pcp count over time, one run each.
     let series = pcp_series(&lbl, len, seed)?;
     Ok(PcpDrain {
@@ -727,6 +752,10 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
         p512_host,
         p512_agrees: p512.pct < 0.0,
         series,
+        bulk,
+        bulk_host,
+        bulk_drain_pages,
+        bulk_zone_lock,
     })
 }
 
