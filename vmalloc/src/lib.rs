@@ -281,12 +281,11 @@ pub struct Vmalloc<'a, 'm> {
     lazy: LazyAreas,
     /// `vmap_purge_lock`.
     purge_lock: Mutex<()>,
-    /// The rare counters (purges, fallbacks); `vmallocs` and `vfrees` are
-    /// per CPU in `pcpu_counts`.
+    /// The rare counters (purges, fallbacks); `vmallocs`, `vfrees` and
+    /// `pte_entries` are per CPU in `pcpu_counts`.
     counts: Mutex<VmallocCounts>,
     /// Per CPU, the counters of every call: `[vmallocs, vfrees,
-    /// pte_entries]`, each
-    /// written only by its CPU's thread (`this_cpu_add`), summed by
+    /// pte_entries]`, each written only by its CPU's thread (`this_cpu_add`), summed by
     /// [`Vmalloc::counts`]. A lock per call cost more than the rest of a
     /// one-page vfree's bookkeeping.
     pcpu_counts: Box<[[AtomicU64; 3]]>,
