@@ -743,6 +743,21 @@ impl<'m> PageAllocator<'m> {
         r
     }
 
+    /// Whether `pfn` is RAM holding a live order-0 allocation, or the error
+    /// an order-0 free of it gets. Nothing is changed.
+    pub(crate) fn check_order0_allocated(&self, pfn: Pfn) -> Result<(), FreeError> {
+        if !self.m.memmap().pfn_valid(pfn) {
+            return Err(FreeError::InvalidPfn { pfn });
+        }
+        match self.m.page(pfn).ext() {
+            PageExt::Alloc(0, _) => Ok(()),
+            PageExt::Alloc(o, _) => Err(FreeError::WrongOrder { pfn, allocated: o as u32, freed: 0 }),
+            PageExt::Buddy(_) | PageExt::Pcp(_) => Err(FreeError::DoubleFree { pfn }),
+            PageExt::Reserved => Err(FreeError::Reserved { pfn }),
+            PageExt::Tail => Err(FreeError::NotAllocated { pfn }),
+        }
+    }
+
     /// `free_contig_range()`: free `nr` order-0 pages from `start`. Checks
     /// every page first, so a bad range changes nothing.
     ///
@@ -755,15 +770,9 @@ impl<'m> PageAllocator<'m> {
         }
         for i in 0..nr {
             let pfn = start.add(i);
-            if !self.m.memmap().pfn_valid(pfn) {
-                return Err(FreeError::InvalidPfn { pfn });
-            }
-            match self.m.page(pfn).ext() {
-                PageExt::Alloc(0, _) if self.m.page(pfn).refcount() == 1 => {}
-                PageExt::Alloc(o, _) => return Err(FreeError::WrongOrder { pfn, allocated: o as u32, freed: 0 }),
-                PageExt::Buddy(_) | PageExt::Pcp(_) => return Err(FreeError::DoubleFree { pfn }),
-                PageExt::Reserved => return Err(FreeError::Reserved { pfn }),
-                PageExt::Tail => return Err(FreeError::NotAllocated { pfn }),
+            self.check_order0_allocated(pfn)?;
+            if self.m.page(pfn).refcount() != 1 {
+                return Err(FreeError::WrongOrder { pfn, allocated: 0, freed: 0 });
             }
         }
         for i in 0..nr {

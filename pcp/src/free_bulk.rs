@@ -55,16 +55,7 @@ impl<'m> PageAllocator<'m> {
             return Err(FreeError::ForeignCpu { cpu: cpu.id() });
         }
         for &pfn in pages {
-            if !self.m.memmap().pfn_valid(pfn) {
-                return Err(FreeError::InvalidPfn { pfn });
-            }
-            match self.m.page(pfn).ext() {
-                PageExt::Alloc(0, _) => {}
-                PageExt::Alloc(o, _) => return Err(FreeError::WrongOrder { pfn, allocated: o as u32, freed: 0 }),
-                PageExt::Buddy(_) | PageExt::Pcp(_) => return Err(FreeError::DoubleFree { pfn }),
-                PageExt::Reserved => return Err(FreeError::Reserved { pfn }),
-                PageExt::Tail => return Err(FreeError::NotAllocated { pfn }),
-            }
+            self.check_order0_allocated(pfn)?;
         }
         let mut i = 0;
         let mut r = Ok(());

@@ -344,9 +344,7 @@ impl PercpuAllocator {
                 ) {
                     Ok(b) => b,
                     Err(e) => {
-                        for a in meta {
-                            let _ = vm.vfree(cpu, a);
-                        }
+                        Self::free_chunk_meta(vm, cpu, meta);
                         return Err(PercpuError::NoMemory(e));
                     }
                 };
@@ -388,14 +386,20 @@ impl PercpuAllocator {
             match vm.__vmalloc_node(cpu, size, 1, Gfp::GFP_KERNEL | Gfp::__GFP_ZERO) {
                 Ok(a) => meta.push(a),
                 Err(e) => {
-                    for a in meta {
-                        let _ = vm.vfree(cpu, a);
-                    }
+                    Self::free_chunk_meta(vm, cpu, meta);
                     return Err(PercpuError::NoMemory(e));
                 }
             }
         }
         Ok(meta)
+    }
+
+    /// The metadata of a chunk that could not be made, back (an error path:
+    /// the areas were just allocated, so the vfrees cannot fail).
+    fn free_chunk_meta<'m>(vm: &Vmalloc<'_, 'm>, cpu: &Cpu<'m>, meta: Vec<u64>) {
+        for a in meta {
+            let _ = vm.vfree(cpu, a);
+        }
     }
 
     /// `pcpu_destroy_chunk()`: the units' area, then the metadata.

@@ -5,6 +5,21 @@
 use super::*;
 
 impl<'a, 'm> Vmalloc<'a, 'm> {
+    /// The checks of [`Vmalloc::vmap`] and [`Vmalloc::vm_map_ram`] before
+    /// anything is taken: at least one page, each RAM and allocated.
+    fn check_map_pages(&self, pages: &[Pfn]) -> Result<(), VmallocError> {
+        if pages.is_empty() {
+            return Err(VmallocError::ZeroSize);
+        }
+        for &pfn in pages {
+            self.pa.check_allocated(pfn).map_err(|e| match e {
+                mmlab_pcp::FreeError::InvalidPfn { pfn } => VmallocError::InvalidPfn { pfn },
+                _ => VmallocError::PageNotAllocated { pfn },
+            })?;
+        }
+        Ok(())
+    }
+
     /// `vmap(pages, count, flags, prot)`: map caller-owned pages.
     ///
     /// Every page must be RAM and allocated, checked first, before any
@@ -23,15 +38,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// Nothing is taken on error.
     pub fn vmap(&self, cpu: &Cpu<'m>, pages: &[Pfn], prot: PgProt) -> Result<u64, VmallocError> {
         self.this_machine(cpu)?;
-        if pages.is_empty() {
-            return Err(VmallocError::ZeroSize);
-        }
-        for &pfn in pages {
-            self.pa.check_allocated(pfn).map_err(|e| match e {
-                mmlab_pcp::FreeError::InvalidPfn { pfn } => VmallocError::InvalidPfn { pfn },
-                _ => VmallocError::PageNotAllocated { pfn },
-            })?;
-        }
+        self.check_map_pages(pages)?;
         let size = pages.len() as u64 * PAGE_SIZE;
         let va_size = size + PAGE_SIZE;
         let addr = self.alloc_vmap_area(cpu, va_size, PAGE_SIZE)?;
@@ -87,15 +94,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// As [`Vmalloc::vmap`].
     pub fn vm_map_ram(&self, cpu: &Cpu<'m>, pages: &[Pfn]) -> Result<u64, VmallocError> {
         self.this_machine(cpu)?;
-        if pages.is_empty() {
-            return Err(VmallocError::ZeroSize);
-        }
-        for &pfn in pages {
-            self.pa.check_allocated(pfn).map_err(|e| match e {
-                mmlab_pcp::FreeError::InvalidPfn { pfn } => VmallocError::InvalidPfn { pfn },
-                _ => VmallocError::PageNotAllocated { pfn },
-            })?;
-        }
+        self.check_map_pages(pages)?;
         let count = pages.len();
         let addr = if count <= VMAP_MAX_ALLOC {
             self.vb_alloc(cpu, count)?
