@@ -271,9 +271,18 @@ mod tests {
 
     #[test]
     fn h1_rule() {
-        assert_eq!(H1Verdict::judge(3, 3, 7.0, true), H1Verdict::Agrees);
-        assert_eq!(H1Verdict::judge(3, 3, 60.0, true), H1Verdict::DirectionAndCause);
-        assert_eq!(H1Verdict::judge(2, 3, 60.0, true), H1Verdict::CauseOnly);
-        assert_eq!(H1Verdict::judge(3, 3, 7.0, false), H1Verdict::Disagrees);
+        use Agreement::{Agrees, Direction, Disagrees};
+        assert_eq!(H1Verdict::judge(&[Agrees, Agrees, Agrees], true), H1Verdict::Agrees);
+        assert_eq!(H1Verdict::judge(&[Agrees, Direction, Agrees], true), H1Verdict::DirectionAndCause);
+        assert_eq!(H1Verdict::judge(&[Agrees, Disagrees, Agrees], true), H1Verdict::CauseOnly);
+        assert_eq!(H1Verdict::judge(&[Agrees, Agrees, Agrees], false), H1Verdict::Disagrees);
+        assert_eq!(H1Verdict::judge(&[], true), H1Verdict::CauseOnly, "no rows, no agreement");
+        // contpte alone, derived from the published table: p:16 on Altra
+        // is (1 + 7.93 %) / (1 - 14.24 %) - 1.
+        let c = published::contpte_alone(16, true).unwrap();
+        assert!((c.pct - 25.85).abs() < 0.01, "{}", c.pct);
+        assert_eq!(c.mark, Some(Mark::Regression));
+        assert_eq!(published::contpte_alone(512, true), None, "h:1 maps a PMD block there");
+        assert_eq!(published::contpte_alone(3, true), None);
     }
 }

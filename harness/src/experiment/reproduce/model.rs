@@ -378,6 +378,31 @@ fn nnls(a: &[[f64; 6]], y: &[f64], prior: &[f64; 6]) -> [f64; 6] {
     }
 }
 
+/// The events of the 64 KiB block path that contpte vmalloc adds to an
+/// h:1 row: the order-4 block taken from the buddy under the zone lock, and
+/// its 16 pages, freed at order 0 into the pcp, drained back and merged.
+/// On the Apple M2 column these four always come in the same proportion, so
+/// the fit sees only their sum.
+pub const BLOCK_PATH: [Event; 4] = [Event::PcpPage, Event::BuddyPage, Event::ZoneLock, Event::BuddyStep];
+
+/// The factor `s` by which the [`BLOCK_PATH`] costs of `c` would have to
+/// be multiplied, every other cost kept, for `row`'s modelled change to be
+/// its published one: the solution of `T_new(s) = (1 + p) T_base(s)`,
+/// linear in `s`. `None` when the row has no block-path events that
+/// change.
+pub fn implied_block_scale(row: &FitRow, c: &[f64; 6]) -> Option<f64> {
+    let k = 1.0 + row.published_pct / 100.0;
+    let split = |n: &[f64; 6]| {
+        Event::FITTED.iter().zip(n).zip(c).fold((0.0, 0.0), |(b, o), ((e, x), w)| {
+            if BLOCK_PATH.contains(e) { (b + x * w, o) } else { (b, o + x * w) }
+        })
+    };
+    let ((bb, ob), (bn, on)) = (split(&row.base), split(&row.new));
+    let rest = (on + row.fixed.1 + row.estimated.1) - k * (ob + row.fixed.0 + row.estimated.0);
+    let slope = bn - k * bb;
+    (slope.abs() > 1e-9).then(|| -rest / slope).filter(|s| *s > 0.0)
+}
+
 /// The residuals of `rows` under fixed costs `c` (no fitting).
 pub fn fit_residuals(rows: &[FitRow], c: [f64; 6]) -> Fit {
     let residuals: Vec<(&'static str, f64)> =
@@ -409,6 +434,32 @@ mod tests {
         let f = fit(&rows, [50.0; 6]);
         assert!(f.rms < 0.5, "the rows are explained: rms {}", f.rms);
         assert!(f.costs.iter().all(|&c| c >= 0.0));
+    }
+
+    #[test]
+    fn implied_block_scale_solves_the_row() {
+        // Base: 100 ns of other work; new: 60 ns of it and 20 ns of block
+        // path. Published +10 %: the block path must cost 110 - 60 = 50 ns.
+        let c = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+        let row = FitRow {
+            test: "t",
+            base: [100.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            new: [60.0, 0.0, 5.0, 5.0, 5.0, 5.0],
+            fixed: (0.0, 0.0),
+            estimated: (0.0, 0.0),
+            published_pct: 10.0,
+        };
+        let s = implied_block_scale(&row, &c).expect("a scale");
+        assert!((s - 2.5).abs() < 1e-9, "{s}");
+        let mut scaled = c;
+        for (w, e) in scaled.iter_mut().zip(Event::FITTED) {
+            if BLOCK_PATH.contains(&e) {
+                *w *= s;
+            }
+        }
+        assert!((row.change_pct(&scaled) - 10.0).abs() < 1e-9);
+        let flat = FitRow { new: row.base, ..row.clone() };
+        assert_eq!(implied_block_scale(&flat, &c), None, "no block path, no scale");
     }
 
     #[test]

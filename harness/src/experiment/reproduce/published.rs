@@ -8,7 +8,8 @@
 //! (`seeds.md` §2) published two long_busy_list regressions
 //! ([`PublishedRegression`]). The other claims of those postings are single
 //! numbers ([`CONTPTE_TLB_RATIO`], [`CONTPTE_H1_ALTRA_PCT`]) or statements
-//! whose rule is written out in [`super::agreement`].
+//! whose rule is written out in [`super::agreement`]; one is derived from
+//! two rows of a table ([`contpte_alone`]).
 
 use crate::stats::Mark;
 
@@ -123,6 +124,34 @@ pub const CONTPTE_TLB_RATIO: f64 = 16.0;
 /// after the barrier batching, low and high end, in percent (significant;
 /// no regression on Apple M2).
 pub const CONTPTE_H1_ALTRA_PCT: (f64, f64) = (6.7, 7.9);
+
+/// What contpte alone costs (batching on both sides) in the series' table,
+/// for `fix_size_alloc_test p:<pages>` on one machine's column: derived, as
+/// the posting gives only changes against a base with neither change.
+///
+/// Below 512 pages the h:0 and h:1 rows share that base: without contpte,
+/// `vmalloc_huge()` of less than a PMD maps order-0 pages with PTEs, the
+/// same work as `vmalloc()`. So h:0's "after" is batching alone and h:1's
+/// is batching and contpte, and contpte's own change is
+/// `(1 + h1) / (1 + h0) - 1`. Significant when both rows are.
+pub fn contpte_alone(pages: u32, altra: bool) -> Option<Change> {
+    if pages >= 512 {
+        return None;
+    }
+    let col = |h: u32| {
+        let label = format!("fix_size_alloc_test p:{pages} h:{h}");
+        let r = BARRIER_BATCHING.rows.iter().find(|r| r.test == label)?;
+        Some(if altra { r.ampere_altra } else { r.apple_m2 })
+    };
+    let (h0, h1) = (col(0)?, col(1)?);
+    let pct = 100.0 * ((1.0 + h1.pct / 100.0) / (1.0 + h0.pct / 100.0) - 1.0);
+    let mark = match (h0.mark, h1.mark) {
+        (Some(_), Some(_)) if pct > 0.0 => Some(Mark::Regression),
+        (Some(_), Some(_)) => Some(Mark::Improvement),
+        _ => None,
+    };
+    Some(Change::new(pct, mark))
+}
 
 /// The long_busy_list_alloc_test regressions of the huge-vmalloc RFC: +17 %
 /// with both patches, +31 % with patch 2 alone (the size rounded up to the
