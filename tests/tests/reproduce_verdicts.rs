@@ -28,6 +28,19 @@ fn barrier_batching_words_do_not_move_with_the_seed() {
         assert!(r.text.contains("-- calibration") && r.text.contains("rms: M2 shipped"));
         // The shipped costs explain the calibration column within a few points.
         assert!(b.shipped.rms < 8.0, "rms {}", b.shipped.rms);
+        // Where host time and the model disagree on an h:1 row, the split
+        // names the 64 KiB block path, which host time prices higher.
+        for (_, split, _, _) in b.host_splits.iter().filter(|(_, s, _, _)| s.test.ends_with("h:1")) {
+            let (name, host, model) = split.events[0];
+            assert_eq!(name, "block_path", "{split:?}");
+            assert!(host > model, "{split:?}");
+        }
+        // The published Altra h:1 rows imply one block-path ratio, within
+        // 10 % across the rows.
+        let r: Vec<f64> = b.altra_block_path.iter().map(|i| i.over_m2).collect();
+        assert_eq!(r.len(), 3);
+        let (lo, hi) = r.iter().fold((f64::MAX, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
+        assert!(hi / lo < 1.1 && lo > model::ALTRA_OVER_M2, "{r:?}");
         b.rows
             .iter()
             .map(|row| {

@@ -42,6 +42,7 @@
 //! change can be expected to agree; each agreement line says which do.
 
 pub mod agreement;
+pub mod host_fit;
 pub mod hvo;
 pub mod linear_map;
 pub mod model;

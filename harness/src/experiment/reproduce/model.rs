@@ -332,15 +332,15 @@ pub fn fit(rows: &[FitRow], start: [f64; 6]) -> Fit {
     fit_residuals(rows, c)
 }
 
-/// Non-negative least squares for 6 unknowns by active sets: solve the
+/// Non-negative least squares for `N` unknowns by active sets: solve the
 /// normal equations on the free set, pin the most negative to 0, repeat
 /// (a small ridge towards `prior` keeps costs the rows do not identify at
 /// their prior).
-fn nnls(a: &[[f64; 6]], y: &[f64], prior: &[f64; 6]) -> [f64; 6] {
+pub(super) fn nnls<const N: usize>(a: &[[f64; N]], y: &[f64], prior: &[f64; N]) -> [f64; N] {
     let ridge = 1e-9;
-    let mut free = [true; 6];
+    let mut free = [true; N];
     loop {
-        let idx: Vec<usize> = (0..6).filter(|&j| free[j]).collect();
+        let idx: Vec<usize> = (0..N).filter(|&j| free[j]).collect();
         let n = idx.len();
         let mut m = vec![vec![0.0; n + 1]; n];
         for (p, &j) in idx.iter().enumerate() {
@@ -367,11 +367,11 @@ fn nnls(a: &[[f64; 6]], y: &[f64], prior: &[f64; 6]) -> [f64; 6] {
                 }
             }
         }
-        let mut c = [0.0; 6];
+        let mut c = [0.0; N];
         for (p, &j) in idx.iter().enumerate() {
             c[j] = if m[p][p].abs() < 1e-30 { prior[j] } else { m[p][n] / m[p][p] };
         }
-        match (0..6).filter(|&j| free[j] && c[j] < 0.0).min_by(|&x, &z| c[x].total_cmp(&c[z])) {
+        match (0..N).filter(|&j| free[j] && c[j] < 0.0).min_by(|&x, &z| c[x].total_cmp(&c[z])) {
             Some(j) => free[j] = false,
             None => return c,
         }

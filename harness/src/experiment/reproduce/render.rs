@@ -124,7 +124,15 @@ fn calibration(s: &mut String, b: &BarrierBatching) {
         "-- calibration: per-event costs fitted on the Apple M2 column (barriers, TLBIs, grace periods held at the cost profile's cited values); Altra = M2 x {} (estimate), predicted, not refitted",
         model::ALTRA_OVER_M2
     );
-    let head = heads(&["event", "apple-m2 ns (shipped)", "refit on this run", "ampere-altra ns", "source"]);
+    let head = heads(&[
+        "event",
+        "apple-m2 ns (shipped)",
+        "refit on this run",
+        "ampere-altra ns",
+        "host ns (m2 run)",
+        "host ns (altra run)",
+        "source",
+    ]);
     let al = model::EventCosts::for_profile("ampere-altra");
     let m2 = model::EventCosts::for_profile("apple-m2");
     let lines: Vec<Vec<String>> = model::Event::ALL
@@ -135,7 +143,15 @@ fn calibration(s: &mut String, b: &BarrierBatching) {
                 .position(|&f| f == e)
                 .map_or("-".to_string(), |i| fmt_num(b.refit.costs[i]));
             let src = m2.costs.iter().find(|c| c.event == e).map_or("", |c| c.note);
-            vec![e.name().to_string(), fmt_num(m2.ns(e)), refit, fmt_num(al.ns(e)), src.to_string()]
+            vec![
+                e.name().to_string(),
+                fmt_num(m2.ns(e)),
+                refit,
+                fmt_num(al.ns(e)),
+                fmt_num(b.host_fit.0.ns(e)),
+                fmt_num(b.host_fit.1.ns(e)),
+                src.to_string(),
+            ]
         })
         .collect();
     s.push_str(&aligned(&head, &lines));
@@ -156,6 +172,12 @@ fn calibration(s: &mut String, b: &BarrierBatching) {
         "   residual = model change - published change, percentage points; rms: M2 shipped {:.1}, M2 refit {:.1}, Altra predicted {:.1}",
         b.shipped.rms, b.refit.rms, b.altra_predicted.rms
     );
+    let _ = writeln!(
+        s,
+        "   host ns: what each event costs the emulator on this host, fitted on the measured host ns per call of each profile's run (both sides, every row; rms of the relative residuals {:.1} % and {:.1} %): measured, not the kernel's",
+        b.host_fit.0.rms_pct, b.host_fit.1.rms_pct
+    );
+    host_splits(s, b);
     if !b.altra_block_path.is_empty() {
         let each: Vec<String> = b
             .altra_block_path
@@ -169,6 +191,43 @@ fn calibration(s: &mut String, b: &BarrierBatching) {
              The M2 column sees only this path's sum (its four events come in one proportion on every h:1 row), and no published figure isolates it on either machine, so the implied ratio is reported, not taken into the model",
             each.join(", "),
             model::ALTRA_OVER_M2
+        );
+    }
+}
+
+/// The rows where the model and host time disagree, each change split
+/// into its events (`host_fit` module docs).
+fn host_splits(s: &mut String, b: &BarrierBatching) {
+    if b.host_splits.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "-- where the model's verdict and host time's differ: the change per call split into events, host-priced / model-priced ns"
+    );
+    let mut noise = Vec::new();
+    for (profile, sp, a, ha) in &b.host_splits {
+        if sp.events.is_empty() {
+            noise.push(format!("{} ({profile})", sp.test));
+            continue;
+        }
+        let events: Vec<String> = sp.events.iter().take(4).map(|(e, h, m)| format!("{e} {h:+.0} / {m:+.0}")).collect();
+        let _ = writeln!(
+            s,
+            "{} ({profile}): model {a}, host {ha}; host {:+.0} ns, model {:+.0} ns = {}; barriers/TLBIs {:+.0} in both; host unexplained {:+.0}",
+            sp.test,
+            sp.host_ns,
+            sp.model_ns,
+            events.join(", "),
+            sp.profile_ns,
+            sp.unexplained_ns
+        );
+    }
+    if !noise.is_empty() {
+        let _ = writeln!(
+            s,
+            "   only the barriers change in {}: both metrics price them at the profile's costs, so there the verdicts differ by host time's run-to-run spread (and the work no event counts)",
+            noise.join(", ")
         );
     }
 }

@@ -10,6 +10,7 @@
 
 use super::Length;
 use super::agreement::{self, Agreement, H1Verdict, Tally};
+use super::host_fit::{self, HostFit, HostRow, Split};
 use super::model::{self, Event, EventCosts, Fit, FitRow};
 use super::published::{self, BARRIER_BATCHING, Change, PCP_DRAIN, PublishedRegression, PublishedRow, Table};
 use crate::compare::{self, CounterCol, Metric, Outcome, Row, RowResult, Spec, Variant};
@@ -85,6 +86,12 @@ fn model_change(o: &Outcome, row: usize, profile: &str) -> Change {
     model_change_of(&o.rows[row], 1, profile)
 }
 
+/// The mean over variant `v`'s runs of `f` per call.
+fn per_call(r: &RowResult, v: usize, f: &dyn Fn(&crate::test_vmalloc::Counters) -> f64) -> f64 {
+    let s = &r.samples[v];
+    s.iter().map(|x| f(&x.counters) / x.calls.max(1) as f64).sum::<f64>() / s.len().max(1) as f64
+}
+
 /// The calibration row of `r` (variant 1 against the base) for `published`.
 fn fit_row(r: &RowResult, test: &'static str, published_pct: f64, profile: &str) -> FitRow {
     let prof = CostProfile::by_name(profile).unwrap_or_else(CostProfile::ampere_altra);
@@ -92,10 +99,7 @@ fn fit_row(r: &RowResult, test: &'static str, published_pct: f64, profile: &str)
     let estimated = |c: &crate::test_vmalloc::Counters| -> f64 {
         Event::ALL.iter().filter(|e| !Event::FITTED.contains(e)).map(|&e| costs.ns(e) * Event::count(e, c) as f64).sum()
     };
-    let per = |v: usize, f: &dyn Fn(&crate::test_vmalloc::Counters) -> f64| {
-        let s = &r.samples[v];
-        s.iter().map(|x| f(&x.counters) / x.calls.max(1) as f64).sum::<f64>() / s.len().max(1) as f64
-    };
+    let per = |v: usize, f: &dyn Fn(&crate::test_vmalloc::Counters) -> f64| per_call(r, v, f);
     let counts = |v: usize| {
         let mut a = [0.0; 6];
         for (slot, e) in a.iter_mut().zip(Event::FITTED) {
@@ -113,6 +117,16 @@ fn fit_row(r: &RowResult, test: &'static str, published_pct: f64, profile: &str)
         estimated: (est(0), est(1)),
         published_pct,
     }
+}
+
+/// The [`host_fit::HostRow`] of `r` (variant 1 against the base).
+fn host_row(r: &RowResult, test: &'static str, profile: &str) -> HostRow {
+    let prof = CostProfile::by_name(profile).unwrap_or_else(CostProfile::ampere_altra);
+    let per = |v: usize, f: &dyn Fn(&crate::test_vmalloc::Counters) -> f64| per_call(r, v, f);
+    let counts = |v: usize| Event::ALL.map(|e| per(v, &|c| Event::count(e, c) as f64));
+    let host = |v: usize| r.summary(v, Metric::Measured).map_or(f64::NAN, |s| s.mean);
+    let fixed = |v: usize| per(v, &|c| model::profile_ns(&prof, c));
+    HostRow { test, base: counts(0), new: counts(1), host_ns: (host(0), host(1)), profile_ns: (fixed(0), fixed(1)) }
 }
 
 /// Pages a quick-mode h:1 row frees per run (see [`row_for`]).
@@ -265,6 +279,12 @@ pub struct BarrierBatching {
     pub altra_predicted: Fit,
     /// What the published Altra h:1 rows imply for the 64 KiB block path.
     pub altra_block_path: Vec<ImpliedBlockPath>,
+    /// The events priced by measured host time, fitted on each profile's
+    /// run (apple-m2, ampere-altra).
+    pub host_fit: (HostFit, HostFit),
+    /// The rows whose model and host-time verdicts differ, split into
+    /// events: (profile, split, model verdict, host verdict).
+    pub host_splits: Vec<(&'static str, Split, Agreement, Agreement)>,
     /// The apple-m2 comparison.
     pub m2_outcome: Outcome,
     /// The ampere-altra comparison.
@@ -342,6 +362,8 @@ pub fn barrier_batching(len: Length, seed: u64) -> Result<BarrierBatching, Strin
     let (mut t_m2, mut t_altra) = (Tally::default(), Tally::default());
     let (mut th_m2, mut th_altra) = (Tally::default(), Tally::default());
     let (mut fit_rows, mut altra_rows) = (Vec::new(), Vec::new());
+    let (mut host_m2, mut host_altra) = (Vec::new(), Vec::new());
+    let mut differ = Vec::new();
     let mut out = Vec::new();
     for (i, p) in table.rows.iter().enumerate() {
         let barrier_pairs = PerCall::of(&m2.rows[i], 1, &pairs);
@@ -358,6 +380,14 @@ pub fn barrier_batching(len: Length, seed: u64) -> Result<BarrierBatching, Strin
             th_altra.add(p.test, ha_al);
             fit_rows.push(fit_row(&m2.rows[i], p.test, p.apple_m2.pct, "apple-m2"));
             altra_rows.push(fit_row(&altra.rows[i], p.test, p.ampere_altra.pct, "ampere-altra"));
+            host_m2.push(host_row(&m2.rows[i], p.test, "apple-m2"));
+            host_altra.push(host_row(&altra.rows[i], p.test, "ampere-altra"));
+            if a_m2 != ha_m2 {
+                differ.push(("apple-m2", host_m2.len() - 1, a_m2, ha_m2));
+            }
+            if a_al != ha_al {
+                differ.push(("ampere-altra", host_altra.len() - 1, a_al, ha_al));
+            }
             Ok(BarrierMeasured {
                 apple_m2: c_m2,
                 apple_m2_agreement: a_m2,
@@ -373,6 +403,14 @@ pub fn barrier_batching(len: Length, seed: u64) -> Result<BarrierBatching, Strin
         out.push(BarrierRow { published: *p, barrier_pairs, measured });
     }
     let altra_costs = model::M2_FITTED_NS.map(|c| c * model::ALTRA_OVER_M2);
+    let host_fit = (host_fit::fit(&host_m2), host_fit::fit(&host_altra));
+    let host_splits = differ
+        .into_iter()
+        .map(|(profile, i, a, ha)| {
+            let (rows, fit) = if profile == "apple-m2" { (&host_m2, &host_fit.0) } else { (&host_altra, &host_fit.1) };
+            (profile, host_fit::split(&rows[i], fit, &EventCosts::for_profile(profile)), a, ha)
+        })
+        .collect();
     Ok(BarrierBatching {
         table,
         repeats: len.repeats,
@@ -384,6 +422,8 @@ pub fn barrier_batching(len: Length, seed: u64) -> Result<BarrierBatching, Strin
         shipped: model::fit_residuals(&fit_rows, model::M2_FITTED_NS),
         refit: model::fit(&fit_rows, model::M2_FITTED_NS),
         altra_predicted: model::fit_residuals(&altra_rows, altra_costs),
+        host_fit,
+        host_splits,
         altra_block_path: altra_rows
             .iter()
             .filter(|r| {
