@@ -154,12 +154,58 @@ impl H1Verdict {
     }
 }
 
-/// The msleep(1) claim: the sleep helps only if it takes away the cause,
-/// the pages drained per iteration (to under 80 % of the run without it),
-/// and the regression falls by more than 5 points; the time alone is
-/// noisy.
-pub fn msleep_agrees(slept: Change, drained_slept: f64, without: f64, drained_without: f64) -> bool {
-    drained_slept < 0.8 * drained_without && slept.pct + 5.0 < without
+/// How the msleep(1) claim (the sleep reduces or removes the regression)
+/// is reproduced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MsleepVerdict {
+    /// The sleep takes away the cause: the pages drained per iteration fall
+    /// under 80 % of the run without it, and the modelled regression by
+    /// more than 5 points with the slept time left out.
+    Cause,
+    /// The regression falls by more than 5 points once the slept time is
+    /// counted, as test_vmalloc's clock counts it, while the drains per
+    /// iteration do not fall: the sleep dilutes the regression.
+    Dilution,
+    /// Neither.
+    NotReproduced,
+}
+
+impl MsleepVerdict {
+    /// Judges the run with the sleep (`slept`: slept time left out;
+    /// `slept_timed`: counted) against the run without (`without`, percent),
+    /// with the drains per iteration of both.
+    pub fn judge(
+        slept: Change,
+        slept_timed: Change,
+        drained_slept: f64,
+        without: f64,
+        drained_without: f64,
+    ) -> MsleepVerdict {
+        if drained_slept < 0.8 * drained_without && slept.pct + 5.0 < without {
+            MsleepVerdict::Cause
+        } else if slept_timed.pct + 5.0 < without {
+            MsleepVerdict::Dilution
+        } else {
+            MsleepVerdict::NotReproduced
+        }
+    }
+
+    /// What the report prints.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MsleepVerdict::Cause => "agrees: the sleep takes away the drains",
+            MsleepVerdict::Dilution => {
+                "agrees, by dilution: the regression falls once the slept time is counted, as the test's clock counts it; the drains per iteration do not"
+            }
+            MsleepVerdict::NotReproduced => "DISAGREES",
+        }
+    }
+}
+
+/// How the fewer-iterations claim is judged: the regression at the fewest
+/// iterations is more than 5 points below the one of the full run.
+pub fn fewer_agrees(fewest: Change, full: f64) -> bool {
+    fewest.pct + 5.0 < full
 }
 
 /// `true` (the report's "agrees") or `false` ("DISAGREES").

@@ -50,7 +50,7 @@ pub mod published;
 pub mod render;
 pub mod run;
 
-pub use agreement::{Agreement, H1Verdict, Tally};
+pub use agreement::{Agreement, H1Verdict, MsleepVerdict, Tally};
 pub use published::{BARRIER_BATCHING, Change, PCP_DRAIN, PublishedRegression, PublishedRow, Source, Table};
 pub use run::{
     BarrierBatching, BarrierMeasured, BarrierRow, Contpte, Mapping, PcpDrain, PerCall, RegressionRow, SweepRow,
@@ -268,6 +268,18 @@ mod tests {
         assert_eq!(j(9.0, r, 2.0, None), Agreement::Differs);
         assert_eq!(Agreement::Flat.to_string(), "agrees (~0)");
         assert_eq!(Agreement::Disagrees.to_string(), "DISAGREES");
+    }
+
+    #[test]
+    fn msleep_and_fewer_rules() {
+        let c = |pct| Change::new(pct, Some(Mark::Regression));
+        // Drains fall and the regression with them: the cause.
+        assert_eq!(MsleepVerdict::judge(c(5.0), c(0.1), 10.0, 19.5, 96.0), MsleepVerdict::Cause);
+        // Drains stay; only the slept time brings the change down.
+        assert_eq!(MsleepVerdict::judge(c(19.6), c(0.1), 96.7, 19.5, 96.0), MsleepVerdict::Dilution);
+        assert_eq!(MsleepVerdict::judge(c(19.6), c(18.0), 96.7, 19.5, 96.0), MsleepVerdict::NotReproduced);
+        assert!(agreement::fewer_agrees(c(0.5), 19.5));
+        assert!(!agreement::fewer_agrees(c(16.0), 19.5));
     }
 
     #[test]

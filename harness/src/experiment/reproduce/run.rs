@@ -9,7 +9,7 @@
 //! through the TLB model of one CPU.
 
 use super::Length;
-use super::agreement::{self, Agreement, H1Verdict, Tally};
+use super::agreement::{self, Agreement, H1Verdict, MsleepVerdict, Tally};
 use super::host_fit::{self, HostFit, HostRow, Split};
 use super::model::{self, Event, EventCosts, Fit, FitRow};
 use super::published::{self, BARRIER_BATCHING, Change, PCP_DRAIN, PublishedRegression, PublishedRow, Table};
@@ -690,6 +690,21 @@ const PCP_HIGH_SWEEP: [(&str, Option<&str>); 6] = [
     ("pcp.high=8192", Some("pcp.high=8192")),
 ];
 
+/// The loop counts of the fewer-iterations rows of `reproduce pcp-drain`.
+pub const FEWER_LOOPS: [i32; 3] = [10, 100, 1000];
+
+/// long_busy_list with fewer iterations, mainline → huge-by-default.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FewerRow {
+    /// `test_loop_count`.
+    pub loops: i32,
+    /// The change, deterministic metric (the set-up timed with the loop, as
+    /// `test_func` times it).
+    pub change: Change,
+    /// pcp pages drained per iteration.
+    pub drain_pages: PerCall,
+}
+
 /// `reproduce pcp-drain`: the regression, its cause, the pcp-high sweep,
 /// the msleep(1) variant and fix_size p:512.
 #[derive(Clone, Debug)]
@@ -725,8 +740,15 @@ pub struct PcpDrain {
     pub slept_in_ktime: Change,
     /// pcp pages drained per iteration with the sleep, huge-by-default.
     pub slept_drain_pages: f64,
-    /// Whether the sleep takes away the regression's cause.
-    pub msleep_agrees: bool,
+    /// How the sleep's reduction of the regression is reproduced.
+    pub msleep: MsleepVerdict,
+    /// long_busy_list with fewer iterations (the posting: fewer iterations
+    /// reduce or remove the regression), fewest first.
+    pub fewer: Vec<FewerRow>,
+    /// Whether the fewest iterations reduce the regression.
+    pub fewer_agrees: bool,
+    /// Their comparison.
+    pub fewer_outcome: Outcome,
     /// The fix_size p:512 change, deterministic metric.
     pub p512: Change,
     /// The fix_size p:512 change, host time.
@@ -749,7 +771,10 @@ pub struct PcpDrain {
 impl PcpDrain {
     /// Whether a run failed.
     pub fn failed(&self) -> bool {
-        self.main.any_failed() || self.sweep.iter().any(|r| r.failed) || self.slept_p512.any_failed()
+        self.main.any_failed()
+            || self.sweep.iter().any(|r| r.failed)
+            || self.slept_p512.any_failed()
+            || self.fewer_outcome.any_failed()
     }
 }
 
@@ -834,9 +859,32 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
     let slept = model_change(&o2, 0, "ampere-altra");
     let slept_host = change(&o2, 0);
     let slept_drain_pages = o2.rows[0].counter_per_call(1, &drain);
-    let msleep_agrees =
-        agreement::msleep_agrees(slept, slept_drain_pages, model_change(&main, 0, "ampere-altra").pct, drain_pages.new);
     let slept_in_ktime = model_change_plus(&o2.rows[0], 1, "ampere-altra", MSLEEP_1_NS);
+    let without = model_change(&main, 0, "ampere-altra").pct;
+    let msleep = MsleepVerdict::judge(slept, slept_in_ktime, slept_drain_pages, without, drain_pages.new);
+    // Fewer iterations: the pcp fills for its first ~high / 96 iterations
+    // before the drains start, and the set-up of 15,000 one-page areas is
+    // timed with the loop.
+    let fewer_rows: Vec<Row> = FEWER_LOOPS
+        .iter()
+        .map(|&n| {
+            let mut r = lbl.clone();
+            r.params.test_loop_count = n;
+            r.label = format!("long_busy_list_alloc_test loops={n}");
+            r
+        })
+        .collect();
+    let o3 = compare::run(spec(&common, huge_variants(), fewer_rows, short, seed), progress("pcp-drain fewer loops"))?;
+    let fewer: Vec<FewerRow> = FEWER_LOOPS
+        .iter()
+        .enumerate()
+        .map(|(i, &loops)| FewerRow {
+            loops,
+            change: model_change(&o3, i, "ampere-altra"),
+            drain_pages: PerCall::of(&o3.rows[i], 1, &drain),
+        })
+        .collect();
+    let fewer_agrees = fewer.first().is_some_and(|f| agreement::fewer_agrees(f.change, without));
     let p512 = model_change(&o2, 1, "ampere-altra");
     let p512_host = change(&o2, 1);
     // 7.2's vfree (free_pages_bulk): the order-4 blocks go back whole.
@@ -865,7 +913,10 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
         slept_host,
         slept_in_ktime,
         slept_drain_pages,
-        msleep_agrees,
+        msleep,
+        fewer,
+        fewer_agrees,
+        fewer_outcome: o3,
         p512,
         p512_host,
         p512_agrees: p512.pct < 0.0,
