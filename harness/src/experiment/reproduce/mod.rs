@@ -5,8 +5,8 @@
 //! | reproduction | published | what runs here |
 //! |---|---|---|
 //! | `barrier-batching` | test_vmalloc before/after the arm64 vmalloc series (v6.15-rc3), Apple M2 and Ampere Altra | every published row, base = no lazy-MMU barrier batching and no contpte vmalloc, new = both, under the `apple-m2` and `ampere-altra` cost profiles |
-//! | `contpte` | 16x fewer TLB entries; h:1 regression on Altra from 64 KiB blocks bypassing the pcp | TLB entries and TLB-model misses for 64 KiB..8 MiB buffers mapped three ways; fix_size h:1 with contpte off/on and the zone-lock traffic per call |
-//! | `pcp-drain` | long_busy_list +17 % (+31 % without patch 1) with huge vmalloc by default; sensitive to the pcp high; `msleep(1)` helps; fix_size p:512 improves | the same runs, the cause in counters, a pcp-high sweep, the sleep variant, p:512 |
+//! | `contpte` | 16x fewer TLB entries; h:1 regression on Altra from 64 KiB blocks bypassing the pcp | TLB entries and TLB-model misses for 64 KiB..8 MiB buffers mapped three ways; fix_size h:1 with contpte off/on and the zone-lock traffic per call, against contpte's own cost derived from the table ([`published::contpte_alone`]) |
+//! | `pcp-drain` | long_busy_list +17 % (+31 % without patch 1) with huge vmalloc by default; sensitive to the pcp high; `msleep(1)` helps; fix_size p:512 improves | the same runs, the cause in counters, a pcp-high sweep, the sleep variant, fewer iterations, p:512 |
 //! | `hvo` | `seeds.md` §4: -34.3 % vm-scalability with a grace period per surplus page, +13.7 % with the fix; 700 x 1G alloc/free before/after `__GFP_COMP`; demote 513 → 2 grace periods | [`hvo`]: surplus-page faults on 4 CPUs per grace-period policy, a few 1G pages per gigantic release, one 1G demote per batching |
 //! | `linear-map` | `map_mem()` ms of v6.9-rc1 and the "faster linear map creation" patches, M2 16G to Altra 512G (§3) | `map_mem()` per variant with `rodata=full`, modelled under the `apple-m2` / `ampere-altra` profiles ([`linear_map`]) |
 //!
@@ -26,6 +26,12 @@
 //! profile, fitted on the Apple M2 column of `seeds.md` §1 and predicting
 //! the Altra column and §2 without refitting. Same seed, same numbers on
 //! any host; measured host time is printed beside every verdict, apart.
+//! Where the two give a row different verdicts, [`host_fit`] prices the
+//! same events by measured host time and splits the row's change into
+//! them, so the report says which event the host weighs differently.
+//! `barrier-batching` also prints what the published Altra h:1 rows imply
+//! for the cost of the 64 KiB block path ([`model::implied_block_scale`]),
+//! which the model, scaling the M2 costs uniformly, does not take.
 //!
 //! `msleep(1)` in `pcp-drain`: test_vmalloc's `test_func` times the whole
 //! test function with `ktime_get()`, so a sleep in the loop is inside the
@@ -33,7 +39,14 @@
 //! that dilution is what shrinks the regression; the sleep does not remove
 //! the pcp drains (decay_pcp_high runs once per second from vmstat_update;
 //! the counters show the drains per iteration unchanged). The report prints
-//! the change with the slept time counted ([`run::MSLEEP_1_NS`]).
+//! the change with the slept time counted ([`run::MSLEEP_1_NS`]), and the
+//! verdict says the claim agrees by dilution ([`agreement::MsleepVerdict`]).
+//! The posting's other remedy, fewer iterations, runs as its own rows
+//! ([`run::FEWER_LOOPS`]).
+//!
+//! h:1 rows with 64 KiB blocks run 300,000 pages a side in quick mode: the
+//! pcp fills before it drains, and the published 500,000-loop runs measured
+//! the draining steady state ([`run::row_for`]).
 //!
 //! Quick mode (the default) uses fewer loops than the published 500 000 so
 //! that `reproduce all` finishes in well under a minute; `--full` runs ten
