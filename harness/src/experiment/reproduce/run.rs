@@ -164,10 +164,11 @@ pub fn row_for(label: &str, len: Length) -> Result<Row, String> {
         // 64 KiB contpte blocks bypass the pcp and come back into it as
         // order-0 pages, so the pcp only fills until it reaches its high
         // mark and drains from then on. The published runs (500,000 loops)
-        // measured that steady state; a run of 8,000 pages can end before
-        // the first drain when an earlier row raised `pcp->high` towards
-        // `high_max` (15,347 pages on this machine). Twenty times that
-        // makes the fill under 5 % of the run.
+        // measured that steady state. Here, after the rows before them,
+        // runs of 8,000 and 12,800 pages (p:16, p:64) ended before their
+        // first drain: the pcp can take up to `high_max` pages (15,347 on
+        // this machine). Twenty times that makes the fill under 5 % of the
+        // run.
         "fix_size_alloc_test" if p.use_huge && pages < PMD_PAGES => (STEADY_STATE_PAGES / pages).max(200),
         "fix_size_alloc_test" => (8000 / pages).max(200),
         "long_busy_list_alloc_test" => 20_000,
