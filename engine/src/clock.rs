@@ -53,12 +53,18 @@ pub fn ticks_to_ns(t: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    /// The counter advances across a sleep, and its conversion agrees with
+    /// the host's monotonic clock over the same interval to within 2x. Not
+    /// a bound on the sleep itself: a loaded host or qemu-user may stretch
+    /// it, and the 2 ms calibration may be off by tens of percent there
+    /// (one run under qemu-aarch64 read a 5 ms sleep as 4.0 ms).
     #[test]
     fn advances_and_converts() {
-        let a = super::ticks();
+        let (t0, a) = (std::time::Instant::now(), super::ticks());
         std::thread::sleep(std::time::Duration::from_millis(5));
-        let d = super::ticks().wrapping_sub(a);
-        let ns = super::ticks_to_ns(d);
-        assert!(ns >= 4_000_000, "5 ms sleep measured as {ns} ns");
+        let (d, wall) = (super::ticks().wrapping_sub(a), t0.elapsed().as_nanos() as f64);
+        assert!(d > 0, "the counter did not advance");
+        let ns = super::ticks_to_ns(d) as f64;
+        assert!((0.5..=2.0).contains(&(ns / wall)), "{ns} ns by the counter against {wall} ns by Instant");
     }
 }

@@ -429,7 +429,7 @@ fn pcp_drain(p: &PcpDrain) -> (String, Vec<(&'static str, String)>) {
         .collect();
     let _ = writeln!(
         s,
-        "agreement (fewer iterations): ours (model) {}; {} at the quick run's loops ({}). Two causes, both the kernel's: the pcp absorbs the first iterations' blocks before it drains (the extra drains per iteration, huge-by-default over mainline, above) and the set-up and teardown, the same work on both sides, weigh more",
+        "agreement (fewer iterations): ours (model) {}; {} at the main run's loops ({}). Two causes, both the kernel's: the pcp absorbs the first iterations' blocks before it drains (the extra drains per iteration, huge-by-default over mainline, above) and the set-up and teardown, the same work on both sides, weigh more",
         rows.join(", "),
         fmt_pct(without),
         agrees_word(p.fewer_agrees)
