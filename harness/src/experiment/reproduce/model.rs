@@ -84,6 +84,11 @@ impl Event {
     pub const FITTED: [Event; 6] =
         [Event::VmapCall, Event::Page, Event::PcpPage, Event::BuddyPage, Event::ZoneLock, Event::BuddyStep];
 
+    /// Its index in [`Event::FITTED`], if its cost is fitted.
+    pub fn fitted_index(self) -> Option<usize> {
+        Event::FITTED.iter().position(|&f| f == self)
+    }
+
     /// The event's name in tables.
     pub fn name(self) -> &'static str {
         match self {

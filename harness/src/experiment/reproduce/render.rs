@@ -138,10 +138,7 @@ fn calibration(s: &mut String, b: &BarrierBatching) {
     let lines: Vec<Vec<String>> = model::Event::ALL
         .iter()
         .map(|&e| {
-            let refit = model::Event::FITTED
-                .iter()
-                .position(|&f| f == e)
-                .map_or("-".to_string(), |i| fmt_num(b.refit.costs[i]));
+            let refit = e.fitted_index().map_or("-".to_string(), |i| fmt_num(b.refit.costs[i]));
             let src = m2.costs.iter().find(|c| c.event == e).map_or("", |c| c.note);
             vec![
                 e.name().to_string(),

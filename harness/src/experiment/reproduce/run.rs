@@ -18,6 +18,7 @@ use crate::plot::Series;
 use crate::stats::Mark;
 use crate::test_vmalloc::{self, Params};
 use mmlab_engine::cost::CostProfile;
+use mmlab_engine::pgtable::desc::PMD_SIZE;
 use mmlab_engine::pgtable::{self, mmu};
 use mmlab_engine::{Gfp, Machine, MachineConfig, PAGE_SIZE};
 use mmlab_pcp::PageAllocator;
@@ -100,13 +101,7 @@ fn fit_row(r: &RowResult, test: &'static str, published_pct: f64, profile: &str)
         Event::ALL.iter().filter(|e| !Event::FITTED.contains(e)).map(|&e| costs.ns(e) * Event::count(e, c) as f64).sum()
     };
     let per = |v: usize, f: &dyn Fn(&crate::test_vmalloc::Counters) -> f64| per_call(r, v, f);
-    let counts = |v: usize| {
-        let mut a = [0.0; 6];
-        for (slot, e) in a.iter_mut().zip(Event::FITTED) {
-            *slot = per(v, &|c| Event::count(e, c) as f64);
-        }
-        a
-    };
+    let counts = |v: usize| Event::FITTED.map(|e| per(v, &|c| Event::count(e, c) as f64));
     let fixed = |v: usize| per(v, &|c| model::profile_ns(&prof, c));
     let est = |v: usize| per(v, &estimated);
     FitRow {
@@ -133,7 +128,7 @@ fn host_row(r: &RowResult, test: &'static str, profile: &str) -> HostRow {
 const STEADY_STATE_PAGES: i32 = 300_000;
 /// Pages of one PMD block (2 MiB): from there on, h:1 maps PMD blocks of
 /// order 9, which the pcp caches.
-const PMD_PAGES: i32 = 512;
+const PMD_PAGES: i32 = (PMD_SIZE / PAGE_SIZE) as i32;
 
 /// The test_vmalloc row a published label names, with quick-mode loops
 /// chosen so that one run takes about a millisecond or more (the long
@@ -310,14 +305,17 @@ impl ImpliedBlockPath {
     /// The block path of `row` (Altra costs `c`) against its published
     /// change; `None` without order-4 blocks on the new side.
     fn of(row: &FitRow, c: &[f64; 6]) -> Option<ImpliedBlockPath> {
-        let at = |e: Event| Event::FITTED.iter().position(|&f| f == e).unwrap_or(0);
+        let (count, cost) = (
+            |e: Event| e.fitted_index().map_or(0.0, |i| row.new[i]),
+            |e: Event| e.fitted_index().map_or(0.0, |i| c[i]),
+        );
         // One order-4 block is 16 pages taken from the buddy straight.
-        let blocks = row.new[at(Event::BuddyPage)] / 16.0;
+        let blocks = count(Event::BuddyPage) / 16.0;
         if blocks <= 0.0 {
             return None;
         }
         let scale = model::implied_block_scale(row, c)?;
-        let per_block: f64 = model::BLOCK_PATH.iter().map(|&e| c[at(e)] * row.new[at(e)]).sum::<f64>() / blocks;
+        let per_block: f64 = model::BLOCK_PATH.iter().map(|&e| cost(e) * count(e)).sum::<f64>() / blocks;
         Some(ImpliedBlockPath {
             test: row.test,
             over_m2: scale * model::ALTRA_OVER_M2,
@@ -533,8 +531,6 @@ pub struct Contpte {
     pub h1_zone_lock: Vec<PerCall>,
     /// Rows slower with contpte.
     pub h1_regressed: usize,
-    /// The largest change, percent, deterministic metric.
-    pub h1_worst_pct: f64,
     /// The change per h:1 row, deterministic metric.
     pub h1_model: Vec<Change>,
     /// What contpte alone cost per row on the Altra in the published table
@@ -619,7 +615,6 @@ pub fn contpte(len: Length, seed: u64) -> Result<Contpte, String> {
     let h1_model: Vec<Change> = (0..h1.rows.len()).map(|i| model_change(&h1, i, "ampere-altra")).collect();
     let h1_regressed = h1_model.iter().filter(|c| c.pct > 0.0).count();
     let h1_zone_lock_up = h1_zone_lock.iter().all(|z| z.new > z.base);
-    let h1_worst_pct = h1_model.iter().map(|c| c.pct).fold(f64::NAN, f64::max);
     let h1_host_worst_pct = (0..h1.rows.len()).map(|i| change(&h1, i).pct).fold(f64::NAN, f64::max);
     let h1_published: Vec<(Option<Change>, Agreement)> = H1_PAGES
         .iter()
@@ -639,7 +634,6 @@ pub fn contpte(len: Length, seed: u64) -> Result<Contpte, String> {
         h1_counters,
         h1_zone_lock,
         h1_regressed,
-        h1_worst_pct,
         h1_model,
         h1_published,
         h1_host_worst_pct,
