@@ -148,6 +148,27 @@ fn deferred_struct_pages_read_as_if_initialised_at_boot() {
     pl.check_invariants().unwrap();
 }
 
+/// The memmap's in-place fast path takes a zero `lru.next` for a struct
+/// page not yet initialised; one that reads 0 after its initialisation
+/// goes the checked way and is neither moved nor initialised again.
+#[test]
+fn a_zero_lru_next_does_not_reinitialise_its_vmemmap_page() {
+    let m = Machine::boot(MachineConfig::with("512M", 2).unwrap()).unwrap();
+    let mem = m.memmap();
+    let pfn = (0x48000..0x60000).map(Pfn).find(|&p| !mem.initialised(p)).expect("an untouched page");
+    let before = mem.deferred_init_counts().deferred;
+    let p = m.page(pfn) as *const _;
+    assert!(mem.initialised(pfn));
+    assert_eq!(mem.deferred_init_counts().deferred, before + 1);
+    let neighbour = m.page(pfn.add(1));
+    neighbour.set_private(7);
+    m.page(pfn).set_lru_next(0);
+    assert_eq!(m.page(pfn) as *const _, p);
+    assert_eq!(m.page(pfn).lru_next(), 0);
+    assert_eq!(neighbour.private(), 7, "its vmemmap page was initialised again");
+    assert_eq!(mem.deferred_init_counts().deferred, before + 1);
+}
+
 #[test]
 fn bad_memory_is_a_typed_error_at_boot() {
     let boot = |banks: Vec<MemBank>| {

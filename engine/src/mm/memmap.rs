@@ -58,6 +58,15 @@
 //! struct-page reads and writes go wherever the tables now say, exactly
 //! like the kernel's; before the flush they still go to the old page, as a
 //! stale TLB entry would send them.
+//!
+//! Until the first such change, on a memmap of one piece, the translation
+//! is the identity on the buffer, and [`Memmap::page`] reads struct pages
+//! in place without the shadow. An initialised struct page never has a
+//! zero `lru.next` (it points at the page itself, a list or
+//! `LIST_POISON1`) and an untouched one is still all zero, so that word,
+//! on the cache line the caller reads anyway, tells whether the page still
+//! needs its first-touch initialisation; a struct page named by a list
+//! link needs no such check.
 
 use super::page::{LRU_OFFSET, STRUCT_PAGE_SIZE, StructPage, pg};
 use crate::addr::Pfn;
@@ -158,10 +167,10 @@ pub struct Memmap {
     pgd: AtomicU64,
     /// Host address of the memmap buffer as memblock laid it out.
     linear: usize,
-    /// True while every vmemmap page is initialised and its cached
-    /// translation is the boot one with no holes (the memmap read in
-    /// place): then an access needs no shadow lookup; the first TLBI of a
-    /// changed vmemmap clears it for good.
+    /// True while the memmap is one piece (no hole) and every vmemmap
+    /// page's translation is the boot one (the memmap read in place): then
+    /// an access to an initialised struct page needs no shadow lookup; the
+    /// first TLBI of a changed vmemmap clears it for good.
     boot_layout: AtomicBool,
 }
 
@@ -241,9 +250,9 @@ impl Memmap {
     }
 
     /// The early part of `memmap_init()`: initialise the struct pages of
-    /// every present vmemmap page below `first_deferred_pfn`. Then, if no
-    /// page is left for first touch and there is no hole, struct pages are
-    /// read in place (the fast path).
+    /// every present vmemmap page below `first_deferred_pfn`. Then, if the
+    /// memmap is one piece (no hole), struct pages are read in place (the
+    /// fast path of [`Memmap::page`]).
     pub(crate) fn init_early(&self) {
         for p in self.pieces.iter() {
             let end = p.end_pfn.min(self.first_deferred_pfn);
@@ -253,8 +262,7 @@ impl Memmap {
                 }
             }
         }
-        let all = self.initialised_chunks() as usize == self.shadow.len();
-        if all && self.pieces.len() == 1 {
+        if self.pieces.len() == 1 {
             self.boot_layout.store(true, Relaxed);
         }
     }
@@ -262,10 +270,6 @@ impl Memmap {
     #[inline]
     fn chunk_of(&self, pfn: u64) -> usize {
         ((pfn - self.start_pfn) / PAGES_PER_VMEMMAP_PAGE) as usize
-    }
-
-    fn initialised_chunks(&self) -> u64 {
-        self.initialised.iter().map(|w| u64::from(w.load(Relaxed).count_ones())).sum()
     }
 
     /// Whether the struct pages of vmemmap page `chunk` are initialised.
@@ -387,11 +391,18 @@ impl Memmap {
     fn page_at(&self, idx: u64) -> &StructPage {
         debug_assert!(idx < self.nr_pages);
         if self.boot_layout.load(Relaxed) {
-            // SAFETY: with the boot layout every vmemmap page is initialised
-            // and maps the memmap in place with no hole, so struct page idx
-            // (< nr_pages) is at linear + idx * 64, inside the buffer given
-            // to `new` (valid for self's life).
-            return unsafe { &*((self.linear + (idx * STRUCT_PAGE_SIZE) as usize) as *const StructPage) };
+            // SAFETY: with the boot layout every vmemmap page maps the
+            // memmap in place with no hole, so struct page idx (< nr_pages)
+            // is at linear + idx * 64, inside the buffer given to `new`
+            // (valid for self's life).
+            let p = unsafe { &*((self.linear + (idx * STRUCT_PAGE_SIZE) as usize) as *const StructPage) };
+            // A struct page not yet initialised is still zero (the buffer
+            // is fresh arena memory, and nothing but `init_chunk` writes
+            // it before its first touch): its first touch takes the
+            // checked path below, which initialises its vmemmap page.
+            if p.initialised_hint() {
+                return p;
+            }
         }
         // SAFETY: callers pass idx < nr_pages, and the shadow has
         // ceil(nr_pages / 64) entries, so idx / 64 is in bounds.
@@ -511,6 +522,12 @@ impl Memmap {
         }
         let idx = (off / STRUCT_PAGE_SIZE).wrapping_add(self.vmemmap_pfn0).wrapping_sub(self.start_pfn);
         assert!(idx < self.nr_pages, "list link {va:#x} outside the memmap");
+        if self.boot_layout.load(Relaxed) {
+            // SAFETY: as in `page_at` (idx < nr_pages, checked above). No
+            // hint is needed: a list link names a struct page that was
+            // written (its `lru` was linked), so it is initialised.
+            return Some(unsafe { &*((self.linear + (idx * STRUCT_PAGE_SIZE) as usize) as *const StructPage) });
+        }
         Some(self.page_at(idx))
     }
 

@@ -41,7 +41,7 @@
 //! routes it through the vmemmap mapping without touching callers.
 
 use crate::mm::Migratetype;
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 
 /// Page flag bits (`enum pageflags`, include/linux/page-flags.h, Linux 6.12).
 pub mod pg {
@@ -297,7 +297,6 @@ impl StructPage {
     /// address `lru`), everything else zero.
     pub fn init_single(&self, flags: u64, refcount: i32, lru: u64) {
         self.flags.store(flags, Relaxed);
-        self.lru_next.store(lru, Relaxed);
         self.lru_prev.store(lru, Relaxed);
         self.mapping.store(0, Relaxed);
         self.index.store(0, Relaxed);
@@ -305,6 +304,18 @@ impl StructPage {
         self.page_type.store(PAGE_TYPE_NONE, Relaxed);
         self.refcount.store(refcount, Relaxed);
         self.ext.store(0, Relaxed);
+        // Last, and a release: a reader that sees it non-zero through
+        // `initialised_hint` sees the fields above.
+        self.lru_next.store(lru, Release);
+    }
+    /// Whether this struct page has been written since its memory was
+    /// zero: `lru.next` is never 0 once `init_single` ran (it points at
+    /// the page itself, at a list or at `LIST_POISON1`). A hint for the
+    /// memmap's in-place fast path, which falls back to the checked path
+    /// when it is 0.
+    #[inline(always)]
+    pub(crate) fn initialised_hint(&self) -> bool {
+        self.lru_next.load(Acquire) != 0
     }
     /// The raw 64 bytes, as a memory dump shows them.
     pub fn raw(&self) -> [u64; 8] {
