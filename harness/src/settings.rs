@@ -63,6 +63,7 @@ const LISTING_ORDER: &[&str] = &[
     "vmalloc.contpte",
     "vmalloc.huge_by_default",
     "vmalloc.align_size_to_huge",
+    "vmalloc.large_order_pages",
     "vmalloc.free_pages_bulk",
     "vmalloc.pmd",
     "hugepagesz",
@@ -429,7 +430,7 @@ mod tests {
              arm64.linear_map_variant (base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10), rodata (full|on|off), \
              boot.state (real|bare), arm64.kernel_image, debug_pagealloc, deferred_struct_page_init (0|1), tlb_entries, \
              vmap_allow_huge, vmalloc.contpte, vmalloc.pmd, vmalloc.huge_by_default, vmalloc.align_size_to_huge, \
-             vmalloc.free_pages_bulk \
+             vmalloc.large_order_pages, vmalloc.free_pages_bulk \
              (on|off), hugepagesz"
         ));
         assert!(set_help().contains(
@@ -444,7 +445,8 @@ mod tests {
              transparent_hugepage (always|madvise|never), pcp.rules (7.2|6.12), lock_stat (0|1),"
         ));
         assert!(e.contains(
-            "vmalloc.align_size_to_huge (on|off|1|0), vmalloc.free_pages_bulk (on|off|1|0), vmalloc.pmd (on|off|1|0), hugepagesz"
+            "vmalloc.align_size_to_huge (on|off|1|0), vmalloc.large_order_pages (on|off|1|0), vmalloc.free_pages_bulk (on|off|1|0), \
+             vmalloc.pmd (on|off|1|0), hugepagesz"
         ));
         assert!(e.ends_with("hugetlb_vmemmap.arm64 (off|pause|unsafe)"), "{e}");
         assert_eq!(

@@ -474,11 +474,15 @@ impl<'m> PageAllocator<'m> {
         if nr_populated == nr {
             return nr_populated;
         }
+        // One page left: the single page allocator, before the bulk path's
+        // own prepare_alloc_pages() (and its fail_page_alloc check).
+        if nr - nr_populated == 1 {
+            return self.alloc_pages_bulk_failed(cpu, gfp, array, nr_populated);
+        }
         // prepare_alloc_pages() of the bulk path.
         if self.fail_page_alloc.should_fail_alloc_page(gfp, 0) {
             return nr_populated;
         }
-        let missing = array[nr_populated..].iter().filter(|s| s.is_none()).count() as u64;
         let mt = gfp_mt(gfp);
         let mut alloc_flags = AllocFlags::WMARK_LOW;
         if gfp.contains(Gfp::__GFP_KSWAPD_RECLAIM) {
@@ -489,14 +493,11 @@ impl<'m> PageAllocator<'m> {
         // above its mark (`for_each_zone_zonelist_nodemask` of the bulk path).
         let prep = self.zone_prep(gfp);
         let (highest_zoneidx, first) = (prep.highest_zoneidx as usize, prep.first as usize);
-        let zone = if missing == 1 {
-            None
-        } else {
-            self.zonelist[first..].iter().map(|&zt| zt as usize).find(|&zi| {
-                let z = self.zone_at(zi);
-                z.zone_watermark_fast(0, z.wmark_pages(alloc_flags.wmark()) + missing, highest_zoneidx, alloc_flags)
-            })
-        };
+        let missing = (nr - nr_populated) as u64;
+        let zone = self.zonelist[first..].iter().map(|&zt| zt as usize).find(|&zi| {
+            let z = self.zone_at(zi);
+            z.zone_watermark_fast(0, z.wmark_pages(alloc_flags.wmark()) + missing, highest_zoneidx, alloc_flags)
+        });
         if let Some(zi) = zone {
             if let Some(mut pcp) = self.pcp_of(zi, cpu.id()).try_lock() {
                 let mut nr_account = 0u64;
@@ -523,12 +524,25 @@ impl<'m> PageAllocator<'m> {
                 cpu.count(VmEvent::PcpTrylockFail, 1);
             }
         }
-        // failed_irq / failed: one page the normal way.
-        if let Some(pfn) = self.alloc_pages(cpu, gfp, 0) {
-            array[nr_populated] = Some(pfn);
-            nr_populated += 1;
+        self.alloc_pages_bulk_failed(cpu, gfp, array, nr_populated)
+    }
+
+    /// `alloc_pages_bulk()`'s `failed` label: one page the normal way into
+    /// the first empty slot.
+    fn alloc_pages_bulk_failed(
+        &self,
+        cpu: &Cpu<'m>,
+        gfp: Gfp,
+        array: &mut [Option<Pfn>],
+        nr_populated: usize,
+    ) -> usize {
+        match self.alloc_pages(cpu, gfp, 0) {
+            Some(pfn) => {
+                array[nr_populated] = Some(pfn);
+                nr_populated + 1
+            }
+            None => nr_populated,
         }
-        nr_populated
     }
 
     /// `__free_pages(page, order)`: drop the reference; on the last one,

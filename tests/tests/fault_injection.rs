@@ -341,8 +341,9 @@ fn failed_calls_release_everything_at_several_probabilities() {
 /// `interval=n`), for every n. On a fresh machine the call needs new
 /// tables under the vmalloc range (T of them, measured by an unfaulted
 /// run); vmap and vm_map_ram get their pages from the caller, so their
-/// requests 1..=T are table pages; vmalloc's first request is its bulk
-/// page allocation (a failure there falls back to single pages and
+/// requests 1..=T are table pages; vmalloc's first two requests are its
+/// pages (7.2: an order-1 block, then the last page from the single page
+/// allocator; a failure of either falls back to smaller requests and
 /// succeeds), then T tables. A failed table page is PgtableError::NoMemory
 /// inside the map path: the call must fail and release everything. A
 /// huge vmalloc whose block or table allocation fails falls back to small
@@ -351,7 +352,7 @@ fn failed_calls_release_everything_at_several_probabilities() {
 fn each_allocation_of_one_call_failing_in_turn() {
     type Call = for<'a, 'm> fn(&Run<'a, 'm>, &Cpu<'m>) -> Result<(), VmallocError>;
     let calls: [(&str, Call, u64); 4] = [
-        ("vmalloc 3 pages", |r, cpu| r.vm.vmalloc(cpu, 3 * PAGE_SIZE).map(|a| r.vm.vfree(cpu, a).unwrap()), 1),
+        ("vmalloc 3 pages", |r, cpu| r.vm.vmalloc(cpu, 3 * PAGE_SIZE).map(|a| r.vm.vfree(cpu, a).unwrap()), 2),
         (
             "vmalloc_huge 4 MiB",
             |r, cpu| r.vm.vmalloc_huge(cpu, 4 << 20, Gfp::GFP_KERNEL).map(|a| r.vm.vfree(cpu, a).unwrap()),

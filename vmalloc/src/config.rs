@@ -30,6 +30,14 @@ pub struct VmallocConfig {
     /// size (mainline); off = the RFC's 1/2: blocks for the aligned prefix,
     /// order-0 pages for the tail.
     pub align_size_to_huge: bool,
+    /// `vmalloc.large_order_pages`: 7.2's `vm_area_alloc_pages` first asks
+    /// the buddy allocator for the largest blocks that fit (order
+    /// `ilog2(pages left)`, no direct reclaim, one order lower after each
+    /// failure) and splits them, before the order-0 bulk path (Vishal
+    /// Moola, "mm/vmalloc: request large order pages from buddy
+    /// allocator"), on; off takes order-0 pages in bulk, as 6.x and the
+    /// kernels of the published vmalloc experiments do.
+    pub large_order_pages: bool,
     /// `vmalloc.free_pages_bulk`: `vfree` returns the pages with 7.2's
     /// `free_pages_bulk` (contiguous runs as aligned blocks, see
     /// `PageAllocator::free_pages_bulk`), on; off frees each page at order
@@ -46,6 +54,7 @@ impl Default for VmallocConfig {
             pmd: true,
             huge_by_default: false,
             align_size_to_huge: true,
+            large_order_pages: true,
             free_pages_bulk: true,
         }
     }
@@ -82,6 +91,11 @@ impl VmallocConfig {
             "vmalloc.align_size_to_huge",
             KernelName::Code("__vmalloc_node_range_noprof: size = ALIGN(real_size, 1UL << shift)"),
             align_size_to_huge
+        ),
+        on_off_knob!(
+            "vmalloc.large_order_pages",
+            KernelName::Code("7.2 vm_area_alloc_pages: large orders first (off: order-0 bulk, 6.x)"),
+            large_order_pages
         ),
         on_off_knob!(
             "vmalloc.free_pages_bulk",
@@ -124,15 +138,16 @@ mod tests {
         );
         let help: Vec<String> = VmallocConfig::KNOBS.help().collect();
         assert_eq!(help[0], "vmap_allow_huge (on|off|1|0)");
-        assert_eq!(help.len(), 6);
+        assert_eq!(help.len(), 7);
         assert!(!vset("vmalloc.free_pages_bulk=off").unwrap().free_pages_bulk);
+        assert!(!vset("vmalloc.large_order_pages=off").unwrap().large_order_pages);
     }
 
     #[test]
     fn serialised_in_report_order() {
         assert_eq!(
             serde_json::to_string(&VmallocConfig::default()).unwrap(),
-            r#"{"vmap_allow_huge":true,"contpte":true,"pmd":true,"huge_by_default":false,"align_size_to_huge":true,"free_pages_bulk":true}"#
+            r#"{"vmap_allow_huge":true,"contpte":true,"pmd":true,"huge_by_default":false,"align_size_to_huge":true,"large_order_pages":true,"free_pages_bulk":true}"#
         );
     }
 }

@@ -8,16 +8,20 @@
 //! the request (rounded up to the mapping granule, plus one guard page) is
 //! cut out of the free-space tree by `alloc_vmap_area()`, lowest address
 //! first ([`vmap_area`]). Then it takes physical pages
-//! (`vm_area_alloc_pages()`): order-0 pages from the bulk allocator in
-//! chunks of at most 100, or, for a huge mapping, order-4 (64 KiB) or order-9
-//! (2 MiB) blocks that `split_page()` turns into independent order-0 pages.
+//! (`vm_area_alloc_pages()`): in 7.2 (`vmalloc.large_order_pages`), first
+//! the largest blocks that fit, of order `ilog2(pages left)`, each split by
+//! `split_page()` into independent order-0 pages; then, as in 6.x, order-0
+//! pages from the bulk allocator in chunks of at most 100, or, for a huge
+//! mapping, order-4 (64 KiB) or order-9 (2 MiB) blocks, split the same way.
 //! Last it maps them (`vmap_pages_range()`): per PTE table inside one
 //! lazy-MMU section, so the `dsb ishst; isb` of every PTE write is issued
 //! once per table; a huge mapping maps each block separately, as a PMD block
 //! or a 64 KiB contiguous PTE run.
 //!
-//! `vfree()` unmaps without any TLB maintenance, frees the pages one by one
-//! at order 0, and puts the virtual range on a lazy list. Only when more
+//! `vfree()` unmaps without any TLB maintenance, frees the pages (one by
+//! one at order 0 in 6.x; in 7.2, `vmalloc.free_pages_bulk`, each
+//! physically contiguous run as aligned blocks), and puts the virtual range
+//! on a lazy list. Only when more
 //! than `lazy_max_pages()` = fls(CPUs) × 8192 pages are waiting does a purge
 //! (`__purge_vmap_area_lazy()`) flush the TLB once over the whole span of
 //! the lazy areas and return them to the free tree. Until then the range is
@@ -102,7 +106,7 @@ use mmlab_engine::rcu;
 use mmlab_engine::sync::Mutex;
 use mmlab_engine::tlb::TlbFlush;
 use mmlab_engine::trace::{mmlab as trace_mmlab, vmalloc as trace};
-use mmlab_engine::{Cpu, Machine, PAGE_SHIFT, PAGE_SIZE, Pfn};
+use mmlab_engine::{Cpu, MAX_PAGE_ORDER, Machine, PAGE_SHIFT, PAGE_SIZE, Pfn};
 use mmlab_pcp::PageAllocator;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -684,12 +688,17 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         self.free.lock().free(addr, size).expect("a range just cut out of the free tree goes back in");
     }
 
-    /// `vm_area_alloc_pages()`: `nr` order-0 pages, as blocks of
-    /// `1 << (shift - PAGE_SHIFT)` split into order-0 pages for a huge
-    /// mapping. On failure returns what it got (for the caller to free).
+    /// `vm_area_alloc_pages()`: `nr` order-0 pages: in 7.2 first as the
+    /// largest blocks that fit ([`Self::alloc_large_orders`]), then as
+    /// blocks of `1 << (shift - PAGE_SHIFT)` split into order-0 pages for a
+    /// huge mapping, then order-0 pages in bulk. On failure returns what it
+    /// got (for the caller to free).
     fn alloc_pages(&self, cpu: &Cpu<'m>, nr: usize, shift: u32, gfp: Gfp) -> Result<Vec<Pfn>, Vec<Pfn>> {
         let mut out = Vec::with_capacity(nr);
         let order = shift - PAGE_SHIFT;
+        if self.cfg.large_order_pages {
+            self.alloc_large_orders(cpu, nr, order, gfp, &mut out);
+        }
         if order > 0 {
             let hgfp = (gfp | Gfp::__GFP_NOWARN) - Gfp::__GFP_NOFAIL;
             while nr - out.len() >= 1 << order {
@@ -731,6 +740,30 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             }
         }
         Ok(out)
+    }
+
+    /// 7.2 `vm_area_alloc_pages()`'s first loop: while at least two
+    /// mapping-order chunks are missing, take a block of order
+    /// `ilog2(pages left)` (at most `MAX_PAGE_ORDER`, and below every order
+    /// that failed) from the page allocator without direct reclaim, and
+    /// split it into order-0 pages. A failure only lowers the order; what
+    /// is left goes to the loops after it.
+    fn alloc_large_orders(&self, cpu: &Cpu<'m>, nr: usize, order: u32, gfp: Gfp, out: &mut Vec<Pfn>) {
+        let lgfp = (gfp | Gfp::__GFP_NOWARN) - Gfp::__GFP_NOFAIL - Gfp::__GFP_DIRECT_RECLAIM;
+        let mut max_attempt = MAX_PAGE_ORDER;
+        while out.len() < nr {
+            let large = (nr - out.len()).ilog2().min(max_attempt);
+            if large <= order {
+                break;
+            }
+            match self.pa.alloc_pages(cpu, lgfp, large) {
+                Some(p) => {
+                    self.pa.split_page(p, large).expect("a block just allocated splits");
+                    out.extend((0..1u64 << large).map(|i| p.add(i)));
+                }
+                None => max_attempt = large - 1,
+            }
+        }
     }
 
     /// `vmap_pages_range()`: map `pages` at `addr`; returns the leaf

@@ -343,7 +343,7 @@ fn pcp_drain(p: &PcpDrain) -> (String, Vec<(&'static str, String)>) {
     );
     let _ = writeln!(
         s,
-        "on Linux 7.2's vfree (vmalloc.free_pages_bulk=on: each physically contiguous run freed as aligned blocks), pcp pages drained per iteration, mainline → huge-by-default: {} → {} (6.x vfree: {} → {}); zone-lock acquisitions {} → {}; change (model) {}, host time {}. huge-by-default no longer drains: its order-4 blocks go back to the buddy whole. Mainline's pages, when they come from fresh buddy splits, are contiguous too and go back as order-1 to order-3 blocks onto pcp lists that its order-0 allocations do not take from, so it drains instead (in this interleaved run; alone from a fresh boot, its pcp reuse keeps them apart). The model prices pcp moves and buddy merges at 0 (fitted: the M2 column shows no sign of them), so it misses that cost and the two metrics disagree.",
+        "on Linux 7.2 (vmalloc.large_order_pages=on: an area's pages taken first as blocks of order ilog2(pages left), split; vmalloc.free_pages_bulk=on: each physically contiguous run freed as aligned blocks), pcp pages drained per iteration, mainline → huge-by-default: {} → {} (6.x: {} → {}); zone-lock acquisitions {} → {}; change (model) {}, host time {}. Both configurations take 96 of their 100 pages as the same two blocks (orders 6 and 5; the last 4 pages an order-2 block in mainline, 4 order-0 pages with huge-by-default) and give them back whole, so neither drains.",
         fmt_num(p.bulk_drain_pages.base),
         fmt_num(p.bulk_drain_pages.new),
         fmt_num(p.drain_pages.base),

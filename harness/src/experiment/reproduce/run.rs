@@ -182,12 +182,13 @@ fn sets(s: &[&str]) -> Vec<String> {
 }
 
 /// The comparison every reproduction runs: 4 GiB, 2 CPUs, one warm-up.
-/// Every reproduction here frees vmalloc pages one by one at order 0, as
-/// the kernels of the published experiments did ("vfree frees them as
-/// order-0 pages into the pcp lists", seeds.md §2), not with 7.2's
-/// `free_pages_bulk` (a `common` setting given after it wins).
+/// Every reproduction here takes vmalloc's order-0 pages in bulk and frees
+/// them one by one at order 0, as the kernels of the published experiments
+/// did ("vfree frees them as order-0 pages into the pcp lists", seeds.md
+/// §2), not with 7.2's large-order allocations and `free_pages_bulk` (a
+/// `common` setting given after these wins).
 fn spec(common: &[&str], variants: Vec<Variant>, rows: Vec<Row>, len: Length, seed: u64) -> Spec {
-    let mut all = vec!["vmalloc.free_pages_bulk=off".to_string()];
+    let mut all = vec!["vmalloc.large_order_pages=off".to_string(), "vmalloc.free_pages_bulk=off".to_string()];
     all.extend(sets(common));
     let common = all;
     Spec {
@@ -752,14 +753,15 @@ pub struct PcpDrain {
     pub p512_agrees: bool,
     /// Pages on the pcp lists during long_busy_list, per variant.
     pub series: Vec<Series>,
-    /// long_busy_list mainline → huge-by-default with 7.2's vfree
-    /// (`vmalloc.free_pages_bulk=on`), deterministic metric.
+    /// long_busy_list mainline → huge-by-default with 7.2's vmalloc
+    /// (`vmalloc.large_order_pages=on`, `vmalloc.free_pages_bulk=on`),
+    /// deterministic metric.
     pub bulk: Change,
     /// The same, host time.
     pub bulk_host: Change,
-    /// pcp pages drained per iteration with 7.2's vfree.
+    /// pcp pages drained per iteration with 7.2's vmalloc.
     pub bulk_drain_pages: PerCall,
-    /// zone-lock acquisitions per iteration with 7.2's vfree.
+    /// zone-lock acquisitions per iteration with 7.2's vmalloc.
     pub bulk_zone_lock: PerCall,
 }
 
@@ -882,9 +884,10 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
     let fewer_agrees = fewer.first().is_some_and(|f| agreement::fewer_agrees(f.change, without));
     let p512 = model_change(&o2, 1, "ampere-altra");
     let p512_host = change(&o2, 1);
-    // 7.2's vfree (free_pages_bulk): the order-4 blocks go back whole.
+    // 7.2's vmalloc: large-order allocations first, and vfree's
+    // free_pages_bulk: the blocks go back whole.
     let mut common72 = common.to_vec();
-    common72.push("vmalloc.free_pages_bulk=on");
+    common72.extend(["vmalloc.large_order_pages=on", "vmalloc.free_pages_bulk=on"]);
     let o72 =
         compare::run(spec(&common72, huge_variants(), vec![lbl.clone()], short, seed), progress("pcp-drain 7.2"))?;
     let bulk = model_change(&o72, 0, "ampere-altra");
