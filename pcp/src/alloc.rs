@@ -712,8 +712,7 @@ impl<'m> PageAllocator<'m> {
             PageExt::Alloc(o, _) => return Err(FreeError::WrongOrder { pfn, allocated: o as u32, freed: order }),
             _ => return Err(FreeError::NotAllocated { pfn }),
         };
-        for i in 0..1u64 << order {
-            let p = self.m.page(pfn.add(i));
+        for p in self.m.memmap().page_slices(pfn, 1 << order).flatten() {
             p.set_refcount(1);
             p.set_ext(PageExt::Alloc(0, mt));
         }
@@ -763,7 +762,46 @@ impl<'m> PageAllocator<'m> {
         if !self.m.memmap().pfn_valid(pfn) {
             return Err(FreeError::InvalidPfn { pfn });
         }
-        match self.m.page(pfn).ext() {
+        Self::check_order0_page(pfn, self.m.page(pfn))
+    }
+
+    /// [`check_order0_allocated`](Self::check_order0_allocated) of every
+    /// page of `pages`, in order, each run of consecutive frames as one
+    /// ([`check_order0_run`](Self::check_order0_run)).
+    pub(crate) fn check_order0_allocated_all(&self, pages: &[Pfn]) -> Result<(), FreeError> {
+        let mut i = 0;
+        while i < pages.len() {
+            let start = pages[i];
+            let mut n = 1;
+            while i + n < pages.len() && pages[i + n].0 == start.0 + n as u64 {
+                n += 1;
+            }
+            self.check_order0_run(start, n as u64)?;
+            i += n;
+        }
+        Ok(())
+    }
+
+    /// [`check_order0_allocated`](Self::check_order0_allocated) of the `nr`
+    /// frames from `start`, in order: the valid prefix's struct pages read
+    /// as one run ([`mmlab_engine::mm::memmap::Memmap::page_slices`]), then the
+    /// first invalid frame, if any.
+    pub(crate) fn check_order0_run(&self, start: Pfn, nr: u64) -> Result<(), FreeError> {
+        let mm = self.m.memmap();
+        let valid = (0..nr).find(|&k| !mm.pfn_valid(start.add(k))).unwrap_or(nr);
+        for (k, page) in mm.page_slices(start, valid).flatten().enumerate() {
+            Self::check_order0_page(start.add(k as u64), page)?;
+        }
+        if valid < nr {
+            return Err(FreeError::InvalidPfn { pfn: start.add(valid) });
+        }
+        Ok(())
+    }
+
+    /// The state check of one page for an order-0 free.
+    #[inline]
+    fn check_order0_page(pfn: Pfn, page: &StructPage) -> Result<(), FreeError> {
+        match page.ext() {
             PageExt::Alloc(0, _) => Ok(()),
             PageExt::Alloc(o, _) => Err(FreeError::WrongOrder { pfn, allocated: o as u32, freed: 0 }),
             PageExt::Buddy(_) | PageExt::Pcp(_) => Err(FreeError::DoubleFree { pfn }),

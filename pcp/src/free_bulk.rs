@@ -54,9 +54,7 @@ impl<'m> PageAllocator<'m> {
         if self.foreign(cpu) {
             return Err(FreeError::ForeignCpu { cpu: cpu.id() });
         }
-        for &pfn in pages {
-            self.check_order0_allocated(pfn)?;
-        }
+        self.check_order0_allocated_all(pages)?;
         let mut i = 0;
         let mut r = Ok(());
         while i < pages.len() && r.is_ok() {
@@ -76,9 +74,9 @@ impl<'m> PageAllocator<'m> {
     /// each stretch of pages that reached zero in blocks.
     fn free_contig_range_prepared(&self, cpu: &Cpu<'m>, start: Pfn, nr: u64) -> Result<(), FreeError> {
         let mut stretch: Option<(Pfn, u64)> = None;
-        for k in 0..nr {
-            let pfn = start.add(k);
-            match self.m.page(pfn).put_testzero() {
+        for (k, page) in self.m.memmap().page_slices(start, nr).flatten().enumerate() {
+            let pfn = start.add(k as u64);
+            match page.put_testzero() {
                 Some(true) => stretch = Some(stretch.map_or((pfn, 1), |(s, n)| (s, n + 1))),
                 Some(false) => {
                     // Still referenced: its holder keeps it.
@@ -106,8 +104,8 @@ impl<'m> PageAllocator<'m> {
         while nr > 0 {
             let align = if pfn.0 == 0 { MAX_PAGE_ORDER } else { pfn.0.trailing_zeros() };
             let order = align.min(nr.ilog2()).min(MAX_PAGE_ORDER);
-            for t in 1..1u64 << order {
-                self.m.page(pfn.add(t)).set_ext(PageExt::Tail);
+            for tail in self.m.memmap().page_slices(pfn.add(1), (1 << order) - 1).flatten() {
+                tail.set_ext(PageExt::Tail);
             }
             self.free_frozen_pages(cpu, pfn, self.m.page(pfn), order);
             pfn = pfn.add(1 << order);

@@ -14,6 +14,7 @@ use mmlab_engine::arch::arm64::mmu::{LinearMapVariant, Rodata, phys_to_virt};
 use mmlab_engine::machine::BootError;
 use mmlab_engine::mm::ZoneType;
 use mmlab_engine::mm::banks::{MemBank, MemError};
+use mmlab_engine::mm::page::StructPage;
 use mmlab_engine::pgtable::{self, Level, mmu};
 use mmlab_engine::{Gfp, Machine, MachineConfig, PAGE_SIZE, Pfn, PhysAddr};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
@@ -167,6 +168,32 @@ fn a_zero_lru_next_does_not_reinitialise_its_vmemmap_page() {
     assert_eq!(m.page(pfn).lru_next(), 0);
     assert_eq!(neighbour.private(), 7, "its vmemmap page was initialised again");
     assert_eq!(mem.deferred_init_counts().deferred, before + 1);
+}
+
+/// `page_slices` walks a run of frames one vmemmap page at a time: the
+/// same struct pages as `page` one by one, cut at vmemmap-page boundaries,
+/// with untouched vmemmap pages initialised on the way.
+#[test]
+fn page_slices_are_the_struct_pages_of_a_run() {
+    let m = Machine::boot(MachineConfig::with("512M", 2).unwrap()).unwrap();
+    let _pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let mem = m.memmap();
+    // A run in the deferred range, starting 10 struct pages before a
+    // vmemmap-page boundary and covering two more vmemmap pages.
+    let start = (0x48000..0x60000)
+        .map(Pfn)
+        .find(|&p| p.0 % 64 == 54 && [0, 10, 74].iter().all(|&k| !mem.initialised(p.add(k))))
+        .unwrap();
+    let slices: Vec<&[StructPage]> = mem.page_slices(start, 10 + 64 + 6).collect();
+    assert_eq!(slices.iter().map(|s| s.len()).collect::<Vec<_>>(), vec![10, 64, 6]);
+    for (i, p) in slices.iter().flat_map(|s| s.iter()).enumerate() {
+        let one = m.page(start.add(i as u64));
+        assert!(std::ptr::eq(p, one), "struct page {i}");
+        assert_eq!(p.raw(), one.raw());
+        assert_eq!(p.refcount(), 0, "initialised as a free page, as __free_pages_core() leaves it");
+    }
+    assert!(mem.initialised(start) && mem.initialised(start.add(79)));
+    assert_eq!(mem.page_slices(start, 0).count(), 0);
 }
 
 #[test]

@@ -385,6 +385,22 @@ impl Memmap {
         self.page_at(idx)
     }
 
+    /// The struct pages of the `n` frames from `pfn`, in order, as slices
+    /// of at most 64 (one per 4 KiB vmemmap page): `pfn_to_page(pfn) + i`
+    /// for `i` in `0..n`, as the kernel walks a physically contiguous run
+    /// (with `SPARSEMEM_VMEMMAP` its struct pages are virtually contiguous).
+    /// One vmemmap translation per vmemmap page instead of one per struct
+    /// page.
+    ///
+    /// Panics as [`Memmap::page`] if the run leaves the memmap; callers
+    /// validate user-supplied frames with [`Memmap::pfn_valid`] first.
+    #[inline]
+    pub fn page_slices(&self, pfn: Pfn, n: u64) -> PageSlices<'_> {
+        let idx = pfn.0.wrapping_sub(self.start_pfn);
+        assert!(idx <= self.nr_pages && n <= self.nr_pages - idx, "pfns {pfn} + {n} outside the memmap");
+        PageSlices { mm: self, idx, end: idx + n }
+    }
+
     /// The struct page at memmap index `idx` (< nr_pages), through the
     /// vmemmap translation.
     #[inline(always)]
@@ -584,6 +600,48 @@ impl Memmap {
     /// the span; [`Memmap::pfn_valid`] tells which have struct pages).
     pub fn nr_pages(&self) -> u64 {
         self.nr_pages
+    }
+}
+
+/// Iterator of [`Memmap::page_slices`]: a run's struct pages, one slice
+/// per vmemmap page, each translated once.
+pub struct PageSlices<'a> {
+    mm: &'a Memmap,
+    /// Memmap index of the next struct page, and one past the last.
+    idx: u64,
+    end: u64,
+}
+
+impl<'a> Iterator for PageSlices<'a> {
+    type Item = &'a [StructPage];
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a [StructPage]> {
+        if self.idx == self.end {
+            return None;
+        }
+        // This vmemmap page's part of the run: translate its last struct
+        // page. That initialises the vmemmap page if it was untouched; and
+        // since initialisation writes the 64 struct pages in order, each
+        // `lru.next` last with a release, a last page read as initialised
+        // means the ones before it are too.
+        let seg_end = self.end.min((self.idx / PAGES_PER_VMEMMAP_PAGE + 1) * PAGES_PER_VMEMMAP_PAGE);
+        let len = (seg_end - self.idx) as usize;
+        let last: *const StructPage = self.mm.page_at(seg_end - 1);
+        self.idx = seg_end;
+        // SAFETY: the `len` struct pages up to `last` share one 4 KiB
+        // vmemmap page, whose 64 struct pages lie in order in the one host
+        // page it translates to (boot layout, shadow entry or refill
+        // alike), so they start len - 1 (< 64) struct pages before `last`,
+        // inside that page, which lives as long as the memmap ('a).
+        // StructPage is made of atomics: shared references to it may alias.
+        Some(unsafe { std::slice::from_raw_parts(last.sub(len - 1), len) })
+    }
+}
+
+impl std::fmt::Debug for PageSlices<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageSlices").field("idx", &self.idx).field("end", &self.end).finish_non_exhaustive()
     }
 }
 
