@@ -80,6 +80,7 @@ mod check;
 mod config;
 mod kvfree;
 mod lazy;
+mod pages;
 pub mod percpu;
 mod procfs;
 pub use procfs::VmallocMeminfo;
@@ -106,7 +107,7 @@ use mmlab_engine::rcu;
 use mmlab_engine::sync::Mutex;
 use mmlab_engine::tlb::TlbFlush;
 use mmlab_engine::trace::{mmlab as trace_mmlab, vmalloc as trace};
-use mmlab_engine::{Cpu, MAX_PAGE_ORDER, Machine, PAGE_SHIFT, PAGE_SIZE, Pfn};
+use mmlab_engine::{Cpu, Machine, PAGE_SHIFT, PAGE_SIZE, Pfn};
 use mmlab_pcp::PageAllocator;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -688,84 +689,6 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         self.free.lock().free(addr, size).expect("a range just cut out of the free tree goes back in");
     }
 
-    /// `vm_area_alloc_pages()`: `nr` order-0 pages: in 7.2 first as the
-    /// largest blocks that fit ([`Self::alloc_large_orders`]), then as
-    /// blocks of `1 << (shift - PAGE_SHIFT)` split into order-0 pages for a
-    /// huge mapping, then order-0 pages in bulk. On failure returns what it
-    /// got (for the caller to free).
-    fn alloc_pages(&self, cpu: &Cpu<'m>, nr: usize, shift: u32, gfp: Gfp) -> Result<Vec<Pfn>, Vec<Pfn>> {
-        let mut out = Vec::with_capacity(nr);
-        let order = shift - PAGE_SHIFT;
-        if self.cfg.large_order_pages {
-            self.alloc_large_orders(cpu, nr, order, gfp, &mut out);
-        }
-        if order > 0 {
-            let hgfp = (gfp | Gfp::__GFP_NOWARN) - Gfp::__GFP_NOFAIL;
-            while nr - out.len() >= 1 << order {
-                let Some(p) = self.pa.alloc_pages(cpu, hgfp, order) else {
-                    return Err(out);
-                };
-                self.pa.split_page(p, order).expect("a block just allocated splits");
-                out.extend((0..1u64 << order).map(|i| p.add(i)));
-            }
-            if out.len() < nr && self.cfg.align_size_to_huge {
-                return Err(out);
-            }
-        }
-        // Order 0 (also the RFC's tail): bulk in chunks of 100, each in
-        // one buffer, on the stack for a small area (no heap allocation for
-        // the common one-page vmalloc, and no 100-entry buffer to clear).
-        let mut small = [None; 16];
-        let mut large = Vec::new();
-        let buf: &mut [Option<Pfn>] = if nr - out.len() <= small.len() {
-            &mut small
-        } else {
-            large.resize(BULK_CHUNK, None);
-            &mut large
-        };
-        while out.len() < nr {
-            let want = (nr - out.len()).min(BULK_CHUNK);
-            let chunk = &mut buf[..want];
-            chunk.fill(None);
-            let got = self.pa.alloc_pages_bulk(cpu, gfp, chunk);
-            out.extend(chunk.iter().flatten());
-            if got < want {
-                // A short chunk drops to single pages.
-                while out.len() < nr {
-                    match self.pa.alloc_pages(cpu, gfp | Gfp::__GFP_NOWARN, 0) {
-                        Some(p) => out.push(p),
-                        None => return Err(out),
-                    }
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// 7.2 `vm_area_alloc_pages()`'s first loop: while at least two
-    /// mapping-order chunks are missing, take a block of order
-    /// `ilog2(pages left)` (at most `MAX_PAGE_ORDER`, and below every order
-    /// that failed) from the page allocator without direct reclaim, and
-    /// split it into order-0 pages. A failure only lowers the order; what
-    /// is left goes to the loops after it.
-    fn alloc_large_orders(&self, cpu: &Cpu<'m>, nr: usize, order: u32, gfp: Gfp, out: &mut Vec<Pfn>) {
-        let lgfp = (gfp | Gfp::__GFP_NOWARN) - Gfp::__GFP_NOFAIL - Gfp::__GFP_DIRECT_RECLAIM;
-        let mut max_attempt = MAX_PAGE_ORDER;
-        while out.len() < nr {
-            let large = (nr - out.len()).ilog2().min(max_attempt);
-            if large <= order {
-                break;
-            }
-            match self.pa.alloc_pages(cpu, lgfp, large) {
-                Some(p) => {
-                    self.pa.split_page(p, large).expect("a block just allocated splits");
-                    out.extend((0..1u64 << large).map(|i| p.add(i)));
-                }
-                None => max_attempt = large - 1,
-            }
-        }
-    }
-
     /// `vmap_pages_range()`: map `pages` at `addr`; returns the leaf
     /// entries written (one per PTE, one per PMD block).
     fn vmap_pages_range(
@@ -895,22 +818,6 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         }
         this_cpu_add(&self.pcpu_counts[cpu.id()][1], 1);
         Ok(())
-    }
-
-    /// `vm_area_free_pages()`: 7.2's `free_pages_bulk` (contiguous runs as
-    /// aligned blocks) or, with `vmalloc.free_pages_bulk=off`, one
-    /// `__free_page` per page.
-    fn free_area_pages(&self, cpu: &Cpu<'m>, pages: &[Pfn]) {
-        // One page is one order-0 free either way (`__free_contig_range` of
-        // one frame is `__free_page`); the common one-page area skips the
-        // bulk path's run detection.
-        if self.cfg.free_pages_bulk && pages.len() > 1 {
-            self.pa.free_pages_bulk(cpu, pages).expect("vmalloc pages are order-0 pages of their own");
-        } else {
-            for &p in pages {
-                self.pa.free_pages(cpu, p, 0).expect("vmalloc pages are order-0 pages of their own");
-            }
-        }
     }
 
     /// `remove_vm_area()` → `free_unmap_vmap_area()`: unmap without a flush,
