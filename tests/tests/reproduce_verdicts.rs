@@ -28,12 +28,16 @@ fn barrier_batching_words_do_not_move_with_the_seed() {
         assert!(r.text.contains("-- calibration") && r.text.contains("rms: M2 shipped"));
         // The shipped costs explain the calibration column within a few points.
         assert!(b.shipped.rms < 8.0, "rms {}", b.shipped.rms);
-        // Where host time and the model disagree on an h:1 row, the split
-        // names the 64 KiB block path, which host time prices higher.
-        for (_, split, _, _) in b.host_splits.iter().filter(|(_, s, _, _)| s.test.ends_with("h:1")) {
-            let (name, host, model) = split.events[0];
-            assert_eq!(name, "block_path", "{split:?}");
-            assert!(host > model, "{split:?}");
+        // Where host time and the model disagree, the split accounts for
+        // both changes: its events, the profile-priced barriers and TLBIs,
+        // and (host side) what no event explains. Which rows disagree, and
+        // what host time prices each event at, move with the host's load,
+        // so only the accounting is asserted.
+        for (_, split, _, _) in &b.host_splits {
+            let model: f64 = split.events.iter().map(|e| e.2).sum::<f64>() + split.profile_ns;
+            let host: f64 = split.events.iter().map(|e| e.1).sum::<f64>() + split.profile_ns + split.unexplained_ns;
+            assert!((model - split.model_ns).abs() < 1e-6, "{split:?}");
+            assert!((host - split.host_ns).abs() < 1e-6, "{split:?}");
         }
         // The published Altra h:1 rows imply one block-path ratio, within
         // 10 % across the rows.
