@@ -22,7 +22,7 @@
 //! - [`tlbi`](mod@tlbi): the instructions as data: [`Tlbi`] with its operand
 //!   encoding (bit for bit), [`TlbiKind`], and the per-CPU TLBI counters.
 //!   It depends on nothing else in the crate.
-//! - [`model`]: what a CPU caches: [`CpuTlb`], a CLOCK-replaced TLB model
+//! - [`model`]: what a CPU caches: [`CpuTlb`], a set-associative TLB model
 //!   of leaf entries ([`TlbEntry`]) and a lock-free soft-MMU cache.
 //! - [`flush`]: executing TLBIs on a [`Cpu`](crate::cpu::Cpu) ([`tlbi()`],
 //!   the broadcast to every CPU's model and to the secondary TLBs registered
@@ -47,7 +47,10 @@
 //!   VMIDs, no EL2. The TTL hint is encoded but not used to narrow matching.
 //!   No KPTI (no second `__tlbi_user` op), no LPA2 (its 64 KiB alignment
 //!   step is skipped), no `ARM64_WORKAROUND_REPEAT_TLBI`. Overlapping entries
-//!   of different sizes may coexist; lookup returns the smallest.
+//!   of different sizes may coexist; lookup returns the smallest. One TLB
+//!   level: the unified L2 TLB's geometry (sets and ways), without the 48-entry
+//!   L1 TLBs in front of it; its replacement is bit-PLRU, since Arm does not
+//!   document the N1's.
 //! - *Modelled*: every TLBI's cost and the completion wait of the `dsb ish`
 //!   after it (userspace can neither execute nor time them); see
 //!   [`crate::cost`].

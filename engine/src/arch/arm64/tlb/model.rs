@@ -5,12 +5,16 @@
 //! - **a TLB model**: up to `tlb_entries` leaf entries, each mapping one
 //!   naturally aligned VA range of 4 KiB, 64 KiB (contiguous PTEs), 2 MiB
 //!   (PMD block), 32 MiB (contiguous PMDs) or 1 GiB (PUD block) to a PA, with
-//!   permissions and either the global tag or an ASID. A hash index keyed by
-//!   (size class, VA >> size shift, tag) makes a lookup a probe per size class
-//!   that holds entries. Replacement is CLOCK (second chance): a hit sets the
-//!   entry's referenced bit; when the TLB is full a hand sweeps the slots in
-//!   order, clearing referenced bits, and evicts the first unreferenced entry.
-//!   It is deterministic: the same fills and lookups evict the same entries.
+//!   permissions and either the global tag or an ASID. It is set associative,
+//!   like the Neoverse N1's L2 TLB whose 1280 entries are 5-way: the entries
+//!   are split into a power-of-two number of sets of about [`TLB_WAYS`] ways
+//!   ([`TlbGeometry`]), and an entry of size `2^shift` at `va` can only live
+//!   in set `(va >> shift) & (sets - 1)`. A lookup probes, for each size
+//!   that has entries, the ways of the one set its VA indexes at that size.
+//!   Replacement within a set is bit-PLRU: a hit or a fill marks its way
+//!   used; when that marks every way of the set, the others are cleared; a
+//!   fill into a full set replaces its first way not marked. It is
+//!   deterministic: the same fills and lookups evict the same entries.
 //! - **a soft-MMU cache** in the manner of QEMU's softmmu TLB: 256 direct-mapped
 //!   slots indexed by `(va >> 12) & 255`, each a 4 KiB translation (tag word
 //!   and data word, two `AtomicU64`). [`fast_lookup`] is a load, two compares,
@@ -18,9 +22,9 @@
 //! - the CPU's TLBI counters and modelled TLBI time ([`TlbiStats`]).
 //!
 //! An invalidation ([`super::flush::tlbi`] on any CPU) removes from every
-//! CPU's model and soft-MMU cache what the op's scope hits: by probing the
-//! index for each page of the range when that takes fewer probes than there
-//! are entries, otherwise by scanning the slots.
+//! CPU's model and soft-MMU cache what the op's scope hits: by probing, for
+//! each size that has entries, the sets the range indexes, when that visits
+//! fewer sets than the TLB has, otherwise by scanning every slot.
 //!
 //! # Concurrency
 //!
@@ -50,10 +54,8 @@ use super::tlbi::{Scope, TlbiStats, VPN44_MASK, sign_extend};
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE};
 use crate::cpu::Cpu;
 use crate::sync::Mutex;
-use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
-use std::ops::Add;
+use std::ops::{Add, Range};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
@@ -180,8 +182,8 @@ impl TlbEntry {
     fn tag(&self) -> u32 {
         self.asid.map_or(GLOBAL_TAG, u32::from)
     }
-    fn key(&self) -> Key {
-        Key { class: self.class, vfn: self.va >> self.shift(), tag: self.tag() }
+    fn key(&self) -> u64 {
+        slot_key(self.va, usize::from(self.class), self.tag())
     }
     /// Whether an invalidation of `scope` hits this entry.
     fn hit_by(&self, scope: Scope) -> bool {
@@ -241,61 +243,75 @@ impl fmt::Display for TlbCounts {
 // The model
 // ---------------------------------------------------------------------------
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Key {
-    class: u8,
-    vfn: u64,
-    tag: u32,
+/// Ways per set the geometry aims for: the Neoverse N1's L2 TLB, whose 1280
+/// entries (the default `tlb_entries`) are 5-way set associative (Arm
+/// Cortex-A76 TRM, table A5-1 "TLBs and TLB caches in the MMU"; the N1 is
+/// the A76's server derivative and keeps its MMU).
+pub const TLB_WAYS: usize = 5;
+
+/// How a TLB model of some capacity is organised. `sets` is a power of two;
+/// an entry of size `2^shift` at `va` lives in set `(va >> shift) &
+/// (sets - 1)`, as hardware indexes by the low bits of the page number at
+/// each page size it holds. The first `extra` sets have `ways + 1` ways, the
+/// others `ways`, so that every entry of the capacity is used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TlbGeometry {
+    /// Number of sets (a power of two; 0 for a TLB that caches nothing).
+    pub sets: usize,
+    /// Ways of every set.
+    pub ways: usize,
+    /// Sets, from set 0, that have one way more.
+    pub extra: usize,
 }
 
-/// A small multiplicative hasher: the keys are a few integers, and the
-/// result must not depend on a random seed (determinism).
-#[derive(Debug, Default)]
-struct KeyHasher(u64);
-
-impl KeyHasher {
-    #[inline]
-    fn mix(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.mix(u64::from(b));
+impl TlbGeometry {
+    /// The geometry of a `capacity`-entry TLB: the largest power-of-two set
+    /// count that leaves at least [`TLB_WAYS`] ways per set (one set if the
+    /// capacity is smaller), the capacity spread over them. 1280 entries
+    /// give 256 sets of 5 ways; 48 give 8 sets of 6.
+    pub fn for_capacity(capacity: usize) -> TlbGeometry {
+        if capacity == 0 {
+            return TlbGeometry::default();
         }
+        let target = (capacity / TLB_WAYS).max(1);
+        let sets = 1usize << (usize::BITS - 1 - target.leading_zeros());
+        TlbGeometry { sets, ways: capacity / sets, extra: capacity % sets }
     }
-    fn write_u8(&mut self, n: u8) {
-        self.mix(u64::from(n));
+    /// Entries it holds.
+    pub fn capacity(&self) -> usize {
+        self.sets * self.ways + self.extra
     }
-    fn write_u32(&mut self, n: u32) {
-        self.mix(u64::from(n));
+    /// The slots of set `s`, set-major.
+    #[inline]
+    fn set_slots(&self, s: usize) -> Range<usize> {
+        let start = s * self.ways + s.min(self.extra);
+        start..start + self.ways + usize::from(s < self.extra)
     }
-    fn write_u64(&mut self, n: u64) {
-        self.mix(n);
+    /// The slots of the set that page number `vfn` (at some size) indexes.
+    #[inline]
+    fn slots_of(&self, vfn: u64) -> Range<usize> {
+        self.set_slots((vfn as usize) & (self.sets - 1))
     }
 }
 
-type FixedState = BuildHasherDefault<KeyHasher>;
+/// A slot's key: `VA[55:12]` of the entry's first page in bits 63:20, its
+/// size class plus one in bits 19:17, and the index tag (global bit 16 or
+/// the ASID in 15:0) below; 0 for an empty slot. One compare per way.
+#[inline(always)]
+fn slot_key(first_va: u64, class: usize, tag: u32) -> u64 {
+    ((first_va >> PAGE_SHIFT) & VPN44_MASK) << 20 | (class as u64 + 1) << 17 | u64::from(tag)
+}
 
 /// The locked part of a [`CpuTlb`].
 #[derive(Debug, Default)]
 struct Model {
+    geo: TlbGeometry,
+    /// `geo.capacity()` slots, set-major; allocated by the first fill.
     slots: Vec<Option<TlbEntry>>,
-    referenced: Vec<bool>,
-    free: Vec<u32>,
-    hand: usize,
-    index: HashMap<Key, u32, FixedState>,
-    /// Live entries per ASID tag, so "all ASIDs" probes know which tags
-    /// exist; the global tag's count is `global_live`, kept apart so that
-    /// the kernel's own (global) entries cost no hash operation here.
-    per_tag: HashMap<u32, u32, FixedState>,
-    /// Live entries with the global tag.
-    global_live: u32,
+    /// Each slot's [`slot_key`], 0 if empty.
+    keys: Vec<u64>,
+    /// The bit-PLRU "used" bit of each slot.
+    used: Vec<bool>,
     per_class: [u32; NR_CLASSES],
     live: u32,
     counts: TlbCounts,
@@ -305,17 +321,35 @@ struct Model {
 }
 
 impl Model {
+    fn new(capacity: usize) -> Model {
+        Model { geo: TlbGeometry::for_capacity(capacity), ..Model::default() }
+    }
+
+    /// Bit-PLRU: mark slot `i` of `set` used; when that makes every way of
+    /// the set used, clear the others, so that a set always has a way not
+    /// recently used to replace.
+    #[inline]
+    fn touch(&mut self, set: Range<usize>, i: usize) {
+        self.used[i] = true;
+        if self.used[set.clone()].iter().all(|&u| u) {
+            self.used[set].fill(false);
+            self.used[i] = true;
+        }
+    }
+
     fn lookup(&mut self, va: u64, asid: u16) -> Option<TlbEntry> {
-        for (class, &shift) in TLB_SIZE_SHIFTS.iter().enumerate() {
-            if self.per_class[class] == 0 {
-                continue;
-            }
-            let vfn = va >> shift;
-            for tag in [GLOBAL_TAG, u32::from(asid)] {
-                if let Some(&i) = self.index.get(&Key { class: class as u8, vfn, tag }) {
-                    self.referenced[i as usize] = true;
+        if self.live != 0 {
+            for (class, &shift) in TLB_SIZE_SHIFTS.iter().enumerate() {
+                if self.per_class[class] == 0 {
+                    continue;
+                }
+                let set = self.geo.slots_of(va >> shift);
+                let global = slot_key(va & !((1 << shift) - 1), class, GLOBAL_TAG);
+                let own = global ^ u64::from(GLOBAL_TAG) | u64::from(asid);
+                if let Some(i) = set.clone().find(|&i| self.keys[i] == global || self.keys[i] == own) {
+                    self.touch(set, i);
                     self.counts.hits += 1;
-                    return self.slots[i as usize];
+                    return self.slots[i];
                 }
             }
         }
@@ -323,124 +357,80 @@ impl Model {
         None
     }
 
-    fn fill(&mut self, capacity: usize, e: TlbEntry) {
-        if capacity == 0 {
+    fn fill(&mut self, e: TlbEntry) {
+        if self.geo.sets == 0 {
             return;
+        }
+        if self.slots.is_empty() {
+            self.slots = vec![None; self.geo.capacity()];
+            self.keys = vec![0; self.geo.capacity()];
+            self.used = vec![false; self.geo.capacity()];
         }
         self.counts.fills += 1;
+        let set = self.geo.slots_of(e.va >> e.shift());
         let key = e.key();
-        if let Some(&i) = self.index.get(&key) {
-            self.slots[i as usize] = Some(e);
-            self.referenced[i as usize] = true;
-            return;
-        }
-        let i = if let Some(i) = self.free.pop() {
-            i as usize
-        } else if self.slots.len() < capacity {
-            self.slots.push(None);
-            self.referenced.push(false);
-            self.slots.len() - 1
-        } else {
-            self.clock_victim()
-        };
-        self.slots[i] = Some(e);
-        self.referenced[i] = false;
-        self.index.insert(key, i as u32);
-        if e.tag() == GLOBAL_TAG {
-            self.global_live += 1;
-        } else {
-            *self.per_tag.entry(e.tag()).or_insert(0) += 1;
-        }
-        self.per_class[e.class as usize] += 1;
-        self.live += 1;
-    }
-
-    /// CLOCK: sweep from the hand, giving referenced entries a second
-    /// chance, and evict the first unreferenced one. Only called when every
-    /// slot is occupied, so it ends within two sweeps.
-    fn clock_victim(&mut self) -> usize {
-        let n = self.slots.len();
-        loop {
-            let i = self.hand;
-            // (hand + 1) mod n, without a division per step of the sweep.
-            self.hand = if self.hand + 1 >= n { 0 } else { self.hand + 1 };
-            if self.referenced[i] {
-                self.referenced[i] = false;
-            } else if self.slots[i].is_some() {
-                self.remove(i);
-                self.counts.evictions += 1;
-                // `remove` freed it; take it back.
-                self.free.pop();
-                return i;
+        let mut empty = None;
+        for i in set.clone() {
+            if self.keys[i] == key {
+                self.slots[i] = Some(e);
+                self.touch(set, i);
+                return;
+            }
+            if self.keys[i] == 0 && empty.is_none() {
+                empty = Some(i);
             }
         }
+        // A full set replaces its first way not recently used; `touch`
+        // keeps one (a one-way set replaces its only way).
+        let i = empty.unwrap_or_else(|| set.clone().find(|&i| !self.used[i]).unwrap_or(set.start));
+        if self.keys[i] != 0 {
+            self.remove(i);
+            self.counts.evictions += 1;
+        }
+        self.slots[i] = Some(e);
+        self.keys[i] = key;
+        self.per_class[usize::from(e.class)] += 1;
+        self.live += 1;
+        self.touch(set, i);
     }
 
     fn remove(&mut self, i: usize) {
         let Some(e) = self.slots[i].take() else { return };
-        self.index.remove(&e.key());
-        if e.tag() == GLOBAL_TAG {
-            self.global_live -= 1;
-        } else if let Some(n) = self.per_tag.get_mut(&e.tag()) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_tag.remove(&e.tag());
-            }
-        }
-        self.per_class[e.class as usize] -= 1;
+        self.keys[i] = 0;
+        self.per_class[usize::from(e.class)] -= 1;
         self.live -= 1;
-        self.referenced[i] = false;
-        self.free.push(i as u32);
+        self.used[i] = false;
     }
 
     fn invalidate(&mut self, scope: Scope) {
+        if self.live == 0 {
+            return;
+        }
         match scope {
             Scope::All => {
                 self.counts.invalidated += u64::from(self.live);
-                self.slots.clear();
-                self.referenced.clear();
-                self.free.clear();
-                self.index.clear();
-                self.per_tag.clear();
-                self.global_live = 0;
+                self.slots.fill(None);
+                self.keys.fill(0);
+                self.used.fill(false);
                 self.per_class = [0; NR_CLASSES];
                 self.live = 0;
-                self.hand = 0;
             }
             Scope::Asid(_) => self.invalidate_by_scan(scope),
-            Scope::Range { start, last, asid } => {
-                if self.live == 0 {
-                    return;
-                }
-                // Probe the index when that takes fewer probes than there
-                // are entries; otherwise scan the slots.
-                let mut tags: Vec<u32> = match asid {
-                    Some(a) => vec![GLOBAL_TAG, u32::from(a)],
-                    None => {
-                        let global = (self.global_live > 0).then_some(GLOBAL_TAG);
-                        self.per_tag.keys().copied().chain(global).collect()
-                    }
-                };
-                tags.sort_unstable();
-                let budget = u64::from(self.live);
-                let mut probes = 0u64;
-                for (class, &shift) in TLB_SIZE_SHIFTS.iter().enumerate() {
-                    if self.per_class[class] != 0 {
-                        let blocks = (last >> shift) - (start >> shift) + 1;
-                        probes = probes.saturating_add(blocks.saturating_mul(tags.len() as u64));
-                    }
-                }
-                if probes > budget {
+            Scope::Range { start, last, .. } => {
+                // An entry the range hits lives in a set the range indexes
+                // at the entry's size: probe those sets, size by size, when
+                // that visits fewer sets than the TLB has; else scan.
+                let present = self.per_class.map(|n| n != 0);
+                let shifts = || TLB_SIZE_SHIFTS.iter().zip(present).filter_map(|(&s, p)| p.then_some(s));
+                let blocks = |shift: u32| ((last >> shift).saturating_sub(start >> shift)).saturating_add(1);
+                if shifts().fold(0u64, |n, shift| n.saturating_add(blocks(shift))) >= self.geo.sets as u64 {
                     return self.invalidate_by_scan(scope);
                 }
-                for (class, &shift) in TLB_SIZE_SHIFTS.iter().enumerate() {
-                    if self.per_class[class] == 0 {
-                        continue;
-                    }
+                for shift in shifts() {
                     for vfn in start >> shift..=last >> shift {
-                        for &tag in &tags {
-                            if let Some(&i) = self.index.get(&Key { class: class as u8, vfn, tag }) {
-                                self.remove(i as usize);
+                        for i in self.geo.slots_of(vfn) {
+                            if self.slots[i].is_some_and(|e| e.hit_by(scope)) {
+                                self.remove(i);
                                 self.counts.invalidated += 1;
                             }
                         }
@@ -541,7 +531,7 @@ impl CpuTlb {
     pub fn new(capacity: usize) -> CpuTlb {
         CpuTlb {
             capacity,
-            model: Mutex::new(Model::default()),
+            model: Mutex::new(Model::new(capacity)),
             fast: std::array::from_fn(|_| FastSlot::default()),
             generation: AtomicU64::new(0),
             tlbi: TlbiStats::default(),
@@ -560,9 +550,10 @@ impl CpuTlb {
         self.model.lock().lookup(va, asid)
     }
 
-    /// Cache `e`, evicting by CLOCK if full. Only the owning CPU fills.
+    /// Cache `e`, replacing by bit-PLRU if its set is full. Only the owning
+    /// CPU fills.
     pub fn fill(&self, e: TlbEntry) {
-        self.model.lock().fill(self.capacity, e)
+        self.model.lock().fill(e)
     }
 
     /// Cache `e` unless an invalidation reached this CPU since
@@ -573,7 +564,7 @@ impl CpuTlb {
         if self.generation.load(Relaxed) != generation {
             return false;
         }
-        m.fill(self.capacity, e);
+        m.fill(e);
         true
     }
 
@@ -583,9 +574,16 @@ impl CpuTlb {
         self.generation.load(Acquire)
     }
 
-    /// The cached entries, in slot order.
+    /// How its entries are organised.
+    pub fn geometry(&self) -> TlbGeometry {
+        self.model.lock().geo
+    }
+
+    /// The cached entries, by VA, then size, then ASID (global first).
     pub fn entries(&self) -> Vec<TlbEntry> {
-        self.model.lock().slots.iter().flatten().copied().collect()
+        let mut v: Vec<TlbEntry> = self.model.lock().slots.iter().flatten().copied().collect();
+        v.sort_unstable_by_key(|e| (e.va, e.class, e.asid));
+        v
     }
 
     /// Model counters.
@@ -632,7 +630,7 @@ impl CpuTlb {
         if self.generation.load(Relaxed) != generation {
             return false;
         }
-        m.fill(self.capacity, e);
+        m.fill(e);
         if let Some(va) = fast_va
             && let Some(pa) = e.translate(va)
         {

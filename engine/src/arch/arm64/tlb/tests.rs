@@ -197,22 +197,28 @@ fn operand_encodings() {
 }
 
 #[test]
-fn model_fill_hit_miss_and_clock_eviction() {
+fn model_fill_hit_miss_and_plru_eviction() {
+    // 4 entries: one set of 4 ways.
     let t = CpuTlb::new(4);
+    assert_eq!(t.geometry(), TlbGeometry { sets: 1, ways: 4, extra: 0 });
     let e: Vec<TlbEntry> = (0..6).map(|i| page(K + i * PAGE_SIZE, None)).collect();
     for x in &e[..4] {
         t.fill(*x);
     }
+    // The fourth fill marked every way: only e3 stays marked.
     assert_eq!(t.lookup(K + 0x123, 9).and_then(|x| x.translate(K + 0x123)), Some(0x4000_0123));
     assert_eq!(t.lookup(K + 10 * PAGE_SIZE, 9), None);
-    // Full: the hand passes referenced e0 (second chance) and evicts e1.
+    // Full: e0 (hit) and e3 are marked, e1 is the first way not: replaced.
     t.fill(e[4]);
-    assert_eq!(t.entries(), [e[0], e[4], e[2], e[3]]);
-    // Next: the hand is at e2, unreferenced: evicted.
+    assert_eq!(t.entries(), [e[0], e[2], e[3], e[4]]);
+    // e0, e4, e3 marked: e2 goes, and the set's marks reset to e5's.
     t.fill(e[5]);
-    assert_eq!(t.entries(), [e[0], e[4], e[5], e[3]]);
+    assert_eq!(t.entries(), [e[0], e[3], e[4], e[5]]);
     let c = t.counts();
     assert_eq!((c.hits, c.misses, c.fills, c.evictions, c.entries), (1, 1, 6, 2, 4));
+    // Refilling a cached translation replaces it in place.
+    t.fill(e[0]);
+    assert_eq!((t.counts().evictions, t.counts().entries), (2, 4));
     // A 2 MiB block serves every page in it; ASID entries only their ASID.
     let t = CpuTlb::new(8);
     let block = TlbEntry::new(K + (2 << 20), 0x8020_0000, 2 << 20, RO, None).unwrap();
@@ -228,6 +234,34 @@ fn model_fill_hit_miss_and_clock_eviction() {
     let z = CpuTlb::new(0);
     z.fill(page(0x1000, None));
     assert!(z.lookup(0x1000, 0).is_none() && z.entries().is_empty());
+}
+
+#[test]
+fn model_is_set_associative() {
+    // The default: the Neoverse N1's L2 TLB, 256 sets of 5 ways.
+    let t = CpuTlb::new(1280);
+    assert_eq!(t.geometry(), TlbGeometry { sets: 256, ways: 5, extra: 0 });
+    assert_eq!(TlbGeometry::for_capacity(48), TlbGeometry { sets: 8, ways: 6, extra: 0 });
+    let g = TlbGeometry::for_capacity(1000);
+    assert_eq!((g, g.capacity()), (TlbGeometry { sets: 128, ways: 7, extra: 104 }, 1000));
+    assert_eq!(TlbGeometry::for_capacity(3), TlbGeometry { sets: 1, ways: 3, extra: 0 });
+    // Six pages 256 pages apart index one set: the sixth replaces one.
+    let same: Vec<TlbEntry> = (0..6).map(|i| page(K + i * 256 * PAGE_SIZE, None)).collect();
+    let next = page(K + PAGE_SIZE, None);
+    t.fill(next);
+    for e in &same {
+        t.fill(*e);
+    }
+    let c = t.counts();
+    assert_eq!((c.evictions, c.entries), (1, 6));
+    assert_eq!(t.entries(), [next, same[1], same[2], same[3], same[4], same[5]]);
+    assert!(t.lookup(same[0].va(), 0).is_none(), "the first way not recently used was replaced");
+    assert!(t.lookup(next.va(), 0).is_some(), "another set is untouched");
+    // A 2 MiB block indexes by VA >> 21: it shares set 0 with none of them.
+    let blk = TlbEntry::new(K + (2 << 20), 0x8020_0000, 2 << 20, RW, None).unwrap();
+    t.fill(blk);
+    assert_eq!(t.counts().evictions, 1);
+    assert_eq!(t.lookup(K + (2 << 20) + 0x5000, 3), Some(blk));
 }
 
 #[test]
@@ -297,7 +331,7 @@ fn range_tlbi_hits_exactly_the_overlapping_entries() {
     // 4 pages from K: the first, the ASID-7 last one and the block.
     let v = fill_set();
     tlbi(&cpu, Tlbi::Rvaale1is { base_va: K, scale: 0, num: 1, ttl: 0 });
-    assert_eq!(t.entries(), [v[0], v[3], v[4], v[5]]);
+    assert_eq!(t.entries(), [v[4], v[0], v[3], v[5]]);
     // The same by scan (range far larger than the entry count).
     flush_tlb_all(&cpu);
     let v = fill_set();
