@@ -104,7 +104,7 @@ use mmlab_engine::pgtable::{
     pte_alloc_kernel, try_huge_pmd,
 };
 use mmlab_engine::rcu;
-use mmlab_engine::sync::Mutex;
+use mmlab_engine::sync::{Mutex, SpinLock};
 use mmlab_engine::tlb::TlbFlush;
 use mmlab_engine::trace::{mmlab as trace_mmlab, vmalloc as trace};
 use mmlab_engine::{Cpu, Machine, PAGE_SHIFT, PAGE_SIZE, Pfn};
@@ -277,10 +277,11 @@ pub struct Vmalloc<'a, 'm> {
     m: &'m Machine,
     asp: AddressSpace,
     cfg: VmallocConfig,
-    /// `free_vmap_area_root` under `free_vmap_area_lock`.
-    free: Mutex<FreeVmapTree>,
+    /// `free_vmap_area_root` under `free_vmap_area_lock` (a spinlock, as
+    /// every vmalloc lock but `vmap_purge_lock`).
+    free: SpinLock<FreeVmapTree>,
     /// Busy areas per vmap node (`vmap_nodes[i].busy`), by start address.
-    busy: Box<[Mutex<BTreeMap<u64, VmArea>>]>,
+    busy: Box<[SpinLock<BTreeMap<u64, VmArea>>]>,
     /// Lazily freed areas per vmap node (`vmap_nodes[i].lazy`) and
     /// `vmap_lazy_nr`.
     lazy: LazyAreas,
@@ -298,7 +299,7 @@ pub struct Vmalloc<'a, 'm> {
     blocks: Mutex<BTreeMap<u64, VmapBlock>>,
     /// Per node, `MAX_VA_SIZE_PAGES` pools of purged ranges by size
     /// (`vmap_nodes[i].pool[(size - 1) / PAGE_SIZE]`).
-    pools: Box<[Mutex<Vec<std::collections::VecDeque<u64>>>]>,
+    pools: Box<[SpinLock<Vec<std::collections::VecDeque<u64>>>]>,
     /// `kvfree_rcu` objects waiting for their grace period.
     kvfree_pending: Mutex<Vec<KvfreeQueued>>,
     /// `kvfree_pending`'s length, stored under its lock after every change,
@@ -377,15 +378,15 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             m,
             asp: m.kernel_as(),
             cfg,
-            free: Mutex::new(free),
-            busy: busy.into_iter().map(Mutex::new).collect(),
+            free: SpinLock::new(free),
+            busy: busy.into_iter().map(SpinLock::new).collect(),
             lazy: LazyAreas::new(nodes),
             purge_lock: Mutex::new(()),
             counts: Mutex::new(VmallocCounts::default()),
             pcpu_counts: (0..m.nr_cpus()).map(|_| Default::default()).collect(),
             blocks: Mutex::new(BTreeMap::new()),
             pools: (0..nodes)
-                .map(|_| Mutex::new(vec![std::collections::VecDeque::new(); MAX_VA_SIZE_PAGES as usize]))
+                .map(|_| SpinLock::new(vec![std::collections::VecDeque::new(); MAX_VA_SIZE_PAGES as usize]))
                 .collect(),
             kvfree_pending: Mutex::new(Vec::new()),
             kvfree_nr: AtomicUsize::new(0),

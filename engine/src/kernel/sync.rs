@@ -8,12 +8,17 @@
 //! whole machine is never booted under it.
 //!
 //! mmlab's sleeping locks are parking_lot's. [`SpinLock`] is the kernel's
-//! `spinlock_t` for the per-cpu pagesets: a test-and-set lock whose release
-//! is a plain store, taken with `trylock` on the local fast path
-//! (`pcp_spin_trylock`) and spun on by remote drains. The zone lock is wrapped in a
-//! [`StatMutex`], which counts acquisitions and contention on the acquiring
-//! CPU and, when the machine's `lock_stat` switch is on (after the kernel's
+//! `spinlock_t`: a test-and-set lock whose release is a plain store, for the
+//! per-cpu pagesets (taken with `trylock` on the local fast path,
+//! `pcp_spin_trylock`, and spun on by remote drains), vmalloc's
+//! `free_vmap_area_lock` and vmap-node locks, and inside [`StatMutex`], the
+//! zone lock, which counts acquisitions and contention on the acquiring CPU
+//! and, when the machine's `lock_stat` switch is on (after the kernel's
 //! CONFIG_LOCK_STAT), the time the lock was held, in measured host time.
+//! A waiter spins as the kernel's would, rather than sleeping in the host
+//! kernel (a parked waiter costs a futex wait and a wake, microseconds, for a
+//! hold of tens of nanoseconds); after a while it yields the host CPU, since
+//! the holder's host thread may have been descheduled.
 
 #[cfg(not(loom))]
 pub use parking_lot::{Mutex, MutexGuard};
@@ -67,10 +72,10 @@ use crate::cpu::Cpu;
 use crate::vmstat::{VmEvent, VmEvents};
 use std::ops::{Deref, DerefMut};
 
-/// A mutex that accounts its use to the CPU that takes it.
+/// A spinlock that accounts its use to the CPU that takes it.
 #[derive(Debug)]
 pub struct StatMutex<T> {
-    inner: Mutex<T>,
+    inner: SpinLock<T>,
     acquire: VmEvent,
     contended: VmEvent,
     hold_ns: VmEvent,
@@ -79,7 +84,7 @@ pub struct StatMutex<T> {
 /// Guard of a [`StatMutex`]; dropping it releases the lock and books the hold time.
 #[derive(Debug)]
 pub struct StatGuard<'a, T> {
-    guard: MutexGuard<'a, T>,
+    guard: SpinGuard<'a, T>,
     events: &'a VmEvents,
     hold_ns: VmEvent,
     start: Option<u64>,
@@ -89,7 +94,7 @@ impl<T> StatMutex<T> {
     /// Wrap `v`; the three counters record acquisitions, contended
     /// acquisitions and hold time.
     pub fn new(v: T, acquire: VmEvent, contended: VmEvent, hold_ns: VmEvent) -> Self {
-        StatMutex { inner: Mutex::new(v), acquire, contended, hold_ns }
+        StatMutex { inner: SpinLock::new(v), acquire, contended, hold_ns }
     }
 
     /// `spin_lock_irqsave()` on behalf of `cpu`.
@@ -110,7 +115,7 @@ impl<T> StatMutex<T> {
 
     /// Lock without accounting (reports and invariant checks, which the
     /// kernel would not run on the allocation path).
-    pub fn lock_unaccounted(&self) -> MutexGuard<'_, T> {
+    pub fn lock_unaccounted(&self) -> SpinGuard<'_, T> {
         self.inner.lock()
     }
 }
