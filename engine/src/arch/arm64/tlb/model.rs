@@ -28,7 +28,7 @@
 //!
 //! # Concurrency
 //!
-//! The model sits behind a per-CPU mutex. Its owner is the only one that
+//! The model sits behind a per-CPU spinlock. Its owner is the only one that
 //! fills it; a TLBI issued on any CPU takes every CPU's lock in turn to
 //! invalidate, which is the broadcast. The soft-MMU slots are written only
 //! under that same lock (fills by the owner, invalidations by anyone), and
@@ -53,7 +53,7 @@
 use super::tlbi::{Scope, TlbiStats, VPN44_MASK, sign_extend};
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE};
 use crate::cpu::Cpu;
-use crate::sync::Mutex;
+use crate::sync::SpinLock;
 use std::fmt;
 use std::ops::{Add, Range};
 use std::sync::atomic::AtomicU64;
@@ -503,7 +503,7 @@ fn fast_hit_by(t: u64, d: u64, scope: Scope) -> bool {
 /// documentation.
 pub struct CpuTlb {
     capacity: usize,
-    model: Mutex<Model>,
+    model: SpinLock<Model>,
     fast: [FastSlot; FAST_SLOTS],
     generation: AtomicU64,
     /// TLBIs issued by this CPU.
@@ -531,7 +531,7 @@ impl CpuTlb {
     pub fn new(capacity: usize) -> CpuTlb {
         CpuTlb {
             capacity,
-            model: Mutex::new(Model::new(capacity)),
+            model: SpinLock::new(Model::new(capacity)),
             fast: std::array::from_fn(|_| FastSlot::default()),
             generation: AtomicU64::new(0),
             tlbi: TlbiStats::default(),
