@@ -277,8 +277,9 @@ pub struct Vmalloc<'a, 'm> {
     m: &'m Machine,
     asp: AddressSpace,
     cfg: VmallocConfig,
-    /// `free_vmap_area_root` under `free_vmap_area_lock` (a spinlock, as
-    /// every vmalloc lock but `vmap_purge_lock`).
+    /// `free_vmap_area_root` under `free_vmap_area_lock`. It, the busy and
+    /// the pool locks are spinlocks, as in the kernel; the lazy lists keep
+    /// the `sync` facade's mutex, so that loom can check their accounting.
     free: SpinLock<FreeVmapTree>,
     /// Busy areas per vmap node (`vmap_nodes[i].busy`), by start address.
     busy: Box<[SpinLock<BTreeMap<u64, VmArea>>]>,

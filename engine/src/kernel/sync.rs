@@ -11,8 +11,8 @@
 //! `spinlock_t`: a test-and-set lock whose release is a plain store, for the
 //! per-cpu pagesets (taken with `trylock` on the local fast path,
 //! `pcp_spin_trylock`, and spun on by remote drains), vmalloc's
-//! `free_vmap_area_lock` and vmap-node locks, and inside [`StatMutex`], the
-//! zone lock, which counts acquisitions and contention on the acquiring CPU
+//! `free_vmap_area_lock` and vmap-node busy and pool locks, each CPU's TLB
+//! model, and inside [`StatMutex`], the zone lock, which counts acquisitions and contention on the acquiring CPU
 //! and, when the machine's `lock_stat` switch is on (after the kernel's
 //! CONFIG_LOCK_STAT), the time the lock was held, in measured host time.
 //! A waiter spins as the kernel's would, rather than sleeping in the host
