@@ -6,7 +6,7 @@
 //! kind and some of its own: the barrier backend and the cost profile say
 //! how architectural effects execute and what they cost, and the TLB
 //! model's size is a property of the emulated CPU. [`MachineConfig::KNOBS`]
-//! lists them in one [`KnobTable`](crate::kernel::sysctl::KnobTable), with
+//! lists them in one [`KnobTable`], with
 //! the values each takes, its kernel name and a setter that checks the
 //! value before anything boots; the harness's `--set` help and its errors
 //! come from it, as the allocator crates' keys come from theirs.

@@ -3,7 +3,7 @@
 //!
 //! # Why seeds shard exactly
 //!
-//! In `--seeds` mode ([`compare::run_seeds`]) every seed is an independent
+//! In `--seeds` mode ([`compare::run_seeds`](super::compare::run_seeds)) every seed is an independent
 //! block: each variant boots afresh, runs its warm-up and one kept run of
 //! every row, all with that seed. A sample therefore depends only on the
 //! build, the settings, the row and the seed (plus, for measured host time,

@@ -32,7 +32,7 @@ pub struct Params {
     pub msleep_before_free: u32,
     /// mmlab extension: sample the pages on the pcp lists every this many
     /// long_busy_list iterations (0: never), into
-    /// [`WorkerReport::pcp_series`].
+    /// [`WorkerReport::pcp_series`](super::runner::WorkerReport::pcp_series).
     pub pcp_sample_interval: u32,
 }
 
