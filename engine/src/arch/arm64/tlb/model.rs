@@ -502,7 +502,6 @@ fn fast_hit_by(t: u64, d: u64, scope: Scope) -> bool {
 /// One CPU's TLB model, soft-MMU cache and TLBI counters; see the module
 /// documentation.
 pub struct CpuTlb {
-    capacity: usize,
     model: SpinLock<Model>,
     fast: [FastSlot; FAST_SLOTS],
     generation: AtomicU64,
@@ -513,7 +512,7 @@ pub struct CpuTlb {
 impl fmt::Debug for CpuTlb {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CpuTlb")
-            .field("capacity", &self.capacity)
+            .field("geometry", &self.geometry())
             .field("counts", &self.counts())
             .field("tlbi", &self.tlbi.snapshot())
             .finish_non_exhaustive()
@@ -530,16 +529,15 @@ impl CpuTlb {
     /// A TLB of `capacity` entries (0: caches nothing).
     pub fn new(capacity: usize) -> CpuTlb {
         CpuTlb {
-            capacity,
             model: SpinLock::new(Model::new(capacity)),
             fast: std::array::from_fn(|_| FastSlot::default()),
             generation: AtomicU64::new(0),
             tlbi: TlbiStats::default(),
         }
     }
-    /// Entries it can hold.
+    /// Entries it can hold (its geometry's; the capacity it was made with).
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.geometry().capacity()
     }
 
     /// Look `va` up for `asid` (global entries match any ASID), counting a
