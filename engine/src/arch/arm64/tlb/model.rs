@@ -287,10 +287,20 @@ impl TlbGeometry {
         let start = s * self.ways + s.min(self.extra);
         start..start + self.ways + usize::from(s < self.extra)
     }
-    /// The slots of the set that page number `vfn` (at some size) indexes.
+    /// The set that page number `vfn` (at some size) indexes.
     #[inline]
-    fn slots_of(&self, vfn: u64) -> Range<usize> {
-        self.set_slots((vfn as usize) & (self.sets - 1))
+    fn set_of_vfn(&self, vfn: u64) -> usize {
+        (vfn as usize) & (self.sets - 1)
+    }
+    /// The set of slot `i` and its way in that set (the inverse of
+    /// [`set_slots`](Self::set_slots)).
+    fn set_and_way(&self, i: usize) -> (usize, usize) {
+        let wide = self.extra * (self.ways + 1);
+        if i < wide {
+            (i / (self.ways + 1), i % (self.ways + 1))
+        } else {
+            (self.extra + (i - wide) / self.ways, (i - wide) % self.ways)
+        }
     }
 }
 
@@ -310,9 +320,13 @@ struct Model {
     slots: Vec<Option<TlbEntry>>,
     /// Each slot's [`slot_key`], 0 if empty.
     keys: Vec<u64>,
-    /// The bit-PLRU "used" bit of each slot.
-    used: Vec<bool>,
+    /// The bit-PLRU "used" bits of each set, bit `w` for way `w` (a set has
+    /// at most 10 ways: [`TlbGeometry::for_capacity`]).
+    used: Vec<u16>,
     per_class: [u32; NR_CLASSES],
+    /// Bit `c` set while `per_class[c]` is not 0: the classes a lookup
+    /// probes.
+    classes: u8,
     live: u32,
     counts: TlbCounts,
     /// Valid soft-MMU slots, and those caching part of an entry > 4 KiB.
@@ -325,32 +339,30 @@ impl Model {
         Model { geo: TlbGeometry::for_capacity(capacity), ..Model::default() }
     }
 
-    /// Bit-PLRU: mark slot `i` of `set` used; when that makes every way of
-    /// the set used, clear the others, so that a set always has a way not
-    /// recently used to replace.
+    /// Bit-PLRU: mark way `w` of set `set` used; when that makes every way
+    /// of the set used, clear the others, so that a set always has a way
+    /// not recently used to replace.
     #[inline]
-    fn touch(&mut self, set: Range<usize>, i: usize) {
-        self.used[i] = true;
-        if self.used[set.clone()].iter().all(|&u| u) {
-            self.used[set].fill(false);
-            self.used[i] = true;
-        }
+    fn touch(&mut self, set: usize, ways: usize, w: usize) {
+        let u = self.used[set] | 1 << w;
+        self.used[set] = if u == (1 << ways) - 1 { 1 << w } else { u };
     }
 
     fn lookup(&mut self, va: u64, asid: u16) -> Option<TlbEntry> {
-        if self.live != 0 {
-            for (class, &shift) in TLB_SIZE_SHIFTS.iter().enumerate() {
-                if self.per_class[class] == 0 {
-                    continue;
-                }
-                let set = self.geo.slots_of(va >> shift);
-                let global = slot_key(va & !((1 << shift) - 1), class, GLOBAL_TAG);
-                let own = global ^ u64::from(GLOBAL_TAG) | u64::from(asid);
-                if let Some(i) = set.clone().find(|&i| self.keys[i] == global || self.keys[i] == own) {
-                    self.touch(set, i);
-                    self.counts.hits += 1;
-                    return self.slots[i];
-                }
+        let mut classes = self.classes;
+        while classes != 0 {
+            let class = classes.trailing_zeros() as usize;
+            classes &= classes - 1;
+            let shift = TLB_SIZE_SHIFTS[class];
+            let set = self.geo.set_of_vfn(va >> shift);
+            let slots = self.geo.set_slots(set);
+            let global = slot_key(va & !((1 << shift) - 1), class, GLOBAL_TAG);
+            let own = global ^ u64::from(GLOBAL_TAG) | u64::from(asid);
+            let (start, ways) = (slots.start, slots.len());
+            if let Some(w) = self.keys[slots].iter().position(|&k| k == global || k == own) {
+                self.touch(set, ways, w);
+                self.counts.hits += 1;
+                return self.slots[start + w];
             }
         }
         self.counts.misses += 1;
@@ -364,42 +376,61 @@ impl Model {
         if self.slots.is_empty() {
             self.slots = vec![None; self.geo.capacity()];
             self.keys = vec![0; self.geo.capacity()];
-            self.used = vec![false; self.geo.capacity()];
+            self.used = vec![0; self.geo.sets];
         }
         self.counts.fills += 1;
-        let set = self.geo.slots_of(e.va >> e.shift());
+        let set = self.geo.set_of_vfn(e.va >> e.shift());
+        let slots = self.geo.set_slots(set);
+        let (start, ways) = (slots.start, slots.len());
         let key = e.key();
-        let mut empty = None;
-        for i in set.clone() {
-            if self.keys[i] == key {
-                self.slots[i] = Some(e);
-                self.touch(set, i);
-                return;
-            }
-            if self.keys[i] == 0 && empty.is_none() {
-                empty = Some(i);
-            }
+        let keys = &self.keys[slots];
+        if let Some(w) = keys.iter().position(|&k| k == key) {
+            self.slots[start + w] = Some(e);
+            self.touch(set, ways, w);
+            return;
         }
-        // A full set replaces its first way not recently used; `touch`
-        // keeps one (a one-way set replaces its only way).
-        let i = empty.unwrap_or_else(|| set.clone().find(|&i| !self.used[i]).unwrap_or(set.start));
-        if self.keys[i] != 0 {
-            self.remove(i);
-            self.counts.evictions += 1;
-        }
-        self.slots[i] = Some(e);
-        self.keys[i] = key;
-        self.per_class[usize::from(e.class)] += 1;
+        // An empty way, else the first way not recently used (`touch`
+        // keeps one; a one-way set replaces its only way).
+        let w = match keys.iter().position(|&k| k == 0) {
+            Some(w) => w,
+            None => {
+                let free = !self.used[set] & ((1 << ways) - 1);
+                let w = if free == 0 { 0 } else { free.trailing_zeros() as usize };
+                self.drop_slot(start + w, set, w);
+                self.counts.evictions += 1;
+                w
+            }
+        };
+        self.slots[start + w] = Some(e);
+        self.keys[start + w] = key;
+        let class = usize::from(e.class);
+        self.per_class[class] += 1;
+        self.classes |= 1 << class;
         self.live += 1;
-        self.touch(set, i);
+        self.touch(set, ways, w);
+    }
+
+    /// Empty slot `i`, way `w` of set `set`, if it holds an entry.
+    #[inline]
+    fn drop_slot(&mut self, i: usize, set: usize, w: usize) {
+        let key = self.keys[i];
+        if key == 0 {
+            return;
+        }
+        self.slots[i] = None;
+        self.keys[i] = 0;
+        let class = ((key >> 17) & 7) as usize - 1;
+        self.per_class[class] -= 1;
+        if self.per_class[class] == 0 {
+            self.classes &= !(1 << class);
+        }
+        self.live -= 1;
+        self.used[set] &= !(1 << w);
     }
 
     fn remove(&mut self, i: usize) {
-        let Some(e) = self.slots[i].take() else { return };
-        self.keys[i] = 0;
-        self.per_class[usize::from(e.class)] -= 1;
-        self.live -= 1;
-        self.used[i] = false;
+        let (set, w) = self.geo.set_and_way(i);
+        self.drop_slot(i, set, w);
     }
 
     fn invalidate(&mut self, scope: Scope) {
@@ -411,8 +442,9 @@ impl Model {
                 self.counts.invalidated += u64::from(self.live);
                 self.slots.fill(None);
                 self.keys.fill(0);
-                self.used.fill(false);
+                self.used.fill(0);
                 self.per_class = [0; NR_CLASSES];
+                self.classes = 0;
                 self.live = 0;
             }
             Scope::Asid(_) => self.invalidate_by_scan(scope),
@@ -428,9 +460,10 @@ impl Model {
                 }
                 for shift in shifts() {
                     for vfn in start >> shift..=last >> shift {
-                        for i in self.geo.slots_of(vfn) {
+                        let set = self.geo.set_of_vfn(vfn);
+                        for (w, i) in self.geo.set_slots(set).enumerate() {
                             if self.slots[i].is_some_and(|e| e.hit_by(scope)) {
-                                self.remove(i);
+                                self.drop_slot(i, set, w);
                                 self.counts.invalidated += 1;
                             }
                         }
@@ -745,4 +778,27 @@ pub fn tlb_entries_needed<I: IntoIterator<Item = (u64, u64)>>(leaves: I) -> u64 
             None => size.div_ceil(PAGE_SIZE),
         })
         .sum()
+}
+
+#[cfg(test)]
+mod geometry_tests {
+    use super::TlbGeometry;
+
+    #[test]
+    fn set_and_way_inverts_set_slots_and_sets_fit_the_plru_bits() {
+        for capacity in (1..3000).chain([1 << 16, 1_000_003, 1 << 20]) {
+            let g = TlbGeometry::for_capacity(capacity);
+            let mut next = 0;
+            for s in 0..g.sets {
+                let slots = g.set_slots(s);
+                assert!(slots.len() <= 10, "capacity {capacity}: {} ways in set {s}", slots.len());
+                assert_eq!(slots.start, next, "capacity {capacity}: sets tile the slots");
+                for (w, i) in slots.clone().enumerate() {
+                    assert_eq!(g.set_and_way(i), (s, w), "capacity {capacity}, slot {i}");
+                }
+                next = slots.end;
+            }
+            assert_eq!(next, capacity);
+        }
+    }
 }
