@@ -126,3 +126,67 @@ fn a_failing_allocation_is_a_failure_not_a_panic() {
     assert!(c.first_error.is_some());
     assert!(r.any_failed());
 }
+
+#[test]
+fn lock_stat_counts_vmallocs_shared_locks_and_one_cpu_never_bounces() {
+    use mmlab_engine::MachineConfig;
+    use mmlab_vmalloc::VmapLockClass;
+    let loops = scale(200) as u64;
+    let params = Params { run_test_mask: 1, nr_threads: 1, test_loop_count: loops as i32, ..Params::default() };
+    // Off by default: nothing counted, nothing printed.
+    let r = run_and_check("256M", 1, &params);
+    assert!(r.lock_stat.is_none());
+    assert!(!test_vmalloc::render_text(&r, &[]).contains("# lock_stat ("));
+    assert!(!test_vmalloc::render_json(&r, &[]).contains("\"lock_stat\""));
+
+    let cfg = MachineConfig { lock_stat: true, ..MachineConfig::with("256M", 2).expect("size") };
+    let m = Machine::boot(cfg).expect("boots");
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let r = test_vmalloc::run(&m, &pa, &vm, &params, 7).unwrap();
+    let ls = r.lock_stat.expect("lock_stat=1 reports the classes");
+    // fix_size_alloc_test: one vmalloc and one vfree per loop. Each takes
+    // its area's busy-tree lock once; each vfree adds to vmap_lazy_nr and
+    // takes its node's lazy lock once.
+    let pairs = r.counters.vmalloc.vmallocs;
+    assert_eq!(pairs, loops);
+    assert_eq!(ls.get(VmapLockClass::VnBusy).acquisitions, 2 * pairs);
+    assert_eq!(ls.get(VmapLockClass::VnLazy).acquisitions, pairs);
+    assert_eq!(ls.get(VmapLockClass::VmapLazyNr).acquisitions, pairs);
+    // One CPU: no lock is ever taken elsewhere, so nothing bounces.
+    for (name, row) in ls.rows() {
+        assert_eq!((row.acq_bounces, row.con_bounces, row.contentions), (0, 0, 0), "{name}");
+    }
+    let text = test_vmalloc::render_text(&r, &[]);
+    assert!(text.contains("#   class name"), "{text}");
+    let row = format!("#   {:<28} {:>12} {:>12} {:>12} {:>12}", "vmap_lazy_nr (atomic add)", 0, 0, 0, pairs);
+    assert!(text.lines().any(|l| l == row), "{text}");
+    let json = test_vmalloc::render_json(&r, &[]);
+    assert!(json.contains(&format!("{{\"class\":\"&vn->busy.lock\",\"con_bounces\":0,\"contentions\":0,\"acq_bounces\":0,\"acquisitions\":{}}}", 2 * pairs)), "{json}");
+}
+
+#[test]
+fn lock_stat_counts_a_bounce_when_the_other_cpu_took_it_last() {
+    use mmlab_engine::{MachineConfig, PAGE_SIZE};
+    use mmlab_vmalloc::VmapLockClass;
+    let cfg = MachineConfig { lock_stat: true, ..MachineConfig::with("128M", 2).expect("size") };
+    let m = Machine::boot(cfg).expect("boots");
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let (c0, c1) = (m.cpu(0).unwrap(), m.cpu(1).unwrap());
+    let before = vm.lock_stat();
+    // Allocated on CPU 0, freed on CPU 1: the busy lock moves to CPU 1;
+    // the first add to vmap_lazy_nr has no previous CPU.
+    let a = vm.vmalloc(&c0, PAGE_SIZE).unwrap();
+    vm.vfree(&c1, a).unwrap();
+    // Then both on CPU 0: vmap_lazy_nr comes back from CPU 1.
+    let b = vm.vmalloc(&c0, PAGE_SIZE).unwrap();
+    vm.vfree(&c0, b).unwrap();
+    let d = vm.lock_stat().delta(&before);
+    let lazy_nr = d.get(VmapLockClass::VmapLazyNr);
+    assert_eq!((lazy_nr.acquisitions, lazy_nr.acq_bounces), (2, 1));
+    let busy = d.get(VmapLockClass::VnBusy);
+    assert_eq!(busy.acquisitions, 4);
+    assert!(busy.acq_bounces >= 1, "{busy:?}");
+    assert_eq!(busy.contentions, 0, "one thread never waits");
+}

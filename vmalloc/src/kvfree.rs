@@ -32,7 +32,7 @@ impl<'m> Vmalloc<'_, 'm> {
     /// As [`Vmalloc::vfree`], checked when the object is queued, so bad input is refused at once.
     pub fn kvfree_rcu(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
-        self.check_live(addr)?;
+        self.check_live(cpu, addr)?;
         let cookie = rcu::start_poll_synchronize_rcu(cpu);
         {
             let mut q = self.kvfree_pending.lock();
@@ -54,7 +54,7 @@ impl<'m> Vmalloc<'_, 'm> {
     /// As [`Vmalloc::kvfree_rcu`].
     pub fn kvfree_rcu_mightsleep(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
-        self.check_live(addr)?;
+        self.check_live(cpu, addr)?;
         rcu::rcu_quiescent_state(cpu);
         self.kvfree_rcu(cpu, addr)
     }
@@ -112,10 +112,10 @@ impl<'m> Vmalloc<'_, 'm> {
 
     /// The area at `addr` exists and is a vmalloc area (checked before a
     /// deferred free is queued, so bad input is refused at once).
-    fn check_live(&self, addr: u64) -> Result<(), VmallocError> {
-        let area = self.find_unlink(addr)?;
+    fn check_live(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
+        let area = self.find_unlink(cpu, addr)?;
         let ok = area.kind == AreaKind::Vmalloc;
-        self.busy[self.node_of(addr)].lock().insert(addr, area);
+        self.busy_lock(cpu, addr).insert(addr, area);
         if !ok {
             return Err(VmallocError::WrongKind { addr });
         }

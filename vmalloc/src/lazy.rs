@@ -32,8 +32,8 @@
 //! each node's lazy areas are a vector rather than a tree sorted by address
 //! (the purge only needs their span and each range).
 
-use mmlab_engine::sync::Mutex;
-use mmlab_engine::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use mmlab_engine::sync::atomic::{AtomicI64, AtomicU32, Ordering::Relaxed};
+use mmlab_engine::sync::{LockAcq, Mutex};
 
 /// A lazily freed range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,18 +53,29 @@ impl LazyArea {
     }
 }
 
+/// One node's lazy list, and the CPU that last took its lock through
+/// [`LazyAreas::add_stat`] (plus one; 0: none).
+type LazyList = (Vec<LazyArea>, u32);
+
 /// The lazy lists of every vmap node (`vmap_nodes[i].lazy`) and
 /// `vmap_lazy_nr`.
 #[derive(Debug)]
 pub(crate) struct LazyAreas {
-    nodes: Box<[Mutex<Vec<LazyArea>>]>,
+    nodes: Box<[Mutex<LazyList>]>,
     nr: AtomicI64,
+    /// The CPU of the last [`LazyAreas::add_stat`] (plus one; 0: none),
+    /// beside `nr`.
+    nr_last: AtomicU32,
 }
 
 impl LazyAreas {
     /// Empty lists for `nodes` vmap nodes.
     pub fn new(nodes: usize) -> LazyAreas {
-        LazyAreas { nodes: (0..nodes).map(|_| Mutex::new(Vec::new())).collect(), nr: AtomicI64::new(0) }
+        LazyAreas {
+            nodes: (0..nodes).map(|_| Mutex::new((Vec::new(), 0))).collect(),
+            nr: AtomicI64::new(0),
+            nr_last: AtomicU32::new(0),
+        }
     }
 
     /// The accounting of `free_vmap_area_noflush()`: add the pages to
@@ -72,8 +83,28 @@ impl LazyAreas {
     /// count after the addition, for the caller's `lazy_max_pages()` test.
     pub fn add(&self, node: usize, area: LazyArea) -> i64 {
         let nr = self.nr.fetch_add(area.pages(), Relaxed) + area.pages();
-        self.nodes[node].lock().push(area);
+        self.nodes[node].lock().0.push(area);
         nr
+    }
+
+    /// [`add`](Self::add) on behalf of CPU `cpu`, with lock_stat's view of
+    /// the two shared lines it touches (see the `lockstat` module): the
+    /// add to `vmap_lazy_nr` (never contended) and the acquisition of the
+    /// node's lock.
+    pub fn add_stat(&self, node: usize, area: LazyArea, cpu: usize) -> (i64, LockAcq, LockAcq) {
+        let me = u32::try_from(cpu).map_or(u32::MAX, |c| c.saturating_add(1));
+        let nr = self.nr.fetch_add(area.pages(), Relaxed) + area.pages();
+        let last = self.nr_last.swap(me, Relaxed);
+        let nr_acq = LockAcq { contended: false, bounced: last != 0 && last != me };
+        let l = &self.nodes[node];
+        let (mut g, contended) = match l.try_lock() {
+            Some(g) => (g, false),
+            None => (l.lock(), true),
+        };
+        let lock_acq = LockAcq { contended, bounced: g.1 != 0 && g.1 != me };
+        g.1 = me;
+        g.0.push(area);
+        (nr, nr_acq, lock_acq)
     }
 
     /// Take every node's areas (`list_replace_init` of each lazy list in
@@ -82,7 +113,7 @@ impl LazyAreas {
     pub fn take_all(&self) -> Vec<LazyArea> {
         let mut all = Vec::new();
         for l in self.nodes.iter() {
-            all.append(&mut l.lock());
+            all.append(&mut l.lock().0);
         }
         all
     }
@@ -99,17 +130,17 @@ impl LazyAreas {
 
     /// Whether an area starting at `start` waits on a lazy list.
     pub fn contains(&self, start: u64) -> bool {
-        self.nodes.iter().any(|l| l.lock().iter().any(|a| a.start == start))
+        self.nodes.iter().any(|l| l.lock().0.iter().any(|a| a.start == start))
     }
 
     /// A copy of every waiting area (reports and checks).
     pub fn snapshot(&self) -> Vec<LazyArea> {
-        self.nodes.iter().flat_map(|l| l.lock().clone()).collect()
+        self.nodes.iter().flat_map(|l| l.lock().0.clone()).collect()
     }
 
     /// A copy of each node's list (`vn->lazy.head`), node by node.
     pub fn snapshot_by_node(&self) -> Vec<Vec<LazyArea>> {
-        self.nodes.iter().map(|l| l.lock().clone()).collect()
+        self.nodes.iter().map(|l| l.lock().0.clone()).collect()
     }
 }
 
@@ -132,7 +163,8 @@ mod loom_model {
 
     /// Two CPUs free one area each while a third purges: in every
     /// interleaving the counter stays non-negative and ends equal to the
-    /// pages still on the lists.
+    /// pages still on the lists. The second CPU frees with lock_stat's
+    /// `add_stat`, which must keep `add`'s order.
     #[test]
     fn loom_free_and_purge_never_go_negative() {
         loom::model(|| {
@@ -141,7 +173,12 @@ mod loom_model {
                 .map(|n| {
                     let l = l.clone();
                     loom::thread::spawn(move || {
-                        l.add(n, LazyArea { vn: n, ..AREA });
+                        let area = LazyArea { vn: n, ..AREA };
+                        if n == 0 {
+                            l.add(n, area);
+                        } else {
+                            l.add_stat(n, area, n);
+                        }
                     })
                 })
                 .collect();
@@ -164,7 +201,7 @@ mod loom_model {
             let l = Arc::new(LazyAreas::new(1));
             let l2 = l.clone();
             let free = loom::thread::spawn(move || {
-                l2.nodes[0].lock().push(AREA);
+                l2.nodes[0].lock().0.push(AREA);
                 l2.nr.fetch_add(AREA.pages(), super::Relaxed);
             });
             purge(&l);

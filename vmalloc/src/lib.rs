@@ -80,6 +80,8 @@ mod check;
 mod config;
 mod kvfree;
 mod lazy;
+mod lockstat;
+pub use lockstat::{LockClassStat, VmallocLockStat, VmapLockClass};
 mod pages;
 pub mod percpu;
 mod procfs;
@@ -95,6 +97,7 @@ pub use config::VmallocConfig;
 use bitvec::BitArr;
 use kvfree::KvfreeQueued;
 use lazy::{LazyArea, LazyAreas};
+use lockstat::LockStats;
 use mmlab_engine::counters::this_cpu_add;
 use mmlab_engine::gfp::Gfp;
 use mmlab_engine::layout::{VMALLOC_END, VMALLOC_START};
@@ -104,7 +107,7 @@ use mmlab_engine::pgtable::{
     pte_alloc_kernel, try_huge_pmd,
 };
 use mmlab_engine::rcu;
-use mmlab_engine::sync::{Mutex, SpinLock};
+use mmlab_engine::sync::{Mutex, SpinGuard, SpinLock};
 use mmlab_engine::tlb::TlbFlush;
 use mmlab_engine::trace::{mmlab as trace_mmlab, vmalloc as trace};
 use mmlab_engine::{Cpu, Machine, PAGE_SHIFT, PAGE_SIZE, Pfn};
@@ -306,6 +309,12 @@ pub struct Vmalloc<'a, 'm> {
     /// `kvfree_pending`'s length, stored under its lock after every change,
     /// so that `vfree` can see the queue is empty without taking the lock.
     kvfree_nr: AtomicUsize,
+    /// The machine's `lock_stat` switch, read once: whether the shared
+    /// locks' acquisitions are counted in `lock_stats`.
+    lock_stat: bool,
+    /// lock_stat's counts of vmalloc's lock classes (see the `lockstat`
+    /// module), per CPU.
+    lock_stats: LockStats,
 }
 
 impl fmt::Debug for Vmalloc<'_, '_> {
@@ -391,6 +400,8 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 .collect(),
             kvfree_pending: Mutex::new(Vec::new()),
             kvfree_nr: AtomicUsize::new(0),
+            lock_stat: m.config().lock_stat,
+            lock_stats: LockStats::new(m.nr_cpus()),
         }
     }
 
@@ -408,6 +419,44 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         }
         c
     }
+    /// lock_stat's counts of vmalloc's lock classes, summed over the CPUs
+    /// (all zero unless the machine's `lock_stat` switch is on).
+    pub fn lock_stat(&self) -> VmallocLockStat {
+        self.lock_stats.snapshot()
+    }
+
+    /// Take `lock` of `class` on `cpu`, counted by lock_stat when it is on.
+    #[inline(always)]
+    fn lock_on<'l, T>(&self, cpu: &Cpu<'m>, class: VmapLockClass, lock: &'l SpinLock<T>) -> SpinGuard<'l, T> {
+        if self.lock_stat { self.lock_counted(cpu, class, lock) } else { lock.lock() }
+    }
+
+    /// [`lock_on`](Self::lock_on) with lock_stat on, out of the default path.
+    #[inline(never)]
+    fn lock_counted<'l, T>(&self, cpu: &Cpu<'m>, class: VmapLockClass, lock: &'l SpinLock<T>) -> SpinGuard<'l, T> {
+        let (g, acq) = lock.lock_stat(cpu.id());
+        self.lock_stats.note(cpu.id(), class, acq);
+        g
+    }
+
+    /// `vn->busy.lock` of the node `addr` belongs to, taken on `cpu`.
+    #[inline(always)]
+    fn busy_lock(&self, cpu: &Cpu<'m>, addr: u64) -> SpinGuard<'_, BTreeMap<u64, VmArea>> {
+        self.lock_on(cpu, VmapLockClass::VnBusy, &self.busy[self.node_of(addr)])
+    }
+
+    /// `free_vmap_area_lock`, taken on `cpu`.
+    #[inline(always)]
+    fn free_lock(&self, cpu: &Cpu<'m>) -> SpinGuard<'_, FreeVmapTree> {
+        self.lock_on(cpu, VmapLockClass::FreeVmapArea, &self.free)
+    }
+
+    /// `vn->pool_lock` of node `vn`, taken on `cpu`.
+    #[inline(always)]
+    fn pool_lock(&self, cpu: &Cpu<'m>, vn: usize) -> SpinGuard<'_, Vec<std::collections::VecDeque<u64>>> {
+        self.lock_on(cpu, VmapLockClass::VnPool, &self.pools[vn])
+    }
+
     /// `vmap_lazy_nr`: pages waiting for a purge. Signed, as the kernel's
     /// `atomic_long_t`; never negative (see the `lazy` module).
     pub fn lazy_nr(&self) -> i64 {
@@ -623,7 +672,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             vn: self.cpu_node(cpu),
             phys_addr: None,
         };
-        self.busy[self.node_of(addr)].lock().insert(addr, area);
+        self.busy_lock(cpu, addr).insert(addr, area);
         this_cpu_add(&self.pcpu_counts[cpu.id()][0], 1);
         Ok(addr)
     }
@@ -651,7 +700,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             return Ok(a);
         }
         for attempt in 0..2 {
-            if let Ok(a) = self.free.lock().alloc(size, align, VMALLOC_START, VMALLOC_END) {
+            if let Ok(a) = self.free_lock(cpu).alloc(size, align, VMALLOC_START, VMALLOC_END) {
                 return Ok(a);
             }
             if attempt == 0 {
@@ -676,7 +725,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         if self.busy.len() < 2 || size / PAGE_SIZE > MAX_VA_SIZE_PAGES {
             return None;
         }
-        let mut pools = self.pools[self.cpu_node(cpu)].lock();
+        let mut pools = self.pool_lock(cpu, self.cpu_node(cpu));
         let pool = &mut pools[(size / PAGE_SIZE - 1) as usize];
         let first = pool.pop_front()?;
         if first.is_multiple_of(align) {
@@ -762,8 +811,8 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
 
     /// `find_unlink_vmap_area()`: take the area starting at `addr` out of
     /// its busy tree, telling apart the ways `addr` can be wrong.
-    fn find_unlink(&self, addr: u64) -> Result<VmArea, VmallocError> {
-        if let Some(a) = self.busy[self.node_of(addr)].lock().remove(&addr) {
+    fn find_unlink(&self, cpu: &Cpu<'m>, addr: u64) -> Result<VmArea, VmallocError> {
+        if let Some(a) = self.busy_lock(cpu, addr).remove(&addr) {
             return Ok(a);
         }
         Err(self.no_area_at(addr))
@@ -806,7 +855,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 return Err(VmallocError::DoubleFree { addr });
             }
         }
-        let area = self.find_unlink(addr)?;
+        let area = self.find_unlink(cpu, addr)?;
         if area.kind != AreaKind::Vmalloc {
             self.busy[self.node_of(addr)].lock().insert(addr, area);
             return Err(VmallocError::WrongKind { addr });
@@ -834,7 +883,15 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// `free_vmap_area_noflush()`: counted in `vmap_lazy_nr`, then onto the
     /// lazy list (in that order: see the `lazy` module); purge past the limit.
     fn free_vmap_area_noflush(&self, cpu: &Cpu<'m>, addr: u64, size: u64, vn: usize) {
-        let nr = self.lazy.add(self.node_of(addr), LazyArea { start: addr, size, vn });
+        let area = LazyArea { start: addr, size, vn };
+        let nr = if self.lock_stat {
+            let (nr, nr_acq, lock_acq) = self.lazy.add_stat(self.node_of(addr), area, cpu.id());
+            self.lock_stats.note(cpu.id(), VmapLockClass::VmapLazyNr, nr_acq);
+            self.lock_stats.note(cpu.id(), VmapLockClass::VnLazy, lock_acq);
+            nr
+        } else {
+            self.lazy.add(self.node_of(addr), area)
+        };
         trace::free_vmap_area_noflush(cpu.id(), self.m.trace_clock(), addr, nr.max(0) as u64, self.lazy_max_pages());
         if nr > self.lazy_max_pages() as i64 {
             // The kernel schedules drain_vmap_work; mmlab runs it here.
@@ -860,14 +917,14 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     fn purge(&self, cpu: &Cpu<'m>, full_decay: bool) -> bool {
         let _g = self.purge_lock.lock();
         let mut decayed = Vec::new();
-        for node in self.pools.iter() {
-            for (i, pool) in node.lock().iter_mut().enumerate() {
+        for vn in 0..self.pools.len() {
+            for (i, pool) in self.pool_lock(cpu, vn).iter_mut().enumerate() {
                 let n = if full_decay { pool.len() } else { pool.len() / 4 };
                 decayed.extend(pool.drain(..n).map(|a| (a, (i as u64 + 1) * PAGE_SIZE)));
             }
         }
         if !decayed.is_empty() {
-            let mut free = self.free.lock();
+            let mut free = self.free_lock(cpu);
             for (a, n) in decayed {
                 free.free(a, n).expect("a pooled range was cut out of the free tree");
             }
@@ -880,17 +937,25 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         let start = all.iter().map(|a| a.start).min().unwrap_or(0);
         let end = all.iter().map(|a| a.start + a.size).max().unwrap_or(0);
         TlbFlush::kernel_range(start, end).flush(cpu);
+        // purge_vmap_node(): each small range to its node's pool, under
+        // that pool's lock alone (node_pool_add_va()); the others back to
+        // the free tree under one hold of the free lock
+        // (reclaim_list_global()), so that a CPU allocating meanwhile
+        // waits on the free lock only while they go in.
         let mut pages = 0;
-        {
-            let mut free = self.free.lock();
-            for &LazyArea { start: s, size: n, vn } in &all {
-                pages += n / PAGE_SIZE;
-                if self.busy.len() > 1 && n / PAGE_SIZE <= MAX_VA_SIZE_PAGES {
-                    // node_pool_add_va()
-                    self.pools[vn % self.pools.len()].lock()[(n / PAGE_SIZE - 1) as usize].push_front(s);
-                } else {
-                    free.free(s, n).expect("a purged range was cut out of the free tree");
-                }
+        let mut global = Vec::new();
+        for &LazyArea { start: s, size: n, vn } in &all {
+            pages += n / PAGE_SIZE;
+            if self.busy.len() > 1 && n / PAGE_SIZE <= MAX_VA_SIZE_PAGES {
+                self.pool_lock(cpu, vn % self.pools.len())[(n / PAGE_SIZE - 1) as usize].push_front(s);
+            } else {
+                global.push((s, n));
+            }
+        }
+        if !global.is_empty() {
+            let mut free = self.free_lock(cpu);
+            for (s, n) in global {
+                free.free(s, n).expect("a purged range was cut out of the free tree");
             }
         }
         self.lazy.purged(pages as i64);

@@ -63,7 +63,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             vn: self.cpu_node(cpu),
             phys_addr: None,
         };
-        self.busy[self.node_of(addr)].lock().insert(addr, area);
+        self.busy_lock(cpu, addr).insert(addr, area);
         Ok(addr)
     }
 
@@ -75,7 +75,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// [`VmallocError::ForeignCpu`]. Nothing is changed.
     pub fn vunmap(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
-        let area = self.find_unlink(addr)?;
+        let area = self.find_unlink(cpu, addr)?;
         if area.kind != AreaKind::Vmap {
             self.busy[self.node_of(addr)].lock().insert(addr, area);
             return Err(VmallocError::WrongKind { addr });
@@ -115,7 +115,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 vn: self.cpu_node(cpu),
                 phys_addr: None,
             };
-            self.busy[self.node_of(a)].lock().insert(a, area);
+            self.busy_lock(cpu, a).insert(a, area);
             a
         };
         if self.vmap_pages_range(cpu, addr, pages, PAGE_KERNEL, PAGE_SHIFT).is_err() {

@@ -113,7 +113,7 @@ impl<'m> Vmalloc<'_, 'm> {
                 None => VmallocError::NotVmalloc { addr },
             });
         }
-        let area = self.find_unlink(addr)?;
+        let area = self.find_unlink(cpu, addr)?;
         let reserved = area.size / PAGE_SIZE;
         let err = if area.kind != AreaKind::VmMapRam {
             Some(VmallocError::WrongKind { addr })

@@ -49,7 +49,7 @@ impl<'m> Vmalloc<'_, 'm> {
             return self.vmalloc_node(cpu, size, 1, gfp, super::VmFlags::empty(), "vrealloc").map(Some);
         };
         let old_size = {
-            let mut busy = self.busy[self.node_of(p)].lock();
+            let mut busy = self.busy_lock(cpu, p);
             let Some(area) = busy.get_mut(&p) else {
                 drop(busy);
                 return Err(self.no_area_at(p));

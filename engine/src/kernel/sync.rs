@@ -65,7 +65,7 @@ mod loom_lock {
 }
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::clock;
 use crate::cpu::Cpu;
@@ -145,9 +145,29 @@ impl<T> Drop for StatGuard<'_, T> {
 
 /// A test-and-set spin lock (`spinlock_t`): `try_lock` is one compare-exchange,
 /// unlock one release store.
+///
+/// [`lock_stat`](SpinLock::lock_stat) takes it the way CONFIG_LOCK_STAT's
+/// `lock_acquired()` and `lock_contended()` see an acquisition: whether it
+/// had to wait, and whether the lock was last taken on another CPU (a
+/// *bounce*: the lock's cache line, and usually the data it guards, had to
+/// come from that CPU's cache). The last CPU is a word beside the lock
+/// flag, written only by the holder.
 pub struct SpinLock<T> {
     locked: AtomicBool,
+    /// The CPU that last took the lock through `lock_stat`, plus one; 0:
+    /// none yet (the kernel's `lock->cpu`).
+    last_cpu: AtomicU32,
     value: UnsafeCell<T>,
+}
+
+/// What one acquisition by [`SpinLock::lock_stat`] met.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockAcq {
+    /// The lock was held: the CPU waited (`lock_contended()`).
+    pub contended: bool,
+    /// Another CPU took the lock last (lock_stat's acquisition bounce; with
+    /// `contended`, a contention bounce).
+    pub bounced: bool,
 }
 
 // SAFETY: the lock hands out access to `value` to one holder at a time
@@ -180,7 +200,25 @@ impl<T: std::fmt::Debug> std::fmt::Debug for SpinGuard<'_, T> {
 impl<T> SpinLock<T> {
     /// `DEFINE_SPINLOCK` around `v`.
     pub const fn new(v: T) -> Self {
-        SpinLock { locked: AtomicBool::new(false), value: UnsafeCell::new(v) }
+        SpinLock { locked: AtomicBool::new(false), last_cpu: AtomicU32::new(0), value: UnsafeCell::new(v) }
+    }
+
+    /// `spin_lock()` by CPU `cpu`, as lock_stat sees it (see the type's
+    /// documentation): the guard, and whether this acquisition waited and
+    /// whether it bounced.
+    #[inline]
+    pub fn lock_stat(&self, cpu: usize) -> (SpinGuard<'_, T>, LockAcq) {
+        let (guard, contended) = match self.try_lock() {
+            Some(g) => (g, false),
+            None => (self.lock(), true),
+        };
+        let me = u32::try_from(cpu).map_or(u32::MAX, |c| c.saturating_add(1));
+        // Relaxed: only holders read or write it, and the lock orders them.
+        let last = self.last_cpu.load(Ordering::Relaxed);
+        if last != me {
+            self.last_cpu.store(me, Ordering::Relaxed);
+        }
+        (guard, LockAcq { contended, bounced: last != 0 && last != me })
     }
 
     /// `spin_trylock()`.
@@ -242,7 +280,7 @@ impl<T> Drop for SpinGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::SpinLock;
+    use super::{LockAcq, SpinLock};
 
     #[test]
     fn spinlock_excludes_and_counts() {
@@ -262,5 +300,29 @@ mod tests {
             }
         });
         assert_eq!(*l.lock(), 20_000);
+    }
+
+    #[test]
+    fn lock_stat_counts_a_bounce_when_another_cpu_took_the_lock_last() {
+        let l = SpinLock::new(());
+        let acq = |cpu| l.lock_stat(cpu).1;
+        let clean = LockAcq { contended: false, bounced: false };
+        assert_eq!(acq(0), clean, "the first acquisition has no previous CPU");
+        assert_eq!(acq(0), clean, "same CPU again: the line stayed");
+        assert_eq!(acq(1), LockAcq { contended: false, bounced: true });
+        assert_eq!(acq(1), clean);
+        assert_eq!(acq(0), LockAcq { contended: false, bounced: true });
+        // A plain lock() leaves the last CPU as it was.
+        drop(l.lock());
+        assert_eq!(acq(0), clean);
+        // From another thread (whether or not it had to wait for this
+        // one's guard): a bounce.
+        let g = l.lock_stat(0).0;
+        std::thread::scope(|s| {
+            let h = s.spawn(|| l.lock_stat(1).1);
+            drop(g);
+            assert!(h.join().expect("no panic").bounced);
+        });
+        assert_eq!(acq(1), clean);
     }
 }

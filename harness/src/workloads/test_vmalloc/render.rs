@@ -73,6 +73,24 @@ pub fn render_text(r: &Report, settings: &[String]) -> String {
     for (k, v) in c.fields() {
         let _ = writeln!(s, "#   {k}: {v}");
     }
+    if let Some(ls) = &r.lock_stat {
+        let _ = writeln!(
+            s,
+            "# lock_stat (lock_stat=1), vmalloc's shared lock classes; a bounce: taken on another CPU than the last, so its cache line moved:"
+        );
+        let _ = writeln!(
+            s,
+            "#   {:<28} {:>12} {:>12} {:>12} {:>12}",
+            "class name", "con-bounces", "contentions", "acq-bounces", "acquisitions"
+        );
+        for (name, l) in ls.rows() {
+            let _ = writeln!(
+                s,
+                "#   {name:<28} {:>12} {:>12} {:>12} {:>12}",
+                l.con_bounces, l.contentions, l.acq_bounces, l.acquisitions
+            );
+        }
+    }
     s
 }
 
@@ -93,6 +111,9 @@ struct JsonReport<'a> {
     time: JsonTime,
     workers: Vec<JsonWorker<'a>>,
     counters: JsonCounters,
+    /// lock_stat's rows of vmalloc's lock classes (with `lock_stat=1` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock_stat: Option<&'a mmlab_vmalloc::VmallocLockStat>,
     failed: bool,
 }
 
@@ -208,6 +229,7 @@ pub fn render_json(r: &Report, settings: &[String]) -> String {
             tlbi: Pairs(c.tlbis_by_kind()),
             fields: Pairs(c.fields()),
         },
+        lock_stat: r.lock_stat.as_ref(),
         failed: r.any_failed(),
     })
 }

@@ -15,8 +15,8 @@ use mmlab_engine::Machine;
 use mmlab_engine::clock;
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_pcp::PageAllocator;
-use mmlab_vmalloc::Vmalloc;
 use mmlab_vmalloc::percpu::PercpuAllocator;
+use mmlab_vmalloc::{Vmalloc, VmallocLockStat};
 use std::sync::Barrier;
 use std::time::Instant;
 
@@ -77,6 +77,9 @@ pub struct Report {
     pub machine: MachineInfo,
     pub workers: Vec<WorkerReport>,
     pub counters: Counters,
+    /// lock_stat's counts of vmalloc's lock classes over the workers' run,
+    /// when the machine's `lock_stat` switch is on.
+    pub lock_stat: Option<VmallocLockStat>,
     /// Measured host time of the whole run (workers only), µs.
     pub wall_usec: u64,
 }
@@ -119,6 +122,7 @@ pub fn run<'m>(
     let cpus = (0..nthreads).map(|i| m.cpu(i)).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
     let pcpu = PercpuAllocator::new();
     let before = Counters::take(m, vm);
+    let locks_before = vm.lock_stat();
     let start_barrier = Barrier::new(nthreads);
     let t0 = Instant::now();
     let workers: Vec<WorkerReport> = std::thread::scope(|s| {
@@ -150,6 +154,7 @@ pub fn run<'m>(
     });
     let wall_usec = t0.elapsed().as_micros() as u64;
     let counters = Counters::take(m, vm).delta(&before);
+    let lock_stat = m.config().lock_stat.then(|| vm.lock_stat().delta(&locks_before));
     // Teardown: the module's objects are all gone; what the allocators
     // cache goes back too.
     let cpu = m.cpu(0).map_err(|e| e.to_string())?;
@@ -175,6 +180,7 @@ pub fn run<'m>(
         },
         workers,
         counters,
+        lock_stat,
         wall_usec,
     })
 }
