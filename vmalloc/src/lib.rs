@@ -881,16 +881,21 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     }
 
     /// `free_vmap_area_noflush()`: counted in `vmap_lazy_nr`, then onto the
-    /// lazy list (in that order: see the `lazy` module); purge past the limit.
+    /// lazy list (in that order: see the `lazy` module) of node `vn`, the
+    /// node of the CPU that allocated the area (the kernel decodes it from
+    /// `va->flags`; with one node it is node 0, `addr_to_node()`'s answer
+    /// too), so that the purge returns the range to that node's pool;
+    /// purge past the limit.
     fn free_vmap_area_noflush(&self, cpu: &Cpu<'m>, addr: u64, size: u64, vn: usize) {
         let area = LazyArea { start: addr, size, vn };
+        let node = vn % self.busy.len();
         let nr = if self.lock_stat {
-            let (nr, nr_acq, lock_acq) = self.lazy.add_stat(self.node_of(addr), area, cpu.id());
+            let (nr, nr_acq, lock_acq) = self.lazy.add_stat(node, area, cpu.id());
             self.lock_stats.note(cpu.id(), VmapLockClass::VmapLazyNr, nr_acq);
             self.lock_stats.note(cpu.id(), VmapLockClass::VnLazy, lock_acq);
             nr
         } else {
-            self.lazy.add(self.node_of(addr), area)
+            self.lazy.add(node, area)
         };
         trace::free_vmap_area_noflush(cpu.id(), self.m.trace_clock(), addr, nr.max(0) as u64, self.lazy_max_pages());
         if nr > self.lazy_max_pages() as i64 {
