@@ -170,9 +170,12 @@ impl<'m> Vmalloc<'_, 'm> {
         b.used_map[off as usize..(off + n) as usize].fill(false);
         b.dirty += n;
         if b.dirty == VMAP_BBMAP_BITS {
+            // The block's area goes lazy on the node of the CPU that
+            // allocated it (`free_vmap_block()` → `free_vmap_area_noflush()`).
+            let vn = mod_nodes(b.cpu as u64, self.busy.len());
             blocks.remove(&start);
             drop(blocks);
-            self.free_vmap_area_noflush(cpu, start, VMAP_BLOCK_SIZE, self.node_of(start));
+            self.free_vmap_area_noflush(cpu, start, VMAP_BLOCK_SIZE, vn);
         }
         Ok(())
     }
