@@ -25,9 +25,10 @@
 //! Counting is on with the machine's `lock_stat` switch only (as the
 //! kernel's `kernel.lock_stat`), so that the default paths pay nothing.
 //! The counters are per CPU, written by their CPU's thread alone, and
-//! summed when read, like the vm events. Only the allocation, free and
-//! purge paths count; reports and checks that take the locks (the kernel's
-//! /proc readers would be counted) are not.
+//! summed when read, like the vm events. The allocation and free paths
+//! count, and the purge's pool and free-tree acquisitions (not its one
+//! take of each lazy list per purge); error paths, reports and checks that
+//! take the locks do not (the kernel's /proc readers would be counted).
 //!
 //! Fidelity: instrumented.
 
