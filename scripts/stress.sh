@@ -5,7 +5,8 @@
 #     each run sees other interleavings);
 #  2. `mmlab test-vmalloc` with every case on 3 to 8 workers over two seeds,
 #     debug build (how the vmap_lazy_nr underflow was found: 54 of 140 such
-#     runs panicked before the fix);
+#     runs panicked before the fix); seed 2 with `lock_stat=1`, so that the
+#     counted lock paths race too;
 #  3. the loom models (every interleaving of the lazy-list accounting).
 # Usage: scripts/stress.sh [REPEAT]   (default 20)
 set -euo pipefail
@@ -27,8 +28,9 @@ rm -f /tmp/mmlab-stress.$$
 cargo build -q -p mmlab-harness --bin mmlab
 for seed in 1 2; do
 	for threads in 3 4 5 6 7 8; do
-		printf 'test-vmalloc seed %d nr_threads=%d\n' "$seed" "$threads"
-		cargo run -q -p mmlab-harness --bin mmlab -- --seed "$seed" test-vmalloc run_test_mask=2047 nr_threads="$threads" \
+		printf 'test-vmalloc seed %d nr_threads=%d lock_stat=%d\n' "$seed" "$threads" $((seed - 1))
+		cargo run -q -p mmlab-harness --bin mmlab -- --seed "$seed" --set lock_stat=$((seed - 1)) test-vmalloc \
+			run_test_mask=2047 nr_threads="$threads" \
 			test_loop_count=20 nr_pcpu_objects=5000 >/tmp/mmlab-stress.$$ 2>&1 || {
 			cat /tmp/mmlab-stress.$$
 			echo "test-vmalloc seed $seed nr_threads=$threads failed" >&2
