@@ -4,7 +4,7 @@ use mmlab_engine::layout::KERNEL_DATA_LISTS;
 use mmlab_engine::list::ListArray;
 use mmlab_engine::mm::{MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, PAGEBLOCK_ORDER, ZoneType};
 use mmlab_engine::page::{PageExt, StructPage};
-use mmlab_engine::sync::{StatGuard, StatMutex};
+use mmlab_engine::sync::{StatEvents, StatGuard, StatMutex};
 use mmlab_engine::vmstat::VmEvent;
 use mmlab_engine::{Cpu, Machine, Pfn};
 use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
@@ -203,7 +203,16 @@ impl<'m> Zone<'m> {
             nr_free_cma: AtomicI64::new(0),
             cma_pages: AtomicU64::new(0),
             min_free_kbytes: AtomicU64::new(0),
-            lock: StatMutex::new(inner, VmEvent::ZoneLockAcquire, VmEvent::ZoneLockContended, VmEvent::ZoneLockHoldNs),
+            lock: StatMutex::new(
+                inner,
+                StatEvents {
+                    acquire: VmEvent::ZoneLockAcquire,
+                    contended: VmEvent::ZoneLockContended,
+                    hold_ns: VmEvent::ZoneLockHoldNs,
+                    acq_bounce: VmEvent::ZoneLockAcqBounce,
+                    con_bounce: VmEvent::ZoneLockConBounce,
+                },
+            ),
             pageblock_flags: m.pageblock_flags(),
             pb_base_pfn: m.memmap().start_pfn().0,
             lowmem_reserve: Default::default(),

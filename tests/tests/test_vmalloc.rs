@@ -144,18 +144,23 @@ fn lock_stat_counts_vmallocs_shared_locks_and_one_cpu_never_bounces() {
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let vm = Vmalloc::new(&pa, VmallocConfig::default());
     let r = test_vmalloc::run(&m, &pa, &vm, &params, 7).unwrap();
-    let ls = r.lock_stat.expect("lock_stat=1 reports the classes");
+    let row = |c: VmapLockClass| r.lock_stat_row(c.name()).expect("lock_stat=1 reports every class");
     // fix_size_alloc_test: one vmalloc and one vfree per loop. Each takes
     // its area's busy-tree lock once; each vfree adds to vmap_lazy_nr and
     // takes its node's lazy lock once.
     let pairs = r.counters.vmalloc.vmallocs;
     assert_eq!(pairs, loops);
-    assert_eq!(ls.get(VmapLockClass::VnBusy).acquisitions, 2 * pairs);
-    assert_eq!(ls.get(VmapLockClass::VnLazy).acquisitions, pairs);
-    assert_eq!(ls.get(VmapLockClass::VmapLazyNr).acquisitions, pairs);
+    assert_eq!(row(VmapLockClass::VnBusy).acquisitions, 2 * pairs);
+    assert_eq!(row(VmapLockClass::VnLazy).acquisitions, pairs);
+    assert_eq!(row(VmapLockClass::VmapLazyNr).acquisitions, pairs);
+    // The zone lock's row is the page allocator's counters.
+    let zone = r.lock_stat_row("&zone->lock").expect("the zone lock's row");
+    assert_eq!(zone.acquisitions, r.counters.vm.zone_lock_acquire);
     // One CPU: no lock is ever taken elsewhere, so nothing bounces.
-    for (name, row) in ls.rows() {
-        assert_eq!((row.acq_bounces, row.con_bounces, row.contentions), (0, 0, 0), "{name}");
+    let rows = r.lock_stat.as_deref().expect("lock_stat=1");
+    assert_eq!(rows.len(), VmapLockClass::ALL.len() + 1);
+    for l in rows {
+        assert_eq!((l.counts.acq_bounces, l.counts.con_bounces, l.counts.contentions), (0, 0, 0), "{}", l.class);
     }
     let text = test_vmalloc::render_text(&r, &[]);
     assert!(text.contains("#   class name"), "{text}");
@@ -189,4 +194,16 @@ fn lock_stat_counts_a_bounce_when_the_other_cpu_took_it_last() {
     assert_eq!(busy.acquisitions, 4);
     assert!(busy.acq_bounces >= 1, "{busy:?}");
     assert_eq!(busy.contentions, 0, "one thread never waits");
+    // The zone lock: an order-4 block comes from and goes back to the
+    // buddy lists under it (the pcp lists do not cache order 4). Taken on
+    // CPU 0, then twice on CPU 1: one bounce.
+    let p = pa.alloc_pages(&c0, mmlab_engine::Gfp::GFP_KERNEL, 4).expect("an order-4 block");
+    let e0 = m.vm_events();
+    let q = pa.alloc_pages(&c1, mmlab_engine::Gfp::GFP_KERNEL, 4).expect("an order-4 block");
+    pa.free_pages(&c1, q, 4).unwrap();
+    let e1 = m.vm_events();
+    assert_eq!(e1.zone_lock_acquire - e0.zone_lock_acquire, 2);
+    assert_eq!(e1.zone_lock_acq_bounce - e0.zone_lock_acq_bounce, 1);
+    assert_eq!(e1.zone_lock_con_bounce - e0.zone_lock_con_bounce, 0);
+    pa.free_pages(&c0, p, 4).unwrap();
 }

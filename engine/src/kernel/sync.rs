@@ -14,7 +14,8 @@
 //! `free_vmap_area_lock` and vmap-node busy and pool locks, each CPU's TLB
 //! model, and inside [`StatMutex`], the zone lock, which counts acquisitions and contention on the acquiring CPU
 //! and, when the machine's `lock_stat` switch is on (after the kernel's
-//! CONFIG_LOCK_STAT), the time the lock was held, in measured host time.
+//! CONFIG_LOCK_STAT), the time the lock was held, in measured host time,
+//! and lock_stat's bounces ([`SpinLock::lock_stat`]).
 //! A waiter spins as the kernel's would, rather than sleeping in the host
 //! kernel (a parked waiter costs a futex wait and a wake, microseconds, for a
 //! hold of tens of nanoseconds); after a while it yields the host CPU, since
@@ -76,9 +77,25 @@ use std::ops::{Deref, DerefMut};
 #[derive(Debug)]
 pub struct StatMutex<T> {
     inner: SpinLock<T>,
-    acquire: VmEvent,
-    contended: VmEvent,
-    hold_ns: VmEvent,
+    events: StatEvents,
+}
+
+/// The counters a [`StatMutex`] books its acquisitions in: acquisitions and
+/// contended acquisitions always; with the machine's `lock_stat` switch,
+/// hold time (measured host ns) and lock_stat's acquisition and contention
+/// bounces (see [`SpinLock::lock_stat`]).
+#[derive(Clone, Copy, Debug)]
+pub struct StatEvents {
+    /// Acquisitions.
+    pub acquire: VmEvent,
+    /// Acquisitions that found the lock held.
+    pub contended: VmEvent,
+    /// Hold time, ns (with `lock_stat`).
+    pub hold_ns: VmEvent,
+    /// Acquisitions on another CPU than the last (with `lock_stat`).
+    pub acq_bounce: VmEvent,
+    /// Contended ones of those (with `lock_stat`).
+    pub con_bounce: VmEvent,
 }
 
 /// Guard of a [`StatMutex`]; dropping it releases the lock and books the hold time.
@@ -91,26 +108,41 @@ pub struct StatGuard<'a, T> {
 }
 
 impl<T> StatMutex<T> {
-    /// Wrap `v`; the three counters record acquisitions, contended
-    /// acquisitions and hold time.
-    pub fn new(v: T, acquire: VmEvent, contended: VmEvent, hold_ns: VmEvent) -> Self {
-        StatMutex { inner: SpinLock::new(v), acquire, contended, hold_ns }
+    /// Wrap `v`, booking into `events`.
+    pub fn new(v: T, events: StatEvents) -> Self {
+        StatMutex { inner: SpinLock::new(v), events }
     }
 
     /// `spin_lock_irqsave()` on behalf of `cpu`.
     #[inline]
     pub fn lock<'a>(&'a self, cpu: &Cpu<'a>) -> StatGuard<'a, T> {
         let events = cpu.events();
-        let guard = match self.inner.try_lock() {
-            Some(g) => g,
-            None => {
-                events.add(self.contended, 1);
-                self.inner.lock()
+        let e = &self.events;
+        let lock_stat = cpu.machine().config().lock_stat;
+        let guard = if lock_stat {
+            let (g, acq) = self.inner.lock_stat(cpu.id());
+            if acq.contended {
+                events.add(e.contended, 1);
+            }
+            if acq.bounced {
+                events.add(e.acq_bounce, 1);
+                if acq.contended {
+                    events.add(e.con_bounce, 1);
+                }
+            }
+            g
+        } else {
+            match self.inner.try_lock() {
+                Some(g) => g,
+                None => {
+                    events.add(e.contended, 1);
+                    self.inner.lock()
+                }
             }
         };
-        events.add(self.acquire, 1);
-        let start = cpu.machine().config().lock_stat.then(clock::ticks);
-        StatGuard { guard, events, hold_ns: self.hold_ns, start }
+        events.add(e.acquire, 1);
+        let start = lock_stat.then(clock::ticks);
+        StatGuard { guard, events, hold_ns: e.hold_ns, start }
     }
 
     /// Lock without accounting (reports and invariant checks, which the

@@ -102,6 +102,12 @@ vm_events! {
     ZoneLockContended => zone_lock_contended,
     /// Time `zone->lock` was held, in ns (only with `lock_stat`).
     ZoneLockHoldNs => zone_lock_hold_ns,
+    /// `zone->lock` acquisitions on another CPU than the one that took it
+    /// last: lock_stat's acq-bounces (only with `lock_stat`).
+    ZoneLockAcqBounce => zone_lock_acq_bounce,
+    /// Contended `zone->lock` acquisitions on another CPU than the one that
+    /// took it last: lock_stat's con-bounces (only with `lock_stat`).
+    ZoneLockConBounce => zone_lock_con_bounce,
     /// Buddy blocks taken by `__rmqueue_smallest`.
     BuddyAlloc => buddy_alloc,
     /// Halves put back by `expand` (one per split step).

@@ -76,14 +76,14 @@ pub fn render_text(r: &Report, settings: &[String]) -> String {
     if let Some(ls) = &r.lock_stat {
         let _ = writeln!(
             s,
-            "# lock_stat (lock_stat=1), vmalloc's shared lock classes; a bounce: taken on another CPU than the last, so its cache line moved:"
+            "# lock_stat (lock_stat=1), vmalloc's shared lock classes and the zone lock; a bounce: taken on another CPU than the last, so its cache line moved:"
         );
         let _ = writeln!(
             s,
             "#   {:<28} {:>12} {:>12} {:>12} {:>12}",
             "class name", "con-bounces", "contentions", "acq-bounces", "acquisitions"
         );
-        for (name, l) in ls.rows() {
+        for &super::runner::LockStatRow { class: name, counts: l } in ls {
             let _ = writeln!(
                 s,
                 "#   {name:<28} {:>12} {:>12} {:>12} {:>12}",
@@ -113,7 +113,7 @@ struct JsonReport<'a> {
     counters: JsonCounters,
     /// lock_stat's rows of vmalloc's lock classes (with `lock_stat=1` only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    lock_stat: Option<&'a mmlab_vmalloc::VmallocLockStat>,
+    lock_stat: Option<&'a [super::runner::LockStatRow]>,
     failed: bool,
 }
 
@@ -229,7 +229,7 @@ pub fn render_json(r: &Report, settings: &[String]) -> String {
             tlbi: Pairs(c.tlbis_by_kind()),
             fields: Pairs(c.fields()),
         },
-        lock_stat: r.lock_stat.as_ref(),
+        lock_stat: r.lock_stat.as_deref(),
         failed: r.any_failed(),
     })
 }

@@ -16,7 +16,7 @@ use mmlab_engine::clock;
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_pcp::PageAllocator;
 use mmlab_vmalloc::percpu::PercpuAllocator;
-use mmlab_vmalloc::{Vmalloc, VmallocLockStat};
+use mmlab_vmalloc::{LockClassStat, Vmalloc, VmallocLockStat};
 use std::sync::Barrier;
 use std::time::Instant;
 
@@ -77,14 +77,43 @@ pub struct Report {
     pub machine: MachineInfo,
     pub workers: Vec<WorkerReport>,
     pub counters: Counters,
-    /// lock_stat's counts of vmalloc's lock classes over the workers' run,
-    /// when the machine's `lock_stat` switch is on.
-    pub lock_stat: Option<VmallocLockStat>,
+    /// lock_stat's rows over the workers' run (vmalloc's lock classes,
+    /// then `&zone->lock`), when the machine's `lock_stat` switch is on.
+    pub lock_stat: Option<Vec<LockStatRow>>,
     /// Measured host time of the whole run (workers only), µs.
     pub wall_usec: u64,
 }
 
+/// One lock class's row of the lock_stat table: its /proc/lock_stat name
+/// and counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LockStatRow {
+    /// The class name.
+    pub class: &'static str,
+    /// Its counts.
+    #[serde(flatten)]
+    pub counts: LockClassStat,
+}
+
+/// The lock_stat rows of a run: vmalloc's classes from `vmalloc`, then
+/// `&zone->lock` from the page allocator's events in `counters`.
+fn lock_stat_rows(vmalloc: &VmallocLockStat, counters: &Counters) -> Vec<LockStatRow> {
+    let v = &counters.vm;
+    let zone = LockClassStat {
+        con_bounces: v.zone_lock_con_bounce,
+        contentions: v.zone_lock_contended,
+        acq_bounces: v.zone_lock_acq_bounce,
+        acquisitions: v.zone_lock_acquire,
+    };
+    vmalloc.rows().chain([("&zone->lock", zone)]).map(|(class, counts)| LockStatRow { class, counts }).collect()
+}
+
 impl Report {
+    /// The lock_stat row of `class`, if lock_stat was on.
+    pub fn lock_stat_row(&self, class: &str) -> Option<LockClassStat> {
+        self.lock_stat.as_ref()?.iter().find(|r| r.class == class).map(|r| r.counts)
+    }
+
     /// Whether a case that is not expected to fail failed: the command's
     /// exit status is 1 then.
     pub fn any_failed(&self) -> bool {
@@ -154,7 +183,7 @@ pub fn run<'m>(
     });
     let wall_usec = t0.elapsed().as_micros() as u64;
     let counters = Counters::take(m, vm).delta(&before);
-    let lock_stat = m.config().lock_stat.then(|| vm.lock_stat().delta(&locks_before));
+    let lock_stat = m.config().lock_stat.then(|| lock_stat_rows(&vm.lock_stat().delta(&locks_before), &counters));
     // Teardown: the module's objects are all gone; what the allocators
     // cache goes back too.
     let cpu = m.cpu(0).map_err(|e| e.to_string())?;
