@@ -117,32 +117,35 @@ impl<T> StatMutex<T> {
     #[inline]
     pub fn lock<'a>(&'a self, cpu: &Cpu<'a>) -> StatGuard<'a, T> {
         let events = cpu.events();
-        let e = &self.events;
-        let lock_stat = cpu.machine().config().lock_stat;
-        let guard = if lock_stat {
-            let (g, acq) = self.inner.lock_stat(cpu.id());
-            if acq.contended {
-                events.add(e.contended, 1);
-            }
-            if acq.bounced {
-                events.add(e.acq_bounce, 1);
-                if acq.contended {
-                    events.add(e.con_bounce, 1);
-                }
-            }
-            g
-        } else {
-            match self.inner.try_lock() {
-                Some(g) => g,
-                None => {
-                    events.add(e.contended, 1);
-                    self.inner.lock()
-                }
+        let mut contended = false;
+        let guard = match self.inner.try_lock() {
+            Some(g) => g,
+            None => {
+                contended = true;
+                events.add(self.events.contended, 1);
+                self.inner.lock()
             }
         };
-        events.add(e.acquire, 1);
-        let start = lock_stat.then(clock::ticks);
-        StatGuard { guard, events, hold_ns: e.hold_ns, start }
+        events.add(self.events.acquire, 1);
+        let start = if cpu.machine().config().lock_stat {
+            self.book_bounce(&guard, cpu, contended);
+            Some(clock::ticks())
+        } else {
+            None
+        };
+        StatGuard { guard, events, hold_ns: self.events.hold_ns, start }
+    }
+
+    /// lock_stat's bounces of an acquisition by `cpu` that holds `guard`.
+    #[inline(never)]
+    fn book_bounce(&self, guard: &SpinGuard<'_, T>, cpu: &Cpu<'_>, contended: bool) {
+        if guard.note_cpu(cpu.id()) {
+            let events = cpu.events();
+            events.add(self.events.acq_bounce, 1);
+            if contended {
+                events.add(self.events.con_bounce, 1);
+            }
+        }
     }
 
     /// Lock without accounting (reports and invariant checks, which the
@@ -244,13 +247,8 @@ impl<T> SpinLock<T> {
             Some(g) => (g, false),
             None => (self.lock(), true),
         };
-        let me = u32::try_from(cpu).map_or(u32::MAX, |c| c.saturating_add(1));
-        // Relaxed: only holders read or write it, and the lock orders them.
-        let last = self.last_cpu.load(Ordering::Relaxed);
-        if last != me {
-            self.last_cpu.store(me, Ordering::Relaxed);
-        }
-        (guard, LockAcq { contended, bounced: last != 0 && last != me })
+        let bounced = guard.note_cpu(cpu);
+        (guard, LockAcq { contended, bounced })
     }
 
     /// `spin_trylock()`.
@@ -282,6 +280,22 @@ impl<T> SpinLock<T> {
                 }
             }
         }
+    }
+}
+
+impl<T> SpinGuard<'_, T> {
+    /// Record that CPU `cpu` holds the lock now; returns whether another
+    /// CPU held it last (a lock_stat bounce). Plain [`SpinLock::lock`]
+    /// callers that never call it leave the record as it was.
+    #[inline]
+    pub fn note_cpu(&self, cpu: usize) -> bool {
+        let me = u32::try_from(cpu).map_or(u32::MAX, |c| c.saturating_add(1));
+        // Relaxed: only holders read or write it, and the lock orders them.
+        let last = self.lock.last_cpu.load(Ordering::Relaxed);
+        if last != me {
+            self.lock.last_cpu.store(me, Ordering::Relaxed);
+        }
+        last != 0 && last != me
     }
 }
 
