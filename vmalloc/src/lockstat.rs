@@ -6,8 +6,10 @@
 //! by the kernel's design: the free tree's lock (`free_vmap_area_lock`),
 //! each vmap node's busy-tree lock (`vn->busy.lock`; the node is chosen by
 //! the area's address, so every CPU uses every node), each node's pool
-//! lock (`vn->pool_lock`) and lazy-list lock (`vn->lazy.lock`), and the
-//! global atomic `vmap_lazy_nr` that every vfree adds to. Each time one of
+//! lock (`vn->pool_lock`) and lazy-list lock (`vn->lazy.lock`; both are the
+//! allocating CPU's node's, shared through the purge and through frees of
+//! areas another CPU allocated), and the global atomic `vmap_lazy_nr` that
+//! every vfree adds to. Each time one of
 //! them is taken on another CPU than the last, its cache line has to move
 //! between the CPUs' caches, which costs far more than the uncontended
 //! acquisition itself. CONFIG_LOCK_STAT counts exactly this: per lock

@@ -189,8 +189,9 @@ impl<T> Drop for StatGuard<'_, T> {
 /// flag, written only by the holder.
 pub struct SpinLock<T> {
     locked: AtomicBool,
-    /// The CPU that last took the lock through `lock_stat`, plus one; 0:
-    /// none yet (the kernel's `lock->cpu`).
+    /// The CPU that last took the lock and said so ([`SpinLock::lock_stat`],
+    /// [`SpinGuard::note_cpu`]), plus one; 0: none yet (the kernel's
+    /// `lock->cpu`).
     last_cpu: AtomicU32,
     value: UnsafeCell<T>,
 }
