@@ -32,8 +32,8 @@
 //! each node's lazy areas are a vector rather than a tree sorted by address
 //! (the purge only needs their span and each range).
 
-use mmlab_engine::sync::atomic::{AtomicI64, AtomicU32, Ordering::Relaxed};
-use mmlab_engine::sync::{LockAcq, Mutex};
+use mmlab_engine::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use mmlab_engine::sync::{LastCpu, LockAcq, Mutex};
 
 /// A lazily freed range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,8 +54,8 @@ impl LazyArea {
 }
 
 /// One node's lazy list, and the CPU that last took its lock through
-/// [`LazyAreas::add_stat`] (plus one; 0: none).
-type LazyList = (Vec<LazyArea>, u32);
+/// [`LazyAreas::add_stat`].
+type LazyList = (Vec<LazyArea>, LastCpu);
 
 /// The lazy lists of every vmap node (`vmap_nodes[i].lazy`) and
 /// `vmap_lazy_nr`.
@@ -63,18 +63,17 @@ type LazyList = (Vec<LazyArea>, u32);
 pub(crate) struct LazyAreas {
     nodes: Box<[Mutex<LazyList>]>,
     nr: AtomicI64,
-    /// The CPU of the last [`LazyAreas::add_stat`] (plus one; 0: none),
-    /// beside `nr`.
-    nr_last: AtomicU32,
+    /// The CPU of the last [`LazyAreas::add_stat`], beside `nr`.
+    nr_last: LastCpu,
 }
 
 impl LazyAreas {
     /// Empty lists for `nodes` vmap nodes.
     pub fn new(nodes: usize) -> LazyAreas {
         LazyAreas {
-            nodes: (0..nodes).map(|_| Mutex::new((Vec::new(), 0))).collect(),
+            nodes: (0..nodes).map(|_| Mutex::new((Vec::new(), LastCpu::new()))).collect(),
             nr: AtomicI64::new(0),
-            nr_last: AtomicU32::new(0),
+            nr_last: LastCpu::new(),
         }
     }
 
@@ -92,17 +91,14 @@ impl LazyAreas {
     /// add to `vmap_lazy_nr` (never contended) and the acquisition of the
     /// node's lock.
     pub fn add_stat(&self, node: usize, area: LazyArea, cpu: usize) -> (i64, LockAcq, LockAcq) {
-        let me = u32::try_from(cpu).map_or(u32::MAX, |c| c.saturating_add(1));
         let nr = self.nr.fetch_add(area.pages(), Relaxed) + area.pages();
-        let last = self.nr_last.swap(me, Relaxed);
-        let nr_acq = LockAcq { contended: false, bounced: last != 0 && last != me };
+        let nr_acq = LockAcq { contended: false, bounced: self.nr_last.swap(cpu) };
         let l = &self.nodes[node];
         let (mut g, contended) = match l.try_lock() {
             Some(g) => (g, false),
             None => (l.lock(), true),
         };
-        let lock_acq = LockAcq { contended, bounced: g.1 != 0 && g.1 != me };
-        g.1 = me;
+        let lock_acq = LockAcq { contended, bounced: g.1.note(cpu) };
         g.0.push(area);
         (nr, nr_acq, lock_acq)
     }

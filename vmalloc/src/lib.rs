@@ -81,7 +81,7 @@ mod config;
 mod kvfree;
 mod lazy;
 mod lockstat;
-pub use lockstat::{LockClassStat, VmallocLockStat, VmapLockClass};
+pub use lockstat::{LockClassStat, LockStatRow, VmallocLockStat, VmapLockClass};
 mod pages;
 pub mod percpu;
 mod procfs;
@@ -309,9 +309,6 @@ pub struct Vmalloc<'a, 'm> {
     /// `kvfree_pending`'s length, stored under its lock after every change,
     /// so that `vfree` can see the queue is empty without taking the lock.
     kvfree_nr: AtomicUsize,
-    /// The machine's `lock_stat` switch, read once: whether the shared
-    /// locks' acquisitions are counted in `lock_stats`.
-    lock_stat: bool,
     /// lock_stat's counts of vmalloc's lock classes (see the `lockstat`
     /// module), per CPU.
     lock_stats: LockStats,
@@ -400,7 +397,6 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 .collect(),
             kvfree_pending: Mutex::new(Vec::new()),
             kvfree_nr: AtomicUsize::new(0),
-            lock_stat: m.config().lock_stat,
             lock_stats: LockStats::new(m.nr_cpus()),
         }
     }
@@ -428,7 +424,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// Take `lock` of `class` on `cpu`, counted by lock_stat when it is on.
     #[inline(always)]
     fn lock_on<'l, T>(&self, cpu: &Cpu<'m>, class: VmapLockClass, lock: &'l SpinLock<T>) -> SpinGuard<'l, T> {
-        if self.lock_stat { self.lock_counted(cpu, class, lock) } else { lock.lock() }
+        if self.m.config().lock_stat { self.lock_counted(cpu, class, lock) } else { lock.lock() }
     }
 
     /// [`lock_on`](Self::lock_on) with lock_stat on, out of the default path.
@@ -889,7 +885,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     fn free_vmap_area_noflush(&self, cpu: &Cpu<'m>, addr: u64, size: u64, vn: usize) {
         let area = LazyArea { start: addr, size, vn };
         let node = vn % self.busy.len();
-        let nr = if self.lock_stat {
+        let nr = if self.m.config().lock_stat {
             let (nr, nr_acq, lock_acq) = self.lazy.add_stat(node, area, cpu.id());
             self.lock_stats.note(cpu.id(), VmapLockClass::VmapLazyNr, nr_acq);
             self.lock_stats.note(cpu.id(), VmapLockClass::VnLazy, lock_acq);

@@ -98,10 +98,21 @@ mmlab_buddy::counter_snapshot! {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct VmallocLockStat(pub [LockClassStat; NR_CLASSES]);
 
+/// One lock class's row of a lock_stat table: its /proc/lock_stat name and
+/// counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LockStatRow {
+    /// The class name.
+    pub class: &'static str,
+    /// Its counts.
+    #[serde(flatten)]
+    pub counts: LockClassStat,
+}
+
 impl VmallocLockStat {
-    /// `(class name, counts)` per class, in report order.
-    pub fn rows(&self) -> impl Iterator<Item = (&'static str, LockClassStat)> + '_ {
-        VmapLockClass::ALL.iter().map(|c| (c.name(), self.0[*c as usize]))
+    /// One row per class, in report order.
+    pub fn rows(&self) -> impl Iterator<Item = LockStatRow> + '_ {
+        VmapLockClass::ALL.iter().map(|c| LockStatRow { class: c.name(), counts: self.0[*c as usize] })
     }
 
     /// The events between `before` and this snapshot.
@@ -117,15 +128,9 @@ impl VmallocLockStat {
 }
 
 impl serde::Serialize for VmallocLockStat {
-    /// As a list of objects: `{"class": name, "con_bounces": ..., ...}`.
+    /// As a list of [`LockStatRow`]s.
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(serde::Serialize)]
-        struct Row {
-            class: &'static str,
-            #[serde(flatten)]
-            counts: LockClassStat,
-        }
-        s.collect_seq(self.rows().map(|(class, counts)| Row { class, counts }))
+        s.collect_seq(self.rows())
     }
 }
 
@@ -198,6 +203,6 @@ mod tests {
         assert_eq!(d.get(VmapLockClass::VnBusy).acquisitions, 0);
         let json = serde_json::to_string(&d).expect("serialises");
         assert!(json.starts_with(r#"[{"class":"free_vmap_area_lock","con_bounces":0"#), "{json}");
-        assert_eq!(d.rows().map(|(n, _)| n).last(), Some("vmap_lazy_nr (atomic add)"));
+        assert_eq!(d.rows().map(|r| r.class).last(), Some("vmap_lazy_nr (atomic add)"));
     }
 }

@@ -190,10 +190,47 @@ impl<T> Drop for StatGuard<'_, T> {
 pub struct SpinLock<T> {
     locked: AtomicBool,
     /// The CPU that last took the lock and said so ([`SpinLock::lock_stat`],
-    /// [`SpinGuard::note_cpu`]), plus one; 0: none yet (the kernel's
-    /// `lock->cpu`).
-    last_cpu: AtomicU32,
+    /// [`SpinGuard::note_cpu`]).
+    last_cpu: LastCpu,
     value: UnsafeCell<T>,
+}
+
+/// lock_stat's record of the CPU that last took a lock (the kernel's
+/// `lock->cpu`), or that last wrote a shared atomic: the CPU plus one, 0
+/// for none yet. Each method records `cpu` and returns whether another
+/// CPU was recorded before (a bounce).
+#[derive(Debug, Default)]
+pub struct LastCpu(AtomicU32);
+
+impl LastCpu {
+    /// No CPU recorded yet.
+    pub const fn new() -> LastCpu {
+        LastCpu(AtomicU32::new(0))
+    }
+
+    /// For a holder of the lock it belongs to: a relaxed load and, on a
+    /// change, a store (the lock orders the holders).
+    #[inline]
+    pub fn note(&self, cpu: usize) -> bool {
+        let me = Self::tag(cpu);
+        let last = self.0.load(Ordering::Relaxed);
+        if last != me {
+            self.0.store(me, Ordering::Relaxed);
+        }
+        last != 0 && last != me
+    }
+
+    /// For a shared atomic with no lock around it: one swap.
+    #[inline]
+    pub fn swap(&self, cpu: usize) -> bool {
+        let me = Self::tag(cpu);
+        let last = self.0.swap(me, Ordering::Relaxed);
+        last != 0 && last != me
+    }
+
+    fn tag(cpu: usize) -> u32 {
+        u32::try_from(cpu).map_or(u32::MAX, |c| c.saturating_add(1))
+    }
 }
 
 /// What one acquisition by [`SpinLock::lock_stat`] met.
@@ -236,7 +273,7 @@ impl<T: std::fmt::Debug> std::fmt::Debug for SpinGuard<'_, T> {
 impl<T> SpinLock<T> {
     /// `DEFINE_SPINLOCK` around `v`.
     pub const fn new(v: T) -> Self {
-        SpinLock { locked: AtomicBool::new(false), last_cpu: AtomicU32::new(0), value: UnsafeCell::new(v) }
+        SpinLock { locked: AtomicBool::new(false), last_cpu: LastCpu::new(), value: UnsafeCell::new(v) }
     }
 
     /// `spin_lock()` by CPU `cpu`, as lock_stat sees it (see the type's
@@ -290,13 +327,7 @@ impl<T> SpinGuard<'_, T> {
     /// callers that never call it leave the record as it was.
     #[inline]
     pub fn note_cpu(&self, cpu: usize) -> bool {
-        let me = u32::try_from(cpu).map_or(u32::MAX, |c| c.saturating_add(1));
-        // Relaxed: only holders read or write it, and the lock orders them.
-        let last = self.lock.last_cpu.load(Ordering::Relaxed);
-        if last != me {
-            self.lock.last_cpu.store(me, Ordering::Relaxed);
-        }
-        last != 0 && last != me
+        self.lock.last_cpu.note(cpu)
     }
 }
 

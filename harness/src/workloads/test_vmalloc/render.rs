@@ -83,7 +83,7 @@ pub fn render_text(r: &Report, settings: &[String]) -> String {
             "#   {:<28} {:>12} {:>12} {:>12} {:>12}",
             "class name", "con-bounces", "contentions", "acq-bounces", "acquisitions"
         );
-        for &super::runner::LockStatRow { class: name, counts: l } in ls {
+        for &mmlab_vmalloc::LockStatRow { class: name, counts: l } in ls {
             let _ = writeln!(
                 s,
                 "#   {name:<28} {:>12} {:>12} {:>12} {:>12}",
@@ -113,7 +113,7 @@ struct JsonReport<'a> {
     counters: JsonCounters,
     /// lock_stat's rows of vmalloc's lock classes (with `lock_stat=1` only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    lock_stat: Option<&'a [super::runner::LockStatRow]>,
+    lock_stat: Option<&'a [mmlab_vmalloc::LockStatRow]>,
     failed: bool,
 }
 

@@ -16,7 +16,7 @@ use mmlab_engine::clock;
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_pcp::PageAllocator;
 use mmlab_vmalloc::percpu::PercpuAllocator;
-use mmlab_vmalloc::{LockClassStat, Vmalloc, VmallocLockStat};
+use mmlab_vmalloc::{LockClassStat, LockStatRow, Vmalloc, VmallocLockStat};
 use std::sync::Barrier;
 use std::time::Instant;
 
@@ -84,17 +84,6 @@ pub struct Report {
     pub wall_usec: u64,
 }
 
-/// One lock class's row of the lock_stat table: its /proc/lock_stat name
-/// and counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct LockStatRow {
-    /// The class name.
-    pub class: &'static str,
-    /// Its counts.
-    #[serde(flatten)]
-    pub counts: LockClassStat,
-}
-
 /// The lock_stat rows of a run: vmalloc's classes from `vmalloc`, then
 /// `&zone->lock` from the page allocator's events in `counters`.
 fn lock_stat_rows(vmalloc: &VmallocLockStat, counters: &Counters) -> Vec<LockStatRow> {
@@ -105,7 +94,7 @@ fn lock_stat_rows(vmalloc: &VmallocLockStat, counters: &Counters) -> Vec<LockSta
         acq_bounces: v.zone_lock_acq_bounce,
         acquisitions: v.zone_lock_acquire,
     };
-    vmalloc.rows().chain([("&zone->lock", zone)]).map(|(class, counts)| LockStatRow { class, counts }).collect()
+    vmalloc.rows().chain([LockStatRow { class: "&zone->lock", counts: zone }]).collect()
 }
 
 impl Report {
