@@ -66,6 +66,47 @@ fn barrier_pairs_per_vmalloc_batched_and_unbatched() {
     }
 }
 
+/// The lazy-MMU thread-flag atomics of one vmalloc+vfree (6.16's arm64
+/// hooks): the map's section sets `TIF_LAZY_MMU`, sets and test-and-clears
+/// `TIF_LAZY_MMU_PENDING` and clears `TIF_LAZY_MMU` (4); the unmap's section,
+/// clears only, sets and clears `TIF_LAZY_MMU` (2). Before 6.16 arm64 had no
+/// hooks: none. vm_map_ram and vm_unmap_ram take the same sections and are
+/// counted as calls, with their PTEs.
+#[test]
+fn lazy_mmu_flag_atomics_and_vm_map_ram_counts() {
+    for batching in [true, false] {
+        let m = machine("64M", batching);
+        let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+        let vm = Vmalloc::new(&pa, VmallocConfig::default());
+        let cpu = m.cpu(0).unwrap();
+        let ops = || m.vm_events().get(VmEvent::LazyMmuFlagOps);
+        let w = vm.vmalloc(&cpu, PAGE_SIZE).unwrap();
+        vm.vfree(&cpu, w).unwrap();
+        let o = ops();
+        let a = vm.vmalloc(&cpu, 16 * PAGE_SIZE).unwrap();
+        let mapped = ops() - o;
+        vm.vfree(&cpu, a).unwrap();
+        let per_call = if batching { (4, 6) } else { (0, 0) };
+        assert_eq!((mapped, ops() - o), per_call, "batching={batching}: one section per PTE table, 16 pages");
+
+        let mut pages = vec![None; 2];
+        assert_eq!(pa.alloc_pages_bulk(&cpu, Gfp::GFP_KERNEL, &mut pages), 2);
+        let pages: Vec<_> = pages.into_iter().flatten().collect();
+        let (c, o) = (vm.counts(), ops());
+        let r = vm.vm_map_ram(&cpu, &pages).unwrap();
+        vm.vm_unmap_ram(&cpu, r, 2).unwrap();
+        let d = vm.counts().delta(&c);
+        assert_eq!((d.vm_map_rams, d.vm_unmap_rams, d.pte_entries), (1, 1, 4), "two PTEs written, two cleared");
+        assert_eq!((d.vmallocs, d.vfrees), (0, 0), "vm_map_ram is not a vmalloc");
+        assert_eq!(ops() - o, per_call.1);
+        assert!(vm.vm_unmap_ram(&cpu, r, 2).is_err());
+        assert_eq!(vm.counts().delta(&c).vm_unmap_rams, 1, "a refused unmap is not counted");
+        for p in pages {
+            pa.free_pages(&cpu, p, 0).unwrap();
+        }
+    }
+}
+
 #[test]
 fn contpte_and_pmd_huge_mappings() {
     // The addresses below are derived from VMALLOC_START: bare RAM, no

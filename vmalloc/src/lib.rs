@@ -254,11 +254,16 @@ mmlab_buddy::counter_snapshot! {
         /// mmlab's own, instrumented: huge attempts that fell back to small
         /// pages (the silent `goto again` of `__vmalloc_node_range_noprof`).
         pub huge_fallbacks: u64,
-        /// mmlab's own, instrumented: leaf entries of vmalloc'd areas
-        /// written (`vmap_pages_range`) and cleared (`vunmap_range_noflush`
-        /// at vfree, a vrealloc shrink): one per PTE, contiguous runs
-        /// included, one per PMD block. vmap and vm_map_ram are not counted.
+        /// mmlab's own, instrumented: leaf entries of vmalloc'd and
+        /// vm_map_ram'd areas written (`vmap_pages_range`) and cleared
+        /// (`vunmap_range_noflush` at vfree and vm_unmap_ram, a vrealloc
+        /// shrink): one per PTE, contiguous runs included, one per PMD
+        /// block. vmap is not counted.
         pub pte_entries: u64,
+        /// mmlab's own, instrumented: successful `vm_map_ram` calls.
+        pub vm_map_rams: u64,
+        /// mmlab's own, instrumented: `vm_unmap_ram` calls that unmapped.
+        pub vm_unmap_rams: u64,
     }
 }
 
@@ -273,6 +278,19 @@ pub const VMAP_MAX_ALLOC: usize = 64;
 pub const VMAP_BBMAP_BITS: u64 = 1024;
 /// `VMAP_BLOCK_SIZE`: 4 MiB.
 pub const VMAP_BLOCK_SIZE: u64 = VMAP_BBMAP_BITS * PAGE_SIZE;
+
+/// The per-CPU call counters of [`VmallocCounts`], by slot.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum CallCount {
+    Vmallocs,
+    Vfrees,
+    PteEntries,
+    VmMapRams,
+    VmUnmapRams,
+}
+
+/// Number of [`CallCount`] slots.
+const NR_CALL_COUNTS: usize = 5;
 
 /// The vmalloc allocator of one machine.
 pub struct Vmalloc<'a, 'm> {
@@ -294,11 +312,11 @@ pub struct Vmalloc<'a, 'm> {
     /// The rare counters (purges, fallbacks); `vmallocs`, `vfrees` and
     /// `pte_entries` are per CPU in `pcpu_counts`.
     counts: Mutex<VmallocCounts>,
-    /// Per CPU, the counters of every call: `[vmallocs, vfrees,
-    /// pte_entries]`, each written only by its CPU's thread (`this_cpu_add`), summed by
+    /// Per CPU, the counters of every call, indexed by [`CallCount`], each
+    /// written only by its CPU's thread (`this_cpu_add`), summed by
     /// [`Vmalloc::counts`]. A lock per call cost more than the rest of a
     /// one-page vfree's bookkeeping.
-    pcpu_counts: Box<[[AtomicU64; 3]]>,
+    pcpu_counts: Box<[[AtomicU64; NR_CALL_COUNTS]]>,
     /// Every vmap block by start (`vmap_blocks` xarray).
     blocks: Mutex<BTreeMap<u64, VmapBlock>>,
     /// Per node, `MAX_VA_SIZE_PAGES` pools of purged ranges by size
@@ -408,12 +426,20 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// Counters.
     pub fn counts(&self) -> VmallocCounts {
         let mut c = *self.counts.lock();
-        for [vmallocs, vfrees, pte_entries] in self.pcpu_counts.iter() {
+        for [vmallocs, vfrees, pte_entries, vm_map_rams, vm_unmap_rams] in self.pcpu_counts.iter() {
             c.vmallocs += vmallocs.load(Relaxed);
             c.vfrees += vfrees.load(Relaxed);
             c.pte_entries += pte_entries.load(Relaxed);
+            c.vm_map_rams += vm_map_rams.load(Relaxed);
+            c.vm_unmap_rams += vm_unmap_rams.load(Relaxed);
         }
         c
+    }
+
+    /// Add `n` to this CPU's call counter `which`.
+    #[inline(always)]
+    pub(crate) fn count_call(&self, cpu: &Cpu<'m>, which: CallCount, n: u64) {
+        this_cpu_add(&self.pcpu_counts[cpu.id()][which as usize], n);
     }
     /// lock_stat's counts of vmalloc's lock classes, summed over the CPUs
     /// (all zero unless the machine's `lock_stat` switch is on).
@@ -653,7 +679,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 });
             }
         };
-        this_cpu_add(&self.pcpu_counts[cpu.id()][2], leaf_entries);
+        self.count_call(cpu, CallCount::PteEntries, leaf_entries);
         let area = VmArea {
             addr,
             size: va_size,
@@ -669,7 +695,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             phys_addr: None,
         };
         self.busy_lock(cpu, addr).insert(addr, area);
-        this_cpu_add(&self.pcpu_counts[cpu.id()][0], 1);
+        self.count_call(cpu, CallCount::Vmallocs, 1);
         Ok(addr)
     }
 
@@ -857,13 +883,13 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             return Err(VmallocError::WrongKind { addr });
         }
         self.remove_vm_area(cpu, &area);
-        this_cpu_add(&self.pcpu_counts[cpu.id()][2], area.leaf_entries);
+        self.count_call(cpu, CallCount::PteEntries, area.leaf_entries);
         // Physical pages go back before any TLB flush (vm_area_free_pages).
         self.free_area_pages(cpu, &area.pages);
         if let Some(a) = area.array_area {
             self.vfree(cpu, a)?;
         }
-        this_cpu_add(&self.pcpu_counts[cpu.id()][1], 1);
+        self.count_call(cpu, CallCount::Vfrees, 1);
         Ok(())
     }
 

@@ -118,11 +118,13 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             self.busy_lock(cpu, a).insert(a, area);
             a
         };
-        if self.vmap_pages_range(cpu, addr, pages, PAGE_KERNEL, PAGE_SHIFT).is_err() {
+        let Ok(entries) = self.vmap_pages_range(cpu, addr, pages, PAGE_KERNEL, PAGE_SHIFT) else {
             let _ = pgtable::unmap_range(cpu, &self.asp, addr, count as u64 * PAGE_SIZE).map(TlbFlush::ignore);
             let _ = self.vm_unmap_ram_inner(cpu, addr, count, false);
             return Err(VmallocError::NoMemory { size: count as u64 * PAGE_SIZE });
-        }
+        };
+        self.count_call(cpu, CallCount::PteEntries, entries);
+        self.count_call(cpu, CallCount::VmMapRams, 1);
         Ok(addr)
     }
 }

@@ -128,9 +128,16 @@ impl<'m> Vmalloc<'_, 'm> {
         }
         if unmap {
             pgtable::unmap_range(cpu, &self.asp, addr, area.size).expect("a vm_map_ram area is mapped whole").ignore();
+            self.count_unmap_ram(cpu, area.size / PAGE_SIZE);
         }
         self.free_vmap_area_noflush(cpu, addr, area.size, area.vn);
         Ok(())
+    }
+
+    /// Count a `vm_unmap_ram` that cleared `entries` PTEs.
+    fn count_unmap_ram(&self, cpu: &Cpu<'m>, entries: u64) {
+        self.count_call(cpu, CallCount::PteEntries, entries);
+        self.count_call(cpu, CallCount::VmUnmapRams, 1);
     }
 
     /// `vb_free()`: check the range against the block's live allocations,
@@ -165,6 +172,7 @@ impl<'m> Vmalloc<'_, 'm> {
         }
         if unmap {
             pgtable::unmap_range(cpu, &self.asp, addr, count as u64 * PAGE_SIZE).map_err(VmallocError::Map)?.ignore();
+            self.count_unmap_ram(cpu, count as u64);
         }
         b.allocs.remove(&off);
         b.used_map[off as usize..(off + n) as usize].fill(false);

@@ -24,7 +24,6 @@
 //! area's start is a typed error where the kernel WARNs and returns NULL.
 
 use super::{AreaKind, Vmalloc, VmallocError};
-use mmlab_engine::counters::this_cpu_add;
 use mmlab_engine::gfp::Gfp;
 use mmlab_engine::pgtable::{self, mmu};
 use mmlab_engine::{Cpu, PAGE_SIZE};
@@ -72,7 +71,7 @@ impl<'m> Vmalloc<'_, 'm> {
                     let flush = pgtable::unmap_range(cpu, &self.asp, start, tail.len() as u64 * PAGE_SIZE)
                         .expect("the tail of a vmalloc area of order-0 pages is mapped page by page");
                     flush.flush(cpu);
-                    this_cpu_add(&self.pcpu_counts[cpu.id()][2], tail.len() as u64);
+                    self.count_call(cpu, crate::CallCount::PteEntries, tail.len() as u64);
                     self.free_area_pages(cpu, &tail);
                 }
                 return Ok(Some(p));

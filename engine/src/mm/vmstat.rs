@@ -124,6 +124,16 @@ vm_events! {
     HighatomicReserve => highatomic_reserve,
     /// Pages zeroed for `__GFP_ZERO`.
     PgZero => pgzero,
+    /// Atomic read-modify-writes of the lazy-MMU thread flags (arm64, the
+    /// 6.16 form the barrier-batching series merged): `set_thread_flag(
+    /// TIF_LAZY_MMU)` on entering a section and `clear_thread_flag` on
+    /// leaving it, `TIF_LAZY_MMU_PENDING` set by the first deferred barrier
+    /// pair and test-and-cleared when it is issued. None with
+    /// `arm64.lazy_mmu_barrier_batching` off, where arm64 had no lazy-MMU
+    /// hooks. (The later generic nesting of sections keeps the section
+    /// state in the task, without atomics; mmlab counts the 6.16 form, the
+    /// kernel of the published batching figures.)
+    LazyMmuFlagOps => lazy_mmu_flag_ops,
 }
 
 /// Number of counters.

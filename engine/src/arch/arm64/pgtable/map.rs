@@ -511,11 +511,10 @@ fn visit_leaves(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, end: u64, clear: boo
         let step = match (leaf, last) {
             (None, Some(s)) if s.level == Level::Pte => {
                 // An empty PTE slot: scan the rest of this PTE table.
-                let table = PhysAddr(s.slot.0 & !(PAGE_SIZE - 1));
-                scan_pte_table(cpu, table, cur, end, va, clear)?
+                vunmap_pte_range(cpu, PhysAddr(s.slot.0 & !(PAGE_SIZE - 1)), cur, end, va, clear)?
             }
             (Some(l), _) if l.level == Level::Pte => {
-                scan_pte_table(cpu, PhysAddr(l.slot.0 & !(PAGE_SIZE - 1)), cur, end, va, clear)?
+                vunmap_pte_range(cpu, PhysAddr(l.slot.0 & !(PAGE_SIZE - 1)), cur, end, va, clear)?
             }
             (Some(l), _) => {
                 let span = l.span();
@@ -542,6 +541,27 @@ fn visit_leaves(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, end: u64, clear: boo
         }
         cur += step;
     }
+}
+
+/// `vunmap_pte_range()`: [`scan_pte_table`], clearing inside a lazy-MMU
+/// section as the kernel does since 6.16 (clears queue no barriers, so the
+/// section costs only its thread-flag operations).
+#[inline]
+fn vunmap_pte_range(
+    cpu: &Cpu<'_>,
+    table: PhysAddr,
+    cur: u64,
+    end: u64,
+    va: u64,
+    clear: bool,
+) -> Result<u64, PgtableError> {
+    if !clear {
+        return scan_pte_table(cpu, table, cur, end, va, false);
+    }
+    arch_enter_lazy_mmu_mode(cpu);
+    let r = scan_pte_table(cpu, table, cur, end, va, true);
+    arch_leave_lazy_mmu_mode(cpu);
+    r
 }
 
 /// Visit the PTEs of `table` from `cur`'s index to the end of the table or

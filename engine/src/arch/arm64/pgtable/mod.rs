@@ -64,6 +64,7 @@ use crate::barrier::ishst;
 use crate::cpu::Cpu;
 use crate::machine::Machine;
 use crate::tlb::TlbFlush;
+use crate::vmstat::VmEvent;
 use desc::PTRS_PER_TABLE;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
@@ -303,7 +304,8 @@ pub fn emit_pte_barriers(cpu: &Cpu<'_>) {
 }
 
 /// `queue_pte_barriers()`: emit now, or mark the pair pending inside a
-/// lazy-MMU section.
+/// lazy-MMU section (`set_thread_flag(TIF_LAZY_MMU_PENDING)`, an atomic the
+/// kernel skips when the flag is already set).
 #[inline]
 pub fn queue_pte_barriers(cpu: &Cpu<'_>) {
     let lazy = &cpu.data().lazy_mmu;
@@ -312,36 +314,46 @@ pub fn queue_pte_barriers(cpu: &Cpu<'_>) {
     }
     if lazy.active.load(Relaxed) {
         lazy.pending.store(true, Relaxed);
+        cpu.count(VmEvent::LazyMmuFlagOps, 1);
     } else {
         emit_pte_barriers(cpu);
     }
 }
 
-/// `arch_enter_lazy_mmu_mode()`. With `lazy_mmu_barrier_batching` off (the
-/// kernel before 6.16) the section does not defer anything.
+/// `arch_enter_lazy_mmu_mode()`: `set_thread_flag(TIF_LAZY_MMU)`. With
+/// `lazy_mmu_barrier_batching` off (the kernel before 6.16, where arm64 had
+/// no lazy-MMU hooks) the section does nothing.
 #[inline]
 pub fn arch_enter_lazy_mmu_mode(cpu: &Cpu<'_>) {
     if cpu.machine().config().lazy_mmu_barrier_batching {
         cpu.data().lazy_mmu.active.store(true, Relaxed);
+        cpu.count(VmEvent::LazyMmuFlagOps, 1);
     }
 }
 
-/// `arch_flush_lazy_mmu_mode()`: issue the pending pair, if any.
+/// `arch_flush_lazy_mmu_mode()`: issue the pending pair, if any
+/// (`test_and_clear_thread_flag(TIF_LAZY_MMU_PENDING)`: a plain read when
+/// the flag is clear, an atomic when it is set).
 #[inline]
 pub fn arch_flush_lazy_mmu_mode(cpu: &Cpu<'_>) {
     let lazy = &cpu.data().lazy_mmu;
     if lazy.pending.load(Relaxed) {
         lazy.pending.store(false, Relaxed);
+        cpu.count(VmEvent::LazyMmuFlagOps, 1);
         emit_pte_barriers(cpu);
     }
 }
 
 /// `arch_leave_lazy_mmu_mode()`: flush, then end the section (for any
-/// enclosing section too: the kernel does not count nesting).
+/// enclosing section too: the kernel does not count nesting) with
+/// `clear_thread_flag(TIF_LAZY_MMU)`.
 #[inline]
 pub fn arch_leave_lazy_mmu_mode(cpu: &Cpu<'_>) {
     arch_flush_lazy_mmu_mode(cpu);
-    cpu.data().lazy_mmu.active.store(false, Relaxed);
+    if cpu.machine().config().lazy_mmu_barrier_batching {
+        cpu.data().lazy_mmu.active.store(false, Relaxed);
+        cpu.count(VmEvent::LazyMmuFlagOps, 1);
+    }
 }
 
 impl Machine {
