@@ -276,6 +276,10 @@ pub struct BarrierBatching {
     pub altra_predicted: Fit,
     /// What the published Altra h:1 rows imply for the 64 KiB block path.
     pub altra_block_path: Vec<ImpliedBlockPath>,
+    /// What the published Altra rows where only the lazy-MMU thread-flag
+    /// atomics change (the p:1 rows) imply for one atomic, ns: (test,
+    /// published change, implied ns).
+    pub altra_lazy_mmu: Vec<(&'static str, f64, f64)>,
     /// The events priced by measured host time, fitted on each profile's
     /// run (apple-m2, ampere-altra).
     pub host_fit: (HostFit, HostFit),
@@ -305,7 +309,7 @@ pub struct ImpliedBlockPath {
 impl ImpliedBlockPath {
     /// The block path of `row` (Altra costs `c`) against its published
     /// change; `None` without order-4 blocks on the new side.
-    fn of(row: &FitRow, c: &[f64; 6]) -> Option<ImpliedBlockPath> {
+    fn of(row: &FitRow, c: &[f64; model::NR_FITTED]) -> Option<ImpliedBlockPath> {
         let (count, cost) = (
             |e: Event| e.fitted_index().map_or(0.0, |i| row.new[i]),
             |e: Event| e.fitted_index().map_or(0.0, |i| c[i]),
@@ -324,6 +328,19 @@ impl ImpliedBlockPath {
             modelled_ns: per_block,
         })
     }
+}
+
+/// Whether the lazy-MMU thread-flag atomics are the only counted work
+/// that changes on `row` at costs `c`: they grow, and everything else
+/// together moves the modelled time by under 0.5 %.
+fn only_lazy_mmu_changes(row: &FitRow, c: &[f64; model::NR_FITTED]) -> bool {
+    let Some(lazy) = Event::LazyMmuFlagOp.fitted_index() else { return false };
+    let base: f64 = row.base.iter().zip(c).map(|(x, w)| x * w).sum::<f64>() + row.fixed.0 + row.estimated.0;
+    let other: f64 =
+        (0..model::NR_FITTED).filter(|&i| i != lazy).map(|i| (row.new[i] - row.base[i]) * c[i]).sum::<f64>()
+            + (row.fixed.1 - row.fixed.0)
+            + (row.estimated.1 - row.estimated.0);
+    row.new[lazy] > row.base[lazy] && other.abs() < 0.005 * base
 }
 
 impl BarrierBatching {
@@ -431,6 +448,13 @@ pub fn barrier_batching(len: Length, seed: u64) -> Result<BarrierBatching, Strin
                 r.test.ends_with("h:1") && published.is_some_and(|p| p.ampere_altra.mark.is_some())
             })
             .filter_map(|r| ImpliedBlockPath::of(r, &altra_costs))
+            .collect(),
+        altra_lazy_mmu: altra_rows
+            .iter()
+            .filter(|r| only_lazy_mmu_changes(r, &altra_costs))
+            .filter_map(|r| {
+                Some((r.test, r.published_pct, model::implied_cost(r, &altra_costs, Event::LazyMmuFlagOp)?))
+            })
             .collect(),
         fit_rows,
         m2_outcome: m2,
