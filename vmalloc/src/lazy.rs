@@ -32,6 +32,7 @@
 //! each node's lazy areas are a vector rather than a tree sorted by address
 //! (the purge only needs their span and each range).
 
+use crossbeam::utils::CachePadded;
 use mmlab_engine::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use mmlab_engine::sync::{LastCpu, LockAcq, Mutex};
 
@@ -61,8 +62,8 @@ type LazyList = (Vec<LazyArea>, LastCpu);
 /// `vmap_lazy_nr`.
 #[derive(Debug)]
 pub(crate) struct LazyAreas {
-    nodes: Box<[Mutex<LazyList>]>,
-    nr: AtomicI64,
+    nodes: Box<[CachePadded<Mutex<LazyList>>]>,
+    nr: CachePadded<AtomicI64>,
     /// The CPU of the last [`LazyAreas::add_stat`], beside `nr`.
     nr_last: LastCpu,
 }
@@ -71,8 +72,8 @@ impl LazyAreas {
     /// Empty lists for `nodes` vmap nodes.
     pub fn new(nodes: usize) -> LazyAreas {
         LazyAreas {
-            nodes: (0..nodes).map(|_| Mutex::new((Vec::new(), LastCpu::new()))).collect(),
-            nr: AtomicI64::new(0),
+            nodes: (0..nodes).map(|_| CachePadded::new(Mutex::new((Vec::new(), LastCpu::new())))).collect(),
+            nr: CachePadded::new(AtomicI64::new(0)),
             nr_last: LastCpu::new(),
         }
     }

@@ -1,0 +1,77 @@
+//! vmalloc's own counters ([`VmallocCounts`]): the rare ones (purges,
+//! fallbacks) under a lock, the per-call ones (vmallocs, vfrees,
+//! vm_map_rams, vm_unmap_rams, PTE entries) per CPU, each CPU's in a cache
+//! line of its own and written only by its CPU's thread.
+
+use super::Vmalloc;
+use mmlab_engine::Cpu;
+use mmlab_engine::counters::this_cpu_add;
+use std::sync::atomic::Ordering::Relaxed;
+
+mmlab_buddy::counter_snapshot! {
+    /// Counters of vmalloc's own events (the page, TLB and barrier events
+    /// of the same calls are the engine's).
+    pub struct VmallocCounts {
+        /// mmlab's own, instrumented: successful vmalloc-family allocations
+        /// (`__vmalloc_node_range_noprof` returning an address), nested page
+        /// arrays included. The kernel has no counter or tracepoint for it.
+        pub vmallocs: u64,
+        /// mmlab's own, instrumented: `vfree` calls that freed an area.
+        pub vfrees: u64,
+        /// `__purge_vmap_area_lazy` runs that flushed: one
+        /// `vmalloc:purge_vmap_area_lazy` tracepoint each.
+        pub purges: u64,
+        /// mmlab's own, instrumented: pages of VA space (guards included)
+        /// returned by purges. The `vmalloc:purge_vmap_area_lazy` tracepoint
+        /// reports areas (`npurged`), not pages.
+        pub purged_pages: u64,
+        /// mmlab's own, instrumented: huge attempts that fell back to small
+        /// pages (the silent `goto again` of `__vmalloc_node_range_noprof`).
+        pub huge_fallbacks: u64,
+        /// mmlab's own, instrumented: leaf entries of vmalloc'd and
+        /// vm_map_ram'd areas written (`vmap_pages_range`) and cleared
+        /// (`vunmap_range_noflush` at vfree and vm_unmap_ram, a vrealloc
+        /// shrink): one per PTE, contiguous runs included, one per PMD
+        /// block. vmap is not counted.
+        pub pte_entries: u64,
+        /// mmlab's own, instrumented: successful `vm_map_ram` calls.
+        pub vm_map_rams: u64,
+        /// mmlab's own, instrumented: `vm_unmap_ram` calls that unmapped.
+        pub vm_unmap_rams: u64,
+    }
+}
+
+/// The per-CPU call counters of [`VmallocCounts`], by slot.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum CallCount {
+    Vmallocs,
+    Vfrees,
+    PteEntries,
+    VmMapRams,
+    VmUnmapRams,
+}
+
+/// Number of [`CallCount`] slots.
+pub(crate) const NR_CALL_COUNTS: usize = 5;
+
+impl<'m> Vmalloc<'_, 'm> {
+    /// Counters.
+    pub fn counts(&self) -> VmallocCounts {
+        let mut c = *self.counts.lock();
+        for counts in self.pcpu_counts.iter() {
+            let [vmallocs, vfrees, pte_entries, vm_map_rams, vm_unmap_rams] = &**counts;
+            c.vmallocs += vmallocs.load(Relaxed);
+            c.vfrees += vfrees.load(Relaxed);
+            c.pte_entries += pte_entries.load(Relaxed);
+            c.vm_map_rams += vm_map_rams.load(Relaxed);
+            c.vm_unmap_rams += vm_unmap_rams.load(Relaxed);
+        }
+        c
+    }
+
+    /// Add `n` to this CPU's call counter `which`.
+    #[inline(always)]
+    pub(crate) fn count_call(&self, cpu: &Cpu<'m>, which: CallCount, n: u64) {
+        this_cpu_add(&self.pcpu_counts[cpu.id()][which as usize], n);
+    }
+}
