@@ -45,6 +45,13 @@ fn barrier_batching_words_do_not_move_with_the_seed() {
         assert_eq!(r.len(), 3);
         let (lo, hi) = r.iter().fold((f64::MAX, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
         assert!(hi / lo < 1.15 && lo > model::ALTRA_OVER_M2, "{r:?}");
+        // The five p:1 rows change only in the lazy-MMU flag atomics; what
+        // their published Altra changes imply for one lies between 0.5 ns
+        // and the 5 ns of a looped LSE add on an Altra.
+        let tests: Vec<&str> = b.altra_lazy_mmu.iter().map(|x| x.0).collect();
+        assert_eq!(tests.len(), 5, "{tests:?}");
+        assert!(tests.iter().all(|t| t.ends_with("p:1 h:0")), "{tests:?}");
+        assert!(b.altra_lazy_mmu.iter().all(|x| (0.5..5.0).contains(&x.2)), "{:?}", b.altra_lazy_mmu);
         b.rows
             .iter()
             .map(|row| {
