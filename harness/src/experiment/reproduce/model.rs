@@ -30,7 +30,10 @@
 //! posting does not give its kernel config; the counted `pgzero` is priced
 //! when a run turns it on); memcg accounting (vmalloc without
 //! `__GFP_ACCOUNT` does none); `kasan`/`page_owner` hooks (off in the
-//! distribution configs).
+//! distribution configs); the percpu allocator's own work
+//! (`pcpu_alloc_area`'s bitmap search, the memset of the new area on every
+//! possible CPU), so pcpu_alloc_test's modelled call is cheaper than the
+//! kernel's and its barrier saving weighs more.
 //!
 //! # Where the per-event costs come from
 //!
