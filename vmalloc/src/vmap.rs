@@ -63,7 +63,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             vn: self.cpu_node(cpu),
             phys_addr: None,
         };
-        self.busy_lock(cpu, addr).insert(addr, area);
+        self.busy_lock(cpu, addr).insert(addr, Box::new(area));
         Ok(addr)
     }
 
@@ -115,7 +115,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 vn: self.cpu_node(cpu),
                 phys_addr: None,
             };
-            self.busy_lock(cpu, a).insert(a, area);
+            self.busy_lock(cpu, a).insert(a, Box::new(area));
             a
         };
         let Ok(entries) = self.vmap_pages_range(cpu, addr, pages, PAGE_KERNEL, PAGE_SHIFT) else {
