@@ -288,8 +288,8 @@ pub struct Vmalloc<'a, 'm> {
     lazy: LazyAreas,
     /// `vmap_purge_lock`.
     purge_lock: Mutex<()>,
-    /// The rare counters (purges, fallbacks); `vmallocs`, `vfrees` and
-    /// `pte_entries` are per CPU in `pcpu_counts`.
+    /// The rare counters (purges, fallbacks); the per-call ones are per
+    /// CPU in `pcpu_counts`.
     counts: Mutex<VmallocCounts>,
     /// Per CPU, the counters of every call, indexed by [`CallCount`], each
     /// written only by its CPU's thread (`this_cpu_add`), summed by
