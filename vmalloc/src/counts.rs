@@ -52,7 +52,7 @@ pub(crate) enum CallCount {
 }
 
 /// Number of [`CallCount`] slots.
-pub(crate) const NR_CALL_COUNTS: usize = 5;
+pub(crate) const NR_CALL_COUNTS: usize = CallCount::VmUnmapRams as usize + 1;
 
 impl<'m> Vmalloc<'_, 'm> {
     /// Counters.

@@ -16,7 +16,7 @@
 //! the same in both), plus for host time what the fit leaves unexplained
 //! (noise, and work no event counts).
 
-use super::model::{BLOCK_PATH, Event, EventCosts, nnls};
+use super::model::{BLOCK_PATH, Event, EventCosts};
 use serde::Serialize;
 
 /// Number of events ([`Event::ALL`]).
@@ -65,10 +65,55 @@ pub fn fit(rows: &[HostRow]) -> HostFit {
             }
         }
     }
-    let costs = nnls(&a, &y, &[0.0; N]);
+    let costs = nnls(&a, &y);
     let sq: f64 = a.iter().map(|row| (row.iter().zip(&costs).map(|(x, c)| x * c).sum::<f64>() - 1.0).powi(2)).sum();
     let rms_pct = 100.0 * (sq / a.len().max(1) as f64).sqrt();
     HostFit { costs, rms_pct }
+}
+
+/// Non-negative least squares for `N` unknowns by active sets: solve the
+/// normal equations on the free set, pin the most negative to 0, repeat
+/// (a small ridge keeps costs the rows do not identify at 0).
+fn nnls<const N: usize>(a: &[[f64; N]], y: &[f64]) -> [f64; N] {
+    let ridge = 1e-9;
+    let mut free = [true; N];
+    loop {
+        let idx: Vec<usize> = (0..N).filter(|&j| free[j]).collect();
+        let n = idx.len();
+        let mut m = vec![vec![0.0; n + 1]; n];
+        for (p, &j) in idx.iter().enumerate() {
+            for (q, &k) in idx.iter().enumerate() {
+                m[p][q] = a.iter().map(|r| r[j] * r[k]).sum::<f64>() + if p == q { ridge } else { 0.0 };
+            }
+            m[p][n] = a.iter().zip(y).map(|(r, yr)| r[j] * yr).sum::<f64>();
+        }
+        // Gaussian elimination with partial pivoting.
+        for col in 0..n {
+            let piv = (col..n).max_by(|&x, &z| m[x][col].abs().total_cmp(&m[z][col].abs())).unwrap_or(col);
+            m.swap(col, piv);
+            let d = m[col][col];
+            if d.abs() < 1e-30 {
+                continue;
+            }
+            let pivot = m[col].clone();
+            for (r, row) in m.iter_mut().enumerate() {
+                if r != col {
+                    let f = row[col] / d;
+                    for (v, pv) in row.iter_mut().zip(&pivot).skip(col) {
+                        *v -= f * pv;
+                    }
+                }
+            }
+        }
+        let mut c = [0.0; N];
+        for (p, &j) in idx.iter().enumerate() {
+            c[j] = if m[p][p].abs() < 1e-30 { 0.0 } else { m[p][n] / m[p][p] };
+        }
+        match (0..N).filter(|&j| free[j] && c[j] < 0.0).min_by(|&x, &z| c[x].total_cmp(&c[z])) {
+            Some(j) => free[j] = false,
+            None => return c,
+        }
+    }
 }
 
 /// A row's change per call split into events, in both metrics.

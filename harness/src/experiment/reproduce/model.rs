@@ -375,52 +375,6 @@ const FIT_STEP_NS: f64 = 1e-4;
 /// A bound on [`fit`]'s rounds (it stops far earlier on real rows).
 const FIT_MAX_ROUNDS: usize = 100_000;
 
-/// Non-negative least squares for `N` unknowns by active sets: solve the
-/// normal equations on the free set, pin the most negative to 0, repeat
-/// (a small ridge towards `prior` keeps costs the rows do not identify at
-/// their prior).
-pub(super) fn nnls<const N: usize>(a: &[[f64; N]], y: &[f64], prior: &[f64; N]) -> [f64; N] {
-    let ridge = 1e-9;
-    let mut free = [true; N];
-    loop {
-        let idx: Vec<usize> = (0..N).filter(|&j| free[j]).collect();
-        let n = idx.len();
-        let mut m = vec![vec![0.0; n + 1]; n];
-        for (p, &j) in idx.iter().enumerate() {
-            for (q, &k) in idx.iter().enumerate() {
-                m[p][q] = a.iter().map(|r| r[j] * r[k]).sum::<f64>() + if p == q { ridge } else { 0.0 };
-            }
-            m[p][n] = a.iter().zip(y).map(|(r, yr)| r[j] * yr).sum::<f64>() + ridge * prior[j];
-        }
-        // Gaussian elimination with partial pivoting.
-        for col in 0..n {
-            let piv = (col..n).max_by(|&x, &z| m[x][col].abs().total_cmp(&m[z][col].abs())).unwrap_or(col);
-            m.swap(col, piv);
-            let d = m[col][col];
-            if d.abs() < 1e-30 {
-                continue;
-            }
-            let pivot = m[col].clone();
-            for (r, row) in m.iter_mut().enumerate() {
-                if r != col {
-                    let f = row[col] / d;
-                    for (v, pv) in row.iter_mut().zip(&pivot).skip(col) {
-                        *v -= f * pv;
-                    }
-                }
-            }
-        }
-        let mut c = [0.0; N];
-        for (p, &j) in idx.iter().enumerate() {
-            c[j] = if m[p][p].abs() < 1e-30 { prior[j] } else { m[p][n] / m[p][p] };
-        }
-        match (0..N).filter(|&j| free[j] && c[j] < 0.0).min_by(|&x, &z| c[x].total_cmp(&c[z])) {
-            Some(j) => free[j] = false,
-            None => return c,
-        }
-    }
-}
-
 /// The events of the 64 KiB block path that contpte vmalloc adds to an
 /// h:1 row: the order-4 block taken from the buddy under the zone lock, and
 /// its 16 pages, freed at order 0 into the pcp, drained back and merged.
@@ -434,32 +388,37 @@ pub const BLOCK_PATH: [Event; 4] = [Event::PcpPage, Event::BuddyPage, Event::Zon
 /// linear in `s`. `None` when the row has no block-path events that
 /// change.
 pub fn implied_block_scale(row: &FitRow, c: &[f64; NR_FITTED]) -> Option<f64> {
-    let k = 1.0 + row.published_pct / 100.0;
-    let split = |n: &[f64; NR_FITTED]| {
-        Event::FITTED.iter().zip(n).zip(c).fold((0.0, 0.0), |(b, o), ((e, x), w)| {
-            if BLOCK_PATH.contains(e) { (b + x * w, o) } else { (b, o + x * w) }
-        })
-    };
-    let ((bb, ob), (bn, on)) = (split(&row.base), split(&row.new));
-    let rest = (on + row.fixed.1 + row.estimated.1) - k * (ob + row.fixed.0 + row.estimated.0);
-    let slope = bn - k * bb;
-    (slope.abs() > 1e-9).then(|| -rest / slope).filter(|s| *s > 0.0)
+    solve_row(row, c, |i| BLOCK_PATH.contains(&Event::FITTED[i]), |i| c[i]).filter(|s| *s > 0.0)
 }
 
 /// The cost of `event` that would make `row`'s modelled change its
-/// published one, every other cost of `c` kept: the solution of
-/// `T_new(x) = (1 + p) T_base(x)`, linear in `x`. `None` when the event's
+/// published one, every other cost of `c` kept. `None` when the event's
 /// count does not change, or the solution is negative.
 pub fn implied_cost(row: &FitRow, c: &[f64; NR_FITTED], event: Event) -> Option<f64> {
     let i = event.fitted_index()?;
+    solve_row(row, c, |j| j == i, |_| 1.0).filter(|x| *x >= 0.0)
+}
+
+/// The `x` for which `row`'s modelled change is its published one,
+/// `T_new(x) = (1 + p) T_base(x)`, when the fitted events `in_group` cost
+/// `x * unit(i)` each and the others their cost in `c`: linear in `x`.
+/// `None` when the group's events do not change.
+fn solve_row(
+    row: &FitRow,
+    c: &[f64; NR_FITTED],
+    in_group: impl Fn(usize) -> bool,
+    unit: impl Fn(usize) -> f64,
+) -> Option<f64> {
     let k = 1.0 + row.published_pct / 100.0;
-    let without = |n: &[f64; NR_FITTED]| {
-        n.iter().zip(c).enumerate().filter(|&(j, _)| j != i).map(|(_, (x, w))| x * w).sum::<f64>()
+    // (the group's ns per unit of x, the rest's ns) of one side.
+    let split = |n: &[f64; NR_FITTED]| {
+        (0..NR_FITTED)
+            .fold((0.0, 0.0), |(g, o), i| if in_group(i) { (g + n[i] * unit(i), o) } else { (g, o + n[i] * c[i]) })
     };
-    let rest =
-        (without(&row.new) + row.fixed.1 + row.estimated.1) - k * (without(&row.base) + row.fixed.0 + row.estimated.0);
-    let slope = row.new[i] - k * row.base[i];
-    (slope.abs() > 1e-9).then(|| -rest / slope).filter(|x| *x >= 0.0)
+    let ((gb, ob), (gn, on)) = (split(&row.base), split(&row.new));
+    let rest = (on + row.fixed.1 + row.estimated.1) - k * (ob + row.fixed.0 + row.estimated.0);
+    let slope = gn - k * gb;
+    (slope.abs() > 1e-9).then(|| -rest / slope)
 }
 
 /// The residuals of `rows` under fixed costs `c` (no fitting).

@@ -504,6 +504,18 @@ pub fn vunmap_range_noflush(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u6
 /// checks that no block or contiguous run is cut.
 fn visit_leaves(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, end: u64, clear: bool) -> Result<(), PgtableError> {
     let m = cpu.machine();
+    // vunmap_pte_range(): one PTE table's entries, cleared inside a
+    // lazy-MMU section as the kernel does since 6.16 (clears queue no
+    // barriers, so the section costs only its thread-flag operations).
+    let pte_range = |table: PhysAddr, cur: u64| {
+        if !clear {
+            return scan_pte_table(cpu, table, cur, end, va, false);
+        }
+        arch_enter_lazy_mmu_mode(cpu);
+        let r = scan_pte_table(cpu, table, cur, end, va, true);
+        arch_leave_lazy_mmu_mode(cpu);
+        r
+    };
     let mut cur = va;
     loop {
         let mut last = None;
@@ -511,11 +523,9 @@ fn visit_leaves(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, end: u64, clear: boo
         let step = match (leaf, last) {
             (None, Some(s)) if s.level == Level::Pte => {
                 // An empty PTE slot: scan the rest of this PTE table.
-                vunmap_pte_range(cpu, PhysAddr(s.slot.0 & !(PAGE_SIZE - 1)), cur, end, va, clear)?
+                pte_range(PhysAddr(s.slot.0 & !(PAGE_SIZE - 1)), cur)?
             }
-            (Some(l), _) if l.level == Level::Pte => {
-                vunmap_pte_range(cpu, PhysAddr(l.slot.0 & !(PAGE_SIZE - 1)), cur, end, va, clear)?
-            }
+            (Some(l), _) if l.level == Level::Pte => pte_range(PhysAddr(l.slot.0 & !(PAGE_SIZE - 1)), cur)?,
             (Some(l), _) => {
                 let span = l.span();
                 let start = cur & !(span - 1);
@@ -541,27 +551,6 @@ fn visit_leaves(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, end: u64, clear: boo
         }
         cur += step;
     }
-}
-
-/// `vunmap_pte_range()`: [`scan_pte_table`], clearing inside a lazy-MMU
-/// section as the kernel does since 6.16 (clears queue no barriers, so the
-/// section costs only its thread-flag operations).
-#[inline]
-fn vunmap_pte_range(
-    cpu: &Cpu<'_>,
-    table: PhysAddr,
-    cur: u64,
-    end: u64,
-    va: u64,
-    clear: bool,
-) -> Result<u64, PgtableError> {
-    if !clear {
-        return scan_pte_table(cpu, table, cur, end, va, false);
-    }
-    arch_enter_lazy_mmu_mode(cpu);
-    let r = scan_pte_table(cpu, table, cur, end, va, true);
-    arch_leave_lazy_mmu_mode(cpu);
-    r
 }
 
 /// Visit the PTEs of `table` from `cur`'s index to the end of the table or
