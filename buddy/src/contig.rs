@@ -18,10 +18,10 @@
 //! refused (`-EINVAL`). [`ContigScan`] counts the work of each call.
 
 use crate::zone::{Fpi, LockedZone, Zone};
-use mmlab_engine::memblock::free_pages_memory;
+use mmlab_engine::mm::memblock::free_pages_memory;
 use mmlab_engine::mm::{MAX_PAGE_ORDER, Migratetype, PAGEBLOCK_NR_PAGES};
-use mmlab_engine::page::PageExt;
-use mmlab_engine::vmstat::VmEvent;
+use mmlab_engine::mm::page::PageExt;
+use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::{Cpu, Pfn};
 
 /// Why a contiguous range could not be allocated.
@@ -233,7 +233,7 @@ impl<'m> Zone<'m> {
                 return false;
             }
             let page = self.m.page(Pfn(p));
-            let compound = page.test_flag(mmlab_engine::page::pg::PG_HEAD) || page.lru_next() & 1 == 1;
+            let compound = page.test_flag(mmlab_engine::mm::page::pg::PG_HEAD) || page.lru_next() & 1 == 1;
             if page.ext() == PageExt::Reserved || compound {
                 return false;
             }

@@ -3,8 +3,8 @@
 
 use crate::zone::{Fpi, LockedZone, Zone};
 use mmlab_engine::mm::{MAX_PAGE_ORDER, Migratetype, PAGEBLOCK_ORDER};
-use mmlab_engine::page::PageExt;
-use mmlab_engine::vmstat::VmEvent;
+use mmlab_engine::mm::page::PageExt;
+use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::{Cpu, Pfn};
 
 impl LockedZone<'_, '_> {

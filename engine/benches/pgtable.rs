@@ -51,15 +51,15 @@ use aarch64_paging::descriptor::{El1Attributes, PhysicalAddress};
 use aarch64_paging::idmap::IdTranslation;
 use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, VaRange};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
-use mmlab_engine::barrier::{BarrierBackend, BarrierCounts, BarrierKind};
-use mmlab_engine::layout::{PHYS_OFFSET, VMALLOC_START};
-use mmlab_engine::pgtable::desc::PAGE_KERNEL;
-use mmlab_engine::pgtable::mmu::{self, Access};
-use mmlab_engine::pgtable::{
+use mmlab_engine::arch::arm64::barrier::{BarrierBackend, BarrierCounts, BarrierKind};
+use mmlab_engine::arch::arm64::memory::{PHYS_OFFSET, VMALLOC_START};
+use mmlab_engine::arch::arm64::pgtable::desc::PAGE_KERNEL;
+use mmlab_engine::arch::arm64::pgtable::mmu::{self, Access};
+use mmlab_engine::arch::arm64::pgtable::{
     Desc, Level, MapFlags, MemblockTables, PteTable, arch_enter_lazy_mmu_mode, arch_leave_lazy_mmu_mode, map_range,
     unmap_range, walk,
 };
-use mmlab_engine::tlb::{self, flush_tlb_kernel_range};
+use mmlab_engine::arch::arm64::tlb::{self, flush_tlb_kernel_range};
 use mmlab_engine::{Cpu, Machine, MachineConfig, PAGE_SIZE, PhysAddr};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -124,8 +124,8 @@ fn map_ptes(cpu: &Cpu<'_>, tables: &[PhysAddr]) {
 /// `per_table_barrier`, the barrier bookkeeping runs once per table instead
 /// (as `set_ptes` does): the floor of the write loop.
 fn map_ptes_proto(cpu: &Cpu<'_>, tables: &[PhysAddr], per_table_barrier: bool) {
-    use mmlab_engine::pgtable::desc::pgattr_change_is_safe;
-    use mmlab_engine::pgtable::queue_pte_barriers;
+    use mmlab_engine::arch::arm64::pgtable::desc::pgattr_change_is_safe;
+    use mmlab_engine::arch::arm64::pgtable::queue_pte_barriers;
     use std::sync::atomic::Ordering::Relaxed;
     let m = cpu.machine();
     let mut pa = PA;

@@ -8,10 +8,10 @@
 //! CPUs when it wants a total (`sum_vm_events()` in mm/vmstat.c, `for_each_
 //! possible_cpu` loops elsewhere). A measurement reads the totals twice and
 //! subtracts. mmlab's per-CPU stat families — the vm events
-//! ([`crate::vmstat::VmEvents`]), the barrier counts
-//! ([`crate::barrier::BarrierStats`]), the TLBI counts
-//! ([`crate::tlb::TlbiStats`]) and RCU's per-CPU counters
-//! ([`crate::rcu::RcuCpu`]) — all work this way, and share three pieces:
+//! ([`crate::mm::vmstat::VmEvents`]), the barrier counts
+//! ([`crate::arch::arm64::barrier::BarrierStats`]), the TLBI counts
+//! ([`crate::arch::arm64::tlb::TlbiStats`]) and RCU's per-CPU counters
+//! ([`crate::kernel::rcu::RcuCpu`]) — all work this way, and share three pieces:
 //!
 //! - [`this_cpu_add`]: the one increment of a per-CPU counter. Only the
 //!   owning CPU's thread writes its counters, so it is a relaxed load, an
@@ -232,9 +232,9 @@ mod tests {
     #[test]
     fn every_family_writes_back_by_name() {
         names_write_back::<Two>();
-        names_write_back::<crate::barrier::BarrierCounts>();
-        names_write_back::<crate::tlb::TlbiCounts>();
-        names_write_back::<crate::vmstat::VmCounts>();
-        names_write_back::<crate::rcu::RcuCounts>();
+        names_write_back::<crate::arch::arm64::barrier::BarrierCounts>();
+        names_write_back::<crate::arch::arm64::tlb::TlbiCounts>();
+        names_write_back::<crate::mm::vmstat::VmCounts>();
+        names_write_back::<crate::kernel::rcu::RcuCounts>();
     }
 }

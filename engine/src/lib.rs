@@ -94,7 +94,7 @@
 //! # Stable API
 //!
 //! The paths the other crates use are those from before the regrouping,
-//! kept by the re-exports at the top of this crate: `mmlab_engine::tlb`,
+//! kept by the re-exports at the top of this crate: `mmlab_engine::arch::arm64::tlb`,
 //! `::pgtable` (with `pgtable::vmemmap`), `::barrier`, `::cost`, `::layout`,
 //! `::cpu`, `::rcu`, `::sync`, `::gfp`, `::list`, `::memblock`, `::page`,
 //! `::vmstat`, `::mm`, and the types re-exported at the root ([`Machine`],
@@ -108,8 +108,8 @@
 //! walk them:
 //!
 //! ```
-//! use mmlab_engine::pgtable::{self, MapFlags, MemblockTables, desc};
-//! use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE, layout::VMALLOC_START, pgtable::mmu};
+//! use mmlab_engine::arch::arm64::pgtable::{self, MapFlags, MemblockTables, desc};
+//! use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE, arch::arm64::memory::VMALLOC_START, arch::arm64::pgtable::mmu};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let m = Machine::boot(MachineConfig::with("64M", 1)?)?;
@@ -151,24 +151,8 @@ pub mod machine;
 pub mod rng;
 pub mod trace;
 
-// The stable API: every path the other crates use, as before the regrouping.
-pub use arch::arm64::{barrier, cost, memory as layout, tlb};
-pub use kernel::{cpu, rcu, sync};
-pub use mm::{gfp, list, memblock, page, vmstat};
-
-/// arm64 translation tables ([`arch::arm64::pgtable`]), with the vmemmap
-/// under its former path `pgtable::vmemmap`.
-pub mod pgtable {
-    pub use crate::arch::arm64::pgtable::*;
-    /// The vmemmap ([`crate::mm::sparse_vmemmap`], [`crate::mm::vmemmap`]).
-    pub mod vmemmap {
-        pub use crate::mm::sparse_vmemmap::*;
-        pub use crate::mm::vmemmap::*;
-    }
-}
-
 pub use addr::{PAGE_SHIFT, PAGE_SIZE, Pfn, PhysAddr, VirtAddr};
-pub use cpu::Cpu;
-pub use gfp::Gfp;
+pub use kernel::cpu::Cpu;
+pub use mm::gfp::Gfp;
 pub use machine::{Machine, MachineConfig};
 pub use mm::{MAX_PAGE_ORDER, Migratetype};

@@ -10,18 +10,18 @@
 //!
 //! The machine also holds the hooks registered at boot that lower layers
 //! call instead of calling up into the layers that own the state: the
-//! secondary-TLB hook a TLBI calls (see [`crate::tlb::SecondaryTlbHook`]).
+//! secondary-TLB hook a TLBI calls (see [`crate::arch::arm64::tlb::SecondaryTlbHook`]).
 use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
 use crate::arena::Arena;
-use crate::barrier::{BarrierBackend, BarrierCounts};
+use crate::arch::arm64::barrier::{BarrierBackend, BarrierCounts};
 use crate::counters::{CounterSet, PerCpuStat};
-use crate::cpu::{Cpu, CpuData};
-use crate::memblock::{Memblock, MemblockError};
+use crate::kernel::cpu::{Cpu, CpuData};
+use crate::mm::memblock::{Memblock, MemblockError};
 pub use crate::mm::mm_init::BootError;
-use crate::page::{Memmap, PageExt, StructPage, pg};
-use crate::sync::Mutex;
+use crate::mm::page::{Memmap, PageExt, StructPage, pg};
+use crate::kernel::sync::Mutex;
 use crate::trace::TraceClock;
-use crate::vmstat::VmCounts;
+use crate::mm::vmstat::VmCounts;
 use crossbeam::utils::CachePadded;
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 
@@ -60,7 +60,7 @@ pub struct MachineConfig {
     /// Entries in each CPU's TLB model (a contiguous run or a block is one).
     pub tlb_entries: usize,
     /// Modelled costs of TLBIs, their completion and grace periods.
-    pub cost_profile: crate::cost::CostProfile,
+    pub cost_profile: crate::arch::arm64::cost::CostProfile,
     /// `arm64.linear_map`: build the linear map at boot (`paging_init()` →
     /// `map_mem()`, [`crate::arch::arm64::mmu`]). Off by default: boot as
     /// before, with nothing mapped at `PAGE_OFFSET` (issue 13 decides
@@ -97,7 +97,7 @@ impl Default for MachineConfig {
             tlbi_range: None,
             // Neoverse N1's unified L2 TLB (Ampere Altra): 1280 entries.
             tlb_entries: 1280,
-            cost_profile: crate::cost::CostProfile::default(),
+            cost_profile: crate::arch::arm64::cost::CostProfile::default(),
             linear_map: false,
             linear_map_variant: Default::default(),
             rodata: Default::default(),
@@ -119,7 +119,7 @@ impl MachineConfig {
     pub fn with(mem: &str, cpus: usize) -> Result<MachineConfig, BootError> {
         let banks = crate::mm::banks::parse_banks(mem).map_err(BootError::Mem)?;
         let mem_bytes = banks.iter().fold(0u64, |a, b| a.saturating_add(b.size));
-        let single = banks.len() == 1 && banks[0].base == crate::layout::PHYS_OFFSET;
+        let single = banks.len() == 1 && banks[0].base == crate::arch::arm64::memory::PHYS_OFFSET;
         Ok(MachineConfig {
             mem_bytes,
             mem_banks: if single { Vec::new() } else { banks },
@@ -136,7 +136,7 @@ impl MachineConfig {
 
     /// Whether the CPUs have FEAT_TLBIRANGE (`system_supports_tlb_range()`):
     /// `arm64.tlbi_range` if set, else the cost profile's CPU
-    /// ([`crate::cost::CpuFeatures`]).
+    /// ([`crate::arch::arm64::cost::CpuFeatures`]).
     pub fn tlbi_range(&self) -> bool {
         self.tlbi_range.unwrap_or(self.cost_profile.features.tlbi_range)
     }
@@ -167,7 +167,7 @@ impl MachineConfig {
     /// `PHYS_OFFSET`.
     pub fn banks(&self) -> Vec<crate::mm::banks::MemBank> {
         if self.mem_banks.is_empty() {
-            vec![crate::mm::banks::MemBank { base: crate::layout::PHYS_OFFSET, size: self.mem_bytes }]
+            vec![crate::mm::banks::MemBank { base: crate::arch::arm64::memory::PHYS_OFFSET, size: self.mem_bytes }]
         } else {
             self.mem_banks.clone()
         }
@@ -219,13 +219,13 @@ pub struct Machine {
     pub(crate) vmemmap_dirty: std::sync::atomic::AtomicBool,
     /// The secondary TLB that every TLBI reaches, registered at boot
     /// ([`Machine::vmemmap_tlbi`]).
-    pub(crate) secondary_tlb: crate::tlb::SecondaryTlbHook,
+    pub(crate) secondary_tlb: crate::arch::arm64::tlb::SecondaryTlbHook,
     /// `memblock_free_all()` has handed memblock's free memory to a page
     /// allocator (it may happen once per machine).
     pub(crate) memblock_released: std::sync::atomic::AtomicBool,
     pub(crate) cpus: Box<[CachePadded<CpuData>]>,
     pub(crate) trace_clock: TraceClock,
-    pub(crate) rcu: crate::rcu::RcuState,
+    pub(crate) rcu: crate::kernel::rcu::RcuState,
     /// The fixmap, behind `fixmap_lock` (present once the linear map was
     /// built: `arm64.linear_map=1`).
     pub(crate) fixmap: Mutex<Option<crate::arch::arm64::fixmap::Fixmap>>,
@@ -240,8 +240,8 @@ pub struct Machine {
 impl Machine {
     /// The kernel's address space (`init_mm`: `swapper_pg_dir`, no ASID).
     #[inline]
-    pub fn kernel_as(&self) -> crate::pgtable::AddressSpace {
-        crate::pgtable::AddressSpace::kernel(self.swapper_pg_dir)
+    pub fn kernel_as(&self) -> crate::arch::arm64::pgtable::AddressSpace {
+        crate::arch::arm64::pgtable::AddressSpace::kernel(self.swapper_pg_dir)
     }
 
     /// `early_pgtable_alloc()`: a zeroed page from memblock for a table,
@@ -317,7 +317,7 @@ impl Machine {
         &self.arena
     }
     /// The boot allocator (locked).
-    pub fn memblock(&self) -> crate::sync::MutexGuard<'_, Memblock> {
+    pub fn memblock(&self) -> crate::kernel::sync::MutexGuard<'_, Memblock> {
         self.memblock.lock()
     }
     /// Pageblock flags, one byte per pageblock from the first frame of RAM:
@@ -350,7 +350,7 @@ impl Machine {
             return Err(CpuError::InUse { cpu: id });
         }
         let cpu = Cpu::new(id, self, data);
-        crate::rcu::rcu_cpu_online(&cpu);
+        crate::kernel::rcu::rcu_cpu_online(&cpu);
         Ok(cpu)
     }
     /// Whether `cpu` is a handle of this machine (and not of another one
@@ -408,18 +408,18 @@ impl Machine {
     }
     /// TLBI counts and modelled TLBI time summed over CPUs (each counted on
     /// the issuing CPU).
-    pub fn tlbi_counts(&self) -> crate::tlb::TlbiCounts {
+    pub fn tlbi_counts(&self) -> crate::arch::arm64::tlb::TlbiCounts {
         self.sum_cpus(|c| c.tlb.tlbi_stats())
     }
     /// The RCU state (`rcu_state`).
     #[inline]
-    pub fn rcu(&self) -> &crate::rcu::RcuState {
+    pub fn rcu(&self) -> &crate::kernel::rcu::RcuState {
         &self.rcu
     }
     /// RCU counters summed over CPUs, with the machine-wide grace-period and
     /// invoked-callback counts.
-    pub fn rcu_counts(&self) -> crate::rcu::RcuCounts {
-        crate::rcu::RcuCounts {
+    pub fn rcu_counts(&self) -> crate::kernel::rcu::RcuCounts {
+        crate::kernel::rcu::RcuCounts {
             grace_periods: self.rcu.gp_completed(),
             callbacks_invoked: self.rcu.callbacks_invoked(),
             ..self.sum_cpus(|c| &c.rcu)
@@ -452,7 +452,7 @@ mod tests {
 
     #[test]
     fn barriers_are_counted_per_cpu() {
-        use crate::barrier::{BarrierBackend, BarrierKind, ish, ishst};
+        use crate::arch::arm64::barrier::{BarrierBackend, BarrierKind, ish, ishst};
         let cfg = MachineConfig { barrier_backend: BarrierBackend::Count, ..MachineConfig::with("16M", 2).unwrap() };
         let m = Machine::boot(cfg).unwrap();
         let (c0, c1) = (m.cpu(0).unwrap(), m.cpu(1).unwrap());

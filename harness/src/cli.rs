@@ -123,7 +123,7 @@ pub fn parse_warmup(s: &str) -> Result<usize, String> {
 pub fn parse_mem(s: &str) -> Result<(u64, Vec<mmlab_engine::mm::banks::MemBank>), String> {
     let banks = mmlab_engine::mm::banks::parse_mem(s).map_err(|e| format!("--mem {s}: {e}"))?;
     let total = banks.iter().map(|b| b.size).sum();
-    let single = banks.len() == 1 && banks[0].base == mmlab_engine::layout::PHYS_OFFSET;
+    let single = banks.len() == 1 && banks[0].base == mmlab_engine::arch::arm64::memory::PHYS_OFFSET;
     Ok((total, if single { Vec::new() } else { banks }))
 }
 

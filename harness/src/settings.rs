@@ -30,7 +30,7 @@
 
 use mmlab_buddy::knob::{Knob, KnobError, split_key_value, summarise};
 use mmlab_engine::MachineConfig;
-use mmlab_engine::barrier::BarrierBackend;
+use mmlab_engine::arch::arm64::barrier::BarrierBackend;
 use mmlab_hugetlb::HugetlbConfig;
 use mmlab_pcp::AllocatorConfig;
 use mmlab_vmalloc::VmallocConfig;
@@ -464,7 +464,7 @@ mod tests {
             let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
             Configs::new(MachineConfig::default(), &sets).map(|c| c.machine.barrier_backend)
         };
-        let m2 = mmlab_engine::cost::CostProfile::apple_m2();
+        let m2 = mmlab_engine::arch::arm64::cost::CostProfile::apple_m2();
         let with = |sets: &[&str]| with(sets).map_err(|e| e.to_string());
         assert_eq!(with(&[]), Ok(BarrierBackend::Native));
         assert_eq!(with(&["cost_profile=apple-m2"]), Ok(BarrierBackend::Model(m2.barriers)));
@@ -473,7 +473,7 @@ mod tests {
         assert_eq!(with(&["cost_profile=m2", "barrier=native"]), Ok(BarrierBackend::Native));
         assert_eq!(
             with(&["barrier=model"]),
-            Ok(BarrierBackend::Model(mmlab_engine::cost::CostProfile::native().barriers))
+            Ok(BarrierBackend::Model(mmlab_engine::arch::arm64::cost::CostProfile::native().barriers))
         );
         assert!(with(&["cost_profile=x86"]).unwrap_err().contains("native, apple-m2, ampere-altra"));
     }

@@ -49,13 +49,13 @@
 //! | table freeing ([`free_pgtables`]) | simplified: all tables of an emptied address space at once |
 //! | functions take the huge page size, not an hstate or a VMA | simplified |
 
-use mmlab_engine::barrier::ishst;
-use mmlab_engine::pgtable::desc::bits::{PTE_AF, PTE_DIRTY, PTE_RDONLY, PTE_WRITE};
-use mmlab_engine::pgtable::desc::{
+use mmlab_engine::arch::arm64::barrier::ishst;
+use mmlab_engine::arch::arm64::pgtable::desc::bits::{PTE_AF, PTE_DIRTY, PTE_RDONLY, PTE_WRITE};
+use mmlab_engine::arch::arm64::pgtable::desc::{
     CONT_PMD_SIZE, CONT_PMDS, CONT_PTE_SIZE, CONT_PTES, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, USER_TABLE,
 };
-use mmlab_engine::pgtable::{self, AddressSpace, Desc, DescKind, Level, PgProt, PgtableAlloc, PgtableError, entry_pa};
-use mmlab_engine::tlb::{self, RangeOp, TLBI_TTL_UNKNOWN};
+use mmlab_engine::arch::arm64::pgtable::{self, AddressSpace, Desc, DescKind, Level, PgProt, PgtableAlloc, PgtableError, entry_pa};
+use mmlab_engine::arch::arm64::tlb::{self, RangeOp, TLBI_TTL_UNKNOWN};
 use mmlab_engine::{Cpu, Machine, PAGE_SIZE, PhysAddr};
 
 /// Which kernel's TLB maintenance the break of a contiguous run uses.

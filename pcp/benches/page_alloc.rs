@@ -23,7 +23,7 @@
 use buddy_system_allocator::FrameAllocator;
 use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group};
 use mmlab_buddy::{AllocFlags, Fpi};
-use mmlab_engine::page::PageExt;
+use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::{Gfp, Machine, MachineConfig, Migratetype, Pfn};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
@@ -149,7 +149,7 @@ fn bench_order4(c: &mut Criterion) {
 fn bench_bsa(c: &mut Criterion) {
     let mut g = measured(c, "buddy_system_allocator/order0_alloc_free_pair");
     // The same frame numbers as the 4 GiB machine: 1M frames from PHYS_OFFSET.
-    let start = (mmlab_engine::layout::PHYS_OFFSET >> mmlab_engine::PAGE_SHIFT) as usize;
+    let start = (mmlab_engine::arch::arm64::memory::PHYS_OFFSET >> mmlab_engine::PAGE_SHIFT) as usize;
     let frames = (4usize << 30) >> mmlab_engine::PAGE_SHIFT;
     for l in LIVE {
         let mut fa = FrameAllocator::<32>::new();
@@ -243,7 +243,7 @@ fn driver(kind: &str) {
     let iters = env("MMLAB_PAIR_ITERS", 1_000_000);
     let t = std::time::Instant::now();
     if kind == "bsa" {
-        let start = (mmlab_engine::layout::PHYS_OFFSET >> mmlab_engine::PAGE_SHIFT) as usize;
+        let start = (mmlab_engine::arch::arm64::memory::PHYS_OFFSET >> mmlab_engine::PAGE_SHIFT) as usize;
         let mut fa = FrameAllocator::<32>::new();
         fa.add_frame(start, start + ((4usize << 30) >> mmlab_engine::PAGE_SHIFT));
         let fa = std::cell::RefCell::new(fa);

@@ -6,8 +6,8 @@ use crate::PageAllocator;
 use mmlab_buddy::zones::NR_ZONE_TYPES;
 use mmlab_buddy::{AllocFlags, ContigError, Fpi, ZoneFlag, pcp_allowed_order};
 use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER, ZoneType};
-use mmlab_engine::page::{PageExt, StructPage};
-use mmlab_engine::vmstat::VmEvent;
+use mmlab_engine::mm::page::{PageExt, StructPage};
+use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::{Cpu, Gfp, PAGE_SHIFT, Pfn, trace};
 
 /// Why an allocation returned no page (the kernel returns NULL for all).
@@ -865,7 +865,7 @@ impl<'m> PageAllocator<'m> {
             let head = start.add(block);
             for i in 0..PAGEBLOCK_NR_PAGES {
                 let p = self.m.page(head.add(i));
-                p.clear_flag(mmlab_engine::page::pg::PG_RESERVED);
+                p.clear_flag(mmlab_engine::mm::page::pg::PG_RESERVED);
                 p.set_refcount(0);
                 p.set_ext(PageExt::Tail);
             }
@@ -903,7 +903,7 @@ impl<'m> PageAllocator<'m> {
         if p.ext() != PageExt::Reserved {
             return Err(FreeError::NotAllocated { pfn });
         }
-        p.clear_flag(mmlab_engine::page::pg::PG_RESERVED);
+        p.clear_flag(mmlab_engine::mm::page::pg::PG_RESERVED);
         p.set_refcount(1);
         p.set_ext(PageExt::Alloc(0, Migratetype::Unmovable));
         self.page_zone(pfn).adjust_managed_page_count(1);

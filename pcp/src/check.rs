@@ -5,7 +5,7 @@ use crate::PageAllocator;
 use crate::pcplist::{NR_PCP_LISTS, pindex_to_order};
 use bitvec::prelude::*;
 use mmlab_engine::Pfn;
-use mmlab_engine::page::PageExt;
+use mmlab_engine::mm::page::PageExt;
 
 impl PageAllocator<'_> {
     /// Check the whole allocator: the free lists (see

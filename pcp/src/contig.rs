@@ -15,7 +15,7 @@
 use crate::alloc::gfp_mt;
 use crate::{FreeError, PageAllocator};
 use mmlab_buddy::{ContigError, ContigScan};
-use mmlab_engine::page::PageExt;
+use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::{Cpu, Gfp, Pfn};
 
 impl<'m> PageAllocator<'m> {

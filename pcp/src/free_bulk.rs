@@ -37,7 +37,7 @@
 
 use crate::{FreeError, PageAllocator};
 use mmlab_engine::mm::MAX_PAGE_ORDER;
-use mmlab_engine::page::PageExt;
+use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::{Cpu, Pfn};
 
 impl<'m> PageAllocator<'m> {

@@ -28,7 +28,7 @@ pub fn bare_machine(mem: &str, cpus: usize) -> Machine {
 /// off (2 CPUs), for barrier-count tests.
 pub fn counting_machine(mem: &str, batching: bool) -> Machine {
     let cfg = MachineConfig {
-        barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+        barrier_backend: mmlab_engine::arch::arm64::barrier::BarrierBackend::Count,
         lazy_mmu_barrier_batching: batching,
         ..MachineConfig::with(mem, 2).expect("test machine size")
     };
@@ -36,8 +36,8 @@ pub fn counting_machine(mem: &str, batching: bool) -> Machine {
 }
 
 /// (dsb ishst, isb) issued by `cpu` since `before`.
-pub fn barrier_pairs(cpu: &mmlab_engine::Cpu<'_>, before: mmlab_engine::barrier::BarrierCounts) -> (u64, u64) {
-    use mmlab_engine::barrier::BarrierKind;
+pub fn barrier_pairs(cpu: &mmlab_engine::Cpu<'_>, before: mmlab_engine::arch::arm64::barrier::BarrierCounts) -> (u64, u64) {
+    use mmlab_engine::arch::arm64::barrier::BarrierKind;
     let now = cpu.data().barriers.snapshot();
     let d = |k, o| now.get(k, o).unwrap_or(0) - before.get(k, o).unwrap_or(0);
     (d(BarrierKind::Dsb, "ishst"), d(BarrierKind::Isb, "sy"))

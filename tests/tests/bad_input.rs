@@ -8,8 +8,8 @@
 //! managed = 16,384 - 261 = 16,123; batch 3 (16,123 >> 12 = 3); min
 //! watermark 253 (int_sqrt(16,123 x 4 x 16 = 1,031,872) = 1,015; >> 2).
 
-use mmlab_engine::page::PageExt;
-use mmlab_engine::vmstat::{VmCounts, VmEvent};
+use mmlab_engine::mm::page::PageExt;
+use mmlab_engine::mm::vmstat::{VmCounts, VmEvent};
 use mmlab_engine::{Gfp, Machine, Migratetype, PAGE_SIZE, Pfn};
 use mmlab_pcp::{AllocError, AllocatorConfig, FreeError, PageAllocator, PagesetInfo};
 

@@ -13,8 +13,8 @@ fn report(variant: LinearMapVariant) -> BootReport {
         linear_map: true,
         linear_map_variant: variant,
         rodata: Rodata::Full,
-        cost_profile: mmlab_engine::cost::CostProfile::ampere_altra(),
-        barrier_backend: mmlab_engine::cost::CostProfile::ampere_altra().barrier_backend(),
+        cost_profile: mmlab_engine::arch::arm64::cost::CostProfile::ampere_altra(),
+        barrier_backend: mmlab_engine::arch::arm64::cost::CostProfile::ampere_altra().barrier_backend(),
         ..MachineConfig::with("64M", 2).unwrap()
     };
     let m = Machine::boot(cfg).unwrap();

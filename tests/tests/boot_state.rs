@@ -5,7 +5,7 @@
 //! `boot.state=bare` giving the machine mmlab had before.
 
 use mmlab_engine::mm::boot_state::BootState;
-use mmlab_engine::page::pg;
+use mmlab_engine::mm::page::pg;
 use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE, Pfn};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmalloc::{AreaKind, Vmalloc, VmallocConfig, VmallocError};
@@ -89,8 +89,8 @@ fn image_initrd_dtb_and_what_boot_gives_back() {
     pa.check_invariants().unwrap();
     // free_initmem() unmapped the init segment at KIMAGE_VADDR; the rest stays.
     let asp = m.kernel_as();
-    assert!(mmlab_engine::pgtable::walk(&m, &asp, k.va(k.init_begin())).leaf.is_none());
-    assert!(mmlab_engine::pgtable::walk(&m, &asp, k.va(k.init_end())).leaf.is_some());
+    assert!(mmlab_engine::arch::arm64::pgtable::walk(&m, &asp, k.va(k.init_begin())).leaf.is_none());
+    assert!(mmlab_engine::arch::arm64::pgtable::walk(&m, &asp, k.va(k.init_end())).leaf.is_some());
 }
 
 /// Every frame is accounted for: what the real state takes from the

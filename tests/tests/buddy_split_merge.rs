@@ -26,7 +26,7 @@
 //! the order-10 list is 0x40000.
 
 use mmlab_buddy::{Fpi, LockedZone};
-use mmlab_engine::page::PageExt;
+use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::{Gfp, Machine, Migratetype, Pfn};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
@@ -316,7 +316,7 @@ fn merge_likely_block_goes_to_the_tail() {
     drop(z);
     assert!(is_free_block(&m, a, 0));
     assert!(is_free_block(&m, c, 1));
-    let before_tail = m.vm_events().get(mmlab_engine::vmstat::VmEvent::BuddyFreeTail);
+    let before_tail = m.vm_events().get(mmlab_engine::mm::vmstat::VmEvent::BuddyFreeTail);
     // Free e (0x40004): buddy 0x40005 is free at o0 -> o1 at 0x40004; buddy
     // 0x40006 free at o1 -> o2 at 0x40004; buddy 0x40000 at o2? no -> stop
     // at order 2. h = 0x40004 & 0x40000 = 0x40000; its order-3 buddy is
@@ -325,7 +325,7 @@ fn merge_likely_block_goes_to_the_tail() {
     give(&mut z, e, 0);
     drop(z);
     assert!(is_free_block(&m, e, 2));
-    assert_eq!(m.vm_events().get(mmlab_engine::vmstat::VmEvent::BuddyFreeTail), before_tail + 1);
+    assert_eq!(m.vm_events().get(mmlab_engine::mm::vmstat::VmEvent::BuddyFreeTail), before_tail + 1);
     // Free b: merges with a (o0) -> o1 at 0x40000, with c (o1 at 0x40002)
     // -> o2, with e (o2 at 0x40004) -> o3, and on up to order 10.
     let mut z = pa.zone().lock(&cpu);

@@ -14,7 +14,7 @@
 //! above them (0x4f800 o9, ..., 0x4fbf8 o2); none at orders 1 and 0.
 
 use mmlab_buddy::ContigError;
-use mmlab_engine::page::PageExt;
+use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::{Gfp, Machine, Migratetype, Pfn};
 use mmlab_pcp::{AllocatorConfig, FreeError, PageAllocator};
 

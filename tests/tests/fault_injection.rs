@@ -15,7 +15,7 @@
 //! GFP_KERNEL allocations, which may reclaim, can fail too), with several
 //! probabilities and intervals and a fixed seed, so a run is reproducible.
 
-use mmlab_engine::pgtable::{self, desc::PAGE_KERNEL};
+use mmlab_engine::arch::arm64::pgtable::{self, desc::PAGE_KERNEL};
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::{Cpu, Gfp, Machine, PAGE_SIZE, Pfn};
 use mmlab_pcp::{AllocatorConfig, FaultAttr, PageAllocator};

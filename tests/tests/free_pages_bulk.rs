@@ -3,8 +3,8 @@
 //! the buddy for the rest; a still-referenced page stays with its holder;
 //! bad input changes nothing.
 
-use mmlab_engine::page::PageExt;
-use mmlab_engine::vmstat::VmEvent;
+use mmlab_engine::mm::page::PageExt;
+use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::{Gfp, Pfn};
 use mmlab_pcp::{AllocatorConfig, FreeError, PageAllocator};
 use mmlab_tests::counting_machine as machine;

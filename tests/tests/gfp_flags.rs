@@ -3,8 +3,8 @@
 //! and non-blocking requests (mm/page_alloc.c `__alloc_pages_slowpath`; mmlab
 //! has nothing to reclaim, so "reclaim" is draining the pcp lists).
 
-use mmlab_engine::page::PageExt;
-use mmlab_engine::vmstat::VmEvent;
+use mmlab_engine::mm::page::PageExt;
+use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::{Gfp, Machine, Migratetype, PAGE_SIZE, Pfn};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 

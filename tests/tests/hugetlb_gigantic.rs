@@ -14,7 +14,7 @@
 //! published 700 x 1G timings (alloc 13.5 s -> 10.6 s, free 11.3 s ->
 //! 1.5 s; seeds.md §4) come from.
 
-use mmlab_engine::vmstat::VmEvent;
+use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::{Machine, MachineConfig};
 use mmlab_hugetlb::{GiganticAlloc, HugePageSize, Hugetlb, HugetlbConfig};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
@@ -172,7 +172,7 @@ fn one_gig_beyond_memory() {
     // at the top of RAM (read up to the first reserved frame); no try.
     assert_eq!((s.ranges_scanned, s.ranges_tried, s.ranges_allocated), (3, 1, 1), "{s:?}");
     let first_reserved = (0x80000..0xc0000)
-        .find(|&p| m.page(mmlab_engine::Pfn(p)).ext() == mmlab_engine::page::PageExt::Reserved)
+        .find(|&p| m.page(mmlab_engine::Pfn(p)).ext() == mmlab_engine::mm::page::PageExt::Reserved)
         .unwrap();
     assert_eq!(s.pages_scanned, (1 << 18) + 1 + (first_reserved - 0x80000 + 1), "{s:?}");
     assert_eq!(ht.set_max_huge_pages_of(&cpu, HugePageSize::Pud1G, 0).unwrap(), 0);

@@ -12,11 +12,11 @@
 //! without flush leaves a stale translation until the flush; every table
 //! and page is given back.
 
-use mmlab_engine::pgtable::desc::bits::{PTE_AF, PTE_DIRTY, PTE_RDONLY};
-use mmlab_engine::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, PAGE_SHARED, PMD_SIZE, PUD_SIZE};
-use mmlab_engine::pgtable::mmu::{self, Access, FaultKind};
-use mmlab_engine::pgtable::{self, AddressSpace, PgtableError};
-use mmlab_engine::tlb::TlbiKind;
+use mmlab_engine::arch::arm64::pgtable::desc::bits::{PTE_AF, PTE_DIRTY, PTE_RDONLY};
+use mmlab_engine::arch::arm64::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, PAGE_SHARED, PMD_SIZE, PUD_SIZE};
+use mmlab_engine::arch::arm64::pgtable::mmu::{self, Access, FaultKind};
+use mmlab_engine::arch::arm64::pgtable::{self, AddressSpace, PgtableError};
+use mmlab_engine::arch::arm64::tlb::TlbiKind;
 use mmlab_engine::{Cpu, Gfp, Machine, MachineConfig, Pfn};
 use mmlab_hugetlb::hugetlbpage::{
     HugePteError, HugeTlbScope, arch_make_huge_pte, flush_hugetlb_tlb_range, free_pgtables, huge_pte_alloc,
@@ -54,7 +54,7 @@ fn free_huge(pa: &PageAllocator<'_>, cpu: &Cpu<'_>, pfn: Pfn, order: u32) {
 }
 
 /// The TLBIs since `before`, as (kind, count), non-zero only.
-fn tlbis_since(m: &Machine, before: &mmlab_engine::tlb::TlbiCounts) -> Vec<(&'static str, u64)> {
+fn tlbis_since(m: &Machine, before: &mmlab_engine::arch::arm64::tlb::TlbiCounts) -> Vec<(&'static str, u64)> {
     let now = m.tlbi_counts();
     TlbiKind::ALL.into_iter().map(|k| (k.name(), now.get(k) - before.get(k))).filter(|&(_, n)| n != 0).collect()
 }
@@ -220,7 +220,7 @@ fn get_and_clear_leaves_the_flush_to_the_caller() {
     let ptep = huge_pte_alloc(&cpu, &asp, &pa, addr, CONT_PTE_SIZE).unwrap();
     // Read-only, not yet young: AF and dirty set by "hardware" on entry 5 only.
     let pte = arch_make_huge_pte(pfn.phys().0, PAGE_SHARED, CONT_PTE_SIZE).unwrap();
-    let clean = mmlab_engine::pgtable::Desc((pte.0 & !PTE_AF) | PTE_RDONLY);
+    let clean = mmlab_engine::arch::arm64::pgtable::Desc((pte.0 & !PTE_AF) | PTE_RDONLY);
     set_huge_pte_at(&cpu, &asp, addr, ptep, clean, CONT_PTE_SIZE, HugeTlbScope::V6_16).unwrap();
     let e5 = mmlab_engine::PhysAddr(ptep.0 + 8 * 5);
     m.desc_slot(e5).fetch_or(PTE_AF | PTE_DIRTY, std::sync::atomic::Ordering::Relaxed);

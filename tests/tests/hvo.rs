@@ -11,7 +11,7 @@
 //! the flush and grace-period counts of single and batched calls per
 //! policy; and break-before-make on arm64 per mode.
 
-use mmlab_engine::pgtable::mmu::{self, FaultKind};
+use mmlab_engine::arch::arm64::pgtable::mmu::{self, FaultKind};
 use mmlab_engine::{Cpu, Gfp, Machine, MachineConfig, Pfn};
 use mmlab_pcp::{AllocatorConfig, FaultAttr, PageAllocator};
 use mmlab_vmemmap::folio::{destroy_compound, prep_compound, vmemmap_pages_saved};
@@ -161,7 +161,7 @@ fn tails_read_the_head_copy_and_are_read_only() {
     assert_eq!(get_page_unless_zero(&cpu, tail.add(1)), Ok(false));
     hvo.hugetlb_vmemmap_restore_folio(&cpu, f).unwrap();
     // Restored tails read as plain tails again, and are writable.
-    assert!(!m.page(tail).test_flag(mmlab_engine::page::pg::PG_HEAD));
+    assert!(!m.page(tail).test_flag(mmlab_engine::mm::page::pg::PG_HEAD));
     assert_eq!(m.page(tail).lru_next(), m.memmap().page_va(f.pfn) | 1);
     mmu::write_u64(&cpu, &m.kernel_as(), va & !7, 0).unwrap();
     free_folio(&m, &pa, &cpu, f);
@@ -296,7 +296,7 @@ fn break_before_make_on_arm64() {
         assert_eq!(v.len() as u64, violations);
         if mode == Arm64Hvo::Unsafe {
             // The PMD block -> table split, then the head PTE to the fresh page.
-            assert_eq!(v[0].level, mmlab_engine::pgtable::Level::Pmd);
+            assert_eq!(v[0].level, mmlab_engine::arch::arm64::pgtable::Level::Pmd);
             assert_eq!(v[1].va, m.memmap().page_va(f.pfn));
             assert_eq!((c.flush_tlb_kernel_range_split, c.flush_tlb_kernel_range_remap), (1, 2));
         }

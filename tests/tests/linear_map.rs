@@ -47,13 +47,13 @@
 //! = 16520 - 16384 = 136; `isb` = 16486 - 16384 = 102.
 
 use mmlab_engine::arch::arm64::mmu::{LinearMapCounts, LinearMapVariant, Rodata, phys_to_virt};
-use mmlab_engine::layout::{PAGE_OFFSET, PHYS_OFFSET};
-use mmlab_engine::pgtable::{self, Level, mmu};
+use mmlab_engine::arch::arm64::memory::{PAGE_OFFSET, PHYS_OFFSET};
+use mmlab_engine::arch::arm64::pgtable::{self, Level, mmu};
 use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
 
 fn boot(mem: &str, variant: LinearMapVariant, rodata: Rodata) -> Machine {
     let cfg = MachineConfig {
-        barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+        barrier_backend: mmlab_engine::arch::arm64::barrier::BarrierBackend::Count,
         linear_map: true,
         linear_map_variant: variant,
         rodata,
@@ -197,7 +197,7 @@ fn debug_pagealloc_forces_page_granularity() {
     // rodata=off alone maps blocks; debug_pagealloc=on makes
     // can_set_direct_map() true, so the linear map is page-granular.
     let cfg = MachineConfig {
-        barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+        barrier_backend: mmlab_engine::arch::arm64::barrier::BarrierBackend::Count,
         linear_map: true,
         rodata: Rodata::Off,
         debug_pagealloc: true,
@@ -243,7 +243,7 @@ fn kernel_image_is_carved_out_and_mapped_as_its_alias() {
     assert_eq!((k.stext(), k.init_begin()), (0x4021_0000, 0x4271_0000));
     for v in LinearMapVariant::ALL {
         let cfg = MachineConfig {
-            barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+            barrier_backend: mmlab_engine::arch::arm64::barrier::BarrierBackend::Count,
             linear_map: true,
             linear_map_variant: v,
             kernel_image: Some(true),
@@ -306,10 +306,10 @@ fn reproduce_counts_extrapolate_and_match_the_hand_derivation() {
 #[test]
 fn kernel_image_is_mapped_at_kimage_vaddr() {
     use mmlab_engine::arch::arm64::kimage::KernelImage;
-    use mmlab_engine::layout::KIMAGE_VADDR;
+    use mmlab_engine::arch::arm64::memory::KIMAGE_VADDR;
     let k = KernelImage::DEBIAN_7_2;
     let cfg = MachineConfig {
-        barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+        barrier_backend: mmlab_engine::arch::arm64::barrier::BarrierBackend::Count,
         linear_map: true,
         kernel_image: Some(true),
         ..MachineConfig::with("128M", 1).expect("size")
@@ -329,7 +329,7 @@ fn kernel_image_is_mapped_at_kimage_vaddr() {
         let leaf = pgtable::walk(&m, &asp, va).leaf.unwrap_or_else(|| panic!("{va:#x} unmapped"));
         assert_eq!(leaf.pa.0, pa, "{va:#x}");
         assert_eq!(leaf.desc.writable(), w, "{va:#x}");
-        assert_eq!(!leaf.desc.has(mmlab_engine::pgtable::desc::bits::PTE_PXN), x, "{va:#x}");
+        assert_eq!(!leaf.desc.has(mmlab_engine::arch::arm64::pgtable::desc::bits::PTE_PXN), x, "{va:#x}");
         assert_eq!(mmu::write_u64(&cpu, &asp, va & !7, 1).is_ok(), w, "{va:#x}");
     }
     assert_eq!(k.va(k.phys), KIMAGE_VADDR);

@@ -15,7 +15,7 @@ use mmlab_engine::machine::BootError;
 use mmlab_engine::mm::ZoneType;
 use mmlab_engine::mm::banks::{MemBank, MemError};
 use mmlab_engine::mm::page::StructPage;
-use mmlab_engine::pgtable::{self, Level, mmu};
+use mmlab_engine::arch::arm64::pgtable::{self, Level, mmu};
 use mmlab_engine::{Gfp, Machine, MachineConfig, PAGE_SIZE, Pfn, PhysAddr};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
@@ -23,7 +23,7 @@ const TWO_BANKS: &str = "64M,32M@0x100000000";
 
 fn boot(mem: &str, linear_map: bool, variant: LinearMapVariant) -> Machine {
     let cfg = MachineConfig {
-        barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+        barrier_backend: mmlab_engine::arch::arm64::barrier::BarrierBackend::Count,
         linear_map,
         linear_map_variant: variant,
         rodata: Rodata::Full,
@@ -74,7 +74,7 @@ fn the_hole_has_no_struct_pages_and_no_page_is_lost() {
     // reserved (init_unavailable_range); the sections after it have none.
     assert!(mem.pfn_valid(Pfn(0x43fff)));
     assert!(mem.pfn_valid(Pfn(0x44000)));
-    assert!(m.page(Pfn(0x44000)).test_flag(mmlab_engine::page::pg::PG_RESERVED));
+    assert!(m.page(Pfn(0x44000)).test_flag(mmlab_engine::mm::page::pg::PG_RESERVED));
     assert!(!mem.pfn_valid(Pfn(0x48000)));
     assert!(!mem.pfn_valid(Pfn(0xfffff)));
     assert!(mem.pfn_valid(Pfn(0x100000)));

@@ -12,13 +12,13 @@
 
 use mmlab_engine::arch::arm64::mmu::{Rodata, phys_to_virt};
 use mmlab_engine::arch::arm64::pageattr::{PageattrCounts, PageattrError, SplitMode, set_memory_ro, set_memory_rw};
-use mmlab_engine::layout::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
-use mmlab_engine::pgtable::{self, Level, MemblockTables, mmu};
+use mmlab_engine::arch::arm64::memory::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
+use mmlab_engine::arch::arm64::pgtable::{self, Level, MemblockTables, mmu};
 use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
 
 fn boot(rodata: Rodata) -> Machine {
     let cfg = MachineConfig {
-        barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+        barrier_backend: mmlab_engine::arch::arm64::barrier::BarrierBackend::Count,
         linear_map: true,
         rodata,
         ..MachineConfig::with("64M", 1).expect("size")

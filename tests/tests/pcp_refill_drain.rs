@@ -10,7 +10,7 @@
 //! pcp list and never fall back; free memory stays far above the high
 //! watermark (4,021), so ZONE_BELOW_HIGH is never set.
 
-use mmlab_engine::vmstat::VmEvent;
+use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::{Gfp, Machine, Pfn};
 use mmlab_pcp::{AllocatorConfig, KernelRules, PageAllocator};
 

@@ -3,14 +3,14 @@
 //! vmemmap routing of struct-page access.
 
 use mmlab_engine::counters::CounterSet;
-use mmlab_engine::layout::{VMALLOC_START, VMEMMAP_START};
-use mmlab_engine::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PAGE_SHARED};
-use mmlab_engine::pgtable::mmu::{self, Access, FaultKind};
-use mmlab_engine::pgtable::{
+use mmlab_engine::arch::arm64::memory::{VMALLOC_START, VMEMMAP_START};
+use mmlab_engine::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PAGE_SHARED};
+use mmlab_engine::arch::arm64::pgtable::mmu::{self, Access, FaultKind};
+use mmlab_engine::arch::arm64::pgtable::{
     self, AddressSpace, Desc, DescKind, Level, MapFlags, PgtableError, arch_enter_lazy_mmu_mode,
     arch_leave_lazy_mmu_mode, entry_pa, walk,
 };
-use mmlab_engine::tlb::TlbFlush;
+use mmlab_engine::arch::arm64::tlb::TlbFlush;
 use mmlab_engine::{Cpu, PAGE_SIZE, Pfn, PhysAddr};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
@@ -176,7 +176,7 @@ fn tlb_entries_needed_for_1mib_by_mapping_kind() {
     assert_eq!(w.steps.last().unwrap().level, Level::Pmd);
     assert_eq!(w.steps.last().unwrap().desc, Desc::INVALID);
     // Freeing the table needed a walk-cache invalidation (tlbi vaae1is).
-    assert!(m.tlbi_counts().get(mmlab_engine::tlb::TlbiKind::Vaae1is) >= 1);
+    assert!(m.tlbi_counts().get(mmlab_engine::arch::arm64::tlb::TlbiKind::Vaae1is) >= 1);
 }
 
 /// `unmap_range` checks only the entries whose contiguous run can stick
@@ -307,7 +307,7 @@ fn a_vmemmap_remap_is_seen_after_its_tlb_flush_and_not_before() {
     pgtable::set_pte(&cpu, ptep, Desc::page(copy.0, PAGE_KERNEL_RO)).unwrap();
     m.note_vmemmap_change();
     assert_ne!(m.page(pfn).private(), 0xabcd, "stale until the TLB is flushed");
-    mmlab_engine::tlb::TlbFlush::kernel_page(va).flush(&cpu);
+    mmlab_engine::arch::arm64::tlb::TlbFlush::kernel_page(va).flush(&cpu);
     assert_eq!(m.page(pfn).private(), 0xabcd, "after the flush the accessor follows the tables");
     assert_eq!(m.vmemmap_pa(pfn), Some(PhysAddr(copy.0 + va % PAGE_SIZE)));
     // The remapped page is read-only: an MMU write there faults.
@@ -377,7 +377,7 @@ fn a_user_address_space_with_its_asid() {
     let before = m.tlbi_counts();
     pgtable::unmap_range(&cpu, &user, va, PAGE_SIZE).unwrap().flush(&cpu);
     let t = m.tlbi_counts().delta(&before);
-    assert_eq!(t.get(mmlab_engine::tlb::TlbiKind::Vale1is), 1, "one page of ASID 5, last level");
+    assert_eq!(t.get(mmlab_engine::arch::arm64::tlb::TlbiKind::Vale1is), 1, "one page of ASID 5, last level");
     assert_eq!(t.total(), 1);
     assert!(mmu::translate(&cpu, &user, va, el0).is_err());
 }
@@ -491,7 +491,7 @@ fn map_range_refused_for_break_before_make_changes_nothing() {
     // The four translations it made and took back may have been cached:
     // the range is flushed, and the freed table leaves no walk cache entry.
     let t = m.tlbi_counts().delta(&tlbi);
-    assert!(t.get(mmlab_engine::tlb::TlbiKind::Vaae1is) >= 1 && t.total() >= 2, "{t:?}");
+    assert!(t.get(mmlab_engine::arch::arm64::tlb::TlbiKind::Vaae1is) >= 1 && t.total() >= 2, "{t:?}");
     for i in 0..8 {
         let leaf = walk(&m, &k, va + i * PAGE_SIZE).leaf;
         if va + i * PAGE_SIZE == conflict {
@@ -523,7 +523,7 @@ fn map_range_refused_for_break_before_make_changes_nothing() {
     assert!(walk(&m, &k, va).leaf.is_none());
     assert_eq!(pgtable::stats(&m, &k), stats);
     assert_eq!(free_after_drain(&cpu, &pa), free, "the replaced table page was not freed");
-    assert!(matches!(m.page(mmlab_engine::Pfn(pte_table.pfn())).ext(), mmlab_engine::page::PageExt::Alloc(0, _)));
+    assert!(matches!(m.page(mmlab_engine::Pfn(pte_table.pfn())).ext(), mmlab_engine::mm::page::PageExt::Alloc(0, _)));
     pa.check_invariants().unwrap();
 }
 

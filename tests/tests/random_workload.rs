@@ -66,7 +66,7 @@ fn run_orders(mem: &str, ops: u64, seed: u64, max_live: u64, check_every: u64, d
     assert_eq!(pa.zone().nr_free_per_order(), boot_buddyinfo);
     assert_eq!(pa.nr_free_pages() as u64, managed);
     let ev = m.vm_events();
-    use mmlab_engine::vmstat::VmEvent;
+    use mmlab_engine::mm::vmstat::VmEvent;
     // PGALLOC and PGFREE balance (pages, not calls).
     assert_eq!(ev.pgalloc(), ev.get(VmEvent::Pgfree) - boot_pgfree(managed + held) + held);
 }

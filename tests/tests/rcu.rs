@@ -1,6 +1,6 @@
 //! RCU regressions found by running test-vmalloc on two workers.
 
-use mmlab_engine::rcu::{poll_state_synchronize_rcu, rcu_quiescent_state, start_poll_synchronize_rcu};
+use mmlab_engine::kernel::rcu::{poll_state_synchronize_rcu, rcu_quiescent_state, start_poll_synchronize_rcu};
 
 #[test]
 fn a_cpu_going_offline_is_not_waited_for_by_the_gp_its_report_starts() {

@@ -13,8 +13,8 @@
 //! 5. A CPU handle of another machine was accepted (and one with an id
 //!    beyond this machine's CPUs panicked).
 
-use mmlab_engine::page::PageExt;
-use mmlab_engine::pgtable::{self, mmu};
+use mmlab_engine::mm::page::PageExt;
+use mmlab_engine::arch::arm64::pgtable::{self, mmu};
 use mmlab_engine::{Gfp, Machine, PAGE_SIZE, Pfn};
 use mmlab_pcp::{AllocError, AllocatorConfig, FreeError, PageAllocator};
 use mmlab_tests::{machine, scale};
@@ -227,7 +227,7 @@ fn huge_sizes_and_counts_are_refused_without_wrapping() {
         Err(VmallocError::NoVmapSpace { .. })
     ));
     assert!(vm.vm_unmap_ram(&cpu, !(PAGE_SIZE - 1), usize::MAX).is_err());
-    assert!(vm.vm_unmap_ram(&cpu, mmlab_engine::layout::VMALLOC_START, usize::MAX).is_err());
+    assert!(vm.vm_unmap_ram(&cpu, mmlab_engine::arch::arm64::memory::VMALLOC_START, usize::MAX).is_err());
     assert!(vm.areas().is_empty());
     assert_eq!(pa.nr_free_pages(), free);
     vm.check().unwrap();

@@ -117,7 +117,7 @@ fn the_metric_is_the_counters_priced() {
     c.vmalloc.vm_map_rams = 1;
     c.vmalloc.vm_unmap_rams = 1;
     c.vm.lazy_mmu_flag_ops = 6;
-    let ns = model::modelled_ns(&m2, &mmlab_engine::cost::CostProfile::apple_m2(), &c);
+    let ns = model::modelled_ns(&m2, &mmlab_engine::arch::arm64::cost::CostProfile::apple_m2(), &c);
     // A vm_map_ram and a vm_unmap_ram are priced as two calls.
     let want = 20.0 * m2.ns(Event::Page)
         + 3.0 * m2.ns(Event::ZoneLock)
@@ -127,6 +127,6 @@ fn the_metric_is_the_counters_priced() {
     assert!(m2.ns(Event::VmapCall) > 0.0);
     assert!((ns - want).abs() < 1e-9, "{ns} vs {want}");
     c.barriers.isb = 2;
-    let with = model::modelled_ns(&m2, &mmlab_engine::cost::CostProfile::apple_m2(), &c);
+    let with = model::modelled_ns(&m2, &mmlab_engine::arch::arm64::cost::CostProfile::apple_m2(), &c);
     assert!(with > ns, "barriers are priced at the profile's cost");
 }

@@ -3,7 +3,7 @@
 //! it found it, apart from the page-table pages the vmalloc range gained.
 
 use mmlab_engine::Machine;
-use mmlab_engine::pgtable::{self};
+use mmlab_engine::arch::arm64::pgtable::{self};
 use mmlab_harness::test_vmalloc::{self, NR_TEST_CASES, Params, TEST_CASES};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_tests::{machine, scale};

@@ -5,7 +5,7 @@
 //! end nothing may be lost.
 
 use mmlab_engine::rng::Xoshiro256StarStar;
-use mmlab_engine::vmstat::VmEvent;
+use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::{Cpu, Gfp, Machine, MachineConfig, Pfn};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 

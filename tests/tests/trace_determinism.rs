@@ -7,7 +7,7 @@
 //! frees (memblock_free_all) are not traced and the trace clock starts at 0
 //! with the first workload event.
 
-use mmlab_engine::vmstat::VmEvent;
+use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::{Machine, MachineConfig, Pfn};
 use mmlab_harness::output::trace::{self, TraceFormat};
 use mmlab_harness::workload::{RandomWorkload, WorkloadStats};

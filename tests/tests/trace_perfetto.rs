@@ -27,7 +27,7 @@ fn timeline() -> (ChromeTrace, usize) {
             }
         }
         vm.purge_vmap_area_lazy(&cpus[0]).unwrap();
-        mmlab_engine::rcu::synchronize_rcu(&cpus[1]);
+        mmlab_engine::kernel::rcu::synchronize_rcu(&cpus[1]);
     });
     let n = events.len();
     let json = perfetto::to_json(&perfetto::build(&events, "test"));

@@ -2,10 +2,10 @@
 //! and purges, order-0 frees of huge allocations, and bad input.
 
 use mmlab_engine::counters::CounterSet;
-use mmlab_engine::layout::VMALLOC_START;
-use mmlab_engine::pgtable::{self, mmu};
-use mmlab_engine::tlb::TlbiKind;
-use mmlab_engine::vmstat::VmEvent;
+use mmlab_engine::arch::arm64::memory::VMALLOC_START;
+use mmlab_engine::arch::arm64::pgtable::{self, mmu};
+use mmlab_engine::arch::arm64::tlb::TlbiKind;
+use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::{Gfp, PAGE_SIZE};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmalloc::{Vmalloc, VmallocConfig, VmallocError};
@@ -112,7 +112,7 @@ fn contpte_and_pmd_huge_mappings() {
     // The addresses below are derived from VMALLOC_START: bare RAM, no
     // kernel image areas before the first vmalloc.
     let m = mmlab_engine::Machine::boot(mmlab_engine::MachineConfig {
-        barrier_backend: mmlab_engine::barrier::BarrierBackend::Count,
+        barrier_backend: mmlab_engine::arch::arm64::barrier::BarrierBackend::Count,
         ..mmlab_engine::MachineConfig::with("256M", 2).unwrap().bare()
     })
     .unwrap();
@@ -384,7 +384,7 @@ fn kvfree_rcu_frees_only_after_a_grace_period() {
     assert_eq!(vm.kvfree_rcu(&cpu, a), Err(VmallocError::DoubleFree { addr: a }));
     // This CPU passes a quiescent state (the only online CPU): the grace
     // period ends, and the next vfree frees the queued object first.
-    mmlab_engine::rcu::rcu_quiescent_state(&cpu);
+    mmlab_engine::kernel::rcu::rcu_quiescent_state(&cpu);
     let gp = m.rcu_counts().grace_periods;
     assert!(gp >= 1);
     let b = vm.vmalloc(&cpu, PAGE_SIZE).unwrap();
@@ -399,7 +399,7 @@ fn kvfree_rcu_frees_only_after_a_grace_period() {
     let sync_before = m.rcu_counts().synchronize_rcu;
     vm.kvfree_rcu_mightsleep(&cpu, c).unwrap();
     assert_eq!(vm.kvfree_pending(), 1);
-    mmlab_engine::rcu::rcu_quiescent_state(&cpu);
+    mmlab_engine::kernel::rcu::rcu_quiescent_state(&cpu);
     let d = vm.vmalloc(&cpu, PAGE_SIZE).unwrap();
     vm.vfree(&cpu, d).unwrap();
     assert_eq!(vm.kvfree_pending(), 0);

@@ -5,8 +5,8 @@
 //! the same three blocks back, with no page lost; off, the pages come one
 //! by one from the pcp.
 
-use mmlab_engine::vmstat::VmEvent;
-use mmlab_engine::{Machine, PAGE_SIZE, Pfn, pgtable};
+use mmlab_engine::mm::vmstat::VmEvent;
+use mmlab_engine::{Machine, PAGE_SIZE, Pfn, arch::arm64::pgtable};
 use mmlab_pcp::{AllocatorConfig, FaultAttr, PageAllocator};
 use mmlab_vmalloc::{Vmalloc, VmallocConfig};
 

@@ -5,8 +5,8 @@
 //! the measured loop when lazy_max_pages is crossed, as in the module.
 
 use criterion::{BenchmarkId, Criterion, criterion_group};
-use mmlab_engine::barrier::BarrierBackend;
-use mmlab_engine::pgtable::mmu;
+use mmlab_engine::arch::arm64::barrier::BarrierBackend;
+use mmlab_engine::arch::arm64::pgtable::mmu;
 use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmalloc::{Vmalloc, VmallocConfig};

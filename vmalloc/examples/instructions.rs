@@ -45,11 +45,11 @@ use aarch64_paging::idmap::IdTranslation;
 use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, VaRange};
 use buddy_system_allocator::FrameAllocator;
 use mmlab_buddy::{AllocFlags, Fpi};
-use mmlab_engine::barrier::BarrierBackend;
-use mmlab_engine::layout::{PHYS_OFFSET, VMALLOC_START};
-use mmlab_engine::page::PageExt;
-use mmlab_engine::pgtable::desc::PAGE_KERNEL;
-use mmlab_engine::pgtable::{
+use mmlab_engine::arch::arm64::barrier::BarrierBackend;
+use mmlab_engine::arch::arm64::memory::{PHYS_OFFSET, VMALLOC_START};
+use mmlab_engine::mm::page::PageExt;
+use mmlab_engine::arch::arm64::pgtable::desc::PAGE_KERNEL;
+use mmlab_engine::arch::arm64::pgtable::{
     Desc, Level, MapFlags, MemblockTables, PteTable, arch_enter_lazy_mmu_mode, arch_leave_lazy_mmu_mode, map_range,
     mmu, unmap_range, walk,
 };

@@ -17,7 +17,7 @@
 //! the `NR_VMALLOC` accounting is not kept.
 
 use crate::{BULK_CHUNK, Vmalloc};
-use mmlab_engine::gfp::Gfp;
+use mmlab_engine::mm::gfp::Gfp;
 use mmlab_engine::{Cpu, MAX_PAGE_ORDER, PAGE_SHIFT, Pfn};
 
 impl<'m> Vmalloc<'_, 'm> {

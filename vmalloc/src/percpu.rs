@@ -49,7 +49,7 @@
 
 use crate::{Vmalloc, VmallocError};
 use bitvec::prelude::*;
-use mmlab_engine::sync::Mutex;
+use mmlab_engine::kernel::sync::Mutex;
 use mmlab_engine::{Cpu, Gfp, PAGE_SIZE};
 use std::fmt;
 
@@ -338,7 +338,7 @@ impl PercpuAllocator {
                     units,
                     PAGE_SIZE,
                     Gfp::GFP_KERNEL | Gfp::__GFP_ZERO,
-                    mmlab_engine::pgtable::desc::PAGE_KERNEL,
+                    mmlab_engine::arch::arm64::pgtable::desc::PAGE_KERNEL,
                     crate::VmFlags::empty(),
                     "pcpu_create_chunk",
                 ) {
@@ -362,7 +362,7 @@ impl PercpuAllocator {
         drop(chunks);
         // pcpu_alloc() zeroes every CPU's copy.
         for u in 0..vm.m.nr_cpus() {
-            let _ = mmlab_engine::pgtable::mmu::write_bytes(
+            let _ = mmlab_engine::arch::arm64::pgtable::mmu::write_bytes(
                 cpu,
                 &vm.asp,
                 Self::per_cpu_ptr(ptr, u),

@@ -85,7 +85,7 @@
 use std::fmt;
 
 use mmlab_engine::PAGE_SIZE;
-use mmlab_engine::layout::{VMALLOC_END, VMALLOC_START};
+use mmlab_engine::arch::arm64::memory::{VMALLOC_END, VMALLOC_START};
 
 mod check;
 

@@ -4,7 +4,7 @@
 //! of 10 000 fragments.
 
 use mmlab_engine::PAGE_SIZE;
-use mmlab_engine::layout::{VMALLOC_END, VMALLOC_START};
+use mmlab_engine::arch::arm64::memory::{VMALLOC_END, VMALLOC_START};
 use mmlab_vmalloc::vmap_area::{FitType, FreeArea, FreeVmapTree, VmapError};
 
 const P: u64 = PAGE_SIZE;

@@ -25,7 +25,7 @@
 //! write only the fields HVO and `page_fixed_fake_head()` read (`PG_head`,
 //! tails' `compound_head`).
 
-use mmlab_engine::page::{STRUCT_PAGE_SIZE, pg};
+use mmlab_engine::mm::page::{STRUCT_PAGE_SIZE, pg};
 use mmlab_engine::{Machine, PAGE_SIZE, Pfn};
 
 /// `HUGETLB_VMEMMAP_RESERVE_SIZE`: the vmemmap bytes of a folio kept mapped
@@ -178,7 +178,7 @@ pub fn destroy_compound(m: &Machine, folio: Folio) -> Result<(), FolioError> {
     head.set_private(0);
     for i in 1..folio.nr_pages() {
         let pfn = Pfn(folio.pfn.0 + i);
-        m.page(pfn).set_lru_next(mem.page_va(pfn) + mmlab_engine::page::LRU_OFFSET);
+        m.page(pfn).set_lru_next(mem.page_va(pfn) + mmlab_engine::mm::page::LRU_OFFSET);
     }
     Ok(())
 }

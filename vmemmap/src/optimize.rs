@@ -28,7 +28,7 @@
 use crate::folio::{Folio, hugetlb_vmemmap_optimizable, hugetlb_vmemmap_size};
 use crate::remap::{PteOp, RemapWalk, copy_page};
 use crate::{Arm64Hvo, Hvo, HvoError, RcuPolicy, VmemmapFlags};
-use mmlab_engine::{Cpu, Gfp, PAGE_SIZE, Pfn, rcu};
+use mmlab_engine::{Cpu, Gfp, PAGE_SIZE, Pfn, kernel::rcu};
 use std::sync::atomic::Ordering::Relaxed;
 
 impl Hvo<'_, '_> {

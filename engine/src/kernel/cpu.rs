@@ -12,9 +12,9 @@
 //! single-writer, so they are updated with plain relaxed stores.
 //! `nr_threads = N` means N threads, each holding one handle.
 
-use crate::barrier::{self, BarrierStats, DmbOption, DsbOption};
+use crate::arch::arm64::barrier::{self, BarrierStats, DmbOption, DsbOption};
 use crate::machine::Machine;
-use crate::vmstat::{VmEvent, VmEvents};
+use crate::mm::vmstat::{VmEvent, VmEvents};
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,11 +28,11 @@ pub struct CpuData {
     /// dmb/dsb/isb counts and modelled barrier time.
     pub barriers: BarrierStats,
     /// This CPU's TLB model, its TLBI counters and its soft-MMU cache.
-    pub tlb: crate::tlb::CpuTlb,
+    pub tlb: crate::arch::arm64::tlb::CpuTlb,
     /// Lazy-MMU state (`TIF_LAZY_MMU`, `TIF_LAZY_MMU_PENDING`).
-    pub lazy_mmu: crate::pgtable::LazyMmu,
+    pub lazy_mmu: crate::arch::arm64::pgtable::LazyMmu,
     /// RCU state (`rcu_data`) and counters.
-    pub rcu: crate::rcu::RcuCpu,
+    pub rcu: crate::kernel::rcu::RcuCpu,
 }
 
 impl CpuData {
@@ -41,9 +41,9 @@ impl CpuData {
             claimed: AtomicBool::new(false),
             events: VmEvents::default(),
             barriers: BarrierStats::new(),
-            tlb: crate::tlb::CpuTlb::new(cfg.tlb_entries),
-            lazy_mmu: crate::pgtable::LazyMmu::default(),
-            rcu: crate::rcu::RcuCpu::new(),
+            tlb: crate::arch::arm64::tlb::CpuTlb::new(cfg.tlb_entries),
+            lazy_mmu: crate::arch::arm64::pgtable::LazyMmu::default(),
+            rcu: crate::kernel::rcu::RcuCpu::new(),
         }
     }
 
@@ -113,7 +113,7 @@ impl<'m> Cpu<'m> {
 impl Drop for Cpu<'_> {
     fn drop(&mut self) {
         // Offline for RCU before another handle can be taken.
-        crate::rcu::rcu_cpu_offline(self);
+        crate::kernel::rcu::rcu_cpu_offline(self);
         self.data.claimed.store(false, Ordering::Release);
     }
 }

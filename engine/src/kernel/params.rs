@@ -11,8 +11,8 @@
 //! value before anything boots; the harness's `--set` help and its errors
 //! come from it, as the allocator crates' keys come from theirs.
 
-use crate::barrier::BarrierBackend;
-use crate::cost::CostProfile;
+use crate::arch::arm64::barrier::BarrierBackend;
+use crate::arch::arm64::cost::CostProfile;
 use crate::kernel::sysctl::{KernelName, Knob, KnobError, KnobTable, ValueError, parse_bool};
 use crate::machine::MachineConfig;
 

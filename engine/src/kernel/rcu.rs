@@ -80,7 +80,7 @@
 
 // Single-writer counter update (the CPU's own thread), as `VmEvents::add`.
 use crate::counters::{PerCpuStat, this_cpu_add as bump};
-use crate::cpu::Cpu;
+use crate::kernel::cpu::Cpu;
 use crate::trace::{self, rcu as trace_rcu};
 // The grace-period machinery sleeps on a Condvar and drops its lock around
 // callbacks (`MutexGuard::unlocked`): it uses parking_lot directly rather

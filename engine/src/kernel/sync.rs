@@ -69,8 +69,8 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::clock;
-use crate::cpu::Cpu;
-use crate::vmstat::{VmEvent, VmEvents};
+use crate::kernel::cpu::Cpu;
+use crate::mm::vmstat::{VmEvent, VmEvents};
 use std::ops::{Deref, DerefMut};
 
 /// A spinlock that accounts its use to the CPU that takes it.

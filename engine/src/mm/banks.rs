@@ -23,7 +23,7 @@
 //! starts with less memory than was asked for.
 
 use crate::addr::{PAGE_SIZE, memparse};
-use crate::layout::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
+use crate::arch::arm64::memory::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
 
 /// Fewest bytes of RAM a machine boots with.
 pub const MIN_MEM: u64 = 16 << 20;

@@ -47,7 +47,7 @@
 
 use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::arch::arm64::kimage::{KernelImage, KernelVma};
-use crate::memblock::{Memblock, MemblockError};
+use crate::mm::memblock::{Memblock, MemblockError};
 use crate::mm::PAGEBLOCK_ORDER;
 
 /// Which boot state the machine starts from (`boot.state`).
@@ -143,12 +143,12 @@ pub struct BootStateReport {
 /// Whether the real boot state can be emulated on RAM starting with a bank
 /// at `first_base` of `first_size` bytes; `Err` says why not.
 pub fn real_boot_fits(first_base: u64, first_size: u64) -> Result<(), String> {
-    if first_base != crate::layout::PHYS_OFFSET || first_size < REAL_BOOT_MIN_BANK {
+    if first_base != crate::arch::arm64::memory::PHYS_OFFSET || first_size < REAL_BOOT_MIN_BANK {
         return Err(format!(
             "the real boot state needs a first bank of at least {} MiB at {:#x} (the kernel image and the CMA area); \
              this machine boots bare",
             REAL_BOOT_MIN_BANK >> 20,
-            crate::layout::PHYS_OFFSET
+            crate::arch::arm64::memory::PHYS_OFFSET
         ));
     }
     Ok(())

@@ -18,11 +18,11 @@
 //! Faithful in shape (same insertions, same order, same memory touched per
 //! operation); simplified in that heads live in host memory.
 //!
-//! [`KERNEL_DATA_LISTS`]: crate::layout::KERNEL_DATA_LISTS
+//! [`KERNEL_DATA_LISTS`]: crate::arch::arm64::memory::KERNEL_DATA_LISTS
 
 use crate::addr::Pfn;
-use crate::layout::{VMEMMAP_END, VMEMMAP_START};
-use crate::page::{LRU_OFFSET, Memmap, STRUCT_PAGE_SIZE, StructPage};
+use crate::arch::arm64::memory::{VMEMMAP_END, VMEMMAP_START};
+use crate::mm::page::{LRU_OFFSET, Memmap, STRUCT_PAGE_SIZE, StructPage};
 
 /// `LIST_POISON1` (0x100 + `POISON_POINTER_DELTA`).
 pub const LIST_POISON1: u64 = 0xdead_0000_0000_0100;

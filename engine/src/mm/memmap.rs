@@ -244,7 +244,7 @@ impl Memmap {
             pgd: AtomicU64::new(0),
             start_pfn,
             nr_pages,
-            vmemmap_pfn0: ((start_pfn << crate::addr::PAGE_SHIFT) & !(crate::layout::ARM64_MEMSTART_ALIGN - 1))
+            vmemmap_pfn0: ((start_pfn << crate::addr::PAGE_SHIFT) & !(crate::arch::arm64::memory::ARM64_MEMSTART_ALIGN - 1))
                 >> crate::addr::PAGE_SHIFT,
         }
     }
@@ -351,7 +351,7 @@ impl Memmap {
                 let p = unsafe { &*((host + (i * STRUCT_PAGE_SIZE) as usize) as *const StructPage) };
                 let lru = self.page_va(Pfn(first + i)) + LRU_OFFSET;
                 let zone = crate::mm::zone_layout::zone_of_pfn(&self.max_zone_pfn, first + i);
-                p.init_single(self.init_flags | (zone as u64) << crate::page::ZONES_PGSHIFT, refcount, lru);
+                p.init_single(self.init_flags | (zone as u64) << crate::mm::page::ZONES_PGSHIFT, refcount, lru);
             }
             self.initialised[chunk / 64].fetch_or(1 << (chunk % 64), Release);
             if early { &self.early_chunks } else { &self.deferred_chunks }.fetch_add(1, Relaxed);
@@ -371,7 +371,7 @@ impl Memmap {
     /// (`pfn_to_page()` as a kernel pointer; what `page=%p` prints).
     #[inline]
     pub fn page_va(&self, pfn: Pfn) -> u64 {
-        crate::layout::VMEMMAP_START + (pfn.0 - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE
+        crate::arch::arm64::memory::VMEMMAP_START + (pfn.0 - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE
     }
 
     /// `pfn_to_page()`: the struct page of `pfn`.
@@ -450,7 +450,7 @@ impl Memmap {
         {
             return host;
         }
-        let va = crate::layout::VMEMMAP_START + (idx + self.start_pfn - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE;
+        let va = crate::arch::arm64::memory::VMEMMAP_START + (idx + self.start_pfn - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE;
         let va = va & !(4096 - 1);
         let pgd = self.pgd.load(Relaxed);
         if pgd == 0 {
@@ -460,7 +460,7 @@ impl Memmap {
             self.shadow[chunk].store(host, Relaxed);
             return host;
         }
-        let leaf = crate::pgtable::walk_with(|pa| self.read_phys_u64(pa.0), crate::addr::PhysAddr(pgd), va, |_| {});
+        let leaf = crate::arch::arm64::pgtable::walk_with(|pa| self.read_phys_u64(pa.0), crate::addr::PhysAddr(pgd), va, |_| {});
         let host = leaf
             .and_then(|l| l.pa.0.checked_sub(self.arena_pa).filter(|off| off + 4096 <= self.arena_len))
             .map(|off| self.arena_host + off as usize);
@@ -532,8 +532,8 @@ impl Memmap {
     /// and one bounds check: the list code's hot path.
     #[inline(always)]
     pub fn page_by_lru_va(&self, va: u64) -> Option<&StructPage> {
-        let off = va.wrapping_sub(crate::layout::VMEMMAP_START + LRU_OFFSET);
-        if off >= crate::layout::VMEMMAP_SIZE {
+        let off = va.wrapping_sub(crate::arch::arm64::memory::VMEMMAP_START + LRU_OFFSET);
+        if off >= crate::arch::arm64::memory::VMEMMAP_SIZE {
             return None;
         }
         let idx = (off / STRUCT_PAGE_SIZE).wrapping_add(self.vmemmap_pfn0).wrapping_sub(self.start_pfn);
@@ -565,7 +565,7 @@ impl Memmap {
             return pfn;
         }
         let va = head - 1;
-        match va.checked_sub(crate::layout::VMEMMAP_START) {
+        match va.checked_sub(crate::arch::arm64::memory::VMEMMAP_START) {
             Some(off) if off.is_multiple_of(STRUCT_PAGE_SIZE) => Pfn(off / STRUCT_PAGE_SIZE + self.vmemmap_pfn0),
             _ => pfn,
         }

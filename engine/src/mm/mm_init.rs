@@ -24,7 +24,7 @@
 //!
 //! Handing the unreserved frames to the buddy allocator
 //! (`memblock_free_all()`) is left to the allocator crate, which owns the
-//! zone: it calls [`Machine::memblock`] and [`crate::memblock::Memblock::for_each_free_block`].
+//! zone: it calls [`Machine::memblock`] and [`crate::mm::memblock::Memblock::for_each_free_block`].
 //!
 //! Faithful: memmap contents and layout, memblock's top-down placement, the
 //! order of initialisation. Simplified: one node, one zone (Normal), one
@@ -32,17 +32,17 @@
 
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE, Pfn, PhysAddr};
 use crate::arena::{Arena, ArenaError};
-use crate::cpu::CpuData;
-use crate::layout::PHYS_OFFSET;
+use crate::kernel::cpu::CpuData;
+use crate::arch::arm64::memory::PHYS_OFFSET;
 use crate::machine::{Machine, MachineConfig, NR_CPUS};
-use crate::memblock::{Memblock, MemblockError};
+use crate::mm::memblock::{Memblock, MemblockError};
 use crate::mm::banks::{MemError, check_banks};
 use crate::mm::boot_state::{self, BootState, BootStateReport};
 use crate::mm::memmap::{MemmapPiece, PAGES_PER_SECTION};
 use crate::mm::zone_layout;
 use crate::mm::{Migratetype, PAGEBLOCK_ORDER};
-use crate::page::{Memmap, NODES_PGSHIFT, PageExt, STRUCT_PAGE_SIZE, pg};
-use crate::sync::Mutex;
+use crate::mm::page::{Memmap, NODES_PGSHIFT, PageExt, STRUCT_PAGE_SIZE, pg};
+use crate::kernel::sync::Mutex;
 use crate::trace::TraceClock;
 use crossbeam::utils::CachePadded;
 use std::sync::atomic::Ordering::Relaxed;
@@ -53,7 +53,7 @@ pub enum BootError {
     /// A configuration value out of range (the message says which).
     Config(String),
     /// Mapping the memmap at the vmemmap failed.
-    Pgtable(crate::pgtable::PgtableError),
+    Pgtable(crate::arch::arm64::pgtable::PgtableError),
     /// The host refused the RAM mapping.
     Arena(ArenaError),
     /// memblock could not place the memmap, the usemap or a table.
@@ -208,7 +208,7 @@ impl Machine {
             memblock_released: std::sync::atomic::AtomicBool::new(false),
             cpus,
             trace_clock: TraceClock::new(),
-            rcu: crate::rcu::RcuState::new(nr_cpus),
+            rcu: crate::kernel::rcu::RcuState::new(nr_cpus),
             fixmap: Mutex::new(None),
             linear_map: None,
             boot_phases: Vec::new(),
@@ -307,7 +307,7 @@ impl Machine {
         }
         if let Some(k) = self.boot_state.kernel_image {
             let cpu0 = self.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
-            crate::pgtable::unmap_range(&cpu0, &self.kernel_as(), k.va(k.init_begin()), k.init)
+            crate::arch::arm64::pgtable::unmap_range(&cpu0, &self.kernel_as(), k.va(k.init_begin()), k.init)
                 .map_err(BootError::Pgtable)?
                 .flush(&cpu0);
         }
@@ -375,9 +375,9 @@ pub struct BootPhase {
     /// Measured host time, ns (not deterministic).
     pub host_ns: u64,
     /// TLBIs issued, with their modelled time.
-    pub tlbi: crate::tlb::TlbiCounts,
+    pub tlbi: crate::arch::arm64::tlb::TlbiCounts,
     /// Barriers issued, with their modelled time (model backend only).
-    pub barriers: crate::barrier::BarrierCounts,
+    pub barriers: crate::arch::arm64::barrier::BarrierCounts,
 }
 
 impl BootPhase {
@@ -428,7 +428,7 @@ mod tests {
         assert_eq!(m.zone_spans()[2].spanned_pages, 0);
         assert_eq!(free.refcount(), 1);
         assert_eq!(m.pageblock_flags().len(), 32);
-        assert_eq!(m.memmap().page_va(Pfn(0x40001)), crate::layout::VMEMMAP_START + 64);
+        assert_eq!(m.memmap().page_va(Pfn(0x40001)), crate::arch::arm64::memory::VMEMMAP_START + 64);
     }
 
     #[test]

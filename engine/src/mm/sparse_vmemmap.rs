@@ -7,15 +7,15 @@
 //! one PMD block (`vmemmap_populate_hugepages` → `vmemmap_set_pmd`), and a
 //! partial section with 4 KiB pages (`vmemmap_populate_basepages`); the
 //! tables come from memblock. Then the struct-page accessor
-//! ([`crate::page::Memmap`]) is pointed at what the tables map
+//! ([`crate::mm::page::Memmap`]) is pointed at what the tables map
 //! ([`Machine::vmemmap_sync`](crate::Machine::vmemmap_sync)); from then on it follows them at run time
 //! ([`crate::mm::vmemmap`]).
 
 use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
-use crate::cpu::Cpu;
-use crate::layout::{VMEMMAP_END, VMEMMAP_START};
-use crate::page::STRUCT_PAGE_SIZE;
-use crate::pgtable::{MapFlags, MemblockTables, PgtableError, desc, map_range};
+use crate::kernel::cpu::Cpu;
+use crate::arch::arm64::memory::{VMEMMAP_END, VMEMMAP_START};
+use crate::mm::page::STRUCT_PAGE_SIZE;
+use crate::arch::arm64::pgtable::{MapFlags, MemblockTables, PgtableError, desc, map_range};
 
 pub use crate::mm::memmap::PAGES_PER_SECTION;
 

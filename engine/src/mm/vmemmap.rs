@@ -1,22 +1,22 @@
 //! The vmemmap at run time: the struct-page accessor as a secondary TLB of
 //! the kernel's vmemmap mapping.
 //!
-//! [`crate::page::Memmap`] reaches each struct page through a cached host
+//! [`crate::mm::page::Memmap`] reaches each struct page through a cached host
 //! address per vmemmap page, found by walking the kernel tables at boot
 //! ([`Machine::vmemmap_sync`]). When the vmemmap's tables change (a remap
 //! such as the hugetlb vmemmap optimisation), the changer calls
 //! [`Machine::note_vmemmap_change`]; the next TLBI that covers the changed
 //! addresses reaches `Machine::vmemmap_tlbi` (the
-//! [`SecondaryTlbHook`](crate::tlb::SecondaryTlbHook) registered at boot),
+//! [`SecondaryTlbHook`](crate::arch::arm64::tlb::SecondaryTlbHook) registered at boot),
 //! which drops the cached translations in its range so that the next access
 //! to each walks the tables, as a TLB miss would. Without a change noted,
 //! the hook returns at once.
 
 use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
-use crate::layout::{VMEMMAP_END, VMEMMAP_START};
+use crate::arch::arm64::memory::{VMEMMAP_END, VMEMMAP_START};
 use crate::machine::Machine;
-use crate::page::PAGES_PER_VMEMMAP_PAGE;
-use crate::pgtable::{AddressSpace, walk};
+use crate::mm::page::PAGES_PER_VMEMMAP_PAGE;
+use crate::arch::arm64::pgtable::{AddressSpace, walk};
 
 impl Machine {
     /// Note that the vmemmap's tables were changed (by a remap such as the

@@ -9,7 +9,7 @@
 //! conventions shared by every system.
 
 use super::TraceClock;
-use crate::gfp::Gfp;
+use crate::mm::gfp::Gfp;
 
 /// The `tracing` target every kmem event uses.
 pub const TARGET: &str = "kmem";

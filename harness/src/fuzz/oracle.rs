@@ -15,7 +15,7 @@
 //! pages left the allocated state, a panic inside the library, and, at the
 //! end, memory not coming back.
 
-use mmlab_engine::vmstat::VmCounts;
+use mmlab_engine::mm::vmstat::VmCounts;
 use mmlab_pcp::{AllocError, FreeError, PagesetInfo, SysctlError};
 use mmlab_vmalloc::VmallocError;
 use mmlab_vmalloc::percpu::{PercpuCounts, PercpuError};
@@ -199,9 +199,9 @@ impl From<PercpuError> for Outcome {
         }
     }
 }
-impl From<mmlab_engine::pgtable::PgtableError> for Outcome {
-    fn from(e: mmlab_engine::pgtable::PgtableError) -> Outcome {
-        use mmlab_engine::pgtable::PgtableError as P;
+impl From<mmlab_engine::arch::arm64::pgtable::PgtableError> for Outcome {
+    fn from(e: mmlab_engine::arch::arm64::pgtable::PgtableError) -> Outcome {
+        use mmlab_engine::arch::arm64::pgtable::PgtableError as P;
         match e {
             P::BreakBeforeMake { .. } => Outcome::BreakBeforeMake,
             P::ContAlignment { .. } => Outcome::ContAlignment,

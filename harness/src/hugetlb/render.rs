@@ -11,7 +11,7 @@
 //! left out.
 
 use super::{HugetlbReport, Modelled, OpCounters, WriteResult};
-use mmlab_engine::barrier::{ish, ishst};
+use mmlab_engine::arch::arm64::barrier::{ish, ishst};
 use std::fmt::Write as _;
 
 /// Milliseconds with three decimals.

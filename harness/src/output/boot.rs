@@ -18,11 +18,11 @@
 
 use mmlab_engine::arch::arm64::fixmap::FixmapCounts;
 use mmlab_engine::arch::arm64::mmu::LinearMapReport;
-use mmlab_engine::layout::{FIXADDR_TOP, PAGE_END, PAGE_OFFSET, VMEMMAP_END, VMEMMAP_START};
+use mmlab_engine::arch::arm64::memory::{FIXADDR_TOP, PAGE_END, PAGE_OFFSET, VMEMMAP_END, VMEMMAP_START};
 use mmlab_engine::mm::banks::MemBank;
 use mmlab_engine::mm::memmap::DeferredInitCounts;
 use mmlab_engine::mm::mm_init::BootPhase;
-use mmlab_engine::pgtable::table_pages_in;
+use mmlab_engine::arch::arm64::pgtable::table_pages_in;
 use mmlab_engine::{Machine, PAGE_SIZE};
 use mmlab_pcp::PageAllocator;
 use serde::Serialize;
@@ -269,12 +269,12 @@ impl BootReport {
         let banks: Vec<String> = mc
             .banks
             .iter()
-            .map(|b| format!("{}@{:#x}", mmlab_engine::pgtable::ptdump::size_str(b.size), b.base))
+            .map(|b| format!("{}@{:#x}", mmlab_engine::arch::arm64::pgtable::ptdump::size_str(b.size), b.base))
             .collect();
         let _ = writeln!(
             s,
             "boot: {} RAM ({}), {} CPUs; linear map {} (variant {}, rodata={}{}{}); cost profile {}, barriers {}; boot state {}",
-            mmlab_engine::pgtable::ptdump::size_str(mc.banks.iter().map(|b| b.size).sum()),
+            mmlab_engine::arch::arm64::pgtable::ptdump::size_str(mc.banks.iter().map(|b| b.size).sum()),
             banks.join(", "),
             mc.cpus,
             if mc.linear_map { "on" } else { "off" },

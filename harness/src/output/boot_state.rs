@@ -6,7 +6,7 @@
 
 use mmlab_engine::Machine;
 use mmlab_engine::mm::boot_state::BootState;
-use mmlab_engine::pgtable::ptdump::size_str;
+use mmlab_engine::arch::arm64::pgtable::ptdump::size_str;
 use std::fmt::Write as _;
 
 /// What is not emulated of a real boot, as `stat boot-state` lists it.

@@ -1,12 +1,12 @@
 //! Reports on the kernel's translation tables for the `mmlab` command: the
 //! `mmlab stat pagetables` summary and the per-level dump of `mmlab walk`.
 //! The ptdump printer lives with the tables, in the engine
-//! ([`mmlab_engine::pgtable::ptdump`]), and is re-exported here.
+//! ([`mmlab_engine::arch::arm64::pgtable::ptdump`]), and is re-exported here.
 
-use mmlab_engine::layout::{PAGE_OFFSET, VA_BITS};
-use mmlab_engine::pgtable::desc::PTRS_PER_TABLE;
-pub use mmlab_engine::pgtable::ptdump::*;
-use mmlab_engine::pgtable::{AddressSpace, DescKind, Level, PgtableStats, stats, walk};
+use mmlab_engine::arch::arm64::memory::{PAGE_OFFSET, VA_BITS};
+use mmlab_engine::arch::arm64::pgtable::desc::PTRS_PER_TABLE;
+pub use mmlab_engine::arch::arm64::pgtable::ptdump::*;
+use mmlab_engine::arch::arm64::pgtable::{AddressSpace, DescKind, Level, PgtableStats, stats, walk};
 use mmlab_engine::{Machine, PAGE_SIZE, Pfn};
 use std::fmt::Write as _;
 
@@ -190,7 +190,7 @@ pub fn walk_struct_page(m: &Machine, pfn: u64) -> Result<String, String> {
 mod tests {
     use super::*;
     use mmlab_engine::MachineConfig;
-    use mmlab_engine::layout::VMEMMAP_START;
+    use mmlab_engine::arch::arm64::memory::VMEMMAP_START;
 
     fn boot(mem: u64) -> Machine {
         Machine::boot(MachineConfig { mem_bytes: mem, ..Default::default() }.bare()).expect("boot")

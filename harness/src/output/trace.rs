@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::output::json;
 
-use mmlab_engine::gfp::Gfp;
+use mmlab_engine::mm::gfp::Gfp;
 use mmlab_engine::trace::{NO_PFN, PAGEBLOCK_ORDER, TARGET};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use tracing::field::{Field, Visit};

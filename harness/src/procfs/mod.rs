@@ -99,7 +99,7 @@ pub fn costs(m: &Machine) -> String {
         "\nmodelled barrier time: {} ns ({})",
         b.modelled_ns,
         match cfg.barrier_backend {
-            mmlab_engine::barrier::BarrierBackend::Model(_) => "model backend",
+            mmlab_engine::arch::arm64::barrier::BarrierBackend::Model(_) => "model backend",
             _ => "0 unless the model backend is chosen",
         }
     );
@@ -168,14 +168,14 @@ mod tests {
     #[test]
     fn costs_names_the_profile_and_counts_the_flush() {
         let mut cfg = MachineConfig::with("64M", 2).unwrap();
-        cfg.cost_profile = mmlab_engine::cost::CostProfile::by_name("apple-m2").unwrap();
-        cfg.barrier_backend = mmlab_engine::barrier::BarrierBackend::Count;
+        cfg.cost_profile = mmlab_engine::arch::arm64::cost::CostProfile::by_name("apple-m2").unwrap();
+        cfg.barrier_backend = mmlab_engine::arch::arm64::barrier::BarrierBackend::Count;
         let m = Machine::boot(cfg).unwrap();
         let cpu = m.cpu(0).unwrap();
-        mmlab_engine::tlb::flush_tlb_kernel_range(
+        mmlab_engine::arch::arm64::tlb::flush_tlb_kernel_range(
             &cpu,
-            mmlab_engine::layout::VMALLOC_START,
-            mmlab_engine::layout::VMALLOC_START + 4096,
+            mmlab_engine::arch::arm64::memory::VMALLOC_START,
+            mmlab_engine::arch::arm64::memory::VMALLOC_START + 4096,
         );
         let s = costs(&m);
         assert!(s.contains("cost profile: apple-m2\n"), "{s}");

@@ -24,7 +24,7 @@
 //! | names of [`VmEvent`] counters (`pgalloc_normal`, `pgfree`) | the counter | faithful |
 //! | every other line | 0 | not modelled |
 
-use mmlab_engine::vmstat::{VmCounts, VmEvent};
+use mmlab_engine::mm::vmstat::{VmCounts, VmEvent};
 use mmlab_pcp::PageAllocator;
 use std::fmt;
 

@@ -5,10 +5,10 @@
 //! cannot be executed or observed from a user process. RCU grace periods of
 //! the emulated kernel do not exist either. mmlab therefore always *models*
 //! them: each TLBI adds its cost to the issuing CPU's TLBI time
-//! ([`crate::tlb::TlbiCounts::modelled_ns`]), and the first `dsb ish` after
+//! ([`crate::arch::arm64::tlb::TlbiCounts::modelled_ns`]), and the first `dsb ish` after
 //! one or more TLBIs adds the completion wait ([`CostProfile::dsb_ish_after_tlbi_ns`])
 //! to the same counter. That counter is kept apart from the barrier
-//! backend's modelled time ([`crate::barrier::BarrierCounts::modelled_ns`])
+//! backend's modelled time ([`crate::arch::arm64::barrier::BarrierCounts::modelled_ns`])
 //! and from measured host time, so a report can say which is which.
 //!
 //! The cost structure is: a per-kind issue cost for every TLBI, plus one
@@ -90,8 +90,8 @@
 //! | BBM level the kernel uses | 0 | 0 | `has_bbml2_noabort()`: an allow-list of CPUs (Linux 6.18); N1 is Armv8.2 (no FEAT_BBM), Apple cores are not listed |
 //! | FEAT_LPA2 | no | no | Armv8.7; neither core (so 48-bit VA, 4 levels, as mmlab models) |
 
-use crate::barrier::{BarrierBackend, IshSt, ModelCosts};
-use crate::tlb::tlbi::{NR_TLBI_KINDS, TlbiKind};
+use crate::arch::arm64::barrier::{BarrierBackend, IshSt, ModelCosts};
+use crate::arch::arm64::tlb::tlbi::{NR_TLBI_KINDS, TlbiKind};
 
 /// Modelled costs of one machine type; see the module documentation for the
 /// source of every number.
@@ -153,7 +153,7 @@ const fn tlbi_costs(single: u32, range: u32) -> [u32; NR_TLBI_KINDS] {
 
 /// [`ModelCosts::default`] with the PTE-write pair set to the derived 16 ns.
 fn pte_pair_barriers() -> ModelCosts {
-    use crate::barrier::BarrierOption;
+    use crate::arch::arm64::barrier::BarrierOption;
     let mut b = ModelCosts::default();
     b.dsb[IshSt::INDEX] = 6;
     b.isb = 10;
@@ -234,7 +234,7 @@ impl Default for CostProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::barrier::BarrierOption;
+    use crate::arch::arm64::barrier::BarrierOption;
 
     #[test]
     fn profiles_follow_the_derivation() {

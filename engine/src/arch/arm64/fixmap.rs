@@ -50,14 +50,14 @@
 //!   ([`FixmapCounts`]).
 
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE, PhysAddr};
-use crate::barrier::ishst;
-use crate::cpu::Cpu;
-use crate::layout::FIXADDR_TOP;
-use crate::memblock::MemblockError;
-use crate::page::{PageExt, pg};
-use crate::pgtable::mmu::{self, Access};
-use crate::pgtable::{Desc, Level, PgtableError, desc, entry_pa, set_pgd, set_pmd, set_pte, set_pud};
-use crate::tlb::{Tlbi, flush_tlb_all, tlbi, tlbi_sync_s1ish};
+use crate::arch::arm64::barrier::ishst;
+use crate::kernel::cpu::Cpu;
+use crate::arch::arm64::memory::FIXADDR_TOP;
+use crate::mm::memblock::MemblockError;
+use crate::mm::page::{PageExt, pg};
+use crate::arch::arm64::pgtable::mmu::{self, Access};
+use crate::arch::arm64::pgtable::{Desc, Level, PgtableError, desc, entry_pa, set_pgd, set_pmd, set_pte, set_pud};
+use crate::arch::arm64::tlb::{Tlbi, flush_tlb_all, tlbi, tlbi_sync_s1ish};
 
 /// `FIX_HOLE`: index 0 is never mapped.
 pub const FIX_HOLE: usize = 0;
@@ -376,7 +376,7 @@ impl Fixmap {
     /// [`FixmapError::BadIndex`].
     pub fn clear_fixmap(&mut self, cpu: &Cpu<'_>, idx: usize) -> Result<(), FixmapError> {
         let ptep = self.fixmap_pte(idx)?;
-        crate::pgtable::pte_clear(cpu, ptep);
+        crate::arch::arm64::pgtable::pte_clear(cpu, ptep);
         self.count(idx, false);
         let va = fix_to_virt(idx);
         flush_tlb_kernel_range_v6_9(cpu, va, va + PAGE_SIZE);
@@ -392,7 +392,7 @@ impl Fixmap {
     /// [`FixmapError::BadIndex`].
     pub fn clear_fixmap_nosync(&mut self, cpu: &Cpu<'_>, idx: usize) -> Result<(), FixmapError> {
         let ptep = self.fixmap_pte(idx)?;
-        crate::pgtable::pte_clear(cpu, ptep);
+        crate::arch::arm64::pgtable::pte_clear(cpu, ptep);
         self.count(idx, false);
         self.counts.unmap_nosync += 1;
         Ok(())
@@ -404,7 +404,7 @@ impl Fixmap {
 /// (no range operations), `dsb ish`, `isb`. An empty range still issues the
 /// three barriers, as the kernel's loop does.
 pub fn flush_tlb_kernel_range_v6_9(cpu: &Cpu<'_>, start: u64, end: u64) {
-    if end.wrapping_sub(start) > crate::tlb::MAX_DVM_OPS * PAGE_SIZE {
+    if end.wrapping_sub(start) > crate::arch::arm64::tlb::MAX_DVM_OPS * PAGE_SIZE {
         return flush_tlb_all(cpu);
     }
     cpu.dsb(ishst);
@@ -420,7 +420,7 @@ pub fn flush_tlb_kernel_range_v6_9(cpu: &Cpu<'_>, start: u64, end: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::barrier::{BarrierBackend, BarrierKind};
+    use crate::arch::arm64::barrier::{BarrierBackend, BarrierKind};
     use crate::counters::CounterSet;
     use crate::{Machine, MachineConfig};
 

@@ -26,7 +26,7 @@
 //! when `arm64.kernel_image=1` asks for it; `arm64.kernel_image=0` leaves
 //! it out.
 
-use crate::layout::{KIMAGE_VADDR, PHYS_OFFSET};
+use crate::arch::arm64::memory::{KIMAGE_VADDR, PHYS_OFFSET};
 
 /// `SEGMENT_ALIGN`: 64 KiB.
 pub const SEGMENT_ALIGN: u64 = 64 << 10;
@@ -154,9 +154,9 @@ impl KernelImage {
 /// # Errors
 ///
 /// A table write or allocation the tables refuse.
-pub fn map_kernel(cpu: &crate::cpu::Cpu<'_>, k: &KernelImage) -> Result<(), crate::pgtable::PgtableError> {
-    use crate::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PAGE_KERNEL_ROX};
-    use crate::pgtable::{MapFlags, MemblockTables, map_range};
+pub fn map_kernel(cpu: &crate::kernel::cpu::Cpu<'_>, k: &KernelImage) -> Result<(), crate::arch::arm64::pgtable::PgtableError> {
+    use crate::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PAGE_KERNEL_ROX};
+    use crate::arch::arm64::pgtable::{MapFlags, MemblockTables, map_range};
     let asp = cpu.machine().kernel_as();
     let segments = [
         (k.phys, k.head, PAGE_KERNEL, false),

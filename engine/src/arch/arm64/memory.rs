@@ -31,7 +31,7 @@ pub const FIXADDR_TOP: u64 = (8u64 << 20).wrapping_neg();
 /// `VMEMMAP_END`: `-SZ_1G`.
 pub const VMEMMAP_END: u64 = (1u64 << 30).wrapping_neg();
 /// `VMEMMAP_SIZE`: one 64-byte struct page per 4 KiB of the linear map.
-pub const VMEMMAP_SIZE: u64 = ((PAGE_END - PAGE_OFFSET) >> crate::addr::PAGE_SHIFT) * crate::page::STRUCT_PAGE_SIZE;
+pub const VMEMMAP_SIZE: u64 = ((PAGE_END - PAGE_OFFSET) >> crate::addr::PAGE_SHIFT) * crate::mm::page::STRUCT_PAGE_SIZE;
 /// `VMEMMAP_START`.
 pub const VMEMMAP_START: u64 = VMEMMAP_END - VMEMMAP_SIZE;
 /// `ARM64_MEMSTART_ALIGN` with 4 KiB pages: `PUD_SIZE` (1 GiB), which is

@@ -37,14 +37,14 @@
 //! - *Instrumented*: [`PageattrCounts`].
 
 use crate::addr::{PAGE_SIZE, PhysAddr};
-use crate::barrier::{BarrierCounts, ishst};
+use crate::arch::arm64::barrier::{BarrierCounts, ishst};
 use crate::counters::CounterSet;
-use crate::cpu::Cpu;
-use crate::layout::{PAGE_END, PAGE_OFFSET};
-use crate::pgtable::desc::bits::{PTE_CONT, PTE_RDONLY, PTE_WRITE};
-use crate::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, PMD_SIZE, PUD_SIZE};
-use crate::pgtable::{Desc, Level, PgtableAlloc, PgtableError, entry_pa, set_pmd, set_pte, set_pud, walk};
-use crate::tlb::{TlbiCounts, flush_tlb_kernel_range};
+use crate::kernel::cpu::Cpu;
+use crate::arch::arm64::memory::{PAGE_END, PAGE_OFFSET};
+use crate::arch::arm64::pgtable::desc::bits::{PTE_CONT, PTE_RDONLY, PTE_WRITE};
+use crate::arch::arm64::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, PMD_SIZE, PUD_SIZE};
+use crate::arch::arm64::pgtable::{Desc, Level, PgtableAlloc, PgtableError, entry_pa, set_pmd, set_pte, set_pud, walk};
+use crate::arch::arm64::tlb::{TlbiCounts, flush_tlb_kernel_range};
 
 /// How a block or contiguous run that a range covers in part is split
 /// (module docs).
@@ -264,7 +264,7 @@ pub fn change_memory_common<'m>(
 fn write_live(cpu: &Cpu<'_>, slot: PhysAddr, level: Level, d: Desc, mode: SplitMode) -> Result<(), PageattrError> {
     if mode == SplitMode::Bbml2NoAbort && d.is_cont() {
         cpu.machine().desc_slot(slot).store(d.0, std::sync::atomic::Ordering::Relaxed);
-        crate::pgtable::emit_pte_barriers(cpu);
+        crate::arch::arm64::pgtable::emit_pte_barriers(cpu);
         return Ok(());
     }
     match level {
@@ -334,12 +334,12 @@ fn split_block<'m>(
     let base_pa = block.addr();
     // The block's attributes (without the contiguous bit) on the new leaves,
     // with PTE_CONT on all of them: 512 entries are 32 whole runs.
-    let attrs = block.attrs() & !PTE_CONT & !crate::pgtable::desc::bits::PTE_TYPE_MASK;
-    for i in 0..crate::pgtable::desc::PTRS_PER_TABLE {
+    let attrs = block.attrs() & !PTE_CONT & !crate::arch::arm64::pgtable::desc::bits::PTE_TYPE_MASK;
+    for i in 0..crate::arch::arm64::pgtable::desc::PTRS_PER_TABLE {
         let pa = base_pa + i as u64 * step;
         let leaf = match below {
-            Level::Pte => Desc(pa | attrs | crate::pgtable::desc::bits::PTE_TYPE_PAGE | PTE_CONT),
-            _ => Desc(pa | attrs | crate::pgtable::desc::bits::PMD_TYPE_SECT | PTE_CONT),
+            Level::Pte => Desc(pa | attrs | crate::arch::arm64::pgtable::desc::bits::PTE_TYPE_PAGE | PTE_CONT),
+            _ => Desc(pa | attrs | crate::arch::arm64::pgtable::desc::bits::PMD_TYPE_SECT | PTE_CONT),
         };
         m.desc_slot(entry_pa(table, i)).store(leaf.0, std::sync::atomic::Ordering::Relaxed);
     }
@@ -347,9 +347,9 @@ fn split_block<'m>(
     cpu.dsb(ishst);
     let table_desc = Desc::table(
         table.0,
-        crate::pgtable::desc::bits::PMD_TYPE_TABLE
-            | crate::pgtable::desc::bits::TABLE_UXN
-            | crate::pgtable::desc::bits::TABLE_PXN,
+        crate::arch::arm64::pgtable::desc::bits::PMD_TYPE_TABLE
+            | crate::arch::arm64::pgtable::desc::bits::TABLE_UXN
+            | crate::arch::arm64::pgtable::desc::bits::TABLE_PXN,
     );
     let block_va = addr & !(level.entry_size() - 1);
     match mode {
@@ -366,7 +366,7 @@ fn split_block<'m>(
             // BBML2_NOABORT: a live block may become a table of the same
             // output and attributes without break-before-make.
             m.desc_slot(slot).store(table_desc.0, std::sync::atomic::Ordering::Relaxed);
-            crate::pgtable::emit_pte_barriers(cpu);
+            crate::arch::arm64::pgtable::emit_pte_barriers(cpu);
         }
     }
     match level {
@@ -397,5 +397,5 @@ fn split_cont(cpu: &Cpu<'_>, addr: u64, slot: PhysAddr, level: Level, mode: Spli
         let s = PhysAddr(first_slot.0 + i as u64 * 8);
         m.desc_slot(s).store(d.0 & !PTE_CONT, std::sync::atomic::Ordering::Relaxed);
     }
-    crate::pgtable::emit_pte_barriers(cpu);
+    crate::arch::arm64::pgtable::emit_pte_barriers(cpu);
 }

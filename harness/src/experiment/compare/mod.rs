@@ -46,7 +46,7 @@
 use crate::settings::Configs;
 use crate::stats::{Better, Comparison, Summary};
 use crate::test_vmalloc::{self, CallUnit, Counters, Params, TEST_CASES};
-use mmlab_engine::barrier::ishst;
+use mmlab_engine::arch::arm64::barrier::ishst;
 use mmlab_engine::{Machine, MachineConfig};
 use mmlab_pcp::PageAllocator;
 use mmlab_vmalloc::Vmalloc;
@@ -250,13 +250,13 @@ pub struct CounterCol {
 /// The other columns carry the counter's own name (`pcp_free_pages` is the
 /// harness's derived quantity, [`Counters::pcp_free_pages`]).
 ///
-/// [`BarrierCounts::dsb_count`]: mmlab_engine::barrier::BarrierCounts::dsb_count
-/// [`TlbiCounts::total`]: mmlab_engine::tlb::TlbiCounts::total
-/// [`VmEvent::PcpDrain`]: mmlab_engine::vmstat::VmEvent::PcpDrain
-/// [`VmEvent::RmqueueBuddyPages`]: mmlab_engine::vmstat::VmEvent::RmqueueBuddyPages
-/// [`VmEvent::ZoneLockAcquire`]: mmlab_engine::vmstat::VmEvent::ZoneLockAcquire
-/// [`VmEvent::BuddyMerge`]: mmlab_engine::vmstat::VmEvent::BuddyMerge
-/// [`RcuCounts::synchronize_rcu`]: mmlab_engine::rcu::RcuCounts::synchronize_rcu
+/// [`BarrierCounts::dsb_count`]: mmlab_engine::arch::arm64::barrier::BarrierCounts::dsb_count
+/// [`TlbiCounts::total`]: mmlab_engine::arch::arm64::tlb::TlbiCounts::total
+/// [`VmEvent::PcpDrain`]: mmlab_engine::mm::vmstat::VmEvent::PcpDrain
+/// [`VmEvent::RmqueueBuddyPages`]: mmlab_engine::mm::vmstat::VmEvent::RmqueueBuddyPages
+/// [`VmEvent::ZoneLockAcquire`]: mmlab_engine::mm::vmstat::VmEvent::ZoneLockAcquire
+/// [`VmEvent::BuddyMerge`]: mmlab_engine::mm::vmstat::VmEvent::BuddyMerge
+/// [`RcuCounts::synchronize_rcu`]: mmlab_engine::kernel::rcu::RcuCounts::synchronize_rcu
 pub const COUNTERS: [CounterCol; 11] = [
     CounterCol { name: "barrier_pairs", what: "dsb ishst (+ isb) pairs", get: |c| c.barriers.dsb_count(ishst) },
     CounterCol { name: "tlbi", what: "TLBI instructions", get: |c| c.tlbi.total() },

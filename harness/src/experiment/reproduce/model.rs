@@ -23,7 +23,7 @@
 //! | [`Event::BuddyStep`] | `buddy_split + buddy_merge` | one `expand` halving or one `__free_one_page` merge step (buddy lookup, list unlink, `struct page` writes) |
 //! | [`Event::PageZero`] | `pgzero` | `clear_page` of 4 KiB (`dc zva`), only with `init_on_alloc` / `__GFP_ZERO` |
 //! | [`Event::LazyMmuFlagOp`] | `lazy_mmu_flag_ops` | an atomic on the lazy-MMU thread flags (`set_thread_flag` / `clear_thread_flag` / `test_and_clear_thread_flag` in arm64's lazy-MMU hooks since 6.16: six per 1-page vmalloc+vfree, none before) |
-//! | barriers | `dmb`/`dsb`/`isb` by option | the cost profile's barrier costs ([`mmlab_engine::cost`], cited there) |
+//! | barriers | `dmb`/`dsb`/`isb` by option | the cost profile's barrier costs ([`mmlab_engine::arch::arm64::cost`], cited there) |
 //! | TLBIs, completion waits, grace periods | `tlbi.modelled_ns`, `rcu.modelled_ns` | the cost profile's TLBI and grace-period costs (cited there; always modelled) |
 //!
 //! Not modelled: `init_on_alloc` zeroing is not on by default here (the
@@ -47,7 +47,7 @@
 //! the refit beside the shipped table, with the residuals of both.
 
 use crate::test_vmalloc::Counters;
-use mmlab_engine::cost::CostProfile;
+use mmlab_engine::arch::arm64::cost::CostProfile;
 use serde::Serialize;
 
 /// A counted event with a per-event cost (module docs).

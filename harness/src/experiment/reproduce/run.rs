@@ -17,9 +17,9 @@ use crate::compare::{self, CounterCol, Metric, Outcome, Row, RowResult, Spec, Va
 use crate::plot::Series;
 use crate::stats::Mark;
 use crate::test_vmalloc::{self, Params};
-use mmlab_engine::cost::CostProfile;
-use mmlab_engine::pgtable::desc::PMD_SIZE;
-use mmlab_engine::pgtable::{self, mmu};
+use mmlab_engine::arch::arm64::cost::CostProfile;
+use mmlab_engine::arch::arm64::pgtable::desc::PMD_SIZE;
+use mmlab_engine::arch::arm64::pgtable::{self, mmu};
 use mmlab_engine::{Gfp, Machine, MachineConfig, PAGE_SIZE};
 use mmlab_pcp::PageAllocator;
 use mmlab_vmalloc::{Vmalloc, VmallocConfig};
@@ -580,8 +580,8 @@ impl Contpte {
 /// model of `cpu`, after flushing it; count the misses of each pass.
 fn touch_twice(m: &Machine, cpu: &mmlab_engine::Cpu<'_>, va: u64, size: u64) -> Result<TlbCount, String> {
     let k = m.kernel_as();
-    mmlab_engine::tlb::flush_tlb_all(cpu);
-    let entries = mmlab_engine::tlb::tlb_entries_needed(pgtable::leaves(m, &k, va, va + size));
+    mmlab_engine::arch::arm64::tlb::flush_tlb_all(cpu);
+    let entries = mmlab_engine::arch::arm64::tlb::tlb_entries_needed(pgtable::leaves(m, &k, va, va + size));
     let mut misses = [0u64; 2];
     for pass in &mut misses {
         let before = cpu.data().tlb.counts().misses;

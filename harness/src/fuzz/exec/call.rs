@@ -163,7 +163,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                 let r = if ram {
                     self.vm.vm_map_ram(cpu!(), &pfns)
                 } else {
-                    self.vm.vmap(cpu!(), &pfns, mmlab_engine::pgtable::desc::PAGE_KERNEL)
+                    self.vm.vmap(cpu!(), &pfns, mmlab_engine::arch::arm64::pgtable::desc::PAGE_KERNEL)
                 };
                 match r {
                     Ok(addr) => {
@@ -252,9 +252,9 @@ impl<'a, 'm> Executor<'a, 'm> {
                 let (pa, pages) = (u.pfn.phys().0, 1u64 << u.order);
                 let va = scratch_va(scratch_slot(*out, self.opts.lane, self.opts.lanes), pages);
                 let asp = self.m.kernel_as();
-                let flags = mmlab_engine::pgtable::MapFlags { block: true, cont: true };
-                let prot = mmlab_engine::pgtable::desc::PAGE_KERNEL;
-                let r = mmlab_engine::pgtable::map_range(cpu!(), &asp, self.pa, va, pa, pages * PAGE_SIZE, prot, flags);
+                let flags = mmlab_engine::arch::arm64::pgtable::MapFlags { block: true, cont: true };
+                let prot = mmlab_engine::arch::arm64::pgtable::desc::PAGE_KERNEL;
+                let r = mmlab_engine::arch::arm64::pgtable::map_range(cpu!(), &asp, self.pa, va, pa, pages * PAGE_SIZE, prot, flags);
                 match r {
                     Ok(flush) => {
                         flush.flush(cpu!());
@@ -283,7 +283,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                 let start = va + k * PAGE_SIZE;
                 let size = pages.saturating_sub(k) * PAGE_SIZE;
                 let asp = self.m.kernel_as();
-                match mmlab_engine::pgtable::unmap_range(cpu!(), &asp, start, size) {
+                match mmlab_engine::arch::arm64::pgtable::unmap_range(cpu!(), &asp, start, size) {
                     Ok(flush) => {
                         flush.flush(cpu!());
                         if let Some(Obj::Table { live, pages, .. }) = self.handles.get_mut(&h) {
@@ -308,7 +308,7 @@ impl<'a, 'm> Executor<'a, 'm> {
     /// Walk the kernel tables for `va`: it must translate to `want`
     /// (None: no translation); else a late page-table violation.
     pub(super) fn expect_translation(&mut self, va: u64, want: Option<u64>) {
-        let got = mmlab_engine::pgtable::walk(self.m, &self.m.kernel_as(), va).leaf.map(|l| l.pa.0);
+        let got = mmlab_engine::arch::arm64::pgtable::walk(self.m, &self.m.kernel_as(), va).leaf.map(|l| l.pa.0);
         if got != want && self.late.is_none() {
             self.late = Some((
                 ViolationKind::PageTable,

@@ -8,8 +8,8 @@
 use super::{Executor, Obj};
 use crate::fuzz::op::Handle;
 use crate::fuzz::oracle::{Violation, ViolationKind};
-use mmlab_engine::page::PageExt;
-use mmlab_engine::pgtable::{DescKind, Level};
+use mmlab_engine::mm::page::PageExt;
+use mmlab_engine::arch::arm64::pgtable::{DescKind, Level};
 use mmlab_engine::{Machine, PAGE_SIZE, Pfn};
 use mmlab_vmalloc::VM_ALLOC;
 
@@ -39,7 +39,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             }
             let Some(next) = level.next() else { return };
             for slot in m.table(table) {
-                let d = mmlab_engine::pgtable::Desc(slot.load(std::sync::atomic::Ordering::Relaxed));
+                let d = mmlab_engine::arch::arm64::pgtable::Desc(slot.load(std::sync::atomic::Ordering::Relaxed));
                 if d.kind(level) == DescKind::Table {
                     visit(m, mmlab_engine::PhysAddr(d.addr()), next, n);
                 }
@@ -143,7 +143,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                     self.percpu.free_percpu(self.vm, cpu, ptr).map_err(|e| e.to_string())
                 }
                 Obj::Table { va, pages, live: true, .. } => {
-                    mmlab_engine::pgtable::unmap_range(cpu, &self.m.kernel_as(), va, pages * PAGE_SIZE)
+                    mmlab_engine::arch::arm64::pgtable::unmap_range(cpu, &self.m.kernel_as(), va, pages * PAGE_SIZE)
                         .map(|f| f.flush(cpu))
                         .map_err(|e| e.to_string())
                 }

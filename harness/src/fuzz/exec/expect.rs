@@ -12,7 +12,7 @@
 use super::{Executor, Obj, SCRATCH_SLOT, Unit, scratch_slot};
 use crate::fuzz::op::{Call, Handle, HandleKind, Op, Ref, Sysctl};
 use crate::fuzz::oracle::Outcome;
-use mmlab_engine::page::PageExt;
+use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::{PAGE_SIZE, Pfn};
 use mmlab_vmalloc::percpu::{PCPU_MIN_ALLOC_SIZE, PCPU_MIN_UNIT_SIZE};
 

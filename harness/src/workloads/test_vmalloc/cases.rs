@@ -9,7 +9,7 @@
 //! every worker shares, and its own random stream.
 
 use super::params::Params;
-use mmlab_engine::pgtable::{AddressSpace, mmu};
+use mmlab_engine::arch::arm64::pgtable::{AddressSpace, mmu};
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::{Cpu, Gfp, PAGE_SIZE, Pfn};
 use mmlab_pcp::PageAllocator;

@@ -28,15 +28,15 @@
 //!
 //! The barrier and TLBI counts by kind are reported beside the table as
 //! maps, named by the engine's own kind tables ([`BarrierCounts::iter`],
-//! [`TlbiKind::name`](mmlab_engine::tlb::TlbiKind::name)) and read back
+//! [`TlbiKind::name`](mmlab_engine::arch::arm64::tlb::TlbiKind::name)) and read back
 //! with [`CounterSet::set_counter`].
 
 use mmlab_engine::Machine;
-use mmlab_engine::barrier::BarrierCounts;
+use mmlab_engine::arch::arm64::barrier::BarrierCounts;
 use mmlab_engine::counters::CounterSet;
-use mmlab_engine::rcu::RcuCounts;
-use mmlab_engine::tlb::TlbiCounts;
-use mmlab_engine::vmstat::VmCounts;
+use mmlab_engine::kernel::rcu::RcuCounts;
+use mmlab_engine::arch::arm64::tlb::TlbiCounts;
+use mmlab_engine::mm::vmstat::VmCounts;
 use mmlab_vmalloc::{Vmalloc, VmallocCounts};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -280,11 +280,11 @@ impl<'de> Deserialize<'de> for Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mmlab_engine::tlb::TlbiKind;
+    use mmlab_engine::arch::arm64::tlb::TlbiKind;
 
     fn sample() -> Counters {
         let mut c = Counters::default();
-        c.barriers.set_counter(BarrierCounts::dsb_name(mmlab_engine::barrier::ishst), 3);
+        c.barriers.set_counter(BarrierCounts::dsb_name(mmlab_engine::arch::arm64::barrier::ishst), 3);
         c.barriers.isb = 2;
         c.barriers.modelled_ns = 11;
         c.tlbi.counts[TlbiKind::ALL[0] as usize] = 5;

@@ -82,7 +82,7 @@
 //! # Example
 //!
 //! ```
-//! use mmlab_engine::barrier::{dsb, isb, ishst, BarrierBackend, BarrierKind, BarrierStats};
+//! use mmlab_engine::arch::arm64::barrier::{dsb, isb, ishst, BarrierBackend, BarrierKind, BarrierStats};
 //!
 //! let backend: BarrierBackend = "count".parse().unwrap();
 //! let stats = BarrierStats::new();
@@ -516,7 +516,7 @@ pub fn dmb<O: DmbOption>(backend: &BarrierBackend, stats: &BarrierStats, _o: O) 
 /// Only the barrier option types are accepted:
 ///
 /// ```compile_fail,E0277
-/// use mmlab_engine::barrier::{dsb, BarrierBackend, BarrierStats};
+/// use mmlab_engine::arch::arm64::barrier::{dsb, BarrierBackend, BarrierStats};
 /// let (backend, stats) = (BarrierBackend::Count, BarrierStats::new());
 /// dsb(&backend, &stats, 3u32); // not an option: does not compile
 /// ```
@@ -524,7 +524,7 @@ pub fn dmb<O: DmbOption>(backend: &BarrierBackend, stats: &BarrierStats, _o: O) 
 /// and no type outside this module can become one (the traits are sealed):
 ///
 /// ```compile_fail,E0277
-/// use mmlab_engine::barrier::{BarrierOption, DsbOption};
+/// use mmlab_engine::arch::arm64::barrier::{BarrierOption, DsbOption};
 /// #[derive(Clone, Copy, Debug)]
 /// struct Mine;
 /// impl BarrierOption for Mine {
@@ -537,7 +537,7 @@ pub fn dmb<O: DmbOption>(backend: &BarrierBackend, stats: &BarrierStats, _o: O) 
 /// whereas the real options compile:
 ///
 /// ```
-/// use mmlab_engine::barrier::{dsb, ish, BarrierBackend, BarrierStats};
+/// use mmlab_engine::arch::arm64::barrier::{dsb, ish, BarrierBackend, BarrierStats};
 /// let (backend, stats) = (BarrierBackend::Count, BarrierStats::new());
 /// dsb(&backend, &stats, ish);
 /// ```
@@ -561,13 +561,13 @@ pub fn dsb<O: DsbOption>(backend: &BarrierBackend, stats: &BarrierStats, _o: O) 
 /// Mirrors arch/arm64 `isb()`. It takes no option:
 ///
 /// ```compile_fail,E0061
-/// use mmlab_engine::barrier::{isb, ish, BarrierBackend, BarrierStats};
+/// use mmlab_engine::arch::arm64::barrier::{isb, ish, BarrierBackend, BarrierStats};
 /// let (backend, stats) = (BarrierBackend::Count, BarrierStats::new());
 /// isb(&backend, &stats, ish); // does not compile
 /// ```
 ///
 /// ```
-/// use mmlab_engine::barrier::{isb, BarrierBackend, BarrierStats};
+/// use mmlab_engine::arch::arm64::barrier::{isb, BarrierBackend, BarrierStats};
 /// let (backend, stats) = (BarrierBackend::Count, BarrierStats::new());
 /// isb(&backend, &stats);
 /// ```

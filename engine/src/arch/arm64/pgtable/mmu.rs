@@ -13,9 +13,9 @@
 
 use super::{AddressSpace, Desc, Level};
 use crate::addr::{PAGE_SIZE, PhysAddr};
-use crate::cpu::Cpu;
-use crate::pgtable::desc::bits::{PTE_AF, PTE_NG, PTE_PXN, PTE_RDONLY, PTE_USER, PTE_UXN, PTE_WRITE};
-use crate::tlb::{self, TlbEntry, TlbPerms};
+use crate::kernel::cpu::Cpu;
+use crate::arch::arm64::pgtable::desc::bits::{PTE_AF, PTE_NG, PTE_PXN, PTE_RDONLY, PTE_USER, PTE_UXN, PTE_WRITE};
+use crate::arch::arm64::tlb::{self, TlbEntry, TlbPerms};
 
 /// What the access does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,7 +137,7 @@ pub fn translate(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> 
 }
 
 /// Translate `va` the way the hardware does: every access consults the TLB
-/// model (hit or miss, counted in its [`crate::tlb::TlbCounts`]), then
+/// model (hit or miss, counted in its [`crate::arch::arm64::tlb::TlbCounts`]), then
 /// walks on a miss. [`translate`] first tries the soft-MMU cache, a host
 /// shortcut that hides TLB-model hits and misses; experiments that count
 /// TLB misses use this instead.

@@ -38,7 +38,7 @@
 //!
 //! Fidelity: faithful for formats, write order and barrier counts;
 //! simplified in that TLB maintenance is the caller's, through the
-//! `#[must_use]` [`crate::tlb::TlbFlush`] that every change to a live
+//! `#[must_use]` [`crate::arch::arm64::tlb::TlbFlush`] that every change to a live
 //! mapping returns.
 //!
 //! # Files
@@ -60,11 +60,11 @@ pub use map::*;
 pub use walk::*;
 
 use crate::addr::{PAGE_SIZE, PhysAddr};
-use crate::barrier::ishst;
-use crate::cpu::Cpu;
+use crate::arch::arm64::barrier::ishst;
+use crate::kernel::cpu::Cpu;
 use crate::machine::Machine;
-use crate::tlb::TlbFlush;
-use crate::vmstat::VmEvent;
+use crate::arch::arm64::tlb::TlbFlush;
+use crate::mm::vmstat::VmEvent;
 use desc::PTRS_PER_TABLE;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 

@@ -11,15 +11,15 @@
 //! and starts a new line at each address marker. Only tables are visited,
 //! never the unmapped address space page by page.
 
-use crate::layout::{
+use crate::arch::arm64::memory::{
     FIXADDR_TOP, MODULES_END, MODULES_VADDR, PAGE_END, PAGE_OFFSET, PCI_IO_START, VMALLOC_END, VMALLOC_START,
     VMEMMAP_END,
 };
-use crate::pgtable::desc::bits;
-use crate::pgtable::desc::bits::{
+use crate::arch::arm64::pgtable::desc::bits;
+use crate::arch::arm64::pgtable::desc::bits::{
     PTE_AF, PTE_ATTRINDX_MASK, PTE_CONT, PTE_GP, PTE_NG, PTE_PXN, PTE_RDONLY, PTE_SHARED, PTE_USER, PTE_UXN, PTE_VALID,
 };
-use crate::pgtable::{AddressSpace, DescKind, Level, entry_pa};
+use crate::arch::arm64::pgtable::{AddressSpace, DescKind, Level, entry_pa};
 use crate::{Machine, PAGE_SIZE, Pfn, PhysAddr};
 use std::fmt::Write as _;
 
@@ -286,8 +286,8 @@ pub fn size_str(bytes: u64) -> String {
 mod tests {
     use super::*;
     use crate::MachineConfig;
-    use crate::pgtable::Desc;
-    use crate::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_ROX};
+    use crate::arch::arm64::pgtable::Desc;
+    use crate::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_ROX};
 
     fn boot(mem: u64) -> Machine {
         Machine::boot(MachineConfig { mem_bytes: mem, ..Default::default() }).expect("boot")

@@ -3,7 +3,7 @@
 //!
 //! [`tlbi()`] executes one [`Tlbi`] on a [`Cpu`]: it counts the op by
 //! [`TlbiKind`](super::TlbiKind) on that CPU, adds its modelled cost from the
-//! machine's [`CostProfile`](crate::cost::CostProfile), invalidates the
+//! machine's [`CostProfile`](crate::arch::arm64::cost::CostProfile), invalidates the
 //! matching entries in every CPU's [`CpuTlb`](super::CpuTlb) (the
 //! broadcast), and tells the machine's secondary TLB (a [`SecondaryTlbHook`]
 //! registered at boot: the struct-page accessor's cached vmemmap
@@ -29,9 +29,9 @@
 
 use super::tlbi::{MAX_DVM_OPS, MAX_TLBI_RANGE_PAGES, Scope, TLBI_TTL_UNKNOWN, Tlbi, tlbi_range_pages};
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE};
-use crate::barrier::{ish, ishst};
+use crate::arch::arm64::barrier::{ish, ishst};
 use crate::counters::this_cpu_add as bump;
-use crate::cpu::Cpu;
+use crate::kernel::cpu::Cpu;
 use crate::machine::Machine;
 use std::sync::atomic::Ordering::Relaxed;
 

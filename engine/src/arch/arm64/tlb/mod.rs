@@ -24,7 +24,7 @@
 //!   It depends on nothing else in the crate.
 //! - [`model`]: what a CPU caches: [`CpuTlb`], a set-associative TLB model
 //!   of leaf entries ([`TlbEntry`]) and a lock-free soft-MMU cache.
-//! - [`flush`]: executing TLBIs on a [`Cpu`](crate::cpu::Cpu) ([`tlbi()`],
+//! - [`flush`]: executing TLBIs on a [`Cpu`](crate::kernel::cpu::Cpu) ([`tlbi()`],
 //!   the broadcast to every CPU's model and to the secondary TLBs registered
 //!   at boot) and the kernel's flush functions ([`flush_tlb_kernel_range`],
 //!   [`flush_tlb_range`], ...), with the `#[must_use]` [`TlbFlush`] token.
@@ -53,7 +53,7 @@
 //!   document the N1's.
 //! - *Modelled*: every TLBI's cost and the completion wait of the `dsb ish`
 //!   after it (userspace can neither execute nor time them); see
-//!   [`crate::cost`].
+//!   [`crate::arch::arm64::cost`].
 
 pub mod flush;
 pub mod model;

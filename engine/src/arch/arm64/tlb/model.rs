@@ -52,8 +52,8 @@
 
 use super::tlbi::{Scope, TlbiStats, VPN44_MASK, sign_extend};
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE};
-use crate::cpu::Cpu;
-use crate::sync::SpinLock;
+use crate::kernel::cpu::Cpu;
+use crate::kernel::sync::SpinLock;
 use std::fmt;
 use std::ops::{Add, Range};
 use std::sync::atomic::AtomicU64;

@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE};
-use crate::barrier::{BarrierBackend, BarrierCounts, BarrierKind, ModelCosts};
-use crate::cost::CostProfile;
+use crate::arch::arm64::barrier::{BarrierBackend, BarrierCounts, BarrierKind, ModelCosts};
+use crate::arch::arm64::cost::CostProfile;
 use crate::counters::CounterSet;
 use crate::machine::{Machine, MachineConfig};
 
@@ -434,7 +434,7 @@ fn modelled_cost_follows_the_profile() {
     assert_eq!(c.modelled_ns, ns(TlbiKind::Rvaale1is) + ns(TlbiKind::Vaale1is) + 5000);
     // Barrier time stays with the barrier backend, TLBI time apart.
     let d = ModelCosts::default();
-    let pair = u64::from(d.dsb[crate::barrier::IshSt::INDEX] + d.dsb[crate::barrier::Ish::INDEX] + d.isb);
+    let pair = u64::from(d.dsb[crate::arch::arm64::barrier::IshSt::INDEX] + d.dsb[crate::arch::arm64::barrier::Ish::INDEX] + d.isb);
     assert_eq!(m.barrier_counts().modelled_ns - boot_barrier_ns, pair);
     assert_eq!(b.total(), 3);
     let (c, _) = delta(&m, || flush_tlb_all(&cpu));
@@ -451,7 +451,7 @@ fn modelled_cost_follows_the_profile() {
     let (c, _) = delta(&m, || tlbi_sync_s1ish(&cpu));
     assert_eq!(c.modelled_ns, 5000);
     assert_eq!(cpu.data().tlb.tlbi_stats().snapshot(), m.tlbi_counts());
-    use crate::barrier::BarrierOption;
+    use crate::arch::arm64::barrier::BarrierOption;
 }
 
 #[test]

@@ -15,7 +15,7 @@
 //! [`TlbiStats`] counts the ops by [`TlbiKind`] on the issuing CPU, with
 //! the modelled TLBI time; [`TlbiCounts`] is a plain copy of them, summed
 //! over CPUs for reports. The cost numbers themselves are the cost
-//! profile's (`crate::cost`), which depends on this module and not the
+//! profile's (`crate::arch::arm64::cost`), which depends on this module and not the
 //! other way round.
 
 use std::fmt;
@@ -309,9 +309,9 @@ impl fmt::Display for Tlbi {
 // ---------------------------------------------------------------------------
 
 /// TLBI counts by kind and modelled TLBI time of one CPU, counted on the
-/// issuing CPU. Single writer (the CPU's thread, through its [`Cpu`](crate::cpu::Cpu)
+/// issuing CPU. Single writer (the CPU's thread, through its [`Cpu`](crate::kernel::cpu::Cpu)
 /// handle), so each bump is a relaxed load and store
-/// ([`this_cpu_add`](crate::counters::this_cpu_add)), as in [`crate::vmstat`].
+/// ([`this_cpu_add`](crate::counters::this_cpu_add)), as in [`crate::mm::vmstat`].
 #[derive(Debug, Default)]
 pub struct TlbiStats {
     pub(super) counts: [AtomicU64; NR_TLBI_KINDS],

@@ -38,10 +38,10 @@
 //! per CPU, little is shared).
 
 use crate::hugetlb::Modelled;
-use mmlab_engine::pgtable::AddressSpace;
-use mmlab_engine::pgtable::desc::{PAGE_READONLY, PAGE_SHARED};
-use mmlab_engine::tlb::flush_tlb_mm;
-use mmlab_engine::{Cpu, Machine, MachineConfig, PhysAddr, rcu};
+use mmlab_engine::arch::arm64::pgtable::AddressSpace;
+use mmlab_engine::arch::arm64::pgtable::desc::{PAGE_READONLY, PAGE_SHARED};
+use mmlab_engine::arch::arm64::tlb::flush_tlb_mm;
+use mmlab_engine::{Cpu, Machine, MachineConfig, PhysAddr, kernel::rcu};
 use mmlab_hugetlb::hugetlbpage::{
     HugeTlbScope, arch_make_huge_pte, free_pgtables, huge_pte_alloc, huge_pte_offset, huge_ptep_clear_flush,
     huge_ptep_get_and_clear, set_huge_pte_at,
