@@ -46,7 +46,7 @@ impl<'m> NodeZones<'m> {
     /// aligned to the largest block or lie at the end of RAM, so no block
     /// straddles two zones.
     pub fn memblock_free_all(&self, cpu: &Cpu<'m>) {
-        let m = cpu.machine();
+        let m = self.zones[0].machine();
         m.memblock().for_each_free_block(|pfn, order| self.page_zone(m, pfn).free_pages_core(cpu, pfn, order));
     }
 

@@ -56,10 +56,11 @@ use mmlab_engine::arch::arm64::memory::{PHYS_OFFSET, VMALLOC_START};
 use mmlab_engine::arch::arm64::pgtable::desc::PAGE_KERNEL;
 use mmlab_engine::arch::arm64::pgtable::mmu::{self, Access};
 use mmlab_engine::arch::arm64::pgtable::{
-    Desc, Level, MapFlags, MemblockTables, PteTable, arch_enter_lazy_mmu_mode, arch_leave_lazy_mmu_mode, map_range,
+    Desc, Level, MapFlags, PteTable, TableMemory, arch_enter_lazy_mmu_mode, arch_leave_lazy_mmu_mode, map_range,
     unmap_range, walk,
 };
-use mmlab_engine::arch::arm64::tlb::{self, flush_tlb_kernel_range};
+use mmlab_engine::arch::arm64::tlb::flush_tlb_kernel_range;
+use mmlab_engine::machine::MemblockTables;
 use mmlab_engine::{Cpu, Machine, MachineConfig, PAGE_SIZE, PhysAddr};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -84,11 +85,10 @@ fn boot(batching: bool) -> Machine {
 
 /// Map the gigabyte once with `map_range` (allocating the tables from
 /// memblock) and return the 512 PTE tables in VA order, the PTEs cleared.
-fn prepare(cpu: &Cpu<'_>) -> Vec<PhysAddr> {
-    let m = cpu.machine();
+fn prepare(m: &Machine, cpu: &Cpu<'_>) -> Vec<PhysAddr> {
     let asp = m.kernel_as();
     let flags = MapFlags { block: false, cont: false };
-    map_range(cpu, &asp, &MemblockTables, VA, PA, SIZE, PAGE_KERNEL, flags).expect("map_range").ignore();
+    map_range(cpu, &asp, &MemblockTables(m), VA, PA, SIZE, PAGE_KERNEL, flags).expect("map_range").ignore();
     let tables: Vec<PhysAddr> = (0..SIZE / PMD_SIZE)
         .map(|i| {
             let w = walk(m, &asp, VA + i * PMD_SIZE);
@@ -107,7 +107,7 @@ fn map_ptes(cpu: &Cpu<'_>, tables: &[PhysAddr]) {
     let mut pa = PA;
     for &t in tables {
         // pte_offset_kernel() once per table, then set_pte_at() per entry.
-        let table = PteTable::new(cpu.machine(), t);
+        let table = PteTable::new(cpu.ram(), t);
         arch_enter_lazy_mmu_mode(cpu);
         for i in 0..PTRS {
             table.set_pte(cpu, i, Desc::page(pa, PAGE_KERNEL)).expect("set_pte");
@@ -127,7 +127,7 @@ fn map_ptes_proto(cpu: &Cpu<'_>, tables: &[PhysAddr], per_table_barrier: bool) {
     use mmlab_engine::arch::arm64::pgtable::desc::pgattr_change_is_safe;
     use mmlab_engine::arch::arm64::pgtable::queue_pte_barriers;
     use std::sync::atomic::Ordering::Relaxed;
-    let m = cpu.machine();
+    let m = cpu.ram();
     let mut pa = PA;
     for &t in tables {
         arch_enter_lazy_mmu_mode(cpu);
@@ -150,7 +150,7 @@ fn map_ptes_proto(cpu: &Cpu<'_>, tables: &[PhysAddr], per_table_barrier: bool) {
 /// `vunmap_pte_range()` for every table: get-and-clear each entry.
 fn unmap_ptes(cpu: &Cpu<'_>, tables: &[PhysAddr]) {
     for &t in tables {
-        let table = PteTable::new(cpu.machine(), t);
+        let table = PteTable::new(cpu.ram(), t);
         for i in 0..PTRS {
             black_box(table.get_and_clear(i));
         }
@@ -164,7 +164,7 @@ fn unmap_ptes_flush(cpu: &Cpu<'_>, tables: &[PhysAddr]) {
 }
 
 fn unmap_with_unmap_range(cpu: &Cpu<'_>) {
-    let asp = cpu.machine().kernel_as();
+    let asp = mmlab_engine::arch::arm64::pgtable::init_mm(cpu);
     unmap_range(cpu, &asp, VA, SIZE).expect("unmap_range").flush(cpu);
 }
 
@@ -180,16 +180,15 @@ fn barrier_pairs(before: &BarrierCounts, after: &BarrierCounts) -> String {
 
 /// Print the barriers of one map and one unmap of the gigabyte.
 fn report_barriers(label: &str, cpu: &Cpu<'_>, tables: &[PhysAddr]) {
-    let m = cpu.machine();
-    let b0 = m.barrier_counts();
+    let b0 = cpu.system_barrier_counts();
     map_ptes(cpu, tables);
-    let b1 = m.barrier_counts();
+    let b1 = cpu.system_barrier_counts();
     unmap_ptes_flush(cpu, tables);
-    let b2 = m.barrier_counts();
+    let b2 = cpu.system_barrier_counts();
     map_ptes(cpu, tables);
-    let b3 = m.barrier_counts();
+    let b3 = cpu.system_barrier_counts();
     unmap_with_unmap_range(cpu);
-    let b4 = m.barrier_counts();
+    let b4 = cpu.system_barrier_counts();
     eprintln!("barriers per 1 GiB map ({label}): {}", barrier_pairs(&b0, &b1));
     eprintln!("barriers per 1 GiB unmap, ptep_get_and_clear + flush ({label}): {}", barrier_pairs(&b1, &b2));
     eprintln!("barriers per 1 GiB unmap, unmap_range + flush ({label}): {}", barrier_pairs(&b3, &b4));
@@ -229,7 +228,7 @@ fn bench_map(c: &mut Criterion) {
     for (label, batching) in [("batched", true), ("unbatched", false)] {
         let m = boot(batching);
         let cpu = m.cpu(0).expect("cpu 0");
-        let tables = prepare(&cpu);
+        let tables = prepare(&m, &cpu);
         report_barriers(label, &cpu, &tables);
         g.bench_function(label, |b| {
             b.iter_custom(|iters| timed(iters, || unmap_ptes(&cpu, &tables), || map_ptes(&cpu, &tables)))
@@ -242,7 +241,7 @@ fn bench_unmap(c: &mut Criterion) {
     let mut g = gig_group(c, "unmap_1g_4k");
     let m = boot(true);
     let cpu = m.cpu(0).expect("cpu 0");
-    let tables = prepare(&cpu);
+    let tables = prepare(&m, &cpu);
     g.bench_function("ptep_get_and_clear", |b| {
         b.iter_custom(|iters| timed(iters, || map_ptes(&cpu, &tables), || unmap_ptes_flush(&cpu, &tables)))
     });
@@ -324,7 +323,7 @@ fn bench_translate(c: &mut Criterion) {
     let m = boot(true);
     let cpu = m.cpu(0).expect("cpu 0");
     let asp = m.kernel_as();
-    let tables = prepare(&cpu);
+    let tables = prepare(&m, &cpu);
     map_ptes(&cpu, &tables);
     let va = VA + 0x1234 * PAGE_SIZE + 0x18;
     let want = PhysAddr(PA + 0x1234 * PAGE_SIZE + 0x18);
@@ -356,9 +355,9 @@ fn bench_translate(c: &mut Criterion) {
         }
     };
     sweep();
-    let before = cpu.data().tlb.counts().misses;
+    let before = cpu.arch_data().tlb.counts().misses;
     sweep();
-    assert_eq!(cpu.data().tlb.counts().misses - before, 8192, "every access of the cycle misses");
+    assert_eq!(cpu.arch_data().tlb.counts().misses - before, 8192, "every access of the cycle misses");
     let mut i = 0u64;
     g.bench_function("translate_tlb_model_miss", |b| {
         b.iter(|| {
@@ -379,7 +378,7 @@ fn driver(kind: &str) {
         | "map_proto_floor" => {
             let m = boot(kind != "map_unbatched");
             let cpu = m.cpu(0).expect("cpu 0");
-            let tables = prepare(&cpu);
+            let tables = prepare(&m, &cpu);
             match kind {
                 "map_proto_slice" | "map_proto_floor" => {
                     let floor = kind == "map_proto_floor";
@@ -418,7 +417,7 @@ fn driver(kind: &str) {
                         || {},
                         || {
                             for _ in 0..n {
-                                black_box(tlb::fast_lookup(&cpu, black_box(VA), 0, false));
+                                black_box(cpu.arch_data().tlb.fast_lookup(black_box(VA), 0, false));
                             }
                         },
                     );

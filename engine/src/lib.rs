@@ -1,66 +1,59 @@
 //! mmlab's machine: the pieces of an arm64 Linux system that the
 //! memory-management code stands on.
 //!
-//! # Module map
+//! # Layers
 //!
 //! The modules are grouped as the kernel's tree is, so that a kernel
-//! developer finds `flush_tlb_kernel_range` under the path where arm64 keeps
-//! it (`arch/arm64/include/asm/tlbflush.h` → [`arch::arm64::tlb::flush`]).
+//! developer finds `flush_tlb_kernel_range` where arm64 keeps it
+//! (`arch/arm64/include/asm/tlbflush.h` → [`arch::arm64::tlb::flush`]).
+//! They form layers, and every `use` points down (a test,
+//! `tests/tests/module_graph.rs`, checks that the module graph of every
+//! crate has no cycle and that the engine's layers hold):
 //!
 //! ```text
-//! arch/arm64/                     arch/arm64/
-//!   barrier      dmb/dsb/isb and their backends          include/asm/barrier.h
-//!   memory       the kernel VA layout                    include/asm/memory.h
-//!   pgtable/     descriptors, entry writes, BBM checks   include/asm/pgtable*.h
-//!     desc         the descriptor format                 include/asm/pgtable-hwdef.h
-//!     map          map_range / unmap_range               mm/mmu.c, mm/vmalloc.c
-//!     walk         walks, leaves, table statistics       (the MMU's walker)
-//!     mmu          memory access through the TLB model   (the MMU)
-//!   tlb/         TLB maintenance                         include/asm/tlbflush.h
-//!     tlbi         TLBI encoding and counters
-//!     model        per-CPU TLB model, soft-MMU cache
-//!     flush        tlbi(), flush_tlb_*(), TlbFlush, the secondary-TLB hook
-//!   cost         modelled costs of TLBIs and grace periods (mmlab's model)
-//!   fixmap       FIX_PTE/PMD/PUD/PGD, set/clear_fixmap     include/asm/fixmap.h, mm/fixmap.c
-//!   mmu          map_mem(): the linear map at boot       mm/mmu.c (opt-in: arm64.linear_map=1)
-//!   kimage       the kernel image in RAM, its carve-out  vmlinux.lds.S, arm64_memblock_init()
-//!   pageattr     set_memory_ro/rw, block splitting       mm/pageattr.c, split_kernel_leaf_mapping()
-//! mm/                             mm/, include/linux/
-//!   mmzone       orders, migratetypes, zones             include/linux/mmzone.h
-//!   memblock     the boot allocator                      mm/memblock.c
-//!   page         struct page                             include/linux/mm_types.h
-//!   memmap       the memmap: present sections, deferred struct page init   mm/mm_init.c, mm/sparse.c
-//!   banks        RAM banks (a DT memory node), their checks   drivers/of/fdt.c, arm64_memblock_init()
-//!   list         list_head through struct pages          include/linux/list.h
-//!   gfp          GFP flags                               include/linux/gfp_types.h
-//!   vmstat       event counters                          mm/vmstat.c
-//!   mm_init      boot: Machine::boot, memmap init        mm/mm_init.c
-//!   sparse_vmemmap  vmemmap population at boot           mm/sparse-vmemmap.c
-//!   vmemmap      the memmap's view of the vmemmap at run time
-//! kernel/                         kernel/
-//!   cpu          CPU handles and per-cpu data            kernel/cpu.c, percpu.h
-//!   rcu          grace periods, call_rcu, rcu_barrier    kernel/rcu/tree.c
-//!   sync         locks with lock_stat; the loom facade   kernel/locking/
-//! trace          tracepoints: kmem, vmalloc, rcu, mmlab_* include/trace/events/{kmem,vmalloc,rcu}.h
-//! machine        the Machine value and its accessors     (no kernel counterpart)
-//! addr, arena, clock, counters, rng                      (the emulator's own)
+//!  machine        Machine: the composition root; builds everything at boot
+//!    |            (machine/boot.rs) and hands out CPU handles
+//!  mm             memmap, page, list, zones, banks, boot state,
+//!    |            sparse_vmemmap, vmemmap, mm_init
+//!  kernel         cpu (the CPU handle), rcu, lockstat, sysctl, params
+//!    |
+//!  arch::arm64    cpu (the arch half of a CPU: barriers, TLB, lazy MMU,
+//!    |            system features), barrier, pgtable, tlb, cost, fixmap,
+//!    |            mmu (map_mem), kimage, pageattr, memory (the VA layout)
+//!  trace          tracepoints and their clock
+//!    |
+//!  mm headers     mm::mmzone, mm::gfp, mm::vmstat, mm::memblock: leaves that
+//!    |            every layer includes, as every kernel file includes
+//!    |            gfp_types.h and vm_event_item.h (count_vm_event() is
+//!    |            called from arch code too; boot's arch code takes its
+//!    |            pages from memblock)
+//!  primitives     addr, arena, clock, counters, rng, sync
 //! ```
 //!
-//! Five top-level modules have no place in the kernel's tree and stay at the
-//! top, as the emulator's own: [`addr`] (physical and virtual address and
-//! frame types that every layer uses), [`arena`] (the host mapping that is
-//! the emulated RAM), [`clock`] (the host cycle counter for lock timing),
-//! [`counters`] (the one mechanism behind every per-CPU stat family and
-//! every crate's counter snapshot) and [`rng`] (the deterministic generator
-//! of workloads). [`machine`] holds the
-//! [`Machine`], which gathers what the kernel keeps in globals; building it
-//! is boot, in [`mm::mm_init`].
+//! A lower layer never holds or calls the object above it:
 //!
-//! Lower layers do not call up into higher ones: where a lower layer must
-//! reach state a higher one owns, a hook is registered at boot (the TLB code
-//! reaches the struct-page accessor's cached vmemmap translations through
-//! [`tlb::SecondaryTlbHook`]) or passed in by the caller (the table code
-//! gets table pages through [`pgtable::PgtableAlloc`]).
+//! - A kernel [`Cpu`] handle contains its arch half,
+//!   [`arch::arm64::cpu::ArchCpu`], and dereferences to it; arch functions
+//!   take `&ArchCpu`, so a caller passes its `&Cpu`. Neither holds the
+//!   machine: an `ArchCpu` holds the system's arm64 state, its own and the
+//!   other CPUs' arch data (a broadcast TLBI reaches them all), the RAM and
+//!   the trace clock; a `Cpu` adds its kernel data and the RCU state.
+//! - Table code reaches memory through a small trait,
+//!   [`arch::arm64::pgtable::TableMemory`] (as google/aarch64-paging's
+//!   `Translation`), and gets table pages through
+//!   [`arch::arm64::pgtable::PgtableAlloc`]; boot's arch code gets its pages
+//!   and memory regions through [`arch::arm64::cpu::EarlyAlloc`]. The
+//!   machine implements them.
+//! - The TLB code reaches the memmap's cached vmemmap translations through
+//!   [`arch::arm64::cpu::SecondaryTlb`], which the memmap implements.
+//! - RCU knows CPUs by id ([`kernel::rcu::tree`]); its API takes the CPU
+//!   handle ([`kernel::rcu`]).
+//!
+//! The crate root names the handful of types every caller uses
+//! ([`Machine`], [`MachineConfig`], [`Cpu`], [`Gfp`], [`Pfn`],
+//! [`PhysAddr`], [`VirtAddr`], [`PAGE_SIZE`], [`PAGE_SHIFT`],
+//! [`MAX_PAGE_ORDER`], [`Migratetype`]); everything else is named by its
+//! module's path, and only there (CHANGELOG.md records what moved).
 //!
 //! # Fidelity
 //!
@@ -68,10 +61,10 @@
 //! |------------|----------------------------------------------------------|---------------|
 //! | `arena`    | physical RAM (an anonymous `MAP_NORESERVE` mapping)       | faithful      |
 //! | `memblock` | the boot allocator                                       | faithful      |
-//! | `page`     | `struct page` and the memmap                              | faithful layout, instrumented state word |
+//! | `page`     | `struct page`                                             | faithful layout, instrumented state word |
 //! | `list`     | `struct list_head` through struct pages                  | faithful shape |
 //! | `mm_init`  | boot: memmap init, reservations                           | simplified (one node, one zone) |
-//! | `cpu`      | CPUs as handles; per-cpu data                             | faithful in ownership |
+//! | `cpu`      | CPUs as handles; per-cpu data (kernel and arm64 halves)   | faithful in ownership |
 //! | `barrier`  | dmb/dsb/isb                                              | faithful on aarch64 (native), modelled or counted elsewhere |
 //! | `pgtable`  | arm64 descriptors, table writes with barrier rules and lazy-MMU batching, BBM checks, walks, MMU access | faithful formats, barriers and BBM; walk caches not modelled |
 //! | `vmemmap`  | the memmap mapped by the kernel's tables                  | faithful mapping; the accessor's cache is instrumented |
@@ -85,22 +78,12 @@
 //! | `banks`    | RAM banks and the checks on them                           | faithful banks; refuses what the kernel would trim |
 //! | `vmstat`   | event counters                                           | instrumented |
 //! | `trace`    | tracepoints of every layer (the harness prints them)     | faithful (kernel events); instrumented (mmlab_*) |
-//! | `sync`     | locks (zone lock with lock_stat)                          | instrumented |
+//! | `sync`     | spinlock and the loom facade                              | faithful shape (`spinlock_t`) |
+//! | `lockstat` | the zone lock's lock_stat accounting                      | instrumented |
 //! | `rcu`      | RCU: grace periods, quiescent states, call_rcu, rcu_barrier | faithful gp_seq/QS rules, one node; GP latency modelled |
 //!
 //! All of mmlab's `unsafe` lives in this crate (arena views, the memmap
 //! pointer, inline assembly), each block with its reasoning.
-//!
-//! # Stable API
-//!
-//! The paths the other crates use are those from before the regrouping,
-//! kept by the re-exports at the top of this crate: `mmlab_engine::arch::arm64::tlb`,
-//! `::pgtable` (with `pgtable::vmemmap`), `::barrier`, `::cost`, `::layout`,
-//! `::cpu`, `::rcu`, `::sync`, `::gfp`, `::list`, `::memblock`, `::page`,
-//! `::vmstat`, `::mm`, and the types re-exported at the root ([`Machine`],
-//! [`MachineConfig`], [`Cpu`], [`Gfp`], [`Pfn`], [`PhysAddr`], ...). They are
-//! the stable API: code outside the engine names these, not the
-//! `arch`/`kernel`/`mm` paths, which may move as the tree grows.
 //!
 //! # Example
 //!
@@ -108,8 +91,10 @@
 //! walk them:
 //!
 //! ```
-//! use mmlab_engine::arch::arm64::pgtable::{self, MapFlags, MemblockTables, desc};
-//! use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE, arch::arm64::memory::VMALLOC_START, arch::arm64::pgtable::mmu};
+//! use mmlab_engine::arch::arm64::memory::VMALLOC_START;
+//! use mmlab_engine::arch::arm64::pgtable::{self, MapFlags, desc, mmu};
+//! use mmlab_engine::machine::MemblockTables;
+//! use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let m = Machine::boot(MachineConfig::with("64M", 1)?)?;
@@ -121,7 +106,7 @@
 //! let pa = m.memblock().alloc(PAGE_SIZE, PAGE_SIZE, "example")?;
 //! let va = VMALLOC_START;
 //! let (prot, flags) = (desc::PAGE_KERNEL, MapFlags::default());
-//! let flush = pgtable::map_range(&cpu, &kernel, &MemblockTables, va, pa.0, PAGE_SIZE, prot, flags)?;
+//! let flush = pgtable::map_range(&cpu, &kernel, &MemblockTables(&m), va, pa.0, PAGE_SIZE, prot, flags)?;
 //! flush.flush(&cpu); // nothing was live: no TLBI is issued
 //!
 //! // The walk goes pgd -> pud -> pmd -> pte and ends at a 4 KiB leaf.
@@ -149,10 +134,11 @@ pub mod clock;
 pub mod counters;
 pub mod machine;
 pub mod rng;
+pub mod sync;
 pub mod trace;
 
 pub use addr::{PAGE_SHIFT, PAGE_SIZE, Pfn, PhysAddr, VirtAddr};
 pub use kernel::cpu::Cpu;
-pub use mm::gfp::Gfp;
 pub use machine::{Machine, MachineConfig};
+pub use mm::gfp::Gfp;
 pub use mm::{MAX_PAGE_ORDER, Migratetype};

@@ -571,7 +571,6 @@ fn run(cli: &Cli) -> Result<bool, String> {
 /// `boot`: boot with the linear map (unless `arm64.linear_map=0` was set),
 /// bring the page allocator up as the last phase, print the breakdown.
 fn run_boot(cli: &Cli, json: bool) -> Result<bool, String> {
-    use mmlab_engine::mm::mm_init::BootPhase;
     use mmlab_harness::output::boot::BootReport;
     let (mut mc, ac, _) = configs(cli)?;
     let explicit = mmlab_harness::settings::parse(&cli.set)?.iter().any(|s| s.key() == "arm64.linear_map");
@@ -579,9 +578,8 @@ fn run_boot(cli: &Cli, json: bool) -> Result<bool, String> {
         mc.linear_map = true;
     }
     let m = boot(mc)?;
-    let (pa, free) = BootPhase::measure(&m, "free into buddy", "memblock_free_all(), deferred_init_memmap()", || {
-        boot_allocator(&m, ac)
-    });
+    let (pa, free) =
+        m.measure_phase("free into buddy", "memblock_free_all(), deferred_init_memmap()", || boot_allocator(&m, ac));
     let pa = pa?;
     let report = BootReport::collect(&m, &pa, &free);
     let text = if json { mmlab_harness::output::json::to_line(&report) } else { report.render() };
@@ -650,7 +648,7 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
             let mut s = pgtables::summary(&m, &asp);
             if ptdump {
                 s.push('\n');
-                s.push_str(&pgtables::ptdump(&m, &asp, &pgtables::kernel_markers(&m)));
+                s.push_str(&pgtables::ptdump(&m, &asp, &pgtables::kernel_markers(m.memmap().vmemmap_start())));
             }
             s
         }

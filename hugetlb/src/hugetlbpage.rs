@@ -54,7 +54,9 @@ use mmlab_engine::arch::arm64::pgtable::desc::bits::{PTE_AF, PTE_DIRTY, PTE_RDON
 use mmlab_engine::arch::arm64::pgtable::desc::{
     CONT_PMD_SIZE, CONT_PMDS, CONT_PTE_SIZE, CONT_PTES, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, USER_TABLE,
 };
-use mmlab_engine::arch::arm64::pgtable::{self, AddressSpace, Desc, DescKind, Level, PgProt, PgtableAlloc, PgtableError, entry_pa};
+use mmlab_engine::arch::arm64::pgtable::{
+    self, AddressSpace, Desc, DescKind, Level, PgProt, PgtableAlloc, PgtableError, TableMemory, entry_pa,
+};
 use mmlab_engine::arch::arm64::tlb::{self, RangeOp, TLBI_TTL_UNKNOWN};
 use mmlab_engine::{Cpu, Machine, PAGE_SIZE, PhysAddr};
 
@@ -192,12 +194,12 @@ pub fn arch_make_huge_pte(pa: u64, prot: PgProt, size: u64) -> Result<Desc, Huge
 /// `pte_alloc`: a zeroed table, then `*_populate()`).
 fn table_below<'m>(
     cpu: &Cpu<'m>,
-    alloc: &dyn PgtableAlloc<'m>,
+    alloc: &dyn PgtableAlloc<Cpu<'m>>,
     slot: PhysAddr,
     level: Level,
     addr: u64,
 ) -> Result<PhysAddr, HugePteError> {
-    let d = cpu.machine().read_desc(slot);
+    let d = cpu.ram().read_desc(slot);
     match d.kind(level) {
         DescKind::Table => Ok(PhysAddr(d.addr())),
         DescKind::Invalid => {
@@ -237,7 +239,7 @@ fn check_user_range(asp: &AddressSpace, addr: u64, size: u64) -> Result<(), Huge
 pub fn huge_pte_alloc<'m>(
     cpu: &Cpu<'m>,
     asp: &AddressSpace,
-    alloc: &dyn PgtableAlloc<'m>,
+    alloc: &dyn PgtableAlloc<Cpu<'m>>,
     addr: u64,
     size: u64,
 ) -> Result<PhysAddr, HugePteError> {
@@ -262,7 +264,7 @@ pub fn huge_pte_alloc<'m>(
 /// PUD or PMD slot if it holds a leaf or nothing and the size lives there,
 /// the first PTE slot of the run for 64 KiB; `None` when a table on the way
 /// is missing.
-pub fn huge_pte_offset(m: &Machine, asp: &AddressSpace, addr: u64, size: u64) -> Option<PhysAddr> {
+pub fn huge_pte_offset(m: &(impl TableMemory + ?Sized), asp: &AddressSpace, addr: u64, size: u64) -> Option<PhysAddr> {
     let pgd = m.read_desc(entry_pa(asp.pgd(), Level::Pgd.index(addr)));
     if pgd.kind(Level::Pgd) != DescKind::Table {
         return None;
@@ -292,7 +294,7 @@ pub fn huge_pte_offset(m: &Machine, asp: &AddressSpace, addr: u64, size: u64) ->
 /// `find_num_contig()`: from a slot alone, the entries of a contiguous run
 /// starting there: 16 PMDs if `ptep` is the PMD slot of `addr`, else 16
 /// PTEs.
-pub fn find_num_contig(m: &Machine, asp: &AddressSpace, addr: u64, ptep: PhysAddr) -> (usize, u64) {
+pub fn find_num_contig(m: &(impl TableMemory + ?Sized), asp: &AddressSpace, addr: u64, ptep: PhysAddr) -> (usize, u64) {
     let w = pgtable::walk(m, asp, addr);
     if w.steps.iter().any(|s| s.level == Level::Pmd && s.slot == ptep) {
         (CONT_PMDS, PMD_SIZE)
@@ -349,7 +351,7 @@ fn flush_tlb_range_level(cpu: &Cpu<'_>, asid: u16, start: u64, end: u64, stride:
     let start = start & !(stride - 1);
     let end = (end + stride - 1) & !(stride - 1);
     let pages = (end - start) / PAGE_SIZE;
-    if tlb::flush_tlb_range_limit_excess(cpu.machine().config().tlbi_range(), start, end, pages, stride) {
+    if tlb::flush_tlb_range_limit_excess(cpu.arch().tlbi_range, start, end, pages, stride) {
         return tlb::flush_tlb_mm(cpu, asid);
     }
     cpu.dsb(ishst);
@@ -436,7 +438,7 @@ pub fn set_huge_pte_at(
     check_user_range(asp, addr, size)?;
     let (ncontig, pgsize) = num_contig_ptes(size)?;
     let level = huge_level(size);
-    let m = cpu.machine();
+    let m = cpu.ram();
     if !pte.is_valid() {
         for i in 0..ncontig {
             pgtable::set_pte(cpu, slot(ptep, i), pte)?;
@@ -502,7 +504,7 @@ pub fn huge_ptep_clear_flush(
     ptep: PhysAddr,
     scope: HugeTlbScope,
 ) -> Desc {
-    let m = cpu.machine();
+    let m = cpu.ram();
     if !m.read_desc(ptep).is_cont() {
         let old = pgtable::ptep_get_and_clear(cpu, ptep);
         if old.is_valid() {
@@ -519,9 +521,9 @@ pub fn huge_ptep_clear_flush(
 /// are all unmapped: give every table (PUD, PMD, PTE and the pgd) back to
 /// `alloc`. Leaves still present are not touched (their memory is the
 /// huge pages', not the tables'). Returns the tables freed.
-pub fn free_pgtables<'m>(cpu: &Cpu<'m>, asp: &AddressSpace, alloc: &dyn PgtableAlloc<'m>) -> u64 {
-    fn free_below<'m>(cpu: &Cpu<'m>, alloc: &dyn PgtableAlloc<'m>, table: PhysAddr, level: Level) -> u64 {
-        let m = cpu.machine();
+pub fn free_pgtables<'m>(cpu: &Cpu<'m>, asp: &AddressSpace, alloc: &dyn PgtableAlloc<Cpu<'m>>) -> u64 {
+    fn free_below<'m>(cpu: &Cpu<'m>, alloc: &dyn PgtableAlloc<Cpu<'m>>, table: PhysAddr, level: Level) -> u64 {
+        let m = cpu.ram();
         let mut n = 0;
         if let Some(next) = level.next() {
             for i in 0..PTRS_PER_TABLE {

@@ -34,7 +34,7 @@
 
 use mmlab_engine::Gfp;
 use mmlab_engine::rng::Xoshiro256StarStar;
-use mmlab_engine::kernel::sync::Mutex;
+use mmlab_engine::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// The attributes of `/sys/kernel/debug/fail_page_alloc/`.

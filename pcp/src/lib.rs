@@ -121,7 +121,7 @@ use mmlab_buddy::zones::NR_ZONE_TYPES;
 use mmlab_buddy::{NodeZones, Zone};
 use mmlab_engine::arch::arm64::memory::KERNEL_DATA_LISTS;
 use mmlab_engine::mm::ZoneType;
-use mmlab_engine::kernel::sync::SpinLock;
+use mmlab_engine::sync::SpinLock;
 use mmlab_engine::{Cpu, Machine, PAGE_SHIFT};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 
@@ -505,7 +505,7 @@ impl<'m> PageAllocator<'m> {
 
 /// Page-table pages after boot come from the page allocator
 /// (`pagetable_alloc(GFP_PGTABLE_KERNEL, 0)`: `GFP_KERNEL | __GFP_ZERO`).
-impl<'m> mmlab_engine::arch::arm64::pgtable::PgtableAlloc<'m> for PageAllocator<'m> {
+impl<'m> mmlab_engine::arch::arm64::pgtable::PgtableAlloc<Cpu<'m>> for PageAllocator<'m> {
     fn alloc_table(&self, cpu: &Cpu<'m>) -> Option<mmlab_engine::PhysAddr> {
         self.alloc_pages(cpu, mmlab_engine::Gfp::GFP_KERNEL | mmlab_engine::Gfp::__GFP_ZERO, 0).map(|p| p.phys())
     }

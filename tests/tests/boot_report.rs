@@ -3,7 +3,6 @@
 //! records, and `map_mem()` on its own.
 
 use mmlab_engine::arch::arm64::mmu::{LinearMapVariant, Rodata};
-use mmlab_engine::mm::mm_init::BootPhase;
 use mmlab_engine::{Machine, MachineConfig};
 use mmlab_harness::output::boot::BootReport;
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
@@ -18,7 +17,7 @@ fn report(variant: LinearMapVariant) -> BootReport {
         ..MachineConfig::with("64M", 2).unwrap()
     };
     let m = Machine::boot(cfg).unwrap();
-    let (pa, free) = BootPhase::measure(&m, "free into buddy", "memblock_free_all()", || {
+    let (pa, free) = m.measure_phase("free into buddy", "memblock_free_all()", || {
         PageAllocator::boot(&m, AllocatorConfig::default()).unwrap()
     });
     BootReport::collect(&m, &pa, &free)

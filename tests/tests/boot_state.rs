@@ -189,10 +189,9 @@ fn small_machines_boot_bare_and_stat_says_so() {
     // `mmlab boot` lists the end-of-boot step before the free into buddy,
     // where mmlab runs it.
     let m = machine("1G", 1);
-    let (pa, free) =
-        mmlab_engine::mm::mm_init::BootPhase::measure(&m, "free into buddy", "memblock_free_all()", || {
-            PageAllocator::boot(&m, AllocatorConfig::default()).unwrap()
-        });
+    let (pa, free) = m.measure_phase("free into buddy", "memblock_free_all()", || {
+        PageAllocator::boot(&m, AllocatorConfig::default()).unwrap()
+    });
     let r = mmlab_harness::output::boot::BootReport::collect(&m, &pa, &free);
     let names: Vec<&str> = r.phases.iter().map(|p| p.phase).collect();
     assert_eq!(

@@ -15,7 +15,7 @@
 use mmlab_engine::arch::arm64::pgtable::desc::bits::{PTE_AF, PTE_DIRTY, PTE_RDONLY};
 use mmlab_engine::arch::arm64::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, PAGE_SHARED, PMD_SIZE, PUD_SIZE};
 use mmlab_engine::arch::arm64::pgtable::mmu::{self, Access, FaultKind};
-use mmlab_engine::arch::arm64::pgtable::{self, AddressSpace, PgtableError};
+use mmlab_engine::arch::arm64::pgtable::{self, AddressSpace, PgtableError, TableMemory};
 use mmlab_engine::arch::arm64::tlb::TlbiKind;
 use mmlab_engine::{Cpu, Gfp, Machine, MachineConfig, Pfn};
 use mmlab_hugetlb::hugetlbpage::{

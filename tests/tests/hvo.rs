@@ -157,8 +157,8 @@ fn tails_read_the_head_copy_and_are_read_only() {
     assert!(matches!(e.kind, FaultKind::Permission { .. }), "{e}");
     // The head stays writable; a walker skips fake heads and zero counts.
     mmu::write_u64(&cpu, &m.kernel_as(), m.memmap().page_va(f.pfn) + 24, 0).unwrap();
-    assert_eq!(get_page_unless_zero(&cpu, tail), Ok(false));
-    assert_eq!(get_page_unless_zero(&cpu, tail.add(1)), Ok(false));
+    assert_eq!(get_page_unless_zero(&cpu, &m, tail), Ok(false));
+    assert_eq!(get_page_unless_zero(&cpu, &m, tail.add(1)), Ok(false));
     hvo.hugetlb_vmemmap_restore_folio(&cpu, f).unwrap();
     // Restored tails read as plain tails again, and are writable.
     assert!(!m.page(tail).test_flag(mmlab_engine::mm::page::pg::PG_HEAD));

@@ -10,10 +10,11 @@
 //! nothing more (already a non-contiguous PTE boundary). One table, one
 //! leaf changed.
 
+use mmlab_engine::arch::arm64::memory::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
 use mmlab_engine::arch::arm64::mmu::{Rodata, phys_to_virt};
 use mmlab_engine::arch::arm64::pageattr::{PageattrCounts, PageattrError, SplitMode, set_memory_ro, set_memory_rw};
-use mmlab_engine::arch::arm64::memory::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
-use mmlab_engine::arch::arm64::pgtable::{self, Level, MemblockTables, mmu};
+use mmlab_engine::arch::arm64::pgtable::{self, Level, mmu};
+use mmlab_engine::machine::MemblockTables;
 use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
 
 fn boot(rodata: Rodata) -> Machine {
@@ -36,13 +37,13 @@ fn page_granular_map_changes_in_place() {
     let cpu = m.cpu(0).unwrap();
     let k = m.kernel_as();
     let va = PAGE_OFFSET + PAGE_SIZE;
-    let r = set_memory_ro(&cpu, &MemblockTables, va, 16, SplitMode::None).unwrap();
+    let r = set_memory_ro(&cpu, &MemblockTables(&m), va, 16, SplitMode::None).unwrap();
     assert_eq!(r.counts, PageattrCounts { leaves_changed: 16, ..Default::default() });
     assert!(r.tlbi.total() > 0);
     assert!(mmu::write_u64(&cpu, &k, va + 8, 1).is_err(), "read-only now");
     assert!(mmu::read_u64(&cpu, &k, va + 8).is_ok());
     assert!(mmu::write_u64(&cpu, &k, va + 16 * PAGE_SIZE, 1).is_ok(), "the page after the range");
-    set_memory_rw(&cpu, &MemblockTables, va, 16, SplitMode::None).unwrap();
+    set_memory_rw(&cpu, &MemblockTables(&m), va, 16, SplitMode::None).unwrap();
     mmu::write_u64(&cpu, &k, va + 8, 0x77).unwrap();
     assert_eq!(
         m.arena().word(mmlab_engine::PhysAddr(PHYS_OFFSET + PAGE_SIZE + 8)).load(std::sync::atomic::Ordering::Relaxed),
@@ -59,19 +60,20 @@ fn blocks_are_refused_without_a_split_and_nothing_changes() {
     assert_eq!(before.level, Level::Pmd);
     assert!(before.desc.is_cont());
     assert_eq!(
-        set_memory_ro(&cpu, &MemblockTables, va, 1, SplitMode::None).unwrap_err(),
+        set_memory_ro(&cpu, &MemblockTables(&m), va, 1, SplitMode::None).unwrap_err(),
         PageattrError::NotPageGranular { addr: va, level: Level::Pmd }
     );
     assert_eq!(leaf(&m, va).desc, before.desc);
     // A whole contiguous run may change in place.
     // Nor may a whole contiguous run change without BBML2 (pgattr_change_is_safe()).
     assert_eq!(
-        set_memory_ro(&cpu, &MemblockTables, PAGE_OFFSET, (32 << 20) / PAGE_SIZE, SplitMode::None).unwrap_err(),
+        set_memory_ro(&cpu, &MemblockTables(&m), PAGE_OFFSET, (32 << 20) / PAGE_SIZE, SplitMode::None).unwrap_err(),
         PageattrError::NotPageGranular { addr: PAGE_OFFSET, level: Level::Pmd }
     );
     assert!(leaf(&m, PAGE_OFFSET).desc.writable());
     // With BBML2 it may, in place: 16 blocks, no split.
-    let r = set_memory_ro(&cpu, &MemblockTables, PAGE_OFFSET, (32 << 20) / PAGE_SIZE, SplitMode::Bbml2NoAbort).unwrap();
+    let r =
+        set_memory_ro(&cpu, &MemblockTables(&m), PAGE_OFFSET, (32 << 20) / PAGE_SIZE, SplitMode::Bbml2NoAbort).unwrap();
     assert_eq!(r.counts, PageattrCounts { leaves_changed: 16, ..Default::default() });
     assert!(!leaf(&m, PAGE_OFFSET + (31 << 20)).desc.writable() && leaf(&m, PAGE_OFFSET + (32 << 20)).desc.writable());
 }
@@ -81,7 +83,7 @@ fn split_one_page(mode: SplitMode) -> (Machine, PageattrCounts, u64) {
     let (counts, tlbi) = {
         let cpu = m.cpu(0).unwrap();
         let va = PAGE_OFFSET + (2 << 20) + PAGE_SIZE;
-        let r = set_memory_ro(&cpu, &MemblockTables, va, 1, mode).unwrap();
+        let r = set_memory_ro(&cpu, &MemblockTables(&m), va, 1, mode).unwrap();
         let k = m.kernel_as();
         assert!(mmu::write_u64(&cpu, &k, va, 1).is_err());
         // Every other page still writable and where it was.
@@ -131,13 +133,13 @@ fn bad_ranges_are_typed_errors() {
     let cpu = m.cpu(0).unwrap();
     for (addr, n) in [(PAGE_OFFSET + 1, 1), (PAGE_END - PAGE_SIZE, 2), (0x1000, 1), (PAGE_OFFSET, u64::MAX)] {
         assert_eq!(
-            set_memory_ro(&cpu, &MemblockTables, addr, n, SplitMode::None).unwrap_err(),
+            set_memory_ro(&cpu, &MemblockTables(&m), addr, n, SplitMode::None).unwrap_err(),
             PageattrError::BadRange { addr, numpages: n }
         );
     }
     let beyond = phys_to_virt(PHYS_OFFSET + (64 << 20));
     assert_eq!(
-        set_memory_ro(&cpu, &MemblockTables, beyond - PAGE_SIZE, 2, SplitMode::Bbml2NoAbort).unwrap_err(),
+        set_memory_ro(&cpu, &MemblockTables(&m), beyond - PAGE_SIZE, 2, SplitMode::Bbml2NoAbort).unwrap_err(),
         PageattrError::NotMapped { addr: beyond }
     );
     assert!(leaf(&m, beyond - PAGE_SIZE).desc.writable(), "nothing changed");

@@ -2,15 +2,15 @@
 //! break-before-make, TLB entries needed per mapping kind, faults, and the
 //! vmemmap routing of struct-page access.
 
-use mmlab_engine::counters::CounterSet;
 use mmlab_engine::arch::arm64::memory::{VMALLOC_START, VMEMMAP_START};
 use mmlab_engine::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PAGE_SHARED};
 use mmlab_engine::arch::arm64::pgtable::mmu::{self, Access, FaultKind};
 use mmlab_engine::arch::arm64::pgtable::{
-    self, AddressSpace, Desc, DescKind, Level, MapFlags, PgtableError, arch_enter_lazy_mmu_mode,
+    self, AddressSpace, Desc, DescKind, Level, MapFlags, PgtableError, TableMemory, arch_enter_lazy_mmu_mode,
     arch_leave_lazy_mmu_mode, entry_pa, walk,
 };
 use mmlab_engine::arch::arm64::tlb::TlbFlush;
+use mmlab_engine::counters::CounterSet;
 use mmlab_engine::{Cpu, PAGE_SIZE, Pfn, PhysAddr};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
@@ -19,10 +19,10 @@ use mmlab_tests::{barrier_pairs as pairs, counting_machine as machine};
 /// A PTE table for `va` in the kernel space, created by mapping one page
 /// there and unmapping it again (the tables stay, as vmalloc's do).
 fn pte_table_for<'m>(cpu: &Cpu<'m>, pa: &PageAllocator<'m>, va: u64) -> PhysAddr {
-    let k = cpu.machine().kernel_as();
+    let k = mmlab_engine::arch::arm64::pgtable::init_mm(cpu);
     let page = pa.alloc_pages(cpu, mmlab_engine::Gfp::GFP_KERNEL, 0).unwrap();
     pgtable::map_range(cpu, &k, pa, va, page.phys().0, PAGE_SIZE, PAGE_KERNEL, MapFlags::default()).unwrap().ignore();
-    let pmd = walk(cpu.machine(), &k, va).steps[2].desc;
+    let pmd = walk(cpu.ram(), &k, va).steps[2].desc;
     pgtable::unmap_range(cpu, &k, va, PAGE_SIZE).unwrap().ignore();
     pa.free_pages(cpu, page, 0).unwrap();
     PhysAddr(pmd.addr())
@@ -38,21 +38,21 @@ fn barrier_pairs_per_write_with_and_without_batching() {
         let pte = |i: u64| Desc::page(0x4000_0000 + i * PAGE_SIZE, PAGE_KERNEL);
 
         // Outside a section: every valid kernel PTE write pays one pair.
-        let b = cpu.data().barriers.snapshot();
+        let b = cpu.arch_data().barriers.snapshot();
         for i in 0..8 {
             pgtable::set_pte(&cpu, entry_pa(table, i), pte(i as u64)).unwrap();
         }
         assert_eq!(pairs(&cpu, b), (8, 8), "batching={batching}: 8 single writes");
 
         // Clearing issues none.
-        let b = cpu.data().barriers.snapshot();
+        let b = cpu.arch_data().barriers.snapshot();
         for i in 0..8 {
             pgtable::ptep_get_and_clear(&cpu, entry_pa(table, i));
         }
         assert_eq!(pairs(&cpu, b), (0, 0), "clears issue no barriers");
 
         // set_ptes: one pair for the whole run.
-        let b = cpu.data().barriers.snapshot();
+        let b = cpu.arch_data().barriers.snapshot();
         pgtable::set_ptes(&cpu, entry_pa(table, 0), pte(0), 100, PAGE_SIZE).unwrap();
         assert_eq!(pairs(&cpu, b), (1, 1), "one pair per set_ptes run");
         for i in 0..100 {
@@ -60,7 +60,7 @@ fn barrier_pairs_per_write_with_and_without_batching() {
         }
 
         // 64 single writes inside one lazy-MMU section.
-        let b = cpu.data().barriers.snapshot();
+        let b = cpu.arch_data().barriers.snapshot();
         arch_enter_lazy_mmu_mode(&cpu);
         for i in 0..64 {
             pgtable::set_pte(&cpu, entry_pa(table, i), pte(i as u64)).unwrap();
@@ -78,7 +78,7 @@ fn barrier_pairs_per_write_with_and_without_batching() {
         }
 
         // A section with only clears owes nothing at its end.
-        let b = cpu.data().barriers.snapshot();
+        let b = cpu.arch_data().barriers.snapshot();
         arch_enter_lazy_mmu_mode(&cpu);
         pgtable::pte_clear(&cpu, entry_pa(table, 0));
         arch_leave_lazy_mmu_mode(&cpu);
@@ -86,7 +86,7 @@ fn barrier_pairs_per_write_with_and_without_batching() {
 
         // Nesting: the inner leave flushes and ends batching for the rest of
         // the outer section (the kernel does not count nesting).
-        let b = cpu.data().barriers.snapshot();
+        let b = cpu.arch_data().barriers.snapshot();
         arch_enter_lazy_mmu_mode(&cpu);
         pgtable::set_pte(&cpu, entry_pa(table, 0), pte(0)).unwrap();
         arch_enter_lazy_mmu_mode(&cpu);
@@ -107,7 +107,7 @@ fn barrier_pairs_per_write_with_and_without_batching() {
         }
 
         // User (non-global, PTE_USER) writes issue no barriers at all.
-        let b = cpu.data().barriers.snapshot();
+        let b = cpu.arch_data().barriers.snapshot();
         pgtable::set_pte(&cpu, entry_pa(table, 5), Desc::page(0x4000_0000, pgtable::desc::PAGE_SHARED)).unwrap();
         assert_eq!(pairs(&cpu, b), (0, 0), "user entries rely on TLB maintenance");
     }
@@ -305,7 +305,7 @@ fn a_vmemmap_remap_is_seen_after_its_tlb_flush_and_not_before() {
     // stale TLB entry would.
     pgtable::ptep_get_and_clear(&cpu, ptep);
     pgtable::set_pte(&cpu, ptep, Desc::page(copy.0, PAGE_KERNEL_RO)).unwrap();
-    m.note_vmemmap_change();
+    m.memmap().note_vmemmap_change();
     assert_ne!(m.page(pfn).private(), 0xabcd, "stale until the TLB is flushed");
     mmlab_engine::arch::arm64::tlb::TlbFlush::kernel_page(va).flush(&cpu);
     assert_eq!(m.page(pfn).private(), 0xabcd, "after the flush the accessor follows the tables");
@@ -335,13 +335,13 @@ fn mmu_reads_hit_the_tlb_model_after_the_first_walk() {
     )
     .unwrap()
     .ignore();
-    let before = cpu.data().tlb.counts();
+    let before = cpu.arch_data().tlb.counts();
     // 16 pages of one contiguous run: one walk fills one 64 KiB entry, the
     // other 15 pages hit it in the model.
     for i in 0..16 {
         mmu::read_u64(&cpu, &k, va + i * PAGE_SIZE).unwrap();
     }
-    let c = cpu.data().tlb.counts();
+    let c = cpu.arch_data().tlb.counts();
     assert_eq!(c.fills - before.fills, 1, "one TLB entry for the whole run");
     assert_eq!(c.misses - before.misses, 1);
     assert_eq!(c.hits - before.hits, 15);
@@ -362,7 +362,7 @@ fn a_user_address_space_with_its_asid() {
     let page =
         pa.alloc_pages(&cpu, mmlab_engine::Gfp::GFP_HIGHUSER_MOVABLE | mmlab_engine::Gfp::__GFP_ZERO, 0).unwrap();
     let va = 0x0000_7fff_0000_0000u64;
-    let b = cpu.data().barriers.snapshot();
+    let b = cpu.arch_data().barriers.snapshot();
     pgtable::map_range(&cpu, &user, &pa, va, page.phys().0, PAGE_SIZE, pgtable::desc::PAGE_SHARED, MapFlags::default())
         .unwrap()
         .ignore();
@@ -401,7 +401,7 @@ struct FailingTables<'a, 'm> {
     budget: std::cell::Cell<u32>,
 }
 
-impl<'m> pgtable::PgtableAlloc<'m> for FailingTables<'_, 'm> {
+impl<'m> pgtable::PgtableAlloc<Cpu<'m>> for FailingTables<'_, 'm> {
     fn alloc_table(&self, cpu: &Cpu<'m>) -> Option<PhysAddr> {
         let left = self.budget.get();
         if left == 0 {

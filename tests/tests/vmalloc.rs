@@ -1,10 +1,10 @@
 //! vmalloc: placement, mapping kinds and their barrier counts, lazy freeing
 //! and purges, order-0 frees of huge allocations, and bad input.
 
-use mmlab_engine::counters::CounterSet;
 use mmlab_engine::arch::arm64::memory::VMALLOC_START;
 use mmlab_engine::arch::arm64::pgtable::{self, mmu};
 use mmlab_engine::arch::arm64::tlb::TlbiKind;
+use mmlab_engine::counters::CounterSet;
 use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::{Gfp, PAGE_SIZE};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
@@ -54,7 +54,7 @@ fn barrier_pairs_per_vmalloc_batched_and_unbatched() {
         let w = vm.vmalloc(&cpu, PAGE_SIZE).unwrap();
         vm.vfree(&cpu, w).unwrap();
         for pages in [1u64, 16, 64, 256] {
-            let b = cpu.data().barriers.snapshot();
+            let b = cpu.arch_data().barriers.snapshot();
             let a = vm.vmalloc(&cpu, pages * PAGE_SIZE).unwrap();
             // All of it lies in one PTE table (the range is 2 MiB aligned and
             // nothing here crosses a table boundary).
@@ -125,7 +125,7 @@ fn contpte_and_pmd_huge_mappings() {
     // 1 MiB with VM_ALLOW_HUGE_VMAP: 16 contiguous 64 KiB runs, each mapped
     // by its own vmap_pte_range (one lazy section, one pair each).
     let zl = m.vm_events().get(VmEvent::ZoneLockAcquire);
-    let b = cpu.data().barriers.snapshot();
+    let b = cpu.arch_data().barriers.snapshot();
     let entries = |vm: &Vmalloc| vm.counts().pte_entries;
     let e0 = entries(&vm);
     let a = vm.vmalloc_huge(&cpu, 1 << 20, Gfp::GFP_KERNEL).unwrap();
@@ -142,7 +142,7 @@ fn contpte_and_pmd_huge_mappings() {
     assert_eq!(area.page_order, 4);
     assert_eq!(area.pages.len(), 256);
     // The same size without the huge flag: 256 PTEs, one pair.
-    let b = cpu.data().barriers.snapshot();
+    let b = cpu.arch_data().barriers.snapshot();
     let s = vm.vmalloc(&cpu, 1 << 20).unwrap();
     assert_eq!(pgtable::leaves(&m, &k, s, s + (1 << 20)).len(), 256);
     // It starts at PTE index 0x111 (after the 1 MiB area, its guard and the

@@ -47,12 +47,12 @@ use buddy_system_allocator::FrameAllocator;
 use mmlab_buddy::{AllocFlags, Fpi};
 use mmlab_engine::arch::arm64::barrier::BarrierBackend;
 use mmlab_engine::arch::arm64::memory::{PHYS_OFFSET, VMALLOC_START};
-use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::arch::arm64::pgtable::desc::PAGE_KERNEL;
 use mmlab_engine::arch::arm64::pgtable::{
-    Desc, Level, MapFlags, MemblockTables, PteTable, arch_enter_lazy_mmu_mode, arch_leave_lazy_mmu_mode, map_range,
-    mmu, unmap_range, walk,
+    Desc, Level, MapFlags, PteTable, arch_enter_lazy_mmu_mode, arch_leave_lazy_mmu_mode, map_range, mmu, unmap_range,
+    walk,
 };
+use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::{Cpu, Gfp, Machine, MachineConfig, Migratetype, PAGE_SHIFT, PAGE_SIZE, Pfn, PhysAddr};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
@@ -222,11 +222,12 @@ fn pairs(c: Counts) {
 
 /// Map `tables * 2 MiB` from `VA` once (tables from memblock), return the
 /// PTE tables in VA order with their entries cleared.
-fn prepare_tables(cpu: &Cpu<'_>, tables: u64) -> Vec<PhysAddr> {
-    let m = cpu.machine();
+fn prepare_tables(m: &Machine, cpu: &Cpu<'_>, tables: u64) -> Vec<PhysAddr> {
     let asp = m.kernel_as();
     let flags = MapFlags { block: false, cont: false };
-    map_range(cpu, &asp, &MemblockTables, VA, PA, tables * PMD_SIZE, PAGE_KERNEL, flags).expect("map").ignore();
+    map_range(cpu, &asp, &mmlab_engine::machine::MemblockTables(m), VA, PA, tables * PMD_SIZE, PAGE_KERNEL, flags)
+        .expect("map")
+        .ignore();
     let t: Vec<PhysAddr> = (0..tables)
         .map(|i| {
             let leaf = walk(m, &asp, VA + i * PMD_SIZE).leaf.expect("mapped");
@@ -240,7 +241,7 @@ fn prepare_tables(cpu: &Cpu<'_>, tables: u64) -> Vec<PhysAddr> {
 
 fn clear_ptes(cpu: &Cpu<'_>, tables: &[PhysAddr]) {
     for &t in tables {
-        let table = PteTable::new(cpu.machine(), t);
+        let table = PteTable::new(cpu.ram(), t);
         for i in 0..PTRS {
             black_box(table.get_and_clear(i));
         }
@@ -251,7 +252,7 @@ fn clear_ptes(cpu: &Cpu<'_>, tables: &[PhysAddr]) {
 fn map_ptes(cpu: &Cpu<'_>, tables: &[PhysAddr]) {
     let mut pa = PA;
     for &t in tables {
-        let table = PteTable::new(cpu.machine(), t);
+        let table = PteTable::new(cpu.ram(), t);
         arch_enter_lazy_mmu_mode(cpu);
         for i in 0..PTRS {
             table.set_pte(cpu, i, Desc::page(pa, PAGE_KERNEL)).expect("set_pte");
@@ -273,7 +274,7 @@ fn ir_map_pte_n2(cpu: &Cpu<'_>, tables: &[PhysAddr]) {
 
 #[inline(always)]
 fn unmap(cpu: &Cpu<'_>, tables: u64) {
-    let asp = cpu.machine().kernel_as();
+    let asp = mmlab_engine::arch::arm64::pgtable::init_mm(cpu);
     unmap_range(cpu, &asp, VA, tables * PMD_SIZE).expect("unmap_range").flush(cpu);
 }
 #[inline(never)]
@@ -328,7 +329,7 @@ fn ir_a64_unmap_n2(map: &mut HostMapping, tables: u64) {
 fn pgtables(c: Counts) {
     let m = boot("2G", Some(BarrierBackend::Count));
     let cpu = m.cpu(0).expect("cpu 0");
-    let tables = prepare_tables(&cpu, c.n2);
+    let tables = prepare_tables(&m, &cpu, c.n2);
     let (t1, t2) = (&tables[..c.n1 as usize], &tables[..]);
     let pages = |n: u64| n * PTRS as u64;
     // Warm-up: one round trip over all of it.
@@ -365,7 +366,7 @@ fn pgtables(c: Counts) {
 
 #[inline(always)]
 fn fix_size(vm: &Vmalloc<'_, '_>, cpu: &Cpu<'_>, n: u64) {
-    let k = cpu.machine().kernel_as();
+    let k = mmlab_engine::arch::arm64::pgtable::init_mm(cpu);
     for _ in 0..n {
         let a = vm.vmalloc(cpu, PAGE_SIZE).expect("vmalloc");
         mmu::write_bytes(cpu, &k, a, &[1]).expect("write");
@@ -400,7 +401,7 @@ fn ir_lazy_purge_area_n2(vm: &Vmalloc<'_, '_>, cpu: &Cpu<'_>) {
 
 #[inline(always)]
 fn long_busy(vm: &Vmalloc<'_, '_>, cpu: &Cpu<'_>, n: u64) {
-    let k = cpu.machine().kernel_as();
+    let k = mmlab_engine::arch::arm64::pgtable::init_mm(cpu);
     for _ in 0..n {
         let x = vm.vmalloc(cpu, 100 * PAGE_SIZE).expect("vmalloc");
         let y = vm.vmalloc(cpu, PAGE_SIZE).expect("vmalloc");

@@ -33,8 +33,8 @@
 //! (the purge only needs their span and each range).
 
 use crossbeam::utils::CachePadded;
-use mmlab_engine::kernel::sync::atomic::{AtomicI64, Ordering::Relaxed};
-use mmlab_engine::kernel::sync::{LastCpu, LockAcq, Mutex};
+use mmlab_engine::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use mmlab_engine::sync::{LastCpu, LockAcq, Mutex};
 
 /// A lazily freed range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

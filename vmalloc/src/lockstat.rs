@@ -35,7 +35,7 @@
 //! Fidelity: instrumented.
 
 use mmlab_engine::counters::this_cpu_add;
-use mmlab_engine::kernel::sync::LockAcq;
+use mmlab_engine::sync::LockAcq;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// vmalloc's lock classes, in report order.
@@ -182,7 +182,7 @@ impl LockStats {
 #[cfg(test)]
 mod tests {
     use super::{LockStats, VmapLockClass};
-    use mmlab_engine::kernel::sync::LockAcq;
+    use mmlab_engine::sync::LockAcq;
 
     #[test]
     fn lock_stats_sum_the_cpus_per_class() {

@@ -49,7 +49,7 @@
 
 use crate::{Vmalloc, VmallocError};
 use bitvec::prelude::*;
-use mmlab_engine::kernel::sync::Mutex;
+use mmlab_engine::sync::Mutex;
 use mmlab_engine::{Cpu, Gfp, PAGE_SIZE};
 use std::fmt;
 

@@ -99,7 +99,7 @@ pub use folio::{Folio, FolioError};
 
 use mmlab_engine::Machine;
 use mmlab_engine::arch::arm64::pgtable::{Desc, Level, PgtableError};
-use mmlab_engine::kernel::sync::Mutex;
+use mmlab_engine::sync::Mutex;
 use mmlab_engine::{Pfn, PhysAddr};
 use mmlab_pcp::PageAllocator;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};

@@ -73,10 +73,10 @@
 
 use crate::walker::{CountCheck, page_count_writable, page_ref_atomic_add_unless};
 use crate::{Folio, Hvo, HvoConfig, HvoCounts, HvoError, RcuPolicy};
-use mmlab_engine::mm::page::{PageExt, pg};
 use mmlab_engine::arch::arm64::pgtable::mmu::{self, Access, Fault, FaultKind};
+use mmlab_engine::mm::page::{PageExt, pg};
 use mmlab_engine::rng::Xoshiro256StarStar;
-use mmlab_engine::{Cpu, Gfp, Pfn, PhysAddr, kernel::rcu};
+use mmlab_engine::{Cpu, Gfp, Machine, Pfn, PhysAddr, kernel::rcu};
 use mmlab_pcp::{FreeError, PageAllocator};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
@@ -357,7 +357,7 @@ impl Walker<'_, '_, '_> {
             CountCheck::Writable => {
                 self.counts.armed += 1;
                 window(pfn);
-                match self.hvo.remote_cpu_section(|| page_ref_atomic_add_unless(cpu, pfn, 1, 0)) {
+                match self.hvo.remote_cpu_section(|| page_ref_atomic_add_unless(cpu, self.hvo.machine(), pfn, 1, 0)) {
                     Ok(true) => {
                         self.counts.refs_taken += 1;
                         Some(true)
@@ -466,10 +466,9 @@ fn walker_seed(seed: u64, cpu: usize) -> u64 {
 
 /// `folio_ref_freeze(folio, count)`: set the head's count from `count` to 0
 /// with one compare-and-swap through the updater's MMU.
-fn folio_ref_freeze(cpu: &Cpu<'_>, pfn: Pfn, count: i32) -> Result<bool, Fault> {
-    let m = cpu.machine();
+fn folio_ref_freeze(cpu: &Cpu<'_>, m: &Machine, pfn: Pfn, count: i32) -> Result<bool, Fault> {
     let va = m.memmap().page_va(pfn) + REFCOUNT_OFFSET;
-    let pa = mmu::translate(cpu, &m.kernel_as(), va, Access::WRITE)?;
+    let pa = mmu::translate(cpu, &mmlab_engine::arch::arm64::pgtable::init_mm(cpu), va, Access::WRITE)?;
     let word = m.arena().word(PhysAddr(pa.0 & !7));
     Ok(word.fetch_update(Relaxed, Relaxed, |w| ((w >> 32) as u32 as i32 == count).then_some(w & 0xffff_ffff)).is_ok())
 }
@@ -626,7 +625,7 @@ fn iteration(
     while folios.len() < max {
         let Some(pfn) = pa.alloc_pages(cpu, gfp, ORDER) else { break };
         let folio = Folio::new(m, pfn, ORDER).map_err(HvoError::Folio)?;
-        while !folio_ref_freeze(cpu, pfn, 1).map_err(|_| HvoError::Corrupt { va: m.memmap().page_va(pfn) })? {
+        while !folio_ref_freeze(cpu, m, pfn, 1).map_err(|_| HvoError::Corrupt { va: m.memmap().page_va(pfn) })? {
             // A walker holds a speculative reference: it drops it at once.
             std::thread::yield_now();
         }

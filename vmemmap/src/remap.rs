@@ -35,9 +35,11 @@
 
 use crate::{Arm64Hvo, BbmViolation, Hvo, HvoError, MAX_BBM_VIOLATIONS_KEPT, VmemmapFlags};
 use mmlab_engine::arch::arm64::barrier::ishst;
-use mmlab_engine::mm::page::{STRUCT_PAGE_SIZE, pg};
 use mmlab_engine::arch::arm64::pgtable::desc::{KERNEL_TABLE, PAGE_KERNEL, PAGE_KERNEL_RO, PMD_SIZE, PTRS_PER_TABLE};
-use mmlab_engine::arch::arm64::pgtable::{self, Desc, DescKind, Level, PgtableAlloc, PgtableError, entry_pa};
+use mmlab_engine::arch::arm64::pgtable::{
+    self, Desc, DescKind, Level, PgtableAlloc, PgtableError, TableMemory, entry_pa,
+};
+use mmlab_engine::mm::page::{STRUCT_PAGE_SIZE, pg};
 use mmlab_engine::{Cpu, Gfp, PAGE_SIZE, Pfn, PhysAddr, arch::arm64::tlb};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -278,7 +280,7 @@ impl Hvo<'_, '_> {
                 let _paused = self.pause.write().unwrap_or_else(|e| e.into_inner());
                 self.count(|c| c.remote_cpu_pauses += 1);
                 pgtable::pte_clear(cpu, slot);
-                m.note_vmemmap_change();
+                m.memmap().note_vmemmap_change();
                 tlb::flush_tlb_kernel_range(cpu, va, va + level.entry_size());
                 self.count(|c| c.flush_tlb_kernel_range_bbm += 1);
                 write(new)?;
@@ -300,7 +302,7 @@ impl Hvo<'_, '_> {
                 Err(e) => return Err(e.into()),
             },
         }
-        m.note_vmemmap_change();
+        m.memmap().note_vmemmap_change();
         Ok(())
     }
 

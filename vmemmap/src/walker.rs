@@ -22,8 +22,8 @@
 //! Fidelity: faithful check order and access path; the atomic is the
 //! engine's 32-bit compare-and-swap on the translated physical address.
 
-use mmlab_engine::mm::page::pg;
 use mmlab_engine::arch::arm64::pgtable::mmu::{self, Access, Fault};
+use mmlab_engine::mm::page::pg;
 use mmlab_engine::{Cpu, Machine, Pfn, PhysAddr, kernel::rcu};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -37,10 +37,9 @@ const REFCOUNT_OFFSET: u64 = 52;
 /// # Errors
 /// The [`Fault`] of the write translation (a permission fault on a
 /// read-only tail struct page).
-pub fn page_ref_atomic_add_unless(cpu: &Cpu<'_>, pfn: Pfn, nr: i32, u: i32) -> Result<bool, Fault> {
-    let m = cpu.machine();
+pub fn page_ref_atomic_add_unless(cpu: &Cpu<'_>, m: &Machine, pfn: Pfn, nr: i32, u: i32) -> Result<bool, Fault> {
     let va = m.memmap().page_va(pfn) + REFCOUNT_OFFSET;
-    let pa = mmu::translate(cpu, &m.kernel_as(), va, Access::WRITE)?;
+    let pa = mmu::translate(cpu, &mmlab_engine::arch::arm64::pgtable::init_mm(cpu), va, Access::WRITE)?;
     // The refcount is the upper half of the aligned word at offset 48.
     let word: &AtomicU64 = m.arena().word(PhysAddr(pa.0 & !7));
     let added = word
@@ -58,10 +57,10 @@ pub fn page_ref_atomic_add_unless(cpu: &Cpu<'_>, pfn: Pfn, nr: i32, u: i32) -> R
 ///
 /// # Errors
 /// As [`page_ref_atomic_add_unless`].
-pub fn page_ref_add_unless(cpu: &Cpu<'_>, pfn: Pfn, nr: i32, u: i32) -> Result<bool, Fault> {
+pub fn page_ref_add_unless(cpu: &Cpu<'_>, m: &Machine, pfn: Pfn, nr: i32, u: i32) -> Result<bool, Fault> {
     rcu::rcu_read_lock(cpu);
-    let r = match page_count_writable(cpu.machine(), pfn, u) {
-        CountCheck::Writable => page_ref_atomic_add_unless(cpu, pfn, nr, u),
+    let r = match page_count_writable(m, pfn, u) {
+        CountCheck::Writable => page_ref_atomic_add_unless(cpu, m, pfn, nr, u),
         CountCheck::FakeHead | CountCheck::Excluded => Ok(false),
     };
     rcu::rcu_read_unlock(cpu);
@@ -99,6 +98,6 @@ pub fn page_count_writable(m: &Machine, pfn: Pfn, u: i32) -> CountCheck {
 ///
 /// # Errors
 /// As [`page_ref_add_unless`].
-pub fn get_page_unless_zero(cpu: &Cpu<'_>, pfn: Pfn) -> Result<bool, Fault> {
-    page_ref_add_unless(cpu, pfn, 1, 0)
+pub fn get_page_unless_zero(cpu: &Cpu<'_>, m: &Machine, pfn: Pfn) -> Result<bool, Fault> {
+    page_ref_add_unless(cpu, m, pfn, 1, 0)
 }

@@ -1,119 +1,95 @@
 //! Emulated CPUs.
 //!
-//! An emulated CPU is a [`Cpu`] handle: its id, a reference to the machine and
-//! to the CPU's own data (event counters, barrier counters). Every operation
+//! An emulated CPU is a [`Cpu`] handle: its arch view (id, barriers, TLB,
+//! lazy-MMU state: [`ArchCpu`]), its own data (event counters) and the RCU
+//! state it reports to. It holds no reference to the machine. Every operation
 //! that the kernel would run on some CPU takes the handle, which is the proof
 //! of which CPU's per-cpu data it touches, like Asterinas' CPU guard or the
 //! kernel's `preempt_disable()` + `this_cpu_ptr()`.
 //!
-//! At most one handle exists per CPU at a time ([`crate::Machine::cpu`]
+//! At most one handle exists per CPU at a time (`Machine::cpu`
 //! refuses a second), and a handle can be sent to a thread but not shared
 //! between threads (`!Sync`). Together these make each CPU's counters
 //! single-writer, so they are updated with plain relaxed stores.
 //! `nr_threads = N` means N threads, each holding one handle.
 
-use crate::arch::arm64::barrier::{self, BarrierStats, DmbOption, DsbOption};
-use crate::machine::Machine;
-use crate::mm::vmstat::{VmEvent, VmEvents};
+use crate::arch::arm64::cpu::ArchCpu;
+use crate::kernel::rcu::tree::{RcuCpu, RcuState};
+use crate::mm::vmstat::VmEvents;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// A CPU's own data (`DEFINE_PER_CPU` state that is not an allocator's).
-#[derive(Debug)]
+/// A CPU's own data (`DEFINE_PER_CPU` state that is not an allocator's,
+/// RCU's or the arch code's: those keep their own).
+#[derive(Debug, Default)]
 pub struct CpuData {
     claimed: AtomicBool,
     /// vmstat-style event counters.
     pub events: VmEvents,
-    /// dmb/dsb/isb counts and modelled barrier time.
-    pub barriers: BarrierStats,
-    /// This CPU's TLB model, its TLBI counters and its soft-MMU cache.
-    pub tlb: crate::arch::arm64::tlb::CpuTlb,
-    /// Lazy-MMU state (`TIF_LAZY_MMU`, `TIF_LAZY_MMU_PENDING`).
-    pub lazy_mmu: crate::arch::arm64::pgtable::LazyMmu,
-    /// RCU state (`rcu_data`) and counters.
-    pub rcu: crate::kernel::rcu::RcuCpu,
 }
 
 impl CpuData {
-    pub(crate) fn new(cfg: &crate::machine::MachineConfig) -> CpuData {
-        CpuData {
-            claimed: AtomicBool::new(false),
-            events: VmEvents::default(),
-            barriers: BarrierStats::new(),
-            tlb: crate::arch::arm64::tlb::CpuTlb::new(cfg.tlb_entries),
-            lazy_mmu: crate::arch::arm64::pgtable::LazyMmu::default(),
-            rcu: crate::kernel::rcu::RcuCpu::new(),
-        }
-    }
-
+    /// Try to become the one handle of this CPU.
     pub(crate) fn try_claim(&self) -> bool {
         self.claimed.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 }
 
-/// Handle of one emulated CPU; see the module documentation.
+/// Handle of one emulated CPU; see the module documentation. It contains
+/// the CPU's arch view ([`ArchCpu`]) and dereferences to it, so arch
+/// functions that take `&ArchCpu` take a `&Cpu` as well.
 #[derive(Debug)]
 pub struct Cpu<'m> {
-    id: usize,
-    machine: &'m Machine,
+    arch: ArchCpu<'m>,
     data: &'m CpuData,
+    rcu: &'m RcuState,
+    lock_stat: bool,
     _not_sync: PhantomData<Cell<()>>,
 }
 
 impl<'m> Cpu<'m> {
-    pub(crate) fn new(id: usize, machine: &'m Machine, data: &'m CpuData) -> Cpu<'m> {
-        Cpu { id, machine, data, _not_sync: PhantomData }
-    }
-    /// `smp_processor_id()`.
-    #[inline]
-    pub fn id(&self) -> usize {
-        self.id
-    }
-    /// The machine this CPU belongs to.
-    #[inline]
-    pub fn machine(&self) -> &'m Machine {
-        self.machine
-    }
-    /// This CPU's counters.
-    #[inline]
-    pub fn events(&self) -> &'m VmEvents {
-        &self.data.events
+    /// The handle of a claimed CPU: its arch view, its kernel data, the
+    /// RCU state it reports to, and whether locks keep lock_stat. Comes
+    /// online for RCU at once.
+    pub(crate) fn new(arch: ArchCpu<'m>, data: &'m CpuData, rcu: &'m RcuState, lock_stat: bool) -> Cpu<'m> {
+        rcu.cpu_online(arch.id(), arch.trace_clock());
+        Cpu { arch, data, rcu, lock_stat, _not_sync: PhantomData }
     }
     /// This CPU's data.
     #[inline]
     pub fn data(&self) -> &'m CpuData {
         self.data
     }
-    /// `count_vm_events()` on this CPU.
+    /// The RCU state (`rcu_state`).
     #[inline]
-    pub fn count(&self, e: VmEvent, n: u64) {
-        self.data.events.add(e, n)
+    pub fn rcu_state(&self) -> &'m RcuState {
+        self.rcu
     }
-    /// `dmb(opt)` on this CPU, executed by the machine's barrier backend.
+    /// This CPU's RCU data (`rcu_data`).
     #[inline]
-    pub fn dmb<O: DmbOption>(&self, o: O) {
-        barrier::dmb(&self.machine.config().barrier_backend, &self.data.barriers, o);
-        crate::trace::mmlab::dmb(self.id, self.machine.trace_clock(), O::NAME);
+    pub fn rcu_data(&self) -> &'m RcuCpu {
+        self.rcu.cpu(self.arch.id())
     }
-    /// `dsb(opt)` on this CPU.
+    /// Whether the machine's `lock_stat` switch is on (CONFIG_LOCK_STAT).
     #[inline]
-    pub fn dsb<O: DsbOption>(&self, o: O) {
-        barrier::dsb(&self.machine.config().barrier_backend, &self.data.barriers, o);
-        crate::trace::mmlab::dsb(self.id, self.machine.trace_clock(), O::NAME);
+    pub fn lock_stat(&self) -> bool {
+        self.lock_stat
     }
-    /// `isb()` on this CPU.
+}
+
+impl<'m> std::ops::Deref for Cpu<'m> {
+    type Target = ArchCpu<'m>;
     #[inline]
-    pub fn isb(&self) {
-        barrier::isb(&self.machine.config().barrier_backend, &self.data.barriers);
-        crate::trace::mmlab::isb(self.id, self.machine.trace_clock());
+    fn deref(&self) -> &ArchCpu<'m> {
+        &self.arch
     }
 }
 
 impl Drop for Cpu<'_> {
     fn drop(&mut self) {
         // Offline for RCU before another handle can be taken.
-        crate::kernel::rcu::rcu_cpu_offline(self);
+        self.rcu.cpu_offline(self.arch.id(), self.arch.trace_clock());
         self.data.claimed.store(false, Ordering::Release);
     }
 }

@@ -8,11 +8,11 @@
 //! - [`rcu`]: tree RCU with one node (`kernel/rcu/tree.c`).
 //! - [`sysctl`]: typed `--set` tables shaped like sysctl tables
 //!   (`kernel/sysctl.c`).
-//! - [`sync`]: locks with lock_stat (`kernel/locking/`) and the atomics
-//!   facade that swaps to loom under `cfg(loom)`.
+//! - [`lockstat`]: the zone lock with lock_stat's accounting
+//!   (`kernel/locking/`).
 
 pub mod cpu;
+pub mod lockstat;
 pub mod params;
 pub mod rcu;
-pub mod sync;
 pub mod sysctl;

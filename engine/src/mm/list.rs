@@ -22,7 +22,8 @@
 
 use crate::addr::Pfn;
 use crate::arch::arm64::memory::{VMEMMAP_END, VMEMMAP_START};
-use crate::mm::page::{LRU_OFFSET, Memmap, STRUCT_PAGE_SIZE, StructPage};
+use crate::mm::memmap::Memmap;
+use crate::mm::page::{LRU_OFFSET, STRUCT_PAGE_SIZE, StructPage};
 
 /// `LIST_POISON1` (0x100 + `POISON_POINTER_DELTA`).
 pub const LIST_POISON1: u64 = 0xdead_0000_0000_0100;

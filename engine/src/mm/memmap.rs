@@ -54,7 +54,7 @@
 //! translation of each 4 KiB vmemmap page is kept in a shadow array of host
 //! addresses (a soft-MMU cache dedicated to the vmemmap), rebuilt from the
 //! tables whenever a TLBI covers vmemmap addresses
-//! ([`crate::Machine::vmemmap_sync`]). So after a remap and its TLB flush,
+//! ([`crate::mm::memmap::Memmap::vmemmap_sync`]). So after a remap and its TLB flush,
 //! struct-page reads and writes go wherever the tables now say, exactly
 //! like the kernel's; before the flush they still go to the old page, as a
 //! stale TLB entry would send them.
@@ -172,6 +172,9 @@ pub struct Memmap {
     /// an access to an initialised struct page needs no shadow lookup; the
     /// first TLBI of a changed vmemmap clears it for good.
     boot_layout: AtomicBool,
+    /// The vmemmap tables changed since the accessor last synced
+    /// ([`Memmap::note_vmemmap_change`]).
+    vmemmap_dirty: AtomicBool,
 }
 
 // SAFETY: Memmap is a view of struct pages in the arena, which the owning
@@ -238,15 +241,29 @@ impl Memmap {
             deferred_chunks: AtomicU64::new(0),
             linear,
             boot_layout: AtomicBool::new(false),
+            vmemmap_dirty: AtomicBool::new(false),
             arena_host,
             arena_pa: arena.base().0,
             arena_len: arena.size(),
             pgd: AtomicU64::new(0),
             start_pfn,
             nr_pages,
-            vmemmap_pfn0: ((start_pfn << crate::addr::PAGE_SHIFT) & !(crate::arch::arm64::memory::ARM64_MEMSTART_ALIGN - 1))
+            vmemmap_pfn0: ((start_pfn << crate::addr::PAGE_SHIFT)
+                & !(crate::arch::arm64::memory::ARM64_MEMSTART_ALIGN - 1))
                 >> crate::addr::PAGE_SHIFT,
         }
+    }
+
+    /// `virt_to_page(PAGE_OFFSET)`: the vmemmap address of the struct page
+    /// of `memstart_addr`'s frame (ptdump's "vmemmap start").
+    pub fn vmemmap_start(&self) -> u64 {
+        self.page_va(crate::addr::Pfn(self.vmemmap_pfn0))
+    }
+
+    /// The flag [`Memmap::note_vmemmap_change`] sets.
+    #[inline]
+    pub(crate) fn vmemmap_dirty(&self) -> &AtomicBool {
+        &self.vmemmap_dirty
     }
 
     /// The early part of `memmap_init()`: initialise the struct pages of
@@ -450,7 +467,8 @@ impl Memmap {
         {
             return host;
         }
-        let va = crate::arch::arm64::memory::VMEMMAP_START + (idx + self.start_pfn - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE;
+        let va =
+            crate::arch::arm64::memory::VMEMMAP_START + (idx + self.start_pfn - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE;
         let va = va & !(4096 - 1);
         let pgd = self.pgd.load(Relaxed);
         if pgd == 0 {
@@ -460,7 +478,12 @@ impl Memmap {
             self.shadow[chunk].store(host, Relaxed);
             return host;
         }
-        let leaf = crate::arch::arm64::pgtable::walk_with(|pa| self.read_phys_u64(pa.0), crate::addr::PhysAddr(pgd), va, |_| {});
+        let leaf = crate::arch::arm64::pgtable::walk_with(
+            |pa| self.read_phys_u64(pa.0),
+            crate::addr::PhysAddr(pgd),
+            va,
+            |_| {},
+        );
         let host = leaf
             .and_then(|l| l.pa.0.checked_sub(self.arena_pa).filter(|off| off + 4096 <= self.arena_len))
             .map(|off| self.arena_host + off as usize);

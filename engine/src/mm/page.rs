@@ -37,7 +37,7 @@
 //! | `Alloc(o,t)`| `prep_new_page`                 | ref 1                                          |
 //! | `Tail`      | any page that is not a head     | whatever the head's block left                 |
 //!
-//! All access to struct pages goes through [`Memmap::page`]; a later layer
+//! All access to struct pages goes through [`Memmap::page`](crate::mm::memmap::Memmap::page); a later layer
 //! routes it through the vmemmap mapping without touching callers.
 
 use crate::mm::Migratetype;
@@ -331,8 +331,6 @@ impl StructPage {
         ]
     }
 }
-
-pub use super::memmap::{Memmap, PAGES_PER_VMEMMAP_PAGE};
 
 #[cfg(test)]
 mod tests {

@@ -7,23 +7,29 @@
 //! one PMD block (`vmemmap_populate_hugepages` → `vmemmap_set_pmd`), and a
 //! partial section with 4 KiB pages (`vmemmap_populate_basepages`); the
 //! tables come from memblock. Then the struct-page accessor
-//! ([`crate::mm::page::Memmap`]) is pointed at what the tables map
-//! ([`Machine::vmemmap_sync`](crate::Machine::vmemmap_sync)); from then on it follows them at run time
+//! ([`crate::mm::memmap::Memmap`]) is pointed at what the tables map
+//! ([`Memmap::vmemmap_sync`](crate::mm::memmap::Memmap::vmemmap_sync)); from then on it follows them at run time
 //! ([`crate::mm::vmemmap`]).
 
 use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
-use crate::kernel::cpu::Cpu;
 use crate::arch::arm64::memory::{VMEMMAP_END, VMEMMAP_START};
+use crate::arch::arm64::pgtable::{AddressSpace, MapFlags, PgtableAlloc, PgtableError, desc, map_range};
+use crate::kernel::cpu::Cpu;
+use crate::mm::memmap::Memmap;
 use crate::mm::page::STRUCT_PAGE_SIZE;
-use crate::arch::arm64::pgtable::{MapFlags, MemblockTables, PgtableError, desc, map_range};
 
 pub use crate::mm::memmap::PAGES_PER_SECTION;
 
 /// `vmemmap_populate()` for every present section; called once at boot.
-pub(crate) fn vmemmap_populate(cpu: &Cpu<'_>, memmap_pa: PhysAddr) -> Result<(), PgtableError> {
-    let m = cpu.machine();
-    let asp = m.kernel_as();
-    let mem = m.memmap();
+/// Table pages come from `tables` (memblock at boot); the memmap's
+/// struct-page accessor is pointed at the new mapping.
+pub(crate) fn vmemmap_populate<'m>(
+    cpu: &Cpu<'m>,
+    asp: &AddressSpace,
+    tables: &dyn PgtableAlloc<Cpu<'m>>,
+    mem: &Memmap,
+    memmap_pa: PhysAddr,
+) -> Result<(), PgtableError> {
     for piece in mem.pieces() {
         let (start, end) = (piece.start_pfn, piece.end_pfn);
         let mut s = start;
@@ -35,20 +41,11 @@ pub(crate) fn vmemmap_populate(cpu: &Cpu<'_>, memmap_pa: PhysAddr) -> Result<(),
             let bytes = (n * STRUCT_PAGE_SIZE).next_multiple_of(PAGE_SIZE);
             let whole = n == PAGES_PER_SECTION;
             // Creating mappings in empty tables needs no TLB maintenance.
-            map_range(
-                cpu,
-                &asp,
-                &MemblockTables,
-                va,
-                pa,
-                bytes,
-                desc::PAGE_KERNEL,
-                MapFlags { block: whole, cont: false },
-            )?
-            .ignore();
+            map_range(cpu, asp, tables, va, pa, bytes, desc::PAGE_KERNEL, MapFlags { block: whole, cont: false })?
+                .ignore();
             s += n;
         }
     }
-    m.vmemmap_sync(VMEMMAP_START, VMEMMAP_END);
+    mem.vmemmap_sync(cpu.ram(), asp, VMEMMAP_START, VMEMMAP_END);
     Ok(())
 }

@@ -8,7 +8,7 @@
 //! `tracing` event with target `kmem`; see the parent module for the
 //! conventions shared by every system.
 
-use super::TraceClock;
+use super::clock::TraceClock;
 use crate::mm::gfp::Gfp;
 
 /// The `tracing` target every kmem event uses.

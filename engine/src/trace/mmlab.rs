@@ -3,7 +3,7 @@
 //! brackets for timelines, and gauges for counter tracks. Every system is
 //! named `mmlab_*` so that nobody takes them for kernel events.
 
-use super::TraceClock;
+use super::clock::TraceClock;
 use crate::mm::mmzone::NR_PAGE_ORDERS;
 
 /// mmlab's own: a TLBI was issued on `cpu` (`op` is the instruction's

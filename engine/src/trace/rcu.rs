@@ -3,7 +3,7 @@
 //! `mmlab_rcu:synchronize_rcu` for a finished synchronize_rcu() wait, which
 //! the kernel does not trace.
 
-use super::TraceClock;
+use super::clock::TraceClock;
 
 /// The RCU flavour name the kernel prints (`rcu_state.name` of a
 /// preemptible kernel).

@@ -1,7 +1,7 @@
 //! vmalloc tracepoints (`include/trace/events/vmalloc.h`): the virtual-area
 //! allocator's events, fired where the kernel fires them.
 
-use super::TraceClock;
+use super::clock::TraceClock;
 
 /// A range was cut out of the vmalloc space, or could not be
 /// (`failed` = 1, `addr` = `vend` as the kernel's error value).

@@ -17,12 +17,12 @@
 //! otherwise its row says so.
 
 use mmlab_engine::arch::arm64::fixmap::FixmapCounts;
-use mmlab_engine::arch::arm64::mmu::LinearMapReport;
 use mmlab_engine::arch::arm64::memory::{FIXADDR_TOP, PAGE_END, PAGE_OFFSET, VMEMMAP_END, VMEMMAP_START};
+use mmlab_engine::arch::arm64::mmu::LinearMapReport;
+use mmlab_engine::arch::arm64::pgtable::table_pages_in;
 use mmlab_engine::mm::banks::MemBank;
 use mmlab_engine::mm::memmap::DeferredInitCounts;
 use mmlab_engine::mm::mm_init::BootPhase;
-use mmlab_engine::arch::arm64::pgtable::table_pages_in;
 use mmlab_engine::{Machine, PAGE_SIZE};
 use mmlab_pcp::PageAllocator;
 use serde::Serialize;
@@ -166,7 +166,7 @@ pub struct BootReport {
 
 impl BootReport {
     /// Collect the report of machine `m`, whose page allocator `pa` was
-    /// booted as the phase `free` ([`BootPhase::measure`]).
+    /// booted as the phase `free` ([`Machine::measure_phase`](mmlab_engine::Machine::measure_phase)).
     pub fn collect(m: &Machine, pa: &PageAllocator<'_>, free: &BootPhase) -> BootReport {
         let cfg = m.config();
         let k = m.kernel_as();

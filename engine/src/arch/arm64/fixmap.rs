@@ -51,13 +51,14 @@
 
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE, PhysAddr};
 use crate::arch::arm64::barrier::ishst;
-use crate::kernel::cpu::Cpu;
+use crate::arch::arm64::cpu::{ArchCpu, EarlyAlloc};
 use crate::arch::arm64::memory::FIXADDR_TOP;
-use crate::mm::memblock::MemblockError;
-use crate::mm::page::{PageExt, pg};
 use crate::arch::arm64::pgtable::mmu::{self, Access};
-use crate::arch::arm64::pgtable::{Desc, Level, PgtableError, desc, entry_pa, set_pgd, set_pmd, set_pte, set_pud};
+use crate::arch::arm64::pgtable::{
+    Desc, Level, PgtableError, TableMemory, desc, entry_pa, set_pgd, set_pmd, set_pte, set_pud,
+};
 use crate::arch::arm64::tlb::{Tlbi, flush_tlb_all, tlbi, tlbi_sync_s1ish};
+use crate::mm::memblock::MemblockError;
 
 /// `FIX_HOLE`: index 0 is never mapped.
 pub const FIX_HOLE: usize = 0;
@@ -252,13 +253,9 @@ pub struct Fixmap {
 
 /// A zeroed, reserved page from memblock for a fixmap table (`bm_*`, which
 /// the kernel has in its image's bss).
-fn bm_table(cpu: &Cpu<'_>) -> Result<PhysAddr, FixmapError> {
-    let m = cpu.machine();
-    let pa = m.memblock().alloc(PAGE_SIZE, PAGE_SIZE, "fixmap").map_err(FixmapError::Memblock)?;
-    m.arena().zero(pa, PAGE_SIZE);
-    let p = m.page(pa.pfn());
-    p.set_flag(pg::PG_RESERVED);
-    p.set_ext(PageExt::Reserved);
+fn bm_table(cpu: &ArchCpu<'_>, early: &dyn EarlyAlloc) -> Result<PhysAddr, FixmapError> {
+    let pa = early.alloc_page("fixmap").map_err(FixmapError::Memblock)?;
+    cpu.ram().zero(pa, PAGE_SIZE);
     Ok(pa)
 }
 
@@ -273,16 +270,20 @@ impl Fixmap {
     ///
     /// [`FixmapError::Memblock`] without a page for a table;
     /// [`FixmapError::Pgtable`] if an entry on the way holds a block.
-    pub fn early_fixmap_init(cpu: &Cpu<'_>, layout: FixmapLayout) -> Result<Fixmap, FixmapError> {
-        let m = cpu.machine();
+    pub fn early_fixmap_init(
+        cpu: &ArchCpu<'_>,
+        early: &dyn EarlyAlloc,
+        layout: FixmapLayout,
+    ) -> Result<Fixmap, FixmapError> {
+        let m = *cpu;
         let va = fix_to_virt(layout.end_of_fixed_addresses() - 1);
-        let pgd = entry_pa(m.kernel_as().pgd(), Level::Pgd.index(va));
+        let pgd = entry_pa(crate::arch::arm64::pgtable::init_mm(cpu).pgd(), Level::Pgd.index(va));
         let below = |slot: PhysAddr, level: Level| -> Result<PhysAddr, FixmapError> {
             let d = m.read_desc(slot);
             match d.kind(level) {
                 desc::DescKind::Table => Ok(PhysAddr(d.addr())),
                 desc::DescKind::Invalid => {
-                    let t = bm_table(cpu)?;
+                    let t = bm_table(cpu, early)?;
                     let new = Desc::table(t.0, desc::bits::PMD_TYPE_TABLE);
                     match level {
                         Level::Pgd => set_pgd(cpu, slot, new)?,
@@ -357,14 +358,14 @@ impl Fixmap {
     /// [`FixmapError::BadIndex`]; [`FixmapError::Pgtable`] if the slot maps
     /// another page (the caller did not clear it); [`FixmapError::Fault`]
     /// if the address does not translate.
-    pub fn set_fixmap(&mut self, cpu: &Cpu<'_>, idx: usize, phys: PhysAddr) -> Result<FixmapPage, FixmapError> {
+    pub fn set_fixmap(&mut self, cpu: &ArchCpu<'_>, idx: usize, phys: PhysAddr) -> Result<FixmapPage, FixmapError> {
         let ptep = self.fixmap_pte(idx)?;
         let base = PhysAddr(phys.0 & !(PAGE_SIZE - 1));
         set_pte(cpu, ptep, Desc::page(base.0, desc::PAGE_KERNEL))?;
         self.count(idx, true);
         let va = fix_to_virt(idx);
-        let m = cpu.machine();
-        let pa = mmu::translate(cpu, &m.kernel_as(), va, Access::WRITE).map_err(FixmapError::Fault)?;
+        let pa = mmu::translate(cpu, &crate::arch::arm64::pgtable::init_mm(cpu), va, Access::WRITE)
+            .map_err(FixmapError::Fault)?;
         Ok(FixmapPage { idx, va, pa })
     }
 
@@ -374,7 +375,7 @@ impl Fixmap {
     /// # Errors
     ///
     /// [`FixmapError::BadIndex`].
-    pub fn clear_fixmap(&mut self, cpu: &Cpu<'_>, idx: usize) -> Result<(), FixmapError> {
+    pub fn clear_fixmap(&mut self, cpu: &ArchCpu<'_>, idx: usize) -> Result<(), FixmapError> {
         let ptep = self.fixmap_pte(idx)?;
         crate::arch::arm64::pgtable::pte_clear(cpu, ptep);
         self.count(idx, false);
@@ -390,7 +391,7 @@ impl Fixmap {
     /// # Errors
     ///
     /// [`FixmapError::BadIndex`].
-    pub fn clear_fixmap_nosync(&mut self, cpu: &Cpu<'_>, idx: usize) -> Result<(), FixmapError> {
+    pub fn clear_fixmap_nosync(&mut self, cpu: &ArchCpu<'_>, idx: usize) -> Result<(), FixmapError> {
         let ptep = self.fixmap_pte(idx)?;
         crate::arch::arm64::pgtable::pte_clear(cpu, ptep);
         self.count(idx, false);
@@ -403,7 +404,7 @@ impl Fixmap {
 /// pages `flush_tlb_all()`; else `dsb ishst`, one `tlbi vaale1is` per page
 /// (no range operations), `dsb ish`, `isb`. An empty range still issues the
 /// three barriers, as the kernel's loop does.
-pub fn flush_tlb_kernel_range_v6_9(cpu: &Cpu<'_>, start: u64, end: u64) {
+pub fn flush_tlb_kernel_range_v6_9(cpu: &ArchCpu<'_>, start: u64, end: u64) {
     if end.wrapping_sub(start) > crate::arch::arm64::tlb::MAX_DVM_OPS * PAGE_SIZE {
         return flush_tlb_all(cpu);
     }
@@ -442,7 +443,7 @@ mod tests {
         let m = Machine::boot(cfg).unwrap();
         let cpu = m.cpu(0).unwrap();
         let layout = FixmapLayout { nr_pte_slots: 1 };
-        let mut fx = Fixmap::early_fixmap_init(&cpu, layout).unwrap();
+        let mut fx = Fixmap::early_fixmap_init(&cpu, &m, layout).unwrap();
         let page = m.memblock().alloc(PAGE_SIZE, PAGE_SIZE, "test").unwrap();
         let (b0, t0) = (m.barrier_counts(), m.tlbi_counts());
         let mapped = fx.set_fixmap(&cpu, layout.fix_pte_begin(), page).unwrap();

@@ -154,10 +154,14 @@ impl KernelImage {
 /// # Errors
 ///
 /// A table write or allocation the tables refuse.
-pub fn map_kernel(cpu: &crate::kernel::cpu::Cpu<'_>, k: &KernelImage) -> Result<(), crate::arch::arm64::pgtable::PgtableError> {
+pub fn map_kernel<'m, C: std::ops::Deref<Target = crate::arch::arm64::cpu::ArchCpu<'m>>>(
+    cpu: &C,
+    asp: &crate::arch::arm64::pgtable::AddressSpace,
+    tables: &dyn crate::arch::arm64::pgtable::PgtableAlloc<C>,
+    k: &KernelImage,
+) -> Result<(), crate::arch::arm64::pgtable::PgtableError> {
     use crate::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PAGE_KERNEL_ROX};
-    use crate::arch::arm64::pgtable::{MapFlags, MemblockTables, map_range};
-    let asp = cpu.machine().kernel_as();
+    use crate::arch::arm64::pgtable::{MapFlags, map_range};
     let segments = [
         (k.phys, k.head, PAGE_KERNEL, false),
         (k.stext(), k.text, PAGE_KERNEL_ROX, true),
@@ -167,7 +171,7 @@ pub fn map_kernel(cpu: &crate::kernel::cpu::Cpu<'_>, k: &KernelImage) -> Result<
     ];
     for (pa, size, prot, cont) in segments {
         // Mapping into empty entries needs no TLB maintenance.
-        map_range(cpu, &asp, &MemblockTables, k.va(pa), pa, size, prot, MapFlags { block: true, cont })?.ignore();
+        map_range(cpu, asp, tables, k.va(pa), pa, size, prot, MapFlags { block: true, cont })?.ignore();
     }
     Ok(())
 }

@@ -68,7 +68,7 @@
 //!   kernel alias with `NO_CONT_MAPPINGS`; KFENCE is not configured, so no
 //!   early pool is mapped; the
 //!   kernel's BUGs (a live entry that cannot change) are errors. `map_mem()`
-//!   runs after the memmap is placed (the [`Machine`] needs it), where the
+//!   runs after the memmap is placed (the [`crate::Machine`] needs it), where the
 //!   kernel runs it before `sparse_init()`: the tables land at other
 //!   addresses, their number and the operations are the same.
 //! - *Instrumented*: [`LinearMapCounts`], the per-phase counts a tester of
@@ -88,16 +88,18 @@
 use super::fixmap::{Fixmap, FixmapCounts, FixmapError, FixmapLayout, FixmapPage, NR_PTE_SLOTS_LAZY, fix_to_virt};
 use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::arch::arm64::barrier::{BarrierCounts, BarrierKind, ishst};
-use crate::counters::CounterSet;
-use crate::kernel::cpu::Cpu;
+use crate::arch::arm64::cpu::{ArchCpu, EarlyAlloc};
 use crate::arch::arm64::memory::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
-use crate::machine::Machine;
-use crate::mm::memblock::MemblockError;
-use crate::mm::page::{PageExt, pg};
 use crate::arch::arm64::pgtable::desc::bits::{PMD_TYPE_TABLE, TABLE_PXN, TABLE_UXN};
-use crate::arch::arm64::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, DescKind, PAGE_KERNEL, PMD_SIZE, PUD_SIZE, PgProt};
-use crate::arch::arm64::pgtable::{Desc, Level, PgtableError, entry_pa, set_pgd, set_pmd, set_pte, set_pte_nosync, set_pud};
+use crate::arch::arm64::pgtable::desc::{
+    CONT_PMD_SIZE, CONT_PTE_SIZE, DescKind, PAGE_KERNEL, PMD_SIZE, PUD_SIZE, PgProt,
+};
+use crate::arch::arm64::pgtable::{
+    Desc, Level, PgtableError, TableMemory, entry_pa, set_pgd, set_pmd, set_pte, set_pte_nosync, set_pud,
+};
 use crate::arch::arm64::tlb::{TlbiCounts, TlbiKind};
+use crate::counters::CounterSet;
+use crate::mm::memblock::MemblockError;
 
 /// `NO_BLOCK_MAPPINGS`: no PUD or PMD blocks.
 pub const NO_BLOCK_MAPPINGS: u32 = 1 << 0;
@@ -349,7 +351,8 @@ const fn addr_end(addr: u64, end: u64, size: u64) -> u64 {
 /// One `__create_pgd_mapping()` with the state the variants keep: the
 /// lazy-unmap patch's next free PTE slot (`pte_slot_next`).
 struct Walker<'a, 'm> {
-    cpu: &'a Cpu<'m>,
+    cpu: &'a ArchCpu<'m>,
+    early: &'a dyn EarlyAlloc,
     fixmap: &'a mut Fixmap,
     variant: LinearMapVariant,
     layout: FixmapLayout,
@@ -358,9 +361,17 @@ struct Walker<'a, 'm> {
 }
 
 impl<'a, 'm> Walker<'a, 'm> {
-    fn new(cpu: &'a Cpu<'m>, fixmap: &'a mut Fixmap, variant: LinearMapVariant) -> Self {
+    fn new(cpu: &'a ArchCpu<'m>, early: &'a dyn EarlyAlloc, fixmap: &'a mut Fixmap, variant: LinearMapVariant) -> Self {
         let layout = fixmap.layout();
-        Walker { cpu, fixmap, variant, layout, pte_slot_next: layout.fix_pte_begin(), counts: Default::default() }
+        Walker {
+            cpu,
+            early,
+            fixmap,
+            variant,
+            layout,
+            pte_slot_next: layout.fix_pte_begin(),
+            counts: Default::default(),
+        }
     }
 
     /// `clear_pte_fixmap_slots()` (lazy-unmap): clear every PTE slot used
@@ -421,11 +432,8 @@ impl<'a, 'm> Walker<'a, 'm> {
     /// no-alloc-remap on it is zeroed in its own level's slot, published
     /// with `dsb ishst` and handed back still mapped.
     fn pgtable_alloc(&mut self, level: Level) -> Result<(PhysAddr, Option<FixmapPage>), LinearMapError> {
-        let m = self.cpu.machine();
-        let pa = m.memblock().alloc(PAGE_SIZE, PAGE_SIZE, "pgtable").map_err(LinearMapError::Memblock)?;
-        let p = m.page(pa.pfn());
-        p.set_flag(pg::PG_RESERVED);
-        p.set_ext(PageExt::Reserved);
+        let m = self.cpu.ram();
+        let pa = self.early.alloc_page("pgtable").map_err(LinearMapError::Memblock)?;
         match level {
             Level::Pud => self.counts.pgtable_pud += 1,
             Level::Pmd => self.counts.pgtable_pmd += 1,
@@ -434,13 +442,13 @@ impl<'a, 'm> Walker<'a, 'm> {
         if self.variant.zeroes_through_fix_pte() {
             let fix_pte = self.layout.fix_pte_begin();
             let page = self.fixmap.set_fixmap(self.cpu, fix_pte, pa)?;
-            m.arena().zero(page.pa, PAGE_SIZE);
+            m.zero(page.pa, PAGE_SIZE);
             // The clear's barriers also publish the zeroes to the walker.
             self.fixmap.clear_fixmap(self.cpu, fix_pte)?;
             Ok((pa, None))
         } else {
             let page = self.map(level, pa)?;
-            m.arena().zero(page.pa, PAGE_SIZE);
+            m.zero(page.pa, PAGE_SIZE);
             self.cpu.dsb(ishst);
             Ok((pa, Some(page)))
         }
@@ -454,8 +462,7 @@ impl<'a, 'm> Walker<'a, 'm> {
         level: Level,
         flags: u32,
     ) -> Result<(PhysAddr, Option<FixmapPage>), LinearMapError> {
-        let m = self.cpu.machine();
-        let d = m.read_desc(entry);
+        let d = self.cpu.ram().read_desc(entry);
         match d.kind(level) {
             DescKind::Table => Ok((PhysAddr(d.addr()), None)),
             DescKind::Invalid => {
@@ -663,7 +670,7 @@ impl<'a, 'm> Walker<'a, 'm> {
         prot: PgProt,
         flags: u32,
     ) -> Result<(), LinearMapError> {
-        let pgdir = self.cpu.machine().kernel_as().pgd();
+        let pgdir = crate::arch::arm64::pgtable::init_mm(self.cpu).pgd();
         let (mut addr, end, mut phys) = (virt, virt + size, phys);
         loop {
             let next = addr_end(addr, end, Level::Pgd.entry_size());
@@ -707,19 +714,20 @@ pub const fn map_mem_flags(rodata: Rodata, debug_pagealloc: bool) -> u32 {
 /// A [`LinearMapError`] where the kernel would panic or BUG: no memblock
 /// page for a table, a region outside the linear map, a live entry that
 /// cannot change.
+#[allow(clippy::too_many_arguments)]
 pub fn map_mem(
-    cpu: &Cpu<'_>,
+    cpu: &ArchCpu<'_>,
+    early: &dyn EarlyAlloc,
     fixmap: &mut Fixmap,
     variant: LinearMapVariant,
     rodata: Rodata,
+    debug_pagealloc: bool,
+    kernel_alias: Option<(u64, u64)>,
 ) -> Result<LinearMapReport, LinearMapError> {
-    let m = cpu.machine();
-    let flags = map_mem_flags(rodata, m.config().debug_pagealloc);
-    let kernel_alias = m.kernel_image().map(|k| (k.stext(), k.init_begin()));
+    let flags = map_mem_flags(rodata, debug_pagealloc);
     // memblock_mark_nomap(kernel_start, ...): for_each_mem_range() skips it.
     let mut regions: Vec<(u64, u64)> = Vec::new();
-    for r in m.memblock().memory() {
-        let (s, e) = (r.base.0, r.end());
+    for (s, e) in early.memory() {
         match kernel_alias {
             Some((ks, ke)) if ks < e && s < ke => {
                 regions.extend([(s, ks.max(s)), (ke.min(e), e)].into_iter().filter(|(a, b)| a < b));
@@ -727,9 +735,9 @@ pub fn map_mem(
             _ => regions.push((s, e)),
         }
     }
-    let (t0, b0, f0) = (m.tlbi_counts(), m.barrier_counts(), fixmap.counts());
+    let (t0, b0, f0) = (cpu.system_tlbi_counts(), cpu.system_barrier_counts(), fixmap.counts());
     let start = std::time::Instant::now();
-    let mut w = Walker::new(cpu, fixmap, variant);
+    let mut w = Walker::new(cpu, early, fixmap, variant);
     for &(s, e) in &regions {
         if s < PHYS_OFFSET || e <= s || e - PHYS_OFFSET > PAGE_END - PAGE_OFFSET {
             return Err(LinearMapError::OutOfRange { start: s, end: e });
@@ -743,7 +751,7 @@ pub fn map_mem(
     }
     let host_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let mut counts = w.counts;
-    let (tlbi, barriers) = (m.tlbi_counts().delta(&t0), m.barrier_counts().delta(&b0));
+    let (tlbi, barriers) = (cpu.system_tlbi_counts().delta(&t0), cpu.system_barrier_counts().delta(&b0));
     let fx: FixmapCounts = fixmap.counts().delta(&f0);
     counts.fixmap_map_pte = fx.map_pte;
     counts.fixmap_map_pmd = fx.map_pmd;
@@ -764,18 +772,20 @@ pub fn map_mem(
 /// `early_fixmap_init()` from `setup_arch()` before it): set up the
 /// fixmap, then `map_mem(swapper_pg_dir)`. Called from boot when the
 /// machine's `arm64.linear_map` knob is on.
-pub(crate) fn paging_init(cpu: &Cpu<'_>) -> Result<(Fixmap, LinearMapReport), LinearMapError> {
-    let cfg = cpu.machine().config();
-    let (variant, rodata) = (cfg.linear_map_variant, cfg.rodata);
-    let mut fixmap = Fixmap::early_fixmap_init(cpu, variant.fixmap_layout())?;
-    let report = map_mem(cpu, &mut fixmap, variant, rodata)?;
+///
+/// # Errors
+///
+/// As [`map_mem`], and a fixmap that cannot be set up.
+#[allow(clippy::too_many_arguments)]
+pub fn paging_init(
+    cpu: &ArchCpu<'_>,
+    early: &dyn EarlyAlloc,
+    variant: LinearMapVariant,
+    rodata: Rodata,
+    debug_pagealloc: bool,
+    kernel_alias: Option<(u64, u64)>,
+) -> Result<(Fixmap, LinearMapReport), LinearMapError> {
+    let mut fixmap = Fixmap::early_fixmap_init(cpu, early, variant.fixmap_layout())?;
+    let report = map_mem(cpu, early, &mut fixmap, variant, rodata, debug_pagealloc, kernel_alias)?;
     Ok((fixmap, report))
-}
-
-impl Machine {
-    /// What `map_mem()` did at boot, if the linear map was built
-    /// (`arm64.linear_map=1`).
-    pub fn linear_map_report(&self) -> Option<&LinearMapReport> {
-        self.linear_map.as_ref()
-    }
 }

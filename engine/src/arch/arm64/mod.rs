@@ -8,6 +8,8 @@
 //!   `mm/mmu.c`).
 //! - [`tlb`]: TLBI encoding, the per-CPU TLB model and the flush API
 //!   (`asm/tlbflush.h`).
+//! - [`cpu`]: the arm64 half of a CPU: its barrier counters, TLB and
+//!   lazy-MMU state, and the system-wide features it consults.
 //! - [`cost`]: modelled costs of TLBIs, their completion and grace periods.
 //! - [`fixmap`]: the fixmap slots and their TLB maintenance
 //!   (`asm/fixmap.h`, `mm/fixmap.c`).
@@ -20,6 +22,7 @@
 
 pub mod barrier;
 pub mod cost;
+pub mod cpu;
 pub mod fixmap;
 pub mod kimage;
 pub mod memory;

@@ -38,13 +38,15 @@
 
 use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::arch::arm64::barrier::{BarrierCounts, ishst};
-use crate::counters::CounterSet;
-use crate::kernel::cpu::Cpu;
+use crate::arch::arm64::cpu::ArchCpu;
 use crate::arch::arm64::memory::{PAGE_END, PAGE_OFFSET};
 use crate::arch::arm64::pgtable::desc::bits::{PTE_CONT, PTE_RDONLY, PTE_WRITE};
 use crate::arch::arm64::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, PMD_SIZE, PUD_SIZE};
-use crate::arch::arm64::pgtable::{Desc, Level, PgtableAlloc, PgtableError, entry_pa, set_pmd, set_pte, set_pud, walk};
+use crate::arch::arm64::pgtable::{
+    Desc, Level, PgtableAlloc, PgtableError, TableMemory, entry_pa, set_pmd, set_pte, set_pud, walk,
+};
 use crate::arch::arm64::tlb::{TlbiCounts, flush_tlb_kernel_range};
+use crate::counters::CounterSet;
 
 /// How a block or contiguous run that a range covers in part is split
 /// (module docs).
@@ -161,9 +163,9 @@ fn run_span(level: Level, d: Desc) -> u64 {
 /// # Errors
 ///
 /// As [`change_memory_common`].
-pub fn set_memory_ro<'m>(
-    cpu: &Cpu<'m>,
-    tables: &dyn PgtableAlloc<'m>,
+pub fn set_memory_ro<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
+    tables: &dyn PgtableAlloc<C>,
     addr: u64,
     numpages: u64,
     mode: SplitMode,
@@ -176,9 +178,9 @@ pub fn set_memory_ro<'m>(
 /// # Errors
 ///
 /// As [`change_memory_common`].
-pub fn set_memory_rw<'m>(
-    cpu: &Cpu<'m>,
-    tables: &dyn PgtableAlloc<'m>,
+pub fn set_memory_rw<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
+    tables: &dyn PgtableAlloc<C>,
     addr: u64,
     numpages: u64,
     mode: SplitMode,
@@ -197,17 +199,16 @@ pub fn set_memory_rw<'m>(
 /// [`PageattrError::NotPageGranular`] (checked before anything changes);
 /// [`PageattrError::NoMemory`] if a split table cannot be allocated (the
 /// splits made so far stay: they map the same memory).
-pub fn change_memory_common<'m>(
-    cpu: &Cpu<'m>,
-    tables: &dyn PgtableAlloc<'m>,
+pub fn change_memory_common<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
+    tables: &dyn PgtableAlloc<C>,
     addr: u64,
     numpages: u64,
     set: u64,
     clear: u64,
     mode: SplitMode,
 ) -> Result<PageattrReport, PageattrError> {
-    let m = cpu.machine();
-    let (t0, b0) = (m.tlbi_counts(), m.barrier_counts());
+    let (t0, b0) = (cpu.system_tlbi_counts(), cpu.system_barrier_counts());
     let end = numpages.checked_mul(PAGE_SIZE).and_then(|b| addr.checked_add(b));
     let Some(end) = end.filter(|&e| addr.is_multiple_of(PAGE_SIZE) && addr >= PAGE_OFFSET && e <= PAGE_END) else {
         return Err(PageattrError::BadRange { addr, numpages });
@@ -217,10 +218,10 @@ pub fn change_memory_common<'m>(
         return Ok(PageattrReport { mode, counts, tlbi: TlbiCounts::default(), barriers: BarrierCounts::default() });
     }
     // Check: every page mapped; without a split mode, no leaf straddles an end.
-    let asp = m.kernel_as();
+    let asp = crate::arch::arm64::pgtable::init_mm(cpu);
     let mut va = addr;
     while va < end {
-        let leaf = walk(m, &asp, va).leaf.ok_or(PageattrError::NotMapped { addr: va })?;
+        let leaf = walk(cpu.ram(), &asp, va).leaf.ok_or(PageattrError::NotMapped { addr: va })?;
         let span = run_span(leaf.level, leaf.desc);
         let base = va & !(span - 1);
         // Without BBML2 a contiguous run's permissions cannot change in
@@ -239,7 +240,7 @@ pub fn change_memory_common<'m>(
     // __change_memory_common(): the leaves of the range, in place.
     let mut va = addr;
     while va < end {
-        let mut leaf = walk(m, &asp, va).leaf.ok_or(PageattrError::NotMapped { addr: va })?;
+        let mut leaf = walk(cpu.ram(), &asp, va).leaf.ok_or(PageattrError::NotMapped { addr: va })?;
         if mode == SplitMode::BreakBeforeMake && leaf.desc.is_cont() {
             // A run inside the range: break it too, then change its entries.
             split_cont(cpu, va, leaf.slot, leaf.level, mode, &mut counts);
@@ -247,7 +248,7 @@ pub fn change_memory_common<'m>(
                 Level::Pte => counts.split_cont_pte += 1,
                 _ => counts.split_cont_pmd += 1,
             }
-            leaf = walk(m, &asp, va).leaf.ok_or(PageattrError::NotMapped { addr: va })?;
+            leaf = walk(cpu.ram(), &asp, va).leaf.ok_or(PageattrError::NotMapped { addr: va })?;
         }
         let new = Desc((leaf.desc.0 & !clear) | set);
         write_live(cpu, leaf.slot, leaf.level, new, mode)?;
@@ -255,15 +256,20 @@ pub fn change_memory_common<'m>(
         va = (va & !(leaf.level.entry_size() - 1)) + leaf.level.entry_size();
     }
     flush_tlb_kernel_range(cpu, addr, end);
-    Ok(PageattrReport { mode, counts, tlbi: m.tlbi_counts().delta(&t0), barriers: m.barrier_counts().delta(&b0) })
+    Ok(PageattrReport {
+        mode,
+        counts,
+        tlbi: cpu.system_tlbi_counts().delta(&t0),
+        barriers: cpu.system_barrier_counts().delta(&b0),
+    })
 }
 
 /// Rewrite a live leaf whose output stays: with the BBM check
 /// (`pgattr_change_is_safe()`), except for contiguous entries under
 /// BBML2_NOABORT, which may change as the kernel's `__set_pte()` does.
-fn write_live(cpu: &Cpu<'_>, slot: PhysAddr, level: Level, d: Desc, mode: SplitMode) -> Result<(), PageattrError> {
+fn write_live(cpu: &ArchCpu<'_>, slot: PhysAddr, level: Level, d: Desc, mode: SplitMode) -> Result<(), PageattrError> {
     if mode == SplitMode::Bbml2NoAbort && d.is_cont() {
-        cpu.machine().desc_slot(slot).store(d.0, std::sync::atomic::Ordering::Relaxed);
+        cpu.ram().desc_slot(slot).store(d.0, std::sync::atomic::Ordering::Relaxed);
         crate::arch::arm64::pgtable::emit_pte_barriers(cpu);
         return Ok(());
     }
@@ -279,20 +285,19 @@ fn write_live(cpu: &Cpu<'_>, slot: PhysAddr, level: Level, d: Desc, mode: SplitM
 /// `addr` a leaf boundary, from the PUD level down. At each level, an
 /// address aligned to it is a boundary already; else a block (or
 /// contiguous run) containing it is split.
-fn split_kernel_leaf_mapping<'m>(
-    cpu: &Cpu<'m>,
-    tables: &dyn PgtableAlloc<'m>,
+fn split_kernel_leaf_mapping<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
+    tables: &dyn PgtableAlloc<C>,
     addr: u64,
     mode: SplitMode,
     counts: &mut PageattrCounts,
 ) -> Result<(), PageattrError> {
-    let m = cpu.machine();
-    let asp = m.kernel_as();
+    let asp = crate::arch::arm64::pgtable::init_mm(cpu);
     for align in [PUD_SIZE, CONT_PMD_SIZE, PMD_SIZE, CONT_PTE_SIZE] {
         if addr.is_multiple_of(align) {
             return Ok(());
         }
-        let Some(leaf) = walk(m, &asp, addr).leaf else { return Ok(()) };
+        let Some(leaf) = walk(cpu.ram(), &asp, addr).leaf else { return Ok(()) };
         match (leaf.level, align) {
             (Level::Pud, PUD_SIZE) => split_block(cpu, tables, addr, leaf.slot, leaf.desc, Level::Pud, mode, counts)?,
             (Level::Pmd, CONT_PMD_SIZE) if leaf.desc.is_cont() => {
@@ -316,9 +321,9 @@ fn split_kernel_leaf_mapping<'m>(
 /// table replaces the block (directly under BBML2_NOABORT; after an
 /// invalidation and flush of the block for break-before-make).
 #[allow(clippy::too_many_arguments)]
-fn split_block<'m>(
-    cpu: &Cpu<'m>,
-    tables: &dyn PgtableAlloc<'m>,
+fn split_block<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
+    tables: &dyn PgtableAlloc<C>,
     addr: u64,
     slot: PhysAddr,
     block: Desc,
@@ -326,7 +331,6 @@ fn split_block<'m>(
     mode: SplitMode,
     counts: &mut PageattrCounts,
 ) -> Result<(), PageattrError> {
-    let m = cpu.machine();
     let table = tables.alloc_table(cpu).ok_or(PageattrError::NoMemory)?;
     counts.tables += 1;
     let below = level.next().unwrap_or(Level::Pte);
@@ -341,7 +345,7 @@ fn split_block<'m>(
             Level::Pte => Desc(pa | attrs | crate::arch::arm64::pgtable::desc::bits::PTE_TYPE_PAGE | PTE_CONT),
             _ => Desc(pa | attrs | crate::arch::arm64::pgtable::desc::bits::PMD_TYPE_SECT | PTE_CONT),
         };
-        m.desc_slot(entry_pa(table, i)).store(leaf.0, std::sync::atomic::Ordering::Relaxed);
+        cpu.ram().desc_slot(entry_pa(table, i)).store(leaf.0, std::sync::atomic::Ordering::Relaxed);
     }
     // Ensure the entries are visible before the table is.
     cpu.dsb(ishst);
@@ -354,7 +358,7 @@ fn split_block<'m>(
     let block_va = addr & !(level.entry_size() - 1);
     match mode {
         SplitMode::BreakBeforeMake => {
-            m.desc_slot(slot).store(0, std::sync::atomic::Ordering::Relaxed);
+            cpu.ram().desc_slot(slot).store(0, std::sync::atomic::Ordering::Relaxed);
             counts.breaks += 1;
             flush_tlb_kernel_range(cpu, block_va, block_va + level.entry_size());
             match level {
@@ -365,7 +369,7 @@ fn split_block<'m>(
         _ => {
             // BBML2_NOABORT: a live block may become a table of the same
             // output and attributes without break-before-make.
-            m.desc_slot(slot).store(table_desc.0, std::sync::atomic::Ordering::Relaxed);
+            cpu.ram().desc_slot(slot).store(table_desc.0, std::sync::atomic::Ordering::Relaxed);
             crate::arch::arm64::pgtable::emit_pte_barriers(cpu);
         }
     }
@@ -379,23 +383,29 @@ fn split_block<'m>(
 /// `split_contpmd()` / `split_contpte()`: the run's entries without the
 /// contiguous bit (for break-before-make: all invalidated and the run
 /// flushed first).
-fn split_cont(cpu: &Cpu<'_>, addr: u64, slot: PhysAddr, level: Level, mode: SplitMode, counts: &mut PageattrCounts) {
-    let m = cpu.machine();
+fn split_cont(
+    cpu: &ArchCpu<'_>,
+    addr: u64,
+    slot: PhysAddr,
+    level: Level,
+    mode: SplitMode,
+    counts: &mut PageattrCounts,
+) {
     let n = 16u64;
     let span = level.entry_size() * n;
     let first_slot = PhysAddr(slot.0 & !(n * 8 - 1));
     let run_va = addr & !(span - 1);
-    let old: Vec<Desc> = (0..n).map(|i| m.read_desc(PhysAddr(first_slot.0 + i * 8))).collect();
+    let old: Vec<Desc> = (0..n).map(|i| cpu.ram().read_desc(PhysAddr(first_slot.0 + i * 8))).collect();
     if mode == SplitMode::BreakBeforeMake {
         for i in 0..n {
-            m.desc_slot(PhysAddr(first_slot.0 + i * 8)).store(0, std::sync::atomic::Ordering::Relaxed);
+            cpu.ram().desc_slot(PhysAddr(first_slot.0 + i * 8)).store(0, std::sync::atomic::Ordering::Relaxed);
         }
         counts.breaks += 1;
         flush_tlb_kernel_range(cpu, run_va, run_va + span);
     }
     for (i, d) in old.iter().enumerate() {
         let s = PhysAddr(first_slot.0 + i as u64 * 8);
-        m.desc_slot(s).store(d.0 & !PTE_CONT, std::sync::atomic::Ordering::Relaxed);
+        cpu.ram().desc_slot(s).store(d.0 & !PTE_CONT, std::sync::atomic::Ordering::Relaxed);
     }
     crate::arch::arm64::pgtable::emit_pte_barriers(cpu);
 }

@@ -335,7 +335,7 @@ pub struct Fit {
 /// (modelled minus published change, percentage points: the quantity the
 /// residual tables print) by a coordinate pattern search. Each cost in turn
 /// moves up or down by its step while that lowers the rms; when no move
-/// helps, every step halves, down to [`FIT_STEP_NS`]. The first steps are
+/// helps, every step halves, down to `FIT_STEP_NS`. The first steps are
 /// half of each starting cost (at least 1 ns). The profile-priced and
 /// estimated terms are not fitted: they fix the scale.
 ///

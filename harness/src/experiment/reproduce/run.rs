@@ -584,11 +584,11 @@ fn touch_twice(m: &Machine, cpu: &mmlab_engine::Cpu<'_>, va: u64, size: u64) -> 
     let entries = mmlab_engine::arch::arm64::tlb::tlb_entries_needed(pgtable::leaves(m, &k, va, va + size));
     let mut misses = [0u64; 2];
     for pass in &mut misses {
-        let before = cpu.data().tlb.counts().misses;
+        let before = cpu.arch_data().tlb.counts().misses;
         for off in (0..size).step_by(PAGE_SIZE as usize) {
             mmu::translate_uncached(cpu, &k, va + off, mmu::Access::READ).map_err(|e| e.to_string())?;
         }
-        *pass = cpu.data().tlb.counts().misses - before;
+        *pass = cpu.arch_data().tlb.counts().misses - before;
     }
     Ok(TlbCount { entries, misses_first: misses[0], misses_second: misses[1] })
 }

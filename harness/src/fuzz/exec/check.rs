@@ -8,8 +8,8 @@
 use super::{Executor, Obj};
 use crate::fuzz::op::Handle;
 use crate::fuzz::oracle::{Violation, ViolationKind};
-use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::arch::arm64::pgtable::{DescKind, Level};
+use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::{Machine, PAGE_SIZE, Pfn};
 use mmlab_vmalloc::VM_ALLOC;
 
@@ -38,7 +38,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                 *n += 1;
             }
             let Some(next) = level.next() else { return };
-            for slot in m.table(table) {
+            for slot in mmlab_engine::arch::arm64::pgtable::TableMemory::table(m, table) {
                 let d = mmlab_engine::arch::arm64::pgtable::Desc(slot.load(std::sync::atomic::Ordering::Relaxed));
                 if d.kind(level) == DescKind::Table {
                     visit(m, mmlab_engine::PhysAddr(d.addr()), next, n);

@@ -168,7 +168,7 @@ impl Ctx<'_, '_, '_> {
 
     fn full_fit_alloc_test(&mut self) -> CaseRet {
         // fls(num_online_cpus()) * (32 MiB / PAGE_SIZE) = lazy_max_pages().
-        let fls = u64::BITS - (self.cpu.machine().nr_cpus() as u64).leading_zeros();
+        let fls = u64::BITS - (self.cpu.all_arch_data().count() as u64).leading_zeros();
         let junk_length = (u64::from(fls) * ((32 << 20) / PAGE_SIZE)) as usize;
         let ptr_array = self.vmalloc(8 * junk_length as u64)?;
         let junk_array = match self.vmalloc(8 * junk_length as u64) {

@@ -7,7 +7,7 @@ use core::fmt;
 use core::sync::atomic::AtomicU64;
 use core::sync::atomic::Ordering::Relaxed;
 
-use super::{BarrierKind, DMB_ENTRY_NAMES, DSB_ENTRY_NAMES, DmbOption, DsbOption, NR_OPTIONS, option_index};
+use super::options::{BarrierKind, DMB_ENTRY_NAMES, DSB_ENTRY_NAMES, DmbOption, DsbOption, NR_OPTIONS, option_index};
 use crate::counters::{CounterSet, PerCpuStat};
 
 /// Barrier counts and modelled barrier time of one emulated CPU.
@@ -69,9 +69,9 @@ impl PerCpuStat for BarrierStats {
 /// (`"dsb(ishst)"`, ..., `"isb"`, `"modelled_ns"`) to its value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BarrierCounts {
-    /// `dmb` count per option, indexed by [`BarrierOption::INDEX`](super::BarrierOption::INDEX).
+    /// `dmb` count per option, indexed by [`BarrierOption::INDEX`](super::options::BarrierOption::INDEX).
     pub dmb: [u64; NR_OPTIONS],
-    /// `dsb` count per option, indexed by [`BarrierOption::INDEX`](super::BarrierOption::INDEX).
+    /// `dsb` count per option, indexed by [`BarrierOption::INDEX`](super::options::BarrierOption::INDEX).
     pub dsb: [u64; NR_OPTIONS],
     /// `isb` count.
     pub isb: u64,
@@ -115,7 +115,7 @@ impl BarrierCounts {
     }
 
     /// The non-zero barrier counts as (`"dsb(ishst)"`, count), `dmb` options
-    /// first in [`OPTION_NAMES`](super::OPTION_NAMES) order, then `dsb`, then `"isb"`. Does not
+    /// first in [`OPTION_NAMES`](super::options::OPTION_NAMES) order, then `dsb`, then `"isb"`. Does not
     /// include `modelled_ns`.
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + use<> {
         let counts = *self;

@@ -22,8 +22,14 @@
 //! be cut), and a valid entry is cleared with one load and one store (see
 //! `scan_pte_table` for why that clears what the kernel's exchange does).
 
+use super::desc::{self, Desc, DescKind, Level};
 use super::desc::{CONT_PMD_SIZE, CONT_PMDS, CONT_PTE_SIZE, CONT_PTES, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, PgProt};
-use super::*;
+use super::entry::*;
+use super::walk::walk_with;
+use crate::addr::{PAGE_SIZE, PhysAddr};
+use crate::arch::arm64::cpu::ArchCpu;
+use crate::arch::arm64::tlb::TlbFlush;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// How [`map_range`] may map a range.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,10 +45,10 @@ pub struct MapFlags {
 /// installing one if the entry is empty (`__pte_alloc_kernel`,
 /// `pmd_populate_kernel`, `pud_populate`): the new table's descriptor is
 /// written at once, with its barriers.
-fn table_below<'m>(
-    cpu: &Cpu<'m>,
+fn table_below<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
     asp: &AddressSpace,
-    alloc: &dyn PgtableAlloc<'m>,
+    alloc: &dyn PgtableAlloc<C>,
     slot: PhysAddr,
     level: Level,
 ) -> Result<PhysAddr, PgtableError> {
@@ -50,14 +56,14 @@ fn table_below<'m>(
 }
 
 /// [`table_below`], also telling whether this call installed the table.
-fn table_below_tracked<'m>(
-    cpu: &Cpu<'m>,
+fn table_below_tracked<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
     asp: &AddressSpace,
-    alloc: &dyn PgtableAlloc<'m>,
+    alloc: &dyn PgtableAlloc<C>,
     slot: PhysAddr,
     level: Level,
 ) -> Result<(PhysAddr, bool), PgtableError> {
-    let m = cpu.machine();
+    let m = cpu.ram();
     let d = m.read_desc(slot);
     match d.kind(level) {
         DescKind::Table => Ok((PhysAddr(d.addr()), false)),
@@ -98,15 +104,15 @@ fn table_below_tracked<'m>(
 ///
 /// With `defer`, the table page is not freed but recorded, so that
 /// [`map_range`] can put it back if it fails later.
-fn free_empty_table_for_block<'m>(
-    cpu: &Cpu<'m>,
-    alloc: &dyn PgtableAlloc<'m>,
+fn free_empty_table_for_block<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
+    alloc: &dyn PgtableAlloc<C>,
     slot: PhysAddr,
     level: Level,
     va: u64,
     defer: Option<&mut MapUndo>,
 ) -> bool {
-    let m = cpu.machine();
+    let m = cpu.ram();
     let d = m.read_desc(slot);
     if d.kind(level) != DescKind::Table {
         return true;
@@ -147,7 +153,7 @@ struct MapUndo {
 
 impl MapUndo {
     /// Note the `n` entries from `slot` before they are written.
-    fn snapshot(&mut self, m: &Machine, slot: PhysAddr, n: usize) -> Undo {
+    fn snapshot(&mut self, m: &crate::arena::Arena, slot: PhysAddr, n: usize) -> Undo {
         // The common case, empty entries, is noted without allocating.
         if (0..n).all(|i| m.read_desc(entry_pa(slot, i)).0 == 0) {
             return Undo::Written { slot, n, old: None };
@@ -158,7 +164,7 @@ impl MapUndo {
     }
 
     /// Success: free the table pages that blocks replaced.
-    fn commit<'m>(self, cpu: &Cpu<'m>, alloc: &dyn PgtableAlloc<'m>) {
+    fn commit<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(self, cpu: &C, alloc: &dyn PgtableAlloc<C>) {
         for u in self.log {
             if let Undo::Detached { table, .. } = u {
                 alloc.free_table(cpu, table);
@@ -170,8 +176,15 @@ impl MapUndo {
     /// they were before the call. A table this call allocated is taken out
     /// and freed only if it is empty again (another CPU may have started
     /// using it meanwhile, as `table_below` lets it).
-    fn rollback<'m>(self, cpu: &Cpu<'m>, asp: &AddressSpace, alloc: &dyn PgtableAlloc<'m>, va: u64, size: u64) {
-        let m = cpu.machine();
+    fn rollback<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+        self,
+        cpu: &C,
+        asp: &AddressSpace,
+        alloc: &dyn PgtableAlloc<C>,
+        va: u64,
+        size: u64,
+    ) {
+        let m = cpu.ram();
         let mut restored_valid = false;
         let wrote = self.log.iter().any(|u| matches!(u, Undo::Written { .. }));
         for u in self.log.into_iter().rev() {
@@ -243,10 +256,10 @@ impl MapUndo {
 /// cost of the linear-map experiment; the journal costs one entry per run
 /// written.
 #[allow(clippy::too_many_arguments)]
-pub fn map_range<'m>(
-    cpu: &Cpu<'m>,
+pub fn map_range<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
     asp: &AddressSpace,
-    alloc: &dyn PgtableAlloc<'m>,
+    alloc: &dyn PgtableAlloc<C>,
     va: u64,
     pa: u64,
     size: u64,
@@ -273,10 +286,10 @@ pub fn map_range<'m>(
 
 /// The work of [`map_range`], every change noted in `undo`.
 #[allow(clippy::too_many_arguments)]
-fn map_range_journaled<'m>(
-    cpu: &Cpu<'m>,
+fn map_range_journaled<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
     asp: &AddressSpace,
-    alloc: &dyn PgtableAlloc<'m>,
+    alloc: &dyn PgtableAlloc<C>,
     va: u64,
     pa: u64,
     size: u64,
@@ -284,7 +297,7 @@ fn map_range_journaled<'m>(
     flags: MapFlags,
     undo: &mut MapUndo,
 ) -> Result<(), PgtableError> {
-    let m = cpu.machine();
+    let m = cpu.ram();
     let prot = prot.mknoncont();
     let end = va + (size - 1);
     let (mut va_cur, mut pa_cur) = (va, pa);
@@ -393,10 +406,10 @@ fn map_range_journaled<'m>(
 ///
 /// [`PgtableError::NoMemory`] if a table page cannot be allocated;
 /// [`PgtableError::BreakBeforeMake`] if an entry on the way holds a leaf rather than a table.
-pub fn pmd_alloc<'m>(
-    cpu: &Cpu<'m>,
+pub fn pmd_alloc<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
     asp: &AddressSpace,
-    alloc: &dyn PgtableAlloc<'m>,
+    alloc: &dyn PgtableAlloc<C>,
     va: u64,
 ) -> Result<PhysAddr, PgtableError> {
     let pgd_slot = entry_pa(asp.pgd, Level::Pgd.index(va));
@@ -412,15 +425,15 @@ pub fn pmd_alloc<'m>(
 /// # Errors
 ///
 /// As [`pmd_alloc`], one level further down.
-pub fn pte_alloc_kernel<'m>(
-    cpu: &Cpu<'m>,
+pub fn pte_alloc_kernel<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
     asp: &AddressSpace,
-    alloc: &dyn PgtableAlloc<'m>,
+    alloc: &dyn PgtableAlloc<C>,
     va: u64,
 ) -> Result<PteTable<'m>, PgtableError> {
     let pmd_slot = pmd_alloc(cpu, asp, alloc, va)?;
     let t = table_below(cpu, asp, alloc, pmd_slot, Level::Pmd)?;
-    Ok(PteTable::new(cpu.machine(), t))
+    Ok(PteTable::new(cpu.ram(), t))
 }
 
 /// `vmap_try_huge_pmd()` + `pmd_set_huge()`: map one 2 MiB block at the pmd
@@ -431,9 +444,9 @@ pub fn pte_alloc_kernel<'m>(
 ///
 /// What [`set_pmd`] refuses (an unsafe change of a live entry, [`PgtableError::BreakBeforeMake`]).
 /// A block that cannot be used is `Ok(false)`, not an error.
-pub fn try_huge_pmd<'m>(
-    cpu: &Cpu<'m>,
-    alloc: &dyn PgtableAlloc<'m>,
+pub fn try_huge_pmd<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
+    alloc: &dyn PgtableAlloc<C>,
     pmd_slot: PhysAddr,
     va: u64,
     pa: u64,
@@ -454,7 +467,7 @@ pub fn try_huge_pmd<'m>(
 ///
 /// [`PgtableError::ContAlignment`] if `va` or `pa` is not 64 KiB aligned or `ptep` is not the slot
 /// of `va`; what [`set_ptes`] refuses.
-pub fn set_cont_ptes(cpu: &Cpu<'_>, ptep: PhysAddr, va: u64, pa: u64, prot: PgProt) -> Result<(), PgtableError> {
+pub fn set_cont_ptes(cpu: &ArchCpu<'_>, ptep: PhysAddr, va: u64, pa: u64, prot: PgProt) -> Result<(), PgtableError> {
     if !(va | pa).is_multiple_of(CONT_PTE_SIZE) || Level::Pte.index(va) != ((ptep.0 % PAGE_SIZE) / 8) as usize {
         return Err(PgtableError::ContAlignment { va, pa, size: CONT_PTE_SIZE });
     }
@@ -471,7 +484,7 @@ pub fn set_cont_ptes(cpu: &Cpu<'_>, ptep: PhysAddr, va: u64, pa: u64, prot: PgPr
 /// [`PgtableError::BadRange`] for an empty, unaligned or wrapping range;
 /// [`PgtableError::OutsideAddressSpace`]; [`PgtableError::PartialHugeUnmap`] if a block or
 /// contiguous run would be cut. Nothing is cleared when an error is returned.
-pub fn unmap_range(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Result<TlbFlush, PgtableError> {
+pub fn unmap_range(cpu: &ArchCpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Result<TlbFlush, PgtableError> {
     if size == 0 || !(va | size).is_multiple_of(PAGE_SIZE) || va.checked_add(size - 1).is_none() {
         return Err(PgtableError::BadRange { va, size });
     }
@@ -491,7 +504,7 @@ pub fn unmap_range(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Res
 /// [`PgtableError::BadRange`] and [`PgtableError::OutsideAddressSpace`] as [`unmap_range`];
 /// [`PgtableError::PartialHugeUnmap`] when the clearing walk meets a block or run it would cut
 /// (entries before it are already cleared: the caller promised a range it mapped whole).
-pub fn vunmap_range_noflush(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Result<(), PgtableError> {
+pub fn vunmap_range_noflush(cpu: &ArchCpu<'_>, asp: &AddressSpace, va: u64, size: u64) -> Result<(), PgtableError> {
     if size == 0 || !(va | size).is_multiple_of(PAGE_SIZE) || va.checked_add(size - 1).is_none() {
         return Err(PgtableError::BadRange { va, size });
     }
@@ -502,8 +515,8 @@ pub fn vunmap_range_noflush(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, size: u6
 /// The walk of [`unmap_range`], as `vunmap_p*d_range` do it: one walk per
 /// table, then the entries of a PTE table in a row. Without `clear` it only
 /// checks that no block or contiguous run is cut.
-fn visit_leaves(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, end: u64, clear: bool) -> Result<(), PgtableError> {
-    let m = cpu.machine();
+fn visit_leaves(cpu: &ArchCpu<'_>, asp: &AddressSpace, va: u64, end: u64, clear: bool) -> Result<(), PgtableError> {
+    let m = cpu.ram();
     // vunmap_pte_range(): one PTE table's entries, cleared inside a
     // lazy-MMU section as the kernel does since 6.16 (clears queue no
     // barriers, so the section costs only its thread-flag operations).
@@ -571,14 +584,14 @@ fn visit_leaves(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, end: u64, clear: boo
 /// and the store clear the same value the exchange would, without a locked
 /// read-modify-write per entry on the host.
 fn scan_pte_table(
-    cpu: &Cpu<'_>,
+    cpu: &ArchCpu<'_>,
     table: PhysAddr,
     cur: u64,
     end: u64,
     va: u64,
     clear: bool,
 ) -> Result<u64, PgtableError> {
-    let slots = cpu.machine().table(table);
+    let slots = cpu.ram().table(table);
     let first = Level::Pte.index(cur);
     let n = (PTRS_PER_TABLE - first).min(((end - cur) / PAGE_SIZE + 1) as usize);
     let last = first + n;

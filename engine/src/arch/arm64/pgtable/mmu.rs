@@ -13,9 +13,9 @@
 
 use super::{AddressSpace, Desc, Level};
 use crate::addr::{PAGE_SIZE, PhysAddr};
-use crate::kernel::cpu::Cpu;
+use crate::arch::arm64::cpu::ArchCpu;
 use crate::arch::arm64::pgtable::desc::bits::{PTE_AF, PTE_NG, PTE_PXN, PTE_RDONLY, PTE_USER, PTE_UXN, PTE_WRITE};
-use crate::arch::arm64::tlb::{self, TlbEntry, TlbPerms};
+use crate::arch::arm64::tlb::{TlbEntry, TlbPerms};
 
 /// What the access does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,14 +93,14 @@ pub fn permits(d: Desc, access: Access) -> bool {
 /// A [`Fault`]: translation (no valid leaf), access flag (AF clear) or permission (the leaf forbids
 /// `access`).
 pub fn translate_walk(
-    cpu: &Cpu<'_>,
+    cpu: &ArchCpu<'_>,
     asp: &AddressSpace,
     va: u64,
     access: Access,
 ) -> Result<(PhysAddr, super::Leaf), Fault> {
-    let m = cpu.machine();
+    let m = cpu.ram();
     let mut last = None;
-    let leaf = super::walk_with(|pa| m.read_desc(pa).0, asp.pgd(), va, |s| last = Some(s));
+    let leaf = super::walk_with(|pa| super::TableMemory::read_desc(m, pa).0, asp.pgd(), va, |s| last = Some(s));
     let Some(leaf) = leaf else {
         return Err(Fault {
             va,
@@ -125,11 +125,11 @@ pub fn translate_walk(
 ///
 /// A [`Fault`], as [`translate_walk`].
 #[inline]
-pub fn translate(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> Result<PhysAddr, Fault> {
+pub fn translate(cpu: &ArchCpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> Result<PhysAddr, Fault> {
     let asid = asp.asid().unwrap_or(0);
     // The soft-MMU cache keeps no user bit: EL0 accesses take the model.
     if !access.user
-        && let Some(pa) = tlb::fast_lookup(cpu, va, asid, access.write)
+        && let Some(pa) = cpu.arch_data().tlb.fast_lookup(va, asid, access.write)
     {
         return Ok(PhysAddr(pa));
     }
@@ -145,20 +145,20 @@ pub fn translate(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> 
 /// # Errors
 ///
 /// A [`Fault`], as [`translate_walk`].
-pub fn translate_uncached(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> Result<PhysAddr, Fault> {
+pub fn translate_uncached(cpu: &ArchCpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> Result<PhysAddr, Fault> {
     translate_slow(cpu, asp, va, access)
 }
 
 #[cold]
-fn translate_slow(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> Result<PhysAddr, Fault> {
-    let t = &cpu.data().tlb;
+fn translate_slow(cpu: &ArchCpu<'_>, asp: &AddressSpace, va: u64, access: Access) -> Result<PhysAddr, Fault> {
+    let t = &cpu.arch_data().tlb;
     let asid = asp.asid().unwrap_or(0);
     let generation = t.generation();
     if let Some(e) = t.lookup(va, asid) {
         let p = e.perms();
         if (!access.user || p.user) && (!access.write || p.writable) {
             if !access.user {
-                tlb::fast_fill(cpu, va, &e, generation);
+                cpu.arch_data().tlb.fast_fill(va, &e, generation);
             }
             if let Some(pa) = e.translate(va) {
                 return Ok(PhysAddr(pa));
@@ -188,11 +188,11 @@ fn translate_slow(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, access: Access) ->
 /// an [`FaultKind::ExternalAbort`] fault (leaves may map non-RAM output
 /// addresses, which the emulator has nothing behind).
 #[inline]
-fn ram_behind(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, pa: PhysAddr, len: u64) -> Result<PhysAddr, Fault> {
-    if cpu.machine().arena().contains(pa, len) {
+fn ram_behind(cpu: &ArchCpu<'_>, asp: &AddressSpace, va: u64, pa: PhysAddr, len: u64) -> Result<PhysAddr, Fault> {
+    if cpu.ram().contains(pa, len) {
         return Ok(pa);
     }
-    let desc = super::walk(cpu.machine(), asp, va).leaf.map_or(super::Desc::INVALID, |l| l.desc);
+    let desc = super::walk(cpu.ram(), asp, va).leaf.map_or(super::Desc::INVALID, |l| l.desc);
     Err(Fault { va, kind: FaultKind::ExternalAbort { pa }, desc })
 }
 
@@ -203,10 +203,10 @@ fn ram_behind(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, pa: PhysAddr, len: u64
 /// A [`Fault`] from the translation, or [`FaultKind::ExternalAbort`] if no RAM lies behind the
 /// output address.
 #[inline]
-pub fn read_u64(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64) -> Result<u64, Fault> {
+pub fn read_u64(cpu: &ArchCpu<'_>, asp: &AddressSpace, va: u64) -> Result<u64, Fault> {
     if va.is_multiple_of(8) {
         let pa = ram_behind(cpu, asp, va, translate(cpu, asp, va, Access::READ)?, 8)?;
-        return Ok(cpu.machine().arena().word(pa).load(std::sync::atomic::Ordering::Relaxed));
+        return Ok(cpu.ram().word(pa).load(std::sync::atomic::Ordering::Relaxed));
     }
     let mut b = [0u8; 8];
     read_bytes(cpu, asp, va, &mut b)?;
@@ -219,10 +219,10 @@ pub fn read_u64(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64) -> Result<u64, Fault
 ///
 /// As [`read_u64`], for a write access.
 #[inline]
-pub fn write_u64(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, v: u64) -> Result<(), Fault> {
+pub fn write_u64(cpu: &ArchCpu<'_>, asp: &AddressSpace, va: u64, v: u64) -> Result<(), Fault> {
     if va.is_multiple_of(8) {
         let pa = ram_behind(cpu, asp, va, translate(cpu, asp, va, Access::WRITE)?, 8)?;
-        cpu.machine().arena().word(pa).store(v, std::sync::atomic::Ordering::Relaxed);
+        cpu.ram().word(pa).store(v, std::sync::atomic::Ordering::Relaxed);
         return Ok(());
     }
     write_bytes(cpu, asp, va, &v.to_le_bytes())
@@ -233,13 +233,13 @@ pub fn write_u64(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, v: u64) -> Result<(
 /// # Errors
 ///
 /// As [`read_u64`], for the first page that faults (`buf` is then partly filled).
-pub fn read_bytes(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, buf: &mut [u8]) -> Result<(), Fault> {
+pub fn read_bytes(cpu: &ArchCpu<'_>, asp: &AddressSpace, va: u64, buf: &mut [u8]) -> Result<(), Fault> {
     let mut done = 0usize;
     while done < buf.len() {
         let cur = va + done as u64;
         let n = ((PAGE_SIZE - cur % PAGE_SIZE) as usize).min(buf.len() - done);
         let pa = ram_behind(cpu, asp, cur, translate(cpu, asp, cur, Access::READ)?, n as u64)?;
-        cpu.machine().arena().read(pa, &mut buf[done..done + n]);
+        cpu.ram().read(pa, &mut buf[done..done + n]);
         done += n;
     }
     Ok(())
@@ -250,13 +250,13 @@ pub fn read_bytes(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, buf: &mut [u8]) ->
 /// # Errors
 ///
 /// As [`read_u64`], for the first page that faults (the pages before it are written).
-pub fn write_bytes(cpu: &Cpu<'_>, asp: &AddressSpace, va: u64, buf: &[u8]) -> Result<(), Fault> {
+pub fn write_bytes(cpu: &ArchCpu<'_>, asp: &AddressSpace, va: u64, buf: &[u8]) -> Result<(), Fault> {
     let mut done = 0usize;
     while done < buf.len() {
         let cur = va + done as u64;
         let n = ((PAGE_SIZE - cur % PAGE_SIZE) as usize).min(buf.len() - done);
         let pa = ram_behind(cpu, asp, cur, translate(cpu, asp, cur, Access::WRITE)?, n as u64)?;
-        cpu.machine().arena().write(pa, &buf[done..done + n]);
+        cpu.ram().write(pa, &buf[done..done + n]);
         done += n;
     }
     Ok(())

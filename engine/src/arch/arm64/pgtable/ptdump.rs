@@ -15,12 +15,13 @@ use crate::arch::arm64::memory::{
     FIXADDR_TOP, MODULES_END, MODULES_VADDR, PAGE_END, PAGE_OFFSET, PCI_IO_START, VMALLOC_END, VMALLOC_START,
     VMEMMAP_END,
 };
+use crate::arch::arm64::pgtable::TableMemory;
 use crate::arch::arm64::pgtable::desc::bits;
 use crate::arch::arm64::pgtable::desc::bits::{
     PTE_AF, PTE_ATTRINDX_MASK, PTE_CONT, PTE_GP, PTE_NG, PTE_PXN, PTE_RDONLY, PTE_SHARED, PTE_USER, PTE_UXN, PTE_VALID,
 };
 use crate::arch::arm64::pgtable::{AddressSpace, DescKind, Level, entry_pa};
-use crate::{Machine, PAGE_SIZE, Pfn, PhysAddr};
+use crate::{PAGE_SIZE, PhysAddr};
 use std::fmt::Write as _;
 
 /// `PCI_IO_SIZE`: 16 MiB.
@@ -51,9 +52,9 @@ pub struct Marker {
 /// The `address_markers[]` of `ptdump_init()` (without KASAN), in order.
 /// `vmemmap start` is `virt_to_page(PAGE_OFFSET)`: the struct page of
 /// `memstart_addr`'s frame.
-pub fn kernel_markers(m: &Machine) -> Vec<Marker> {
-    let mem = m.memmap();
-    let vmemmap_start = mem.page_va(Pfn(mem.vmemmap_pfn0()));
+///
+/// `vmemmap_start` is the VA of that struct page (the memmap knows it).
+pub fn kernel_markers(vmemmap_start: u64) -> Vec<Marker> {
     [
         (PAGE_OFFSET, "Linear Mapping start"),
         (PAGE_END, "Linear Mapping end"),
@@ -227,7 +228,7 @@ impl PtdumpState<'_> {
 
     /// Walk the entries of `table` (at `level`) covering `[addr, end)`, as
     /// `walk_{pgd,pud,pmd,pte}_range()` do with the ptdump callbacks.
-    fn walk_range(&mut self, m: &Machine, table: PhysAddr, level: Level, mut addr: u64, end: u64) {
+    fn walk_range(&mut self, m: &dyn TableMemory, table: PhysAddr, level: Level, mut addr: u64, end: u64) {
         let size = level.entry_size();
         loop {
             // `pXd_addr_end()`, which copes with the boundary wrapping to 0.
@@ -260,7 +261,7 @@ impl PtdumpState<'_> {
 
 /// The kernel's `kernel_page_tables` dump of `asp` from `PAGE_OFFSET` to the
 /// top of the address space, with `markers`.
-pub fn ptdump(m: &Machine, asp: &AddressSpace, markers: &[Marker]) -> String {
+pub fn ptdump(m: &dyn TableMemory, asp: &AddressSpace, markers: &[Marker]) -> String {
     let mut st = PtdumpState { out: String::new(), markers, marker: 0, level: -1, current_prot: 0, start_address: 0 };
     let (start, end) = (PAGE_OFFSET, u64::MAX);
     st.walk_range(m, asp.pgd(), Level::Pgd, start, end);
@@ -285,9 +286,9 @@ pub fn size_str(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::MachineConfig;
     use crate::arch::arm64::pgtable::Desc;
     use crate::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_ROX};
+    use crate::{Machine, MachineConfig};
 
     fn boot(mem: u64) -> Machine {
         Machine::boot(MachineConfig { mem_bytes: mem, ..Default::default() }).expect("boot")
@@ -327,7 +328,7 @@ mod tests {
     #[test]
     fn ptdump_vmemmap_of_64m_struct_pages_is_one_pmd_run() {
         let m = boot(4 << 30);
-        let out = ptdump(&m, &m.kernel_as(), &kernel_markers(&m));
+        let out = ptdump(&m, &m.kernel_as(), &kernel_markers(m.memmap().vmemmap_start()));
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines[0], "---[ Linear Mapping start ]---");
         let i = lines.iter().position(|l| *l == "---[ vmemmap start ]---").expect("vmemmap marker");
@@ -340,7 +341,7 @@ mod tests {
         // the last entry noted (nothing is mapped past the vmemmap here) are
         // never reached.
         let names: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("---[ ")?.strip_suffix(" ]---")).collect();
-        let want: Vec<&str> = kernel_markers(&m).iter().map(|mk| mk.name).collect();
+        let want: Vec<&str> = kernel_markers(m.memmap().vmemmap_start()).iter().map(|mk| mk.name).collect();
         assert_eq!(names, want[..names.len()]);
         assert_eq!(names.last(), Some(&"vmemmap start"));
         // Lines are contiguous.

@@ -11,7 +11,10 @@
 //! steps taken are kept in a [`Walk`], so callers can see every descriptor
 //! read and the size of a hole.
 
-use super::*;
+use super::desc::{Desc, DescKind, Level};
+use super::entry::*;
+use crate::addr::PhysAddr;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// One level of a walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +71,7 @@ impl Walk {
 }
 
 /// Walk `asp`'s tables for `va`, as the MMU does (no TLB involved).
-pub fn walk(m: &Machine, asp: &AddressSpace, va: u64) -> Walk {
+pub fn walk(m: &(impl TableMemory + ?Sized), asp: &AddressSpace, va: u64) -> Walk {
     let mut steps = Vec::with_capacity(4);
     let leaf = walk_with(|pa| m.read_desc(pa).0, asp.pgd, va, |s| steps.push(s));
     Walk { va, steps, leaf }
@@ -102,7 +105,7 @@ pub fn walk_with(
 
 /// The leaves covering `[start, end)`, each as (va of its span, span), a
 /// contiguous run or block counted once: what the TLB needs to cover it.
-pub fn leaves(m: &Machine, asp: &AddressSpace, start: u64, end: u64) -> Vec<(u64, u64)> {
+pub fn leaves(m: &(impl TableMemory + ?Sized), asp: &AddressSpace, start: u64, end: u64) -> Vec<(u64, u64)> {
     let mut out: Vec<(u64, u64)> = Vec::new();
     let mut cur = start;
     while cur < end {
@@ -144,8 +147,8 @@ pub struct PgtableStats {
 }
 
 /// Walk every table of `asp` and count.
-pub fn stats(m: &Machine, asp: &AddressSpace) -> PgtableStats {
-    fn visit(m: &Machine, table: PhysAddr, level: Level, st: &mut PgtableStats) {
+pub fn stats(m: &(impl TableMemory + ?Sized), asp: &AddressSpace) -> PgtableStats {
+    fn visit<M: TableMemory + ?Sized>(m: &M, table: PhysAddr, level: Level, st: &mut PgtableStats) {
         st.tables[level as usize] += 1;
         for (i, slot) in m.table(table).iter().enumerate() {
             let d = Desc(slot.load(Relaxed));
@@ -179,8 +182,16 @@ pub fn stats(m: &Machine, asp: &AddressSpace) -> PgtableStats {
 /// Table pages per level (pgd, pud, pmd, pte) below the root of `asp` that
 /// map some of `[start, end)` (a table reached from several regions counts
 /// in each; the root counts once): what a boot step built for its region.
-pub fn table_pages_in(m: &Machine, asp: &AddressSpace, start: u64, end: u64) -> [u64; 4] {
-    fn visit(m: &Machine, table: PhysAddr, level: Level, base: u64, start: u64, end: u64, out: &mut [u64; 4]) {
+pub fn table_pages_in(m: &(impl TableMemory + ?Sized), asp: &AddressSpace, start: u64, end: u64) -> [u64; 4] {
+    fn visit<M: TableMemory + ?Sized>(
+        m: &M,
+        table: PhysAddr,
+        level: Level,
+        base: u64,
+        start: u64,
+        end: u64,
+        out: &mut [u64; 4],
+    ) {
         out[level as usize] += 1;
         let size = level.entry_size();
         for (i, slot) in m.table(table).iter().enumerate() {

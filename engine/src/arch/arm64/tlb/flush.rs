@@ -1,11 +1,11 @@
 //! The kernel's TLB flush API (arch/arm64/include/asm/tlbflush.h):
 //! executing a TLBI, and the flush functions built from it.
 //!
-//! [`tlbi()`] executes one [`Tlbi`] on a [`Cpu`]: it counts the op by
+//! [`tlbi()`] executes one [`Tlbi`] on a [`ArchCpu`]: it counts the op by
 //! [`TlbiKind`](super::TlbiKind) on that CPU, adds its modelled cost from the
 //! machine's [`CostProfile`](crate::arch::arm64::cost::CostProfile), invalidates the
 //! matching entries in every CPU's [`CpuTlb`](super::CpuTlb) (the
-//! broadcast), and tells the machine's secondary TLB (a [`SecondaryTlbHook`]
+//! broadcast), and tells the machine's secondary TLB (a [`SecondaryTlb`](crate::arch::arm64::cpu::SecondaryTlb)
 //! registered at boot: the struct-page accessor's cached vmemmap
 //! translations) which VA range the op covered. The hook is how this module
 //! reaches state owned by a higher layer without calling up into it, as the
@@ -30,37 +30,25 @@
 use super::tlbi::{MAX_DVM_OPS, MAX_TLBI_RANGE_PAGES, Scope, TLBI_TTL_UNKNOWN, Tlbi, tlbi_range_pages};
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE};
 use crate::arch::arm64::barrier::{ish, ishst};
+use crate::arch::arm64::cpu::ArchCpu;
 use crate::counters::this_cpu_add as bump;
-use crate::kernel::cpu::Cpu;
-use crate::machine::Machine;
 use std::sync::atomic::Ordering::Relaxed;
 
 // ---------------------------------------------------------------------------
 // Executing TLBIs and the flush functions
 // ---------------------------------------------------------------------------
 
-/// A cache of translations outside the CPUs' TLBs that broadcast TLB
-/// maintenance must reach, registered in the [`Machine`] at boot. [`tlbi()`]
-/// calls it with the VA range `[start, end)` of every op that covers
-/// addresses (`[0, u64::MAX)` for `vmalle1is`; ASID-only ops cover none).
-/// Mirrors the arm64 flush functions' call of
-/// `mmu_notifier_arch_invalidate_secondary_tlbs()`; the one registered is
-/// the struct-page accessor's (`Machine::vmemmap_tlbi`). It lets the TLB
-/// code reach state owned by a higher layer without calling up into it.
-pub type SecondaryTlbHook = fn(&Machine, u64, u64);
-
 /// Execute one TLBI on `cpu`: count it, model its issue cost, and
 /// invalidate the matching entries of every CPU's TLB model and soft-MMU
 /// cache. Mirrors `__tlbi(op, arg)`.
-pub fn tlbi(cpu: &Cpu<'_>, op: Tlbi) {
-    let m = cpu.machine();
-    let stats = &cpu.data().tlb.tlbi;
+pub fn tlbi(cpu: &ArchCpu<'_>, op: Tlbi) {
+    let stats = &cpu.arch_data().tlb.tlbi;
     let kind = op.kind();
     bump(&stats.counts[kind as usize], 1);
-    bump(&stats.modelled_ns, m.config().cost_profile.tlbi_cost_ns(kind));
+    bump(&stats.modelled_ns, cpu.arch().cost_profile.tlbi_cost_ns(kind));
     bump(&stats.pending, 1);
     let scope = op.scope();
-    for d in m.all_cpu_data() {
+    for d in cpu.all_arch_data() {
         d.tlb.invalidate(scope);
     }
     let (start, end) = match scope {
@@ -68,15 +56,15 @@ pub fn tlbi(cpu: &Cpu<'_>, op: Tlbi) {
         Scope::Range { start, last, .. } => (start, last.saturating_add(1)),
         Scope::Asid(_) => (0, 0),
     };
-    crate::trace::mmlab::tlbi(cpu.id(), m.trace_clock(), kind.name(), op.operand(), start, end, || {
-        cpu.data().tlb.counts().entries
+    crate::trace::mmlab::tlbi(cpu.id(), cpu.trace_clock(), kind.name(), op.operand(), start, end, || {
+        cpu.arch_data().tlb.counts().entries
     });
     // The secondary TLB registered at boot (the struct-page accessor's
     // vmemmap translations) hears of every address range an op covers.
-    let hook = m.secondary_tlb;
+    let hook = cpu.secondary_tlb();
     match scope {
-        Scope::All => hook(m, 0, u64::MAX),
-        Scope::Range { start, last, .. } => hook(m, start, last.saturating_add(1)),
+        Scope::All => hook.invalidate_range(0, u64::MAX),
+        Scope::Range { start, last, .. } => hook.invalidate_range(start, last.saturating_add(1)),
         Scope::Asid(_) => {}
     }
 }
@@ -84,18 +72,18 @@ pub fn tlbi(cpu: &Cpu<'_>, op: Tlbi) {
 /// `dsb ish` completing this CPU's broadcast TLB maintenance: the barrier
 /// through the backend, plus the modelled completion wait if TLBIs are
 /// outstanding. Mirrors `__tlbi_sync_s1ish()`.
-pub fn tlbi_sync_s1ish(cpu: &Cpu<'_>) {
+pub fn tlbi_sync_s1ish(cpu: &ArchCpu<'_>) {
     cpu.dsb(ish);
-    let stats = &cpu.data().tlb.tlbi;
+    let stats = &cpu.arch_data().tlb.tlbi;
     if stats.pending.load(Relaxed) != 0 {
         stats.pending.store(0, Relaxed);
-        bump(&stats.modelled_ns, u64::from(cpu.machine().config().cost_profile.dsb_ish_after_tlbi_ns));
+        bump(&stats.modelled_ns, u64::from(cpu.arch().cost_profile.dsb_ish_after_tlbi_ns));
     }
 }
 
 /// Invalidate everything on every CPU. Mirrors `flush_tlb_all()`:
 /// `dsb ishst; tlbi vmalle1is; dsb ish; isb`.
-pub fn flush_tlb_all(cpu: &Cpu<'_>) {
+pub fn flush_tlb_all(cpu: &ArchCpu<'_>) {
     cpu.dsb(ishst);
     tlbi(cpu, Tlbi::Vmalle1is);
     tlbi_sync_s1ish(cpu);
@@ -104,7 +92,7 @@ pub fn flush_tlb_all(cpu: &Cpu<'_>) {
 
 /// Invalidate a user address space. Mirrors `flush_tlb_mm()`:
 /// `dsb ishst; tlbi aside1is; dsb ish` (no isb: user mappings).
-pub fn flush_tlb_mm(cpu: &Cpu<'_>, asid: u16) {
+pub fn flush_tlb_mm(cpu: &ArchCpu<'_>, asid: u16) {
     cpu.dsb(ishst);
     tlbi(cpu, Tlbi::Aside1is { asid });
     tlbi_sync_s1ish(cpu);
@@ -112,7 +100,7 @@ pub fn flush_tlb_mm(cpu: &Cpu<'_>, asid: u16) {
 
 /// Invalidate one user page, last level. Mirrors `flush_tlb_page()`:
 /// `dsb ishst; tlbi vale1is; dsb ish`.
-pub fn flush_tlb_page(cpu: &Cpu<'_>, asid: u16, va: u64) {
+pub fn flush_tlb_page(cpu: &ArchCpu<'_>, asid: u16, va: u64) {
     cpu.dsb(ishst);
     tlbi(cpu, Tlbi::Vale1is { va, asid });
     tlbi_sync_s1ish(cpu);
@@ -121,7 +109,7 @@ pub fn flush_tlb_page(cpu: &Cpu<'_>, asid: u16, va: u64) {
 /// Invalidate a kernel VA at all levels, walk caches included, after an
 /// intermediate table was removed. Mirrors `__flush_tlb_kernel_pgtable()`:
 /// `dsb ishst; tlbi vaae1is; dsb ish; isb`.
-pub fn flush_tlb_kernel_pgtable(cpu: &Cpu<'_>, va: u64) {
+pub fn flush_tlb_kernel_pgtable(cpu: &ArchCpu<'_>, va: u64) {
     cpu.dsb(ishst);
     tlbi(cpu, Tlbi::Vaae1is { va });
     tlbi_sync_s1ish(cpu);
@@ -221,8 +209,8 @@ impl Iterator for RangeOps {
 /// Issue the TLBIs for `pages` pages from `start` on `cpu`. Mirrors
 /// `__flush_tlb_range_op()`; the ops are those of [`RangeOps`], with range
 /// support as the machine's `arm64.tlbi_range` says.
-pub fn flush_tlb_range_op(cpu: &Cpu<'_>, op: RangeOp, start: u64, pages: u64, stride: u64, asid: u16, ttl: u8) {
-    let use_range = cpu.machine().config().tlbi_range();
+pub fn flush_tlb_range_op(cpu: &ArchCpu<'_>, op: RangeOp, start: u64, pages: u64, stride: u64, asid: u16, ttl: u8) {
+    let use_range = cpu.arch().tlbi_range;
     for t in RangeOps::new(op, use_range, start, pages, stride, asid, ttl) {
         tlbi(cpu, t);
     }
@@ -244,11 +232,11 @@ fn sane_stride(stride: u64) -> u64 {
 /// `flush_tlb_kernel_range()` (Linux 6.17): round to pages; over the limit
 /// `flush_tlb_all()`; else `dsb ishst`, `vaale1is`/`rvaale1is` ops,
 /// `dsb ish`, `isb`. Like the kernel, `end < start` counts as a huge range.
-pub fn flush_tlb_kernel_range(cpu: &Cpu<'_>, start: u64, end: u64) {
+pub fn flush_tlb_kernel_range(cpu: &ArchCpu<'_>, start: u64, end: u64) {
     let start = start & !(PAGE_SIZE - 1);
     let end = end.wrapping_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
     let pages = end.wrapping_sub(start) >> PAGE_SHIFT;
-    if flush_tlb_range_limit_excess(cpu.machine().config().tlbi_range(), start, end, pages, PAGE_SIZE) {
+    if flush_tlb_range_limit_excess(cpu.arch().tlbi_range, start, end, pages, PAGE_SIZE) {
         return flush_tlb_all(cpu);
     }
     cpu.dsb(ishst);
@@ -262,12 +250,12 @@ pub fn flush_tlb_kernel_range(cpu: &Cpu<'_>, start: u64, end: u64) {
 /// round to `stride`; over the limit `flush_tlb_mm()`; else `dsb ishst`,
 /// `vale1is` (`last_level`) or `vae1is` ops, `dsb ish`; no isb. A `stride`
 /// that is not a power of two of at least 4 KiB is taken as 4 KiB.
-pub fn flush_tlb_range(cpu: &Cpu<'_>, asid: u16, start: u64, end: u64, stride: u64, last_level: bool) {
+pub fn flush_tlb_range(cpu: &ArchCpu<'_>, asid: u16, start: u64, end: u64, stride: u64, last_level: bool) {
     let stride = sane_stride(stride);
     let start = start & !(stride - 1);
     let end = end.wrapping_add(stride - 1) & !(stride - 1);
     let pages = end.wrapping_sub(start) >> PAGE_SHIFT;
-    if flush_tlb_range_limit_excess(cpu.machine().config().tlbi_range(), start, end, pages, stride) {
+    if flush_tlb_range_limit_excess(cpu.arch().tlbi_range, start, end, pages, stride) {
         return flush_tlb_mm(cpu, asid);
     }
     cpu.dsb(ishst);
@@ -359,7 +347,7 @@ impl TlbFlush {
     }
 
     /// Issue the maintenance on `cpu`.
-    pub fn flush(self, cpu: &Cpu<'_>) {
+    pub fn flush(self, cpu: &ArchCpu<'_>) {
         match self.0 {
             FlushKind::Nothing => {}
             FlushKind::All => flush_tlb_all(cpu),

@@ -24,7 +24,7 @@
 //!   It depends on nothing else in the crate.
 //! - [`model`]: what a CPU caches: [`CpuTlb`], a set-associative TLB model
 //!   of leaf entries ([`TlbEntry`]) and a lock-free soft-MMU cache.
-//! - [`flush`]: executing TLBIs on a [`Cpu`](crate::kernel::cpu::Cpu) ([`tlbi()`],
+//! - [`flush`]: executing TLBIs on a [`ArchCpu`](crate::kernel::cpu::Cpu) ([`tlbi()`],
 //!   the broadcast to every CPU's model and to the secondary TLBs registered
 //!   at boot) and the kernel's flush functions ([`flush_tlb_kernel_range`],
 //!   [`flush_tlb_range`], ...), with the `#[must_use]` [`TlbFlush`] token.

@@ -17,7 +17,7 @@
 //!   deterministic: the same fills and lookups evict the same entries.
 //! - **a soft-MMU cache** in the manner of QEMU's softmmu TLB: 256 direct-mapped
 //!   slots indexed by `(va >> 12) & 255`, each a 4 KiB translation (tag word
-//!   and data word, two `AtomicU64`). [`fast_lookup`] is a load, two compares,
+//!   and data word, two `AtomicU64`). [`CpuTlb::fast_lookup`] is a load, two compares,
 //!   a load and a mask, without a lock.
 //! - the CPU's TLBI counters and modelled TLBI time ([`TlbiStats`]).
 //!
@@ -32,8 +32,8 @@
 //! fills it; a TLBI issued on any CPU takes every CPU's lock in turn to
 //! invalidate, which is the broadcast. The soft-MMU slots are written only
 //! under that same lock (fills by the owner, invalidations by anyone), and
-//! read by the owner only ([`fast_lookup`] and [`fast_fill`] take the owner's
-//! [`Cpu`] handle, which is unique and not `Sync`). A fill writes the tag
+//! read by the owner only ([`CpuTlb::fast_lookup`] and [`CpuTlb::fast_fill`] take the owner's
+//! [`ArchCpu`](crate::arch::arm64::cpu::ArchCpu) handle, which is unique and not `Sync`). A fill writes the tag
 //! word invalid, then the data word, then the valid tag; a remote
 //! invalidation only writes the tag word to invalid. Since the data word is
 //! never written by another thread than the reader, the reader cannot see a
@@ -46,14 +46,13 @@
 //! A translation found by a walk must not be cached after a TLBI that raced
 //! with the walk. Every invalidation bumps the CPU's [`CpuTlb::generation`];
 //! a filler reads it before walking and passes it to
-//! [`CpuTlb::fill_checked`] / [`fast_fill`], which refuse under the lock if it
+//! [`CpuTlb::fill_checked`] / [`CpuTlb::fast_fill`], which refuse under the lock if it
 //! moved. This stands in for the architecture's guarantee that a walk started
 //! before a TLBI completed cannot leave an entry behind.
 
 use super::tlbi::{Scope, TlbiStats, VPN44_MASK, sign_extend};
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE};
-use crate::kernel::cpu::Cpu;
-use crate::kernel::sync::SpinLock;
+use crate::sync::SpinLock;
 use std::fmt;
 use std::ops::{Add, Range};
 use std::sync::atomic::AtomicU64;
@@ -635,9 +634,9 @@ impl CpuTlb {
 
     /// Soft-MMU lookup: the PA of `va` if slot `(va >> 12) & 255` holds its
     /// page for `asid` (or globally), and, for a write, the page is
-    /// writable. No lock, no counting. Owner only (see [`fast_lookup`]).
+    /// writable. No lock, no counting. Owner only (see [`CpuTlb::fast_lookup`]).
     #[inline(always)]
-    fn fast_lookup(&self, va: u64, asid: u16, write: bool) -> Option<u64> {
+    pub fn fast_lookup(&self, va: u64, asid: u16, write: bool) -> Option<u64> {
         let vpn = (va >> PAGE_SHIFT) & VPN44_MASK;
         let slot = &self.fast[(vpn as usize) & (FAST_SLOTS - 1)];
         let t = slot.tag.load(Relaxed);
@@ -652,7 +651,7 @@ impl CpuTlb {
     }
 
     /// [`fill_checked`](Self::fill_checked), then, if `fast_va` is given
-    /// and `e` was cached, the soft-MMU fill of [`fast_fill`] for the page
+    /// and `e` was cached, the soft-MMU fill of [`CpuTlb::fast_fill`] for the page
     /// of `fast_va`, under one hold of the model's lock (a TLB miss of a
     /// kernel access takes it once here, not twice). Returns whether `e` was
     /// cached. Owner only.
@@ -671,7 +670,7 @@ impl CpuTlb {
     }
 
     /// Soft-MMU fill from `e` for the page of `va`; owner only.
-    fn fast_fill(&self, va: u64, e: &TlbEntry, generation: u64) -> bool {
+    pub fn fast_fill(&self, va: u64, e: &TlbEntry, generation: u64) -> bool {
         let Some(pa) = e.translate(va) else { return false };
         let mut m = self.model.lock();
         if self.generation.load(Relaxed) != generation {
@@ -743,22 +742,6 @@ impl CpuTlb {
             }
         }
     }
-}
-
-/// Soft-MMU lookup on `cpu`'s own cache (like QEMU's `tlb_hit` fast path):
-/// the PA of `va`, or `None` on a miss or a write to a read-only page.
-/// A few instructions, no lock, no counting.
-#[inline(always)]
-pub fn fast_lookup(cpu: &Cpu<'_>, va: u64, asid: u16, write: bool) -> Option<u64> {
-    cpu.data().tlb.fast_lookup(va, asid, write)
-}
-
-/// Cache the page of `va` from `e` in `cpu`'s soft-MMU slot, unless an
-/// invalidation reached the CPU since `generation` (from
-/// [`CpuTlb::generation`] before the walk) or `e` does not cover `va`.
-/// Returns whether it was cached.
-pub fn fast_fill(cpu: &Cpu<'_>, va: u64, e: &TlbEntry, generation: u64) -> bool {
-    cpu.data().tlb.fast_fill(va, e, generation)
 }
 
 // ---------------------------------------------------------------------------

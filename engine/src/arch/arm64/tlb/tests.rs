@@ -268,42 +268,42 @@ fn model_is_set_associative() {
 fn tlbi_on_one_cpu_invalidates_every_cpu() {
     let m = machine(true);
     let (c0, c1) = (m.cpu(0).unwrap(), m.cpu(1).unwrap());
-    let t1 = &c1.data().tlb;
+    let t1 = &c1.arch_data().tlb;
     let (a, b) = (page(K, None), page(K + PAGE_SIZE, None));
     let g = t1.generation();
     for e in [a, b] {
         assert!(t1.fill_checked(e, g));
-        assert!(fast_fill(&c1, e.va() + 8, &e, g));
+        assert!(c1.arch_data().tlb.fast_fill(e.va() + 8, &e, g));
     }
-    assert_eq!(fast_lookup(&c1, K + 0x10, 0, true), Some(0x4000_0010));
+    assert_eq!(c1.arch_data().tlb.fast_lookup(K + 0x10, 0, true), Some(0x4000_0010));
     flush_tlb_kernel_range(&c0, K, K + PAGE_SIZE);
     assert_eq!(t1.lookup(K, 0), None);
     assert_eq!(t1.lookup(K + PAGE_SIZE, 0), Some(b));
-    assert_eq!(fast_lookup(&c1, K + 0x10, 0, false), None);
-    assert_eq!(fast_lookup(&c1, K + PAGE_SIZE + 4, 0, false), Some(0x4000_1004));
+    assert_eq!(c1.arch_data().tlb.fast_lookup(K + 0x10, 0, false), None);
+    assert_eq!(c1.arch_data().tlb.fast_lookup(K + PAGE_SIZE + 4, 0, false), Some(0x4000_1004));
     assert_eq!(t1.counts().invalidated, 1);
     // Counted on the issuer only.
-    assert_eq!(c0.data().tlb.tlbi_stats().snapshot().get(TlbiKind::Vaale1is), 1);
+    assert_eq!(c0.arch_data().tlb.tlbi_stats().snapshot().get(TlbiKind::Vaale1is), 1);
     assert_eq!(t1.tlbi_stats().snapshot().total(), 0);
     // A fill from a walk that raced with the TLBI is refused.
     assert!(!t1.fill_checked(a, g));
-    assert!(!fast_fill(&c1, K, &a, g));
-    assert_eq!(fast_lookup(&c1, K, 0, false), None);
+    assert!(!c1.arch_data().tlb.fast_fill(K, &a, g));
+    assert_eq!(c1.arch_data().tlb.fast_lookup(K, 0, false), None);
     // A fast slot caching one page of a 2 MiB block goes with a TLBI at
     // another address in the block (another slot index).
     let blk = TlbEntry::new(K + (2 << 20), 0x8020_0000, 2 << 20, RW, None).unwrap();
     let g = t1.generation();
-    assert!(fast_fill(&c1, K + (2 << 20) + 0x3000, &blk, g));
-    assert_eq!(fast_lookup(&c1, K + (2 << 20) + 0x3004, 0, true), Some(0x8020_3004));
+    assert!(c1.arch_data().tlb.fast_fill(K + (2 << 20) + 0x3000, &blk, g));
+    assert_eq!(c1.arch_data().tlb.fast_lookup(K + (2 << 20) + 0x3004, 0, true), Some(0x8020_3004));
     tlbi(&c0, Tlbi::Vaale1is { va: K + (2 << 20) + 0x10_0000 });
-    assert_eq!(fast_lookup(&c1, K + (2 << 20) + 0x3004, 0, true), None);
+    assert_eq!(c1.arch_data().tlb.fast_lookup(K + (2 << 20) + 0x3004, 0, true), None);
     assert_eq!(t1.fast_valid(), 1);
     // A fast write to a read-only page misses.
     let ro = TlbEntry::new(0x5000, 0x9000, PAGE_SIZE, RO, Some(4)).unwrap();
-    assert!(fast_fill(&c1, 0x5000, &ro, t1.generation()));
-    assert_eq!(fast_lookup(&c1, 0x5008, 4, false), Some(0x9008));
-    assert_eq!(fast_lookup(&c1, 0x5008, 4, true), None);
-    assert_eq!(fast_lookup(&c1, 0x5008, 3, false), None);
+    assert!(c1.arch_data().tlb.fast_fill(0x5000, &ro, t1.generation()));
+    assert_eq!(c1.arch_data().tlb.fast_lookup(0x5008, 4, false), Some(0x9008));
+    assert_eq!(c1.arch_data().tlb.fast_lookup(0x5008, 4, true), None);
+    assert_eq!(c1.arch_data().tlb.fast_lookup(0x5008, 3, false), None);
     flush_tlb_all(&c0);
     assert_eq!(t1.fast_valid(), 0);
 }
@@ -312,7 +312,7 @@ fn tlbi_on_one_cpu_invalidates_every_cpu() {
 fn range_tlbi_hits_exactly_the_overlapping_entries() {
     let m = machine(true);
     let cpu = m.cpu(0).unwrap();
-    let t = &cpu.data().tlb;
+    let t = &cpu.arch_data().tlb;
     let fill_set = || {
         let v = vec![
             page(K - PAGE_SIZE, None),                                               // just below
@@ -346,34 +346,34 @@ fn range_tlbi_hits_exactly_the_overlapping_entries() {
 fn asid_invalidation_leaves_globals() {
     let m = machine(true);
     let cpu = m.cpu(0).unwrap();
-    let t = &cpu.data().tlb;
+    let t = &cpu.arch_data().tlb;
     let (g, a5, a6) = (page(0x1000, None), page(0x1000, Some(5)), page(0x1000, Some(6)));
     for e in [g, a5, a6] {
         t.fill(e);
     }
     for e in [g, a5] {
-        assert!(fast_fill(&cpu, 0x2000 - 1, &e, t.generation()));
+        assert!(cpu.arch_data().tlb.fast_fill(0x2000 - 1, &e, t.generation()));
     }
     assert_eq!(t.entries().len(), 3);
     flush_tlb_mm(&cpu, 5);
     assert_eq!(t.entries(), [g, a6]);
     // Slot held the ASID-5 copy last: gone, the global one not cached.
-    assert_eq!(fast_lookup(&cpu, 0x1000, 5, false), None);
-    assert!(fast_fill(&cpu, 0x1000, &g, t.generation()));
+    assert_eq!(cpu.arch_data().tlb.fast_lookup(0x1000, 5, false), None);
+    assert!(cpu.arch_data().tlb.fast_fill(0x1000, &g, t.generation()));
     flush_tlb_mm(&cpu, 6);
     assert_eq!(t.entries(), [g]);
-    assert!(fast_lookup(&cpu, 0x1000, 6, false).is_some());
+    assert!(cpu.arch_data().tlb.fast_lookup(0x1000, 6, false).is_some());
     // By VA with an ASID also removes the global entry.
     flush_tlb_page(&cpu, 6, 0x1000);
     assert!(t.entries().is_empty());
-    assert_eq!(fast_lookup(&cpu, 0x1000, 6, false), None);
+    assert_eq!(cpu.arch_data().tlb.fast_lookup(0x1000, 6, false), None);
 }
 
 #[test]
 fn flush_token() {
     let m = machine(true);
     let cpu = m.cpu(0).unwrap();
-    let t = &cpu.data().tlb;
+    let t = &cpu.arch_data().tlb;
     for i in 0..8 {
         t.fill(page(K + i * PAGE_SIZE, None));
     }
@@ -434,7 +434,9 @@ fn modelled_cost_follows_the_profile() {
     assert_eq!(c.modelled_ns, ns(TlbiKind::Rvaale1is) + ns(TlbiKind::Vaale1is) + 5000);
     // Barrier time stays with the barrier backend, TLBI time apart.
     let d = ModelCosts::default();
-    let pair = u64::from(d.dsb[crate::arch::arm64::barrier::IshSt::INDEX] + d.dsb[crate::arch::arm64::barrier::Ish::INDEX] + d.isb);
+    let pair = u64::from(
+        d.dsb[crate::arch::arm64::barrier::IshSt::INDEX] + d.dsb[crate::arch::arm64::barrier::Ish::INDEX] + d.isb,
+    );
     assert_eq!(m.barrier_counts().modelled_ns - boot_barrier_ns, pair);
     assert_eq!(b.total(), 3);
     let (c, _) = delta(&m, || flush_tlb_all(&cpu));
@@ -450,7 +452,7 @@ fn modelled_cost_follows_the_profile() {
     assert_eq!(c.modelled_ns, 2 * ns(TlbiKind::Vale1is));
     let (c, _) = delta(&m, || tlbi_sync_s1ish(&cpu));
     assert_eq!(c.modelled_ns, 5000);
-    assert_eq!(cpu.data().tlb.tlbi_stats().snapshot(), m.tlbi_counts());
+    assert_eq!(cpu.arch_data().tlb.tlbi_stats().snapshot(), m.tlbi_counts());
     use crate::arch::arm64::barrier::BarrierOption;
 }
 
@@ -462,7 +464,7 @@ fn counts_sum_and_print() {
     flush_tlb_all(&c1);
     let all = m.tlbi_counts();
     assert_eq!((all.get(TlbiKind::Vaale1is), all.get(TlbiKind::Vmalle1is)), (2, 1));
-    let (s0, s1) = (c0.data().tlb.tlbi_stats().snapshot(), c1.data().tlb.tlbi_stats().snapshot());
+    let (s0, s1) = (c0.arch_data().tlb.tlbi_stats().snapshot(), c1.arch_data().tlb.tlbi_stats().snapshot());
     let mut sum = s0;
     sum.add(&s1);
     assert_eq!(sum, all);
@@ -476,8 +478,8 @@ fn counts_sum_and_print() {
     let text = all.to_string();
     assert!(text.starts_with("tlbi(vaale1is)   2\ntlbi(vmalle1is)  1\ntlbi_modelled_ns  "), "{text}");
     assert_eq!(TlbiCounts::default().to_string(), "");
-    assert_eq!(m.cpu_data(1).map(|d| d.tlb.capacity()), Some(1280));
-    assert!(m.cpu_data(2).is_none());
+    assert_eq!(m.arch_cpu_data(1).map(|d| d.tlb.capacity()), Some(1280));
+    assert!(m.arch_cpu_data(2).is_none());
 }
 
 #[test]
@@ -503,10 +505,10 @@ fn owner_and_remote_threads() {
             for i in 0..2000u64 {
                 let va = K + (i % 64) * PAGE_SIZE;
                 let e = page(va, None);
-                let g = c1.data().tlb.generation();
-                c1.data().tlb.fill_checked(e, g);
-                fast_fill(&c1, va, &e, g);
-                if let Some(pa) = fast_lookup(&c1, va, 0, false) {
+                let g = c1.arch_data().tlb.generation();
+                c1.arch_data().tlb.fill_checked(e, g);
+                c1.arch_data().tlb.fast_fill(va, &e, g);
+                if let Some(pa) = c1.arch_data().tlb.fast_lookup(va, 0, false) {
                     assert_eq!(pa, e.pa());
                 }
             }
@@ -519,7 +521,7 @@ fn owner_and_remote_threads() {
     });
     let c0 = m.cpu(0).unwrap();
     flush_tlb_kernel_range(&c0, K, K + 64 * PAGE_SIZE);
-    let t1 = &m.cpu_data(1).unwrap().tlb;
+    let t1 = &m.arch_cpu_data(1).unwrap().tlb;
     assert!(t1.entries().is_empty());
     assert_eq!(t1.fast_valid(), 0);
     assert_eq!(m.tlbi_counts().get(TlbiKind::Rvaale1is), 201);

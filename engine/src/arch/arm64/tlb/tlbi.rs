@@ -309,7 +309,7 @@ impl fmt::Display for Tlbi {
 // ---------------------------------------------------------------------------
 
 /// TLBI counts by kind and modelled TLBI time of one CPU, counted on the
-/// issuing CPU. Single writer (the CPU's thread, through its [`Cpu`](crate::kernel::cpu::Cpu)
+/// issuing CPU. Single writer (the CPU's thread, through its [`ArchCpu`](crate::kernel::cpu::Cpu)
 /// handle), so each bump is a relaxed load and store
 /// ([`this_cpu_add`](crate::counters::this_cpu_add)), as in [`crate::mm::vmstat`].
 #[derive(Debug, Default)]

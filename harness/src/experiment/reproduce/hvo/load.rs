@@ -120,11 +120,11 @@ pub struct LoadRun {
 
 /// The modelled time charged to CPU `id` so far.
 fn cpu_modelled(m: &Machine, id: usize) -> Modelled {
-    let d = m.cpu_data(id).expect("a CPU of the machine");
+    let a = m.arch_cpu_data(id).expect("a CPU of the machine");
     Modelled::new(
-        d.rcu.snapshot().modelled_ns,
-        d.tlb.tlbi_stats().snapshot().modelled_ns,
-        d.barriers.snapshot().modelled_ns,
+        m.rcu().cpu(id).snapshot().modelled_ns,
+        a.tlb.tlbi_stats().snapshot().modelled_ns,
+        a.barriers.snapshot().modelled_ns,
     )
 }
 
@@ -214,7 +214,7 @@ fn fault<'m>(
 fn exit<'m>(pa: &PageAllocator<'m>, ht: &mut Hugetlb<'_, 'm>, cpu: &Cpu<'m>, p: Process) -> Result<(), String> {
     for slot in 0..PAGES_PER_PROCESS {
         let addr = REGION + slot as u64 * M2.bytes();
-        if let Some(ptep) = huge_pte_offset(cpu.machine(), &p.asp, addr, M2.bytes()) {
+        if let Some(ptep) = huge_pte_offset(cpu.ram(), &p.asp, addr, M2.bytes()) {
             huge_ptep_get_and_clear(cpu, ptep, M2.bytes()).map_err(|e| e.to_string())?;
         }
     }

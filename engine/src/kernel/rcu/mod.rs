@@ -78,450 +78,30 @@
 //! profile's `grace_period_ns` to the calling CPU's modelled RCU time and,
 //! separately, the measured host time it actually waited.
 
-// Single-writer counter update (the CPU's own thread), as `VmEvents::add`.
-use crate::counters::{PerCpuStat, this_cpu_add as bump};
+use crate::counters::this_cpu_add as bump;
 use crate::kernel::cpu::Cpu;
 use crate::trace::{self, rcu as trace_rcu};
-// The grace-period machinery sleeps on a Condvar and drops its lock around
-// callbacks (`MutexGuard::unlocked`): it uses parking_lot directly rather
-// than the `sync` facade, whose loom build models the allocators' locks and
-// atomics, not RCU's sleeping waits.
-use parking_lot::Condvar;
-use parking_lot::{Mutex, MutexGuard};
-use std::collections::VecDeque;
-use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::time::Instant;
+use tree::{NO_CBS, Tp, rcu_seq_done, rcu_seq_snap, rcu_seq_state, this_thread};
 
-/// `CONFIG_RCU_CPU_STALL_TIMEOUT`: a waiter that has waited this long prints
-/// which CPUs hold the grace period up, then keeps waiting.
-pub const RCU_CPU_STALL_TIMEOUT: Duration = Duration::from_secs(21);
+pub mod tree;
 
-const RCU_SEQ_STATE_MASK: u64 = 3;
-/// `cb_ready_at` when no callback is queued.
-const NO_CBS: u64 = u64::MAX;
+pub use tree::{RCU_CPU_STALL_TIMEOUT, RcuCookie, RcuCounts, RcuCpu, RcuState};
 
-/// `rcu_seq_state()`: non-zero while a grace period is in progress.
-#[inline]
-fn rcu_seq_state(s: u64) -> u64 {
-    s & RCU_SEQ_STATE_MASK
-}
-/// `rcu_seq_end()`: the sequence number once the current GP ends.
-#[inline]
-fn rcu_seq_end(s: u64) -> u64 {
-    (s | RCU_SEQ_STATE_MASK) + 1
-}
-/// `rcu_seq_snap()`: the value `gp_seq` has once a full GP has elapsed from now.
-#[inline]
-fn rcu_seq_snap(s: u64) -> u64 {
-    (s + 2 * RCU_SEQ_STATE_MASK + 1) & !RCU_SEQ_STATE_MASK
-}
-/// `rcu_seq_done()`: has `s` reached `snap` (wrap-safe, `ULONG_CMP_GE`)?
-#[inline]
-fn rcu_seq_done(s: u64, snap: u64) -> bool {
-    s.wrapping_sub(snap) as i64 >= 0
-}
-
-thread_local! {
-    static THREAD_TOKEN: u64 = {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        NEXT.fetch_add(1, Relaxed)
-    };
-}
-/// A non-zero number naming the current host thread.
-#[inline]
-fn this_thread() -> u64 {
-    THREAD_TOKEN.with(|t| *t)
-}
-
-/// One CPU's RCU state (`struct rcu_data`) and counters.
-#[derive(Debug, Default)]
-pub struct RcuCpu {
-    /// `current->rcu_read_lock_nesting`; written by the driving thread only.
-    nesting: AtomicU32,
-    /// A QS was asked for inside a read-side section (`rcu_read_unlock_special`).
-    deferred_qs: AtomicBool,
-    /// `gp_seq` of the GP this CPU last reported for (or noted).
-    qs_gp: AtomicU64,
-    /// Thread driving this CPU ([`this_thread`]); changed under the RCU lock.
-    driver: AtomicU64,
-    synchronize_calls: AtomicU64,
-    barrier_calls: AtomicU64,
-    callbacks_queued: AtomicU64,
-    modelled_ns: AtomicU64,
-    host_wait_ns: AtomicU64,
-}
-
-impl RcuCpu {
-    /// Fresh state, offline.
-    pub fn new() -> RcuCpu {
-        RcuCpu::default()
-    }
-    /// Read-side nesting depth (`rcu_preempt_depth()`).
-    pub fn read_depth(&self) -> u32 {
-        self.nesting.load(Relaxed)
-    }
-    /// This CPU's counters (the global ones - grace periods, invoked
-    /// callbacks - are zero here; see [`crate::Machine::rcu_counts`]).
-    pub fn snapshot(&self) -> RcuCounts {
-        PerCpuStat::snapshot(self)
-    }
-}
-
-impl PerCpuStat for RcuCpu {
-    type Counts = RcuCounts;
-    fn snapshot(&self) -> RcuCounts {
-        RcuCounts {
-            grace_periods: 0,
-            synchronize_rcu: self.synchronize_calls.load(Relaxed),
-            rcu_barrier: self.barrier_calls.load(Relaxed),
-            callbacks_queued: self.callbacks_queued.load(Relaxed),
-            callbacks_invoked: 0,
-            modelled_ns: self.modelled_ns.load(Relaxed),
-            host_wait_ns: self.host_wait_ns.load(Relaxed),
-        }
-    }
-}
-
-crate::counter_snapshot! {
-    /// RCU counters, one CPU's or summed; see [`crate::Machine::rcu_counts`].
-    pub struct RcuCounts {
-        /// Grace periods completed (`rcu_state.gp_seq` advances).
-        pub grace_periods: u64,
-        /// `synchronize_rcu()` calls.
-        pub synchronize_rcu: u64,
-        /// `rcu_barrier()` calls.
-        pub rcu_barrier: u64,
-        /// Callbacks queued by `call_rcu()` / `kvfree_rcu()`.
-        pub callbacks_queued: u64,
-        /// Callbacks invoked.
-        pub callbacks_invoked: u64,
-        /// Modelled ns of grace-period latency charged to `synchronize_rcu()` callers.
-        pub modelled_ns: u64,
-        /// Measured host ns spent waiting in `synchronize_rcu()`.
-        pub host_wait_ns: u64,
-    }
-}
-
-impl std::fmt::Display for RcuCounts {
-    /// One `name value` line per counter, saying which times are modelled
-    /// and which measured.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "rcu_grace_periods {}", self.grace_periods)?;
-        writeln!(f, "rcu_synchronize_rcu {}", self.synchronize_rcu)?;
-        writeln!(f, "rcu_barrier {}", self.rcu_barrier)?;
-        writeln!(f, "rcu_callbacks_queued {}", self.callbacks_queued)?;
-        writeln!(f, "rcu_callbacks_invoked {}", self.callbacks_invoked)?;
-        writeln!(f, "rcu_gp_wait_modelled_ns {}", self.modelled_ns)?;
-        writeln!(f, "rcu_gp_wait_host_ns {}", self.host_wait_ns)
-    }
-}
-
-/// A cookie of the polled grace-period API (`get_state_synchronize_rcu()`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RcuCookie(u64);
-
-type Callback = Box<dyn FnOnce() + Send>;
-
-/// Per-CPU state kept under the RCU lock.
-#[derive(Clone, Copy, Debug, Default)]
-struct CpuGpState {
-    online: bool,
-    idle: bool,
-    /// Its driver thread is blocked in an RCU wait.
-    parked: bool,
-}
-
-impl CpuGpState {
-    fn watched(self) -> bool {
-        self.online && !self.idle && !self.parked
-    }
-}
-
-struct RcuInner {
-    gp_seq: u64,
-    gp_seq_needed: u64,
-    /// CPUs that still owe a QS to the current GP (`rcu_node->qsmask`).
-    qsmask: Vec<bool>,
-    qs_pending: usize,
-    cpus: Vec<CpuGpState>,
-    cbs: VecDeque<(u64, Callback)>,
-    cbs_queued: u64,
-    cbs_invoked: u64,
-    invoking: bool,
-    gp_completed: u64,
-}
-
-/// The machine-wide RCU state (`rcu_state`), owned by [`crate::Machine`].
-pub struct RcuState {
-    inner: Mutex<RcuInner>,
-    /// Waiters for GP ends and callback progress.
-    wq: Condvar,
-    /// Mirror of `gp_seq` for lock-free checks.
-    gp_seq: AtomicU64,
-    /// Tag of the oldest queued callback, or [`NO_CBS`].
-    cb_ready_at: AtomicU64,
-    /// Callbacks invoked (mirror, for counters).
-    invoked: AtomicU64,
-    gp_completed: AtomicU64,
-}
-
-impl std::fmt::Debug for RcuState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RcuState")
-            .field("gp_seq", &self.gp_seq.load(Relaxed))
-            .field("gp_completed", &self.gp_completed.load(Relaxed))
-            .field("callbacks_invoked", &self.invoked.load(Relaxed))
-            .finish_non_exhaustive()
-    }
-}
-
-/// Who drives a grace-period change, for its trace event.
-#[derive(Clone, Copy)]
-struct Tp<'a> {
-    cpu: usize,
-    clock: &'a crate::trace::TraceClock,
-}
-
-impl<'a> Tp<'a> {
-    fn of(cpu: &'a Cpu<'_>) -> Tp<'a> {
-        Tp { cpu: cpu.id(), clock: cpu.machine().trace_clock() }
-    }
-}
-
-impl RcuState {
-    /// `rcu_init()` for `nr_cpus` CPUs, all offline.
-    pub fn new(nr_cpus: usize) -> RcuState {
-        RcuState {
-            inner: Mutex::new(RcuInner {
-                gp_seq: 0,
-                gp_seq_needed: 0,
-                qsmask: vec![false; nr_cpus],
-                qs_pending: 0,
-                cpus: vec![CpuGpState::default(); nr_cpus],
-                cbs: VecDeque::new(),
-                cbs_queued: 0,
-                cbs_invoked: 0,
-                invoking: false,
-                gp_completed: 0,
-            }),
-            wq: Condvar::new(),
-            gp_seq: AtomicU64::new(0),
-            cb_ready_at: AtomicU64::new(NO_CBS),
-            invoked: AtomicU64::new(0),
-            gp_completed: AtomicU64::new(0),
-        }
-    }
-    /// `rcu_state.gp_seq`.
-    pub fn gp_seq(&self) -> u64 {
-        self.gp_seq.load(Acquire)
-    }
-    /// `rcu_gp_in_progress()`.
-    pub fn gp_in_progress(&self) -> bool {
-        rcu_seq_state(self.gp_seq()) != 0
-    }
-    /// Grace periods completed so far.
-    pub fn gp_completed(&self) -> u64 {
-        self.gp_completed.load(Relaxed)
-    }
-    /// Callbacks invoked so far.
-    pub fn callbacks_invoked(&self) -> u64 {
-        self.invoked.load(Relaxed)
-    }
-
-    /// `rcu_gp_init()`: start a GP watching every watched CPU; one with
-    /// nobody to wait for ends at once. Called with the lock held.
-    fn gp_start(&self, g: &mut RcuInner, tp: Tp<'_>) {
-        debug_assert_eq!(rcu_seq_state(g.gp_seq), 0);
-        g.gp_seq += 1;
-        self.gp_seq.store(g.gp_seq, Release);
-        trace_rcu::rcu_grace_period(tp.cpu, tp.clock, g.gp_seq, "start");
-        let mut n = 0;
-        for (bit, st) in g.qsmask.iter_mut().zip(&g.cpus) {
-            *bit = st.watched();
-            n += usize::from(*bit);
-        }
-        g.qs_pending = n;
-        if n == 0 {
-            self.gp_end(g, tp);
-        }
-    }
-
-    /// `rcu_gp_cleanup()`: end the current GP, wake waiters, start the next
-    /// one if it is needed.
-    fn gp_end(&self, g: &mut RcuInner, tp: Tp<'_>) {
-        g.gp_seq = rcu_seq_end(g.gp_seq);
-        self.gp_seq.store(g.gp_seq, Release);
-        trace_rcu::rcu_grace_period(tp.cpu, tp.clock, g.gp_seq, "end");
-        g.gp_completed += 1;
-        self.gp_completed.store(g.gp_completed, Relaxed);
-        self.wq.notify_all();
-        if !rcu_seq_done(g.gp_seq, g.gp_seq_needed) {
-            self.gp_start(g, tp);
-        }
-    }
-
-    /// `rcu_start_this_gp()`: make sure a GP ending at `snap` will happen.
-    fn gp_request(&self, g: &mut RcuInner, snap: u64, tp: Tp<'_>) {
-        if !rcu_seq_done(g.gp_seq_needed, snap) {
-            g.gp_seq_needed = snap;
-        }
-        if rcu_seq_state(g.gp_seq) == 0 && !rcu_seq_done(g.gp_seq, snap) {
-            self.gp_start(g, tp);
-        }
-    }
-
-    /// `rcu_report_qs_rdp()`: CPU `id` passed a QS. Called with the lock held.
-    fn report_qs(&self, g: &mut RcuInner, id: usize, rcu: &RcuCpu, tp: Tp<'_>) {
-        rcu.qs_gp.store(g.gp_seq, Relaxed);
-        if rcu_seq_state(g.gp_seq) != 0 && g.qsmask[id] {
-            g.qsmask[id] = false;
-            g.qs_pending -= 1;
-            if g.qs_pending == 0 {
-                self.gp_end(g, tp);
-            }
-        }
-    }
-
-    /// The calling thread takes over as `cpu`'s driver (first RCU call after
-    /// a hand-off). Called with the lock held.
-    fn adopt(&self, g: &mut RcuInner, cpu: &Cpu<'_>) {
-        let me = this_thread();
-        let rcu = &cpu.data().rcu;
-        if rcu.driver.load(Relaxed) != me {
-            rcu.driver.store(me, Relaxed);
-            // Parked by the previous driver's wait: driven again, but only
-            // for GPs that start from now.
-            g.cpus[cpu.id()].parked = false;
-        }
-    }
-
-    /// Ready callbacks, if this caller may invoke them now.
-    fn take_ready(&self, g: &mut RcuInner) -> Vec<Callback> {
-        if g.invoking {
-            return Vec::new();
-        }
-        let mut batch = Vec::new();
-        while let Some((tag, _)) = g.cbs.front() {
-            if !rcu_seq_done(g.gp_seq, *tag) {
-                break;
-            }
-            batch.push(g.cbs.pop_front().expect("front exists").1);
-        }
-        self.cb_ready_at.store(g.cbs.front().map_or(NO_CBS, |c| c.0), Release);
-        g.invoking = !batch.is_empty();
-        batch
-    }
-
-    /// `rcu_do_batch()`: run `batch` with the lock dropped, then account it.
-    fn invoke(&self, guard: &mut MutexGuard<'_, RcuInner>, batch: Vec<Callback>) {
-        let n = batch.len() as u64;
-        /// Clears `invoking` even if a callback panics.
-        struct Done<'a>(&'a RcuState, u64);
-        impl Drop for Done<'_> {
-            fn drop(&mut self) {
-                let mut g = self.0.inner.lock();
-                g.invoking = false;
-                g.cbs_invoked += self.1;
-                self.0.invoked.store(g.cbs_invoked, Relaxed);
-                self.0.wq.notify_all();
-            }
-        }
-        MutexGuard::unlocked(guard, || {
-            let _done = Done(self, n);
-            for cb in batch {
-                cb();
-            }
-        });
-    }
-
-    /// Park every CPU driven by this thread for the length of a wait
-    /// (extended QS), reporting its QS. Panics if one is in a reader.
-    fn park_mine(&self, g: &mut RcuInner, machine: &crate::Machine, what: &str) -> Vec<usize> {
-        let me = this_thread();
-        let mine: Vec<usize> = (0..g.cpus.len())
-            .filter(|&i| g.cpus[i].online && machine.cpu_data(i).is_some_and(|d| d.rcu.driver.load(Relaxed) == me))
-            .collect();
-        for &i in &mine {
-            let depth = machine.cpu_data(i).map_or(0, |d| d.rcu.read_depth());
-            assert!(
-                depth == 0,
-                "{what}() would wait forever: this thread holds cpu {i} inside an RCU read-side critical section"
-            );
-        }
-        for &i in &mine {
-            g.cpus[i].parked = true;
-            if let Some(d) = machine.cpu_data(i) {
-                self.report_qs(g, i, &d.rcu, Tp { cpu: i, clock: machine.trace_clock() });
-            }
-        }
-        mine
-    }
-
-    fn unpark(&self, g: &mut RcuInner, machine: &crate::Machine, mine: &[usize]) {
-        let me = this_thread();
-        for &i in mine {
-            if let Some(d) = machine.cpu_data(i)
-                && d.rcu.driver.load(Relaxed) == me
-            {
-                g.cpus[i].parked = false;
-                // Watched again from the next GP on.
-                d.rcu.qs_gp.store(g.gp_seq, Relaxed);
-            }
-        }
-    }
-
-    /// Wait on the queue, printing a stall warning now and then.
-    fn wait(&self, guard: &mut MutexGuard<'_, RcuInner>, what: &str) {
-        if self.wq.wait_for(guard, RCU_CPU_STALL_TIMEOUT).timed_out() {
-            let blocking: Vec<usize> = (0..guard.qsmask.len()).filter(|&i| guard.qsmask[i]).collect();
-            let _ = writeln!(
-                std::io::stderr(),
-                "mmlab: rcu: {what}() stalled for {}s: gp_seq {} waits for cpus {blocking:?} to report a \
-                 quiescent state (rcu_quiescent_state), go idle (rcu_idle_enter) or drop their handle",
-                RCU_CPU_STALL_TIMEOUT.as_secs(),
-                guard.gp_seq,
-            );
-        }
-    }
+/// Who drives a grace-period change: `cpu`, for its trace event.
+fn tp<'a>(cpu: &'a Cpu<'_>) -> Tp<'a> {
+    Tp { cpu: cpu.id(), clock: cpu.trace_clock() }
 }
 
 /// Make sure this thread is recorded as `cpu`'s driver.
 #[inline]
 fn check_driver(cpu: &Cpu<'_>) {
-    if cpu.data().rcu.driver.load(Relaxed) != this_thread() {
-        let st = cpu.machine().rcu();
+    if cpu.rcu_data().driver.load(Relaxed) != this_thread() {
+        let st = cpu.rcu_state();
         let mut g = st.inner.lock();
-        st.adopt(&mut g, cpu);
+        st.adopt(&mut g, cpu.id());
     }
-}
-
-/// The handle of `cpu` was taken: mirrors `rcu_cpu_starting()` (online for
-/// GPs that start from now on).
-pub(crate) fn rcu_cpu_online(cpu: &Cpu<'_>) {
-    let st = cpu.machine().rcu();
-    let rcu = &cpu.data().rcu;
-    let mut g = st.inner.lock();
-    rcu.nesting.store(0, Relaxed);
-    rcu.deferred_qs.store(false, Relaxed);
-    rcu.driver.store(this_thread(), Relaxed);
-    rcu.qs_gp.store(g.gp_seq, Relaxed);
-    g.cpus[cpu.id()] = CpuGpState { online: true, idle: false, parked: false };
-}
-
-/// The handle of `cpu` is being dropped: mirrors `rcutree_report_cpu_dead()`
-/// (reports its QS and leaves the GP machinery). A handle dropped inside a
-/// read-side section ends the section: nothing can run on the CPU any more.
-pub(crate) fn rcu_cpu_offline(cpu: &Cpu<'_>) {
-    let st = cpu.machine().rcu();
-    let rcu = &cpu.data().rcu;
-    let mut g = st.inner.lock();
-    rcu.nesting.store(0, Relaxed);
-    rcu.deferred_qs.store(false, Relaxed);
-    // Offline first: the report below may end the current GP and start the
-    // next one at once, and that one must not wait for this CPU.
-    g.cpus[cpu.id()] = CpuGpState::default();
-    st.report_qs(&mut g, cpu.id(), rcu, Tp::of(cpu));
 }
 
 /// Report a quiescent state on `cpu`: mirrors the scheduler tick's / context
@@ -531,12 +111,12 @@ pub(crate) fn rcu_cpu_offline(cpu: &Cpu<'_>) {
 /// reported for the current GP and no callback is ready.
 pub fn rcu_quiescent_state(cpu: &Cpu<'_>) {
     check_driver(cpu);
-    let rcu = &cpu.data().rcu;
+    let rcu = &cpu.rcu_data();
     if rcu.nesting.load(Relaxed) > 0 {
         rcu.deferred_qs.store(true, Relaxed);
         return;
     }
-    let st = cpu.machine().rcu();
+    let st = cpu.rcu_state();
     let s = st.gp_seq.load(Acquire);
     let need_qs = rcu_seq_state(s) != 0 && rcu.qs_gp.load(Relaxed) != s;
     let head = st.cb_ready_at.load(Acquire);
@@ -545,7 +125,7 @@ pub fn rcu_quiescent_state(cpu: &Cpu<'_>) {
         return;
     }
     let mut g = st.inner.lock();
-    st.report_qs(&mut g, cpu.id(), rcu, Tp::of(cpu));
+    st.report_qs(&mut g, cpu.id(), rcu, tp(cpu));
     loop {
         let batch = st.take_ready(&mut g);
         if batch.is_empty() {
@@ -559,7 +139,7 @@ pub fn rcu_quiescent_state(cpu: &Cpu<'_>) {
 #[inline]
 pub fn rcu_read_lock(cpu: &Cpu<'_>) {
     check_driver(cpu);
-    let rcu = &cpu.data().rcu;
+    let rcu = &cpu.rcu_data();
     rcu.nesting.store(rcu.nesting.load(Relaxed) + 1, Relaxed);
 }
 
@@ -568,7 +148,7 @@ pub fn rcu_read_lock(cpu: &Cpu<'_>) {
 /// Panics when no section is open (unbalanced unlock).
 #[inline]
 pub fn rcu_read_unlock(cpu: &Cpu<'_>) {
-    let rcu = &cpu.data().rcu;
+    let rcu = &cpu.rcu_data();
     let n = rcu.nesting.load(Relaxed);
     assert!(n > 0, "rcu_read_unlock() on cpu {} without rcu_read_lock()", cpu.id());
     rcu.nesting.store(n - 1, Relaxed);
@@ -582,23 +162,23 @@ pub fn rcu_read_unlock(cpu: &Cpu<'_>) {
 /// extended QS; GPs stop waiting for it until [`rcu_idle_exit`]. Panics
 /// inside a read-side section.
 pub fn rcu_idle_enter(cpu: &Cpu<'_>) {
-    let rcu = &cpu.data().rcu;
+    let rcu = &cpu.rcu_data();
     assert_eq!(rcu.read_depth(), 0, "rcu_idle_enter() inside an RCU read-side critical section on cpu {}", cpu.id());
-    let st = cpu.machine().rcu();
+    let st = cpu.rcu_state();
     let mut g = st.inner.lock();
-    st.adopt(&mut g, cpu);
+    st.adopt(&mut g, cpu.id());
     g.cpus[cpu.id()].idle = true;
-    st.report_qs(&mut g, cpu.id(), rcu, Tp::of(cpu));
+    st.report_qs(&mut g, cpu.id(), rcu, tp(cpu));
 }
 
 /// `ct_idle_exit()` / `rcu_idle_exit()`: `cpu` is watched again, from the
 /// next GP on.
 pub fn rcu_idle_exit(cpu: &Cpu<'_>) {
-    let st = cpu.machine().rcu();
+    let st = cpu.rcu_state();
     let mut g = st.inner.lock();
-    st.adopt(&mut g, cpu);
+    st.adopt(&mut g, cpu.id());
     g.cpus[cpu.id()].idle = false;
-    cpu.data().rcu.qs_gp.store(g.gp_seq, Relaxed);
+    cpu.rcu_data().qs_gp.store(g.gp_seq, Relaxed);
 }
 
 /// `synchronize_rcu()`: wait until every read-side critical section and
@@ -608,25 +188,24 @@ pub fn rcu_idle_exit(cpu: &Cpu<'_>) {
 /// modelled RCU time and the measured wait to its host time.
 /// Panics if this thread is inside a read-side section on any of its CPUs.
 pub fn synchronize_rcu(cpu: &Cpu<'_>) {
-    let rcu = &cpu.data().rcu;
-    let m = cpu.machine();
-    let st = m.rcu();
+    let rcu = &cpu.rcu_data();
+    let st = cpu.rcu_state();
     let t0 = Instant::now();
-    let _slice = trace::mmlab::func(cpu.id(), m.trace_clock(), "synchronize_rcu");
+    let _slice = trace::mmlab::func(cpu.id(), cpu.trace_clock(), "synchronize_rcu");
     {
         let mut g = st.inner.lock();
-        st.adopt(&mut g, cpu);
-        let mine = st.park_mine(&mut g, m, "synchronize_rcu");
+        st.adopt(&mut g, cpu.id());
+        let mine = st.park_mine(&mut g, cpu.trace_clock(), "synchronize_rcu");
         let snap = rcu_seq_snap(g.gp_seq);
-        st.gp_request(&mut g, snap, Tp::of(cpu));
+        st.gp_request(&mut g, snap, tp(cpu));
         while !rcu_seq_done(g.gp_seq, snap) {
             st.wait(&mut g, "synchronize_rcu");
         }
-        st.unpark(&mut g, m, &mine);
-        trace_rcu::synchronize_rcu(cpu.id(), m.trace_clock(), snap, g.gp_seq);
+        st.unpark(&mut g, &mine);
+        trace_rcu::synchronize_rcu(cpu.id(), cpu.trace_clock(), snap, g.gp_seq);
     }
     bump(&rcu.synchronize_calls, 1);
-    bump(&rcu.modelled_ns, m.config().cost_profile.grace_period_ns);
+    bump(&rcu.modelled_ns, cpu.arch().cost_profile.grace_period_ns);
     bump(&rcu.host_wait_ns, t0.elapsed().as_nanos() as u64);
 }
 
@@ -634,7 +213,7 @@ pub fn synchronize_rcu(cpu: &Cpu<'_>) {
 /// See the module documentation for where callbacks run.
 pub fn call_rcu(cpu: &Cpu<'_>, func: Box<dyn FnOnce() + Send>) {
     check_driver(cpu);
-    let st = cpu.machine().rcu();
+    let st = cpu.rcu_state();
     let mut g = st.inner.lock();
     let snap = rcu_seq_snap(g.gp_seq);
     if g.cbs.is_empty() {
@@ -642,8 +221,8 @@ pub fn call_rcu(cpu: &Cpu<'_>, func: Box<dyn FnOnce() + Send>) {
     }
     g.cbs.push_back((snap, func));
     g.cbs_queued += 1;
-    bump(&cpu.data().rcu.callbacks_queued, 1);
-    st.gp_request(&mut g, snap, Tp::of(cpu));
+    bump(&cpu.rcu_data().callbacks_queued, 1);
+    st.gp_request(&mut g, snap, tp(cpu));
 }
 
 /// `kvfree_rcu()`: free `obj` (drop it) after a grace period.
@@ -655,11 +234,10 @@ pub fn kvfree_rcu<T: Send + 'static>(cpu: &Cpu<'_>, obj: Box<T>) {
 /// run, running ready ones itself. Like [`synchronize_rcu`], the CPUs this
 /// thread drives are quiescent for the wait, and it panics inside a reader.
 pub fn rcu_barrier(cpu: &Cpu<'_>) {
-    let m = cpu.machine();
-    let st = m.rcu();
+    let st = cpu.rcu_state();
     let mut g = st.inner.lock();
-    st.adopt(&mut g, cpu);
-    let mine = st.park_mine(&mut g, m, "rcu_barrier");
+    st.adopt(&mut g, cpu.id());
+    let mine = st.park_mine(&mut g, cpu.trace_clock(), "rcu_barrier");
     let target = g.cbs_queued;
     while g.cbs_invoked < target {
         let batch = st.take_ready(&mut g);
@@ -669,41 +247,45 @@ pub fn rcu_barrier(cpu: &Cpu<'_>) {
             st.invoke(&mut g, batch);
         }
     }
-    st.unpark(&mut g, m, &mine);
+    st.unpark(&mut g, &mine);
     drop(g);
-    bump(&cpu.data().rcu.barrier_calls, 1);
+    bump(&cpu.rcu_data().barrier_calls, 1);
 }
 
 /// `get_state_synchronize_rcu()`: a cookie that
 /// [`poll_state_synchronize_rcu`] accepts once a full GP has elapsed from now.
 /// Does not start a GP.
 pub fn get_state_synchronize_rcu(cpu: &Cpu<'_>) -> RcuCookie {
-    RcuCookie(rcu_seq_snap(cpu.machine().rcu().gp_seq()))
+    RcuCookie(rcu_seq_snap(cpu.rcu_state().gp_seq()))
 }
 
 /// `start_poll_synchronize_rcu()`: as [`get_state_synchronize_rcu`], and
 /// ask for the GP. The caller's CPU is not counted as quiescent.
 pub fn start_poll_synchronize_rcu(cpu: &Cpu<'_>) -> RcuCookie {
     check_driver(cpu);
-    let st = cpu.machine().rcu();
+    let st = cpu.rcu_state();
     let mut g = st.inner.lock();
     let snap = rcu_seq_snap(g.gp_seq);
-    st.gp_request(&mut g, snap, Tp::of(cpu));
+    st.gp_request(&mut g, snap, tp(cpu));
     RcuCookie(snap)
 }
 
 /// `poll_state_synchronize_rcu()`: has the GP of `cookie` completed?
 pub fn poll_state_synchronize_rcu(cpu: &Cpu<'_>, cookie: RcuCookie) -> bool {
-    rcu_seq_done(cpu.machine().rcu().gp_seq(), cookie.0)
+    rcu_seq_done(cpu.rcu_state().gp_seq(), cookie.0)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::tree::rcu_seq_end;
     use super::*;
     use crate::{Machine, MachineConfig};
+    use parking_lot::Mutex;
     use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
     use std::sync::atomic::AtomicUsize;
     use std::sync::mpsc;
+    use std::time::Duration;
 
     fn machine(cpus: usize) -> Machine {
         Machine::boot(MachineConfig::with("16M", cpus).unwrap()).unwrap()
@@ -939,7 +521,7 @@ mod tests {
             synchronize_rcu(&c0);
         }
         let gp = m.config().cost_profile.grace_period_ns;
-        assert_eq!(c0.data().rcu.snapshot().modelled_ns, 3 * gp);
+        assert_eq!(c0.rcu_data().snapshot().modelled_ns, 3 * gp);
         let c = m.rcu_counts();
         assert_eq!((c.synchronize_rcu, c.grace_periods, c.modelled_ns), (3, 3, 3 * gp));
         let text = c.to_string();

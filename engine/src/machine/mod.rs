@@ -1,29 +1,74 @@
-//! The emulated machine: RAM, memmap, memblock, CPUs and their per-cpu
-//! data, the barrier backend, the trace clock and RCU, as one value.
+//! The emulated machine: the composition root. It owns what the kernel
+//! keeps in globals (RAM, the memmap, memblock, each CPU's kernel and arch
+//! data, the system's arm64 state, the trace clock, RCU) and wires the
+//! layers together: it hands out CPU handles built from those pieces,
+//! implements the traits lower layers reach it through
+//! ([`TableMemory`] for the tables' RAM, [`EarlyAlloc`] and
+//! [`MemblockTables`] for boot's pages), and registers the memmap as the
+//! [`SecondaryTlb`](crate::arch::arm64::cpu::SecondaryTlb) every TLBI
+//! reaches. Nothing below names this module.
 //!
 //! The kernel has no such object (its state is global); mmlab keeps one per
 //! [`Machine`] so that tests can run several machines in one process.
-//! Building one is boot, which lives apart in [`crate::mm::mm_init`] (as
-//! mm/mm_init.c is apart from mm/page_alloc.c); this module holds the
-//! configuration, the run-time accessors and the sums of the per-CPU
+//! Building one is boot, in `boot.rs` ([`Machine::boot`]); this file holds
+//! the configuration, the run-time accessors and the sums of the per-CPU
 //! counter families.
-//!
-//! The machine also holds the hooks registered at boot that lower layers
-//! call instead of calling up into the layers that own the state: the
-//! secondary-TLB hook a TLBI calls (see [`crate::arch::arm64::tlb::SecondaryTlbHook`]).
+
 use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
-use crate::arena::Arena;
 use crate::arch::arm64::barrier::{BarrierBackend, BarrierCounts};
+use crate::arch::arm64::cpu::{ArchCpu, ArchCpuData, ArchSystem, Arm64, EarlyAlloc};
+use crate::arch::arm64::pgtable::{PgtableAlloc, TableMemory};
+use crate::arena::Arena;
+use crate::arena::ArenaError;
 use crate::counters::{CounterSet, PerCpuStat};
 use crate::kernel::cpu::{Cpu, CpuData};
+use crate::mm::banks::MemError;
 use crate::mm::memblock::{Memblock, MemblockError};
-pub use crate::mm::mm_init::BootError;
-use crate::mm::page::{Memmap, PageExt, StructPage, pg};
-use crate::kernel::sync::Mutex;
-use crate::trace::TraceClock;
+
+mod boot;
+use crate::mm::memmap::Memmap;
+use crate::mm::page::{PageExt, StructPage, pg};
 use crate::mm::vmstat::VmCounts;
+use crate::sync::Mutex;
+use crate::trace::TraceClock;
 use crossbeam::utils::CachePadded;
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+
+/// Why a machine could not be built.
+#[derive(Debug)]
+pub enum BootError {
+    /// A configuration value out of range (the message says which).
+    Config(String),
+    /// Mapping the memmap at the vmemmap failed.
+    Pgtable(crate::arch::arm64::pgtable::PgtableError),
+    /// The host refused the RAM mapping.
+    Arena(ArenaError),
+    /// memblock could not place the memmap, the usemap or a table.
+    Memblock(MemblockError),
+    /// `map_mem()` could not build the linear map (`arm64.linear_map=1`).
+    LinearMap(crate::arch::arm64::mmu::LinearMapError),
+    /// RAM banks the machine cannot have.
+    Mem(MemError),
+}
+
+impl std::fmt::Display for BootError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BootError::Config(s) => write!(f, "bad machine configuration: {s}"),
+            BootError::Arena(e) => e.fmt(f),
+            BootError::Memblock(e) => e.fmt(f),
+            BootError::Pgtable(e) => write!(f, "building the vmemmap: {e}"),
+            BootError::LinearMap(e) => write!(f, "building the linear map: {e}"),
+            BootError::Mem(e) => write!(f, "bad memory: {e}"),
+        }
+    }
+}
+impl std::error::Error for BootError {}
+impl From<MemblockError> for BootError {
+    fn from(e: MemblockError) -> Self {
+        BootError::Memblock(e)
+    }
+}
 
 /// Largest emulated RAM accepted (1 TiB): the memmap alone would need 16 GiB.
 pub use crate::mm::banks::MAX_MEM;
@@ -205,6 +250,10 @@ impl std::error::Error for CpuError {}
 #[derive(Debug)]
 pub struct Machine {
     pub(crate) config: MachineConfig,
+    /// The system-wide arm64 state (features, barrier backend, costs).
+    pub(crate) arch: Arm64,
+    /// Each CPU's arch state (barriers, TLB, lazy MMU), by id.
+    pub(crate) arch_cpus: Box<[CachePadded<ArchCpuData>]>,
     // Declared before `arena` so that it is dropped first: it points into it.
     pub(crate) memmap: Memmap,
     pub(crate) pageblock_flags: PhysAddr,
@@ -213,13 +262,6 @@ pub struct Machine {
     pub(crate) zone_spans: [crate::mm::zone_layout::ZoneSpan; crate::mm::zone_layout::NR_ZONE_TYPES],
     pub(crate) arena: Arena,
     pub(crate) memblock: Mutex<Memblock>,
-    /// `swapper_pg_dir`: the kernel's root table.
-    pub(crate) swapper_pg_dir: PhysAddr,
-    /// The vmemmap tables changed since the struct-page accessor last synced.
-    pub(crate) vmemmap_dirty: std::sync::atomic::AtomicBool,
-    /// The secondary TLB that every TLBI reaches, registered at boot
-    /// ([`Machine::vmemmap_tlbi`]).
-    pub(crate) secondary_tlb: crate::arch::arm64::tlb::SecondaryTlbHook,
     /// `memblock_free_all()` has handed memblock's free memory to a page
     /// allocator (it may happen once per machine).
     pub(crate) memblock_released: std::sync::atomic::AtomicBool,
@@ -241,7 +283,7 @@ impl Machine {
     /// The kernel's address space (`init_mm`: `swapper_pg_dir`, no ASID).
     #[inline]
     pub fn kernel_as(&self) -> crate::arch::arm64::pgtable::AddressSpace {
-        crate::arch::arm64::pgtable::AddressSpace::kernel(self.swapper_pg_dir)
+        crate::arch::arm64::pgtable::AddressSpace::kernel(self.arch.swapper_pg_dir)
     }
 
     /// `early_pgtable_alloc()`: a zeroed page from memblock for a table,
@@ -317,7 +359,7 @@ impl Machine {
         &self.arena
     }
     /// The boot allocator (locked).
-    pub fn memblock(&self) -> crate::kernel::sync::MutexGuard<'_, Memblock> {
+    pub fn memblock(&self) -> crate::sync::MutexGuard<'_, Memblock> {
         self.memblock.lock()
     }
     /// Pageblock flags, one byte per pageblock from the first frame of RAM:
@@ -349,9 +391,17 @@ impl Machine {
         if !data.try_claim() {
             return Err(CpuError::InUse { cpu: id });
         }
-        let cpu = Cpu::new(id, self, data);
-        crate::kernel::rcu::rcu_cpu_online(&cpu);
-        Ok(cpu)
+        let sys = ArchSystem {
+            arch: &self.arch,
+            cpus: &self.arch_cpus,
+            ram: &self.arena,
+            clock: &self.trace_clock,
+            // The struct-page accessor caches vmemmap translations: TLBIs
+            // must reach it.
+            secondary_tlb: &self.memmap,
+        };
+        let arch = ArchCpu::new(id, sys, &data.events);
+        Ok(Cpu::new(arch, data, &self.rcu, self.config.lock_stat))
     }
     /// Whether `cpu` is a handle of this machine (and not of another one
     /// in the same process). Allocators check it at their entry points, so
@@ -359,7 +409,7 @@ impl Machine {
     /// write into the other machine's tables.
     #[inline]
     pub fn owns(&self, cpu: &Cpu<'_>) -> bool {
-        std::ptr::eq(cpu.machine(), self)
+        std::ptr::eq(cpu.arch(), &self.arch)
     }
     /// Handles of every CPU, in id order.
     ///
@@ -383,11 +433,15 @@ impl Machine {
     /// Mirrors mm/vmstat.c `sum_vm_events()` (a loop over the CPUs adding
     /// each one's counters).
     pub fn sum_cpus<S: PerCpuStat>(&self, stat: impl Fn(&CpuData) -> &S) -> S::Counts {
-        let mut s = S::Counts::default();
-        for c in self.cpus.iter() {
-            s.add(&stat(c).snapshot());
-        }
-        s
+        sum_stat(self.cpus.iter().map(|c| &**c), stat)
+    }
+    /// As [`sum_cpus`](Self::sum_cpus), over each CPU's arch state.
+    pub fn sum_arch_cpus<S: PerCpuStat>(&self, stat: impl Fn(&ArchCpuData) -> &S) -> S::Counts {
+        sum_stat(self.arch_cpus.iter().map(|c| &**c), stat)
+    }
+    /// CPU `id`'s arch state, without taking its handle (for reports).
+    pub fn arch_cpu_data(&self, id: usize) -> Option<&ArchCpuData> {
+        self.arch_cpus.get(id).map(|c| &**c)
     }
     /// Event counters summed over CPUs (/proc/vmstat).
     pub fn vm_events(&self) -> VmCounts {
@@ -409,7 +463,7 @@ impl Machine {
     /// TLBI counts and modelled TLBI time summed over CPUs (each counted on
     /// the issuing CPU).
     pub fn tlbi_counts(&self) -> crate::arch::arm64::tlb::TlbiCounts {
-        self.sum_cpus(|c| c.tlb.tlbi_stats())
+        self.sum_arch_cpus(|c| c.tlb.tlbi_stats())
     }
     /// The RCU state (`rcu_state`).
     #[inline]
@@ -422,17 +476,75 @@ impl Machine {
         crate::kernel::rcu::RcuCounts {
             grace_periods: self.rcu.gp_completed(),
             callbacks_invoked: self.rcu.callbacks_invoked(),
-            ..self.sum_cpus(|c| &c.rcu)
+            ..sum_stat(self.rcu.rdp.iter().map(|c| &**c), |c| c)
         }
     }
     /// Barrier counts summed over CPUs.
     pub fn barrier_counts(&self) -> BarrierCounts {
-        self.sum_cpus(|c| &c.barriers)
+        self.sum_arch_cpus(|c| &c.barriers)
+    }
+    /// The physical address the struct page of `pfn` lives at, by a walk
+    /// of the kernel tables at its vmemmap address (after a remap such as
+    /// HVO's, the shared page's).
+    pub fn vmemmap_pa(&self, pfn: Pfn) -> Option<PhysAddr> {
+        self.memmap.vmemmap_pa(self, &self.kernel_as(), pfn)
+    }
+    /// What `map_mem()` did at boot, if the linear map was built
+    /// (`arm64.linear_map=1`).
+    pub fn linear_map_report(&self) -> Option<&crate::arch::arm64::mmu::LinearMapReport> {
+        self.linear_map.as_ref()
     }
     /// The fixmap's set/clear counts, if the fixmap was set up (with the
     /// linear map).
     pub fn fixmap_counts(&self) -> Option<crate::arch::arm64::fixmap::FixmapCounts> {
         self.fixmap.lock().as_ref().map(|f| f.counts())
+    }
+}
+
+/// Counters of one per-CPU stat family summed over `cpus`: the one loop
+/// behind every per-CPU sum (mm/vmstat.c `sum_vm_events()`).
+fn sum_stat<'a, T: 'a, S: PerCpuStat>(cpus: impl Iterator<Item = &'a T>, stat: impl Fn(&T) -> &S) -> S::Counts {
+    let mut s = S::Counts::default();
+    for c in cpus {
+        s.add(&stat(c).snapshot());
+    }
+    s
+}
+
+impl TableMemory for Machine {
+    #[inline]
+    fn ram(&self) -> &Arena {
+        &self.arena
+    }
+}
+
+/// The boot allocator for arch boot code: pages from memblock, marked
+/// reserved (`memblock_phys_alloc()` before the page allocator runs).
+impl EarlyAlloc for Machine {
+    fn alloc_page(&self, what: &'static str) -> Result<PhysAddr, MemblockError> {
+        let pa = self.memblock.lock().alloc(PAGE_SIZE, PAGE_SIZE, what)?;
+        let p = self.memmap.page(pa.pfn());
+        p.set_flag(pg::PG_RESERVED);
+        p.set_ext(PageExt::Reserved);
+        Ok(pa)
+    }
+    fn memory(&self) -> Vec<(u64, u64)> {
+        self.memblock.lock().memory().iter().map(|r| (r.base.0, r.end())).collect()
+    }
+}
+
+/// `early_pgtable_alloc()`: table pages from `Machine`'s memblock, during
+/// boot (zeroed, reserved). Only valid before the page allocator takes
+/// over memblock's free memory.
+#[derive(Debug, Clone, Copy)]
+pub struct MemblockTables<'m>(pub &'m Machine);
+
+impl<C: ?Sized> PgtableAlloc<C> for MemblockTables<'_> {
+    fn alloc_table(&self, _cpu: &C) -> Option<PhysAddr> {
+        self.0.early_table_page().ok()
+    }
+    fn free_table(&self, _cpu: &C, _pa: PhysAddr) {
+        // memblock_free of a boot table: the page stays reserved (simplified).
     }
 }
 
@@ -466,6 +578,6 @@ mod tests {
         assert_eq!(d(BarrierKind::Dsb, "ishst"), 2);
         assert_eq!(d(BarrierKind::Isb, "sy"), 1);
         assert_eq!(d(BarrierKind::Dmb, "ish"), 1);
-        assert_eq!(c1.data().barriers.snapshot().total(), 2);
+        assert_eq!(c1.arch_data().barriers.snapshot().total(), 2);
     }
 }
