@@ -22,9 +22,10 @@
 //!
 //! - [`parse_bool`]: every boolean knob takes the words the kernel's
 //!   `kstrtobool()` takes, [`BOOL_VALUES`]: `1|0`, `y|n`, `yes|no`,
-//!   `true|false`, `on|off`, as listed (lowercase). The kernel reads only
-//!   the first one or two characters (`yolo` is true there); here a word
-//!   outside the list is refused, so a typo is never taken as a value.
+//!   `true|false`, `on|off`, in any case ([`kstrtobool`]). The kernel
+//!   reads only the first one or two characters (`yolo` is true there);
+//!   here a word outside the list is refused, so a typo is never taken as
+//!   a value.
 //!   [`bool_knob!`](crate::bool_knob) writes such a row.
 //! - [`parse_named`]: one of a fixed list of names, exactly as listed (no
 //!   aliases); [`parse_from_str`] the same through a type's `FromStr`.
@@ -567,19 +568,25 @@ pub fn split_key_value(kv: &str) -> Result<(&str, &str), KnobError> {
     Ok((k.trim(), v.trim()))
 }
 
-/// A boolean, spelled as the kernel's `kstrtobool()` takes it: one of
-/// [`BOOL_VALUES`] (`1`, `y`, `yes`, `true`, `on` are true; `0`, `n`,
-/// `no`, `false`, `off` false). The kernel looks at the first one or two
-/// characters only; a word not in the list is refused here.
+/// A boolean, spelled as the kernel's `kstrtobool()` takes it: one of the
+/// words of [`BOOL_VALUES`] in any case (`1`, `y`, `yes`, `true`, `on` are
+/// true; `0`, `n`, `no`, `false`, `off` false). The kernel looks at the
+/// first one or two characters only; a word outside the list is `None`
+/// here, so a typo is never taken as a value.
+pub fn kstrtobool(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "y" | "yes" | "true" | "on" => Some(true),
+        "0" | "n" | "no" | "false" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// A boolean knob's value ([`kstrtobool`]).
 ///
 /// # Errors
-/// [`ValueError::NotBool`] for anything else.
+/// [`ValueError::NotBool`] for a word outside [`BOOL_VALUES`].
 pub fn parse_bool(key: &'static str, value: &str) -> Result<bool, KnobError> {
-    match value {
-        "1" | "y" | "yes" | "true" | "on" => Ok(true),
-        "0" | "n" | "no" | "false" | "off" => Ok(false),
-        _ => Err(KnobError::bad_value(key, value, ValueError::NotBool)),
-    }
+    kstrtobool(value).ok_or_else(|| KnobError::bad_value(key, value, ValueError::NotBool))
 }
 
 /// One of the names of `all`, exactly as listed (no aliases).
@@ -712,7 +719,8 @@ mod tests {
         for word in ["0", "n", "no", "false", "off"] {
             assert!(!parse_bool("k", word).unwrap(), "{word}");
         }
-        for word in ["maybe", "yolo", "2", "", "ON"] {
+        assert_eq!((kstrtobool("Y"), kstrtobool("OFF"), kstrtobool("True")), (Some(true), Some(false), Some(true)));
+        for word in ["maybe", "yolo", "2", "", "onn"] {
             assert!(parse_bool("k", word).is_err(), "{word:?}");
         }
         let mut c = Cfg::default();

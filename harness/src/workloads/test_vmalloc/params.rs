@@ -67,13 +67,11 @@ pub const PARAM_NAMES: [&str; 10] = [
     "pcp_sample_interval",
 ];
 
-/// `kstrtobool()`, as module bool parameters are parsed.
+/// `kstrtobool()`, as module bool parameters are parsed (the same words
+/// as every boolean `--set` knob takes).
 fn parse_bool(key: &str, value: &str) -> Result<bool, String> {
-    match value {
-        "1" | "y" | "Y" | "yes" | "true" | "on" => Ok(true),
-        "0" | "n" | "N" | "no" | "false" | "off" => Ok(false),
-        _ => Err(format!("bad value {value:?} for {key}: expected a bool (0|1|y|n)")),
-    }
+    mmlab_engine::kernel::sysctl::kstrtobool(value)
+        .ok_or_else(|| format!("bad value {value:?} for {key} ({})", mmlab_engine::kernel::sysctl::BOOL_VALUES))
 }
 
 fn parse_int(key: &str, value: &str) -> Result<i32, String> {
