@@ -4,7 +4,10 @@
 //! the work of one case, and the modes of test_vmalloc.sh, resolved
 //! together with `--cpus` into the parameters and the machine's CPU count.
 
-use super::cases::NR_TEST_CASES;
+/// Number of test cases (7.2: 6.17's eleven, then no_block_alloc_test and
+/// vrealloc_test): the bits `run_test_mask` has, one per entry of the
+/// module's `test_case_array` (`super::cases`).
+pub const NR_TEST_CASES: usize = 13;
 
 /// `USHRT_MAX`: the module's bound on `nr_threads`.
 const MAX_THREADS: i32 = u16::MAX as i32;
