@@ -1,9 +1,10 @@
 //! `--set key=value` settings of the `mmlab` command.
 //!
-//! Every key is a boot parameter or sysctl of the machine or of the page
-//! allocator (or of vmalloc), or an instrumented switch of the emulation.
-//! The keys are not listed here: each crate owns its configuration and the
-//! table of its keys, and this module only puts the three together:
+//! Every key is a boot parameter or sysctl of the machine, the page
+//! allocator, vmalloc or hugetlb, or an instrumented switch of the
+//! emulation. The keys are not listed here: each crate owns its
+//! configuration and the table of its keys, and this module only registers
+//! the five tables together:
 //!
 //! | keys | table | file |
 //! |---|---|---|

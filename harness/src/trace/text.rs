@@ -30,7 +30,7 @@
 //! A JSON line has `ts`, `cpu`, `event` (`system:name`) and then exactly
 //! the key/value pairs of the text, in the same order, under the kernel's
 //! names: numbers as JSON numbers, `%p` as a 16-digit hex string, names
-//! (`gfp_flags`) as strings. One serialiser ([`json`]) writes every event.
+//! (`gfp_flags`) as strings. One serialiser ([`json()`]) writes every event.
 
 use super::event::{FieldValue, TraceEvent};
 use crate::output::json;
