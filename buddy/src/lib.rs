@@ -71,7 +71,6 @@ mod check;
 mod contig;
 pub mod counters;
 mod free;
-pub mod knob;
 pub mod node;
 pub mod procfs;
 mod rmqueue;

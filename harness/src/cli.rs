@@ -121,7 +121,11 @@ pub fn parse_warmup(s: &str) -> Result<usize, String> {
 /// the linear map. Returns the total and the banks (empty for one bank at
 /// `PHYS_OFFSET`), as [`mmlab_engine::MachineConfig`] takes them.
 pub fn parse_mem(s: &str) -> Result<(u64, Vec<mmlab_engine::mm::banks::MemBank>), String> {
-    let banks = mmlab_engine::mm::banks::parse_mem(s).map_err(|e| format!("--mem {s}: {e}"))?;
+    // Some of the engine's messages name the option already: prefix the rest.
+    let banks = mmlab_engine::mm::banks::parse_mem(s).map_err(|e| {
+        let e = e.to_string();
+        if e.starts_with("--mem ") { e } else { format!("--mem {s}: {e}") }
+    })?;
     let total = banks.iter().map(|b| b.size).sum();
     let single = banks.len() == 1 && banks[0].base == mmlab_engine::arch::arm64::memory::PHYS_OFFSET;
     Ok((total, if single { Vec::new() } else { banks }))

@@ -1,9 +1,10 @@
 //! `--set key=value` settings of the `mmlab` command.
 //!
-//! Every key is a boot parameter or sysctl of the machine or of the page
-//! allocator (or of vmalloc), or an instrumented switch of the emulation.
-//! The keys are not listed here: each crate owns its configuration and the
-//! table of its keys, and this module only puts the three together:
+//! Every key is a boot parameter or sysctl of the machine, the page
+//! allocator, vmalloc or hugetlb, or an instrumented switch of the
+//! emulation. The keys are not listed here: each crate owns its
+//! configuration and the table of its keys, and this module only registers
+//! the five tables together:
 //!
 //! | keys | table | file |
 //! |---|---|---|
@@ -16,144 +17,84 @@
 //! The hugetlb keys take effect where a command has hugetlb pools (`stat`,
 //! `hugetlb`); the boot parameters are read in order, as on a command line.
 //!
-//! A row of a table holds the key, its values, its kernel name and a setter
-//! that checks the value with the ranges the kernel enforces; the `--set`
-//! help sentence ([`set_help`]), the list of valid keys in an error and the
-//! checks all come from those rows. A [`Setting`] is parsed and checked when
-//! the command line is read, before anything boots; a bad one is a typed
-//! [`SettingsError`].
+//! Each table is registered once in [`REGISTRY`] (with where its struct
+//! sits in [`Configs`]); a key is looked up there and nowhere else. A row
+//! of a table holds the key, its values, its kernel name and a parser that
+//! checks the value with the ranges the kernel enforces; the `--set` help
+//! sentence ([`set_help`]), the key listing ([`listing`]) and the errors
+//! all come from those rows. A [`Setting`] is parsed once, into its typed
+//! value, when the command line is read, before anything boots; a bad one
+//! is a typed [`SettingsError`] of one short line: a mistyped key with the
+//! closest key ("did you mean"), a bad value with the values the knob
+//! takes. Every boolean knob takes the same words, the kernel's
+//! `kstrtobool()` set (`1|0|y|n|yes|no|true|false|on|off`).
 //!
 //! [`Configs::new`] applies a list of settings in order and then settles the
 //! barrier backend: the cost profile implies one (`native` executes the
 //! barriers, the machine profiles model them) unless `barrier=` was given,
 //! and a `model` backend always takes the profile's barrier costs.
 
-use mmlab_buddy::knob::{Knob, KnobError, split_key_value, summarise};
 use mmlab_engine::MachineConfig;
 use mmlab_engine::arch::arm64::barrier::BarrierBackend;
+use mmlab_engine::kernel::sysctl::{
+    AnyTable, BOOL_VALUES, KnobDoc, KnobError, Parsed, Registered, find_knob, summarise,
+};
 use mmlab_hugetlb::HugetlbConfig;
 use mmlab_pcp::AllocatorConfig;
 use mmlab_vmalloc::VmallocConfig;
 use mmlab_vmemmap::HvoConfig;
 use std::fmt;
 
-/// The order in which an error lists the valid keys. The tables' order is
-/// the help sentence's; this listing keeps the order errors have always
-/// printed (a test checks it names every key of the three tables once).
-const LISTING_ORDER: &[&str] = &[
-    "percpu_pagelist_high_fraction",
-    "min_free_kbytes",
-    "transparent_hugepage",
-    "pcp.rules",
-    "lock_stat",
-    "barrier",
-    "arm64.lazy_mmu_barrier_batching",
-    "arm64.tlbi_range",
-    "arm64.linear_map",
-    "arm64.linear_map_variant",
-    "rodata",
-    "arm64.kernel_image",
-    "boot.state",
-    "debug_pagealloc",
-    "deferred_struct_page_init",
-    "tlb_entries",
-    "cost_profile",
-    "pcp.high",
-    "vmap_allow_huge",
-    "vmalloc.contpte",
-    "vmalloc.huge_by_default",
-    "vmalloc.align_size_to_huge",
-    "vmalloc.large_order_pages",
-    "vmalloc.free_pages_bulk",
-    "vmalloc.pmd",
-    "hugepagesz",
-    "hugepages",
-    "default_hugepagesz",
-    "hugetlb.gigantic",
-    "hugetlb.demote",
-    "hugetlb_optimize_vmemmap",
-    "hugetlb_vmemmap.rcu",
-    "hugetlb_vmemmap.arm64",
-];
+static ALLOCATOR: Registered<Configs, AllocatorConfig> =
+    Registered { table: AllocatorConfig::KNOBS, field: |c| &mut c.allocator };
+static MACHINE: Registered<Configs, MachineConfig> =
+    Registered { table: MachineConfig::KNOBS, field: |c| &mut c.machine };
+static VMALLOC: Registered<Configs, VmallocConfig> =
+    Registered { table: VmallocConfig::KNOBS, field: |c| &mut c.vmalloc };
+static HUGETLB: Registered<Configs, HugetlbConfig> =
+    Registered { table: HugetlbConfig::KNOBS, field: |c| &mut c.hugetlb };
+static HVO: Registered<Configs, HvoConfig> = Registered { table: HvoConfig::KNOBS, field: |c| &mut c.hugetlb.hvo };
 
-/// The `--set` help sentence: every key of the allocator's, the machine's
-/// and vmalloc's tables with the values it takes.
+/// The knob registry: every crate's table, each registered once, in the
+/// order `--help` lists them. A key is looked up here and nowhere else.
+pub static REGISTRY: &[&dyn AnyTable<Configs>] = &[&ALLOCATOR, &MACHINE, &VMALLOC, &HUGETLB, &HVO];
+
+/// Every knob of the registry, in help order.
+pub fn docs() -> impl Iterator<Item = KnobDoc> {
+    REGISTRY.iter().flat_map(|t| t.docs())
+}
+
+/// The key listing: one line per knob, `key (values): kernel name`, in help
+/// order.
+pub fn listing() -> Vec<String> {
+    docs().map(|d| format!("{}: {}", d.help(), d.kernel)).collect()
+}
+
+/// The `--set` help sentence: every key of the registry with the values it
+/// takes.
 pub fn set_help() -> String {
-    let keys = AllocatorConfig::KNOBS
-        .summaries()
-        .chain(MachineConfig::KNOBS.summaries())
-        .chain(VmallocConfig::KNOBS.summaries())
-        .chain(HugetlbConfig::KNOBS.summaries())
-        .chain(HvoConfig::KNOBS.summaries());
-    format!("A boot parameter or sysctl, repeatable: {}. With compare: applied to every configuration", summarise(keys))
+    format!(
+        "A boot parameter or sysctl, repeatable: {}. A switch shown as on|off takes {}, as the kernel's \
+         kstrtobool(). With compare: applied to every configuration",
+        summarise(docs().map(|d| (d.key, d.summary))),
+        BOOL_VALUES.replace('|', ", ")
+    )
 }
 
-/// The knob a key names, in the table of the configuration it sets.
-#[derive(Clone, Copy, Debug)]
-enum Target {
-    Machine(&'static Knob<MachineConfig>),
-    Allocator(&'static Knob<AllocatorConfig>),
-    Vmalloc(&'static Knob<VmallocConfig>),
-    Hugetlb(&'static Knob<HugetlbConfig>),
-    Hvo(&'static Knob<HvoConfig>),
-}
-
-impl Target {
-    fn find(key: &str) -> Option<Target> {
-        AllocatorConfig::KNOBS
-            .get(key)
-            .map(Target::Allocator)
-            .or_else(|| MachineConfig::KNOBS.get(key).map(Target::Machine))
-            .or_else(|| VmallocConfig::KNOBS.get(key).map(Target::Vmalloc))
-            .or_else(|| HugetlbConfig::KNOBS.get(key).map(Target::Hugetlb))
-            .or_else(|| HvoConfig::KNOBS.get(key).map(Target::Hvo))
-    }
-
-    fn key(self) -> &'static str {
-        match self {
-            Target::Machine(k) => k.key,
-            Target::Allocator(k) => k.key,
-            Target::Vmalloc(k) => k.key,
-            Target::Hugetlb(k) => k.key,
-            Target::Hvo(k) => k.key,
-        }
-    }
-
-    /// `key (values)` as an error lists it.
-    fn help(self) -> String {
-        match self {
-            Target::Machine(k) => k.help(),
-            Target::Allocator(k) => k.help(),
-            Target::Vmalloc(k) => k.help(),
-            Target::Hugetlb(k) => k.help(),
-            Target::Hvo(k) => k.help(),
-        }
-    }
-
-    fn apply(self, c: &mut Configs, value: &str) -> Result<(), KnobError> {
-        match self {
-            Target::Machine(k) => k.apply(&mut c.machine, value),
-            Target::Allocator(k) => k.apply(&mut c.allocator, value),
-            Target::Vmalloc(k) => k.apply(&mut c.vmalloc, value),
-            Target::Hugetlb(k) => k.apply(&mut c.hugetlb, value),
-            Target::Hvo(k) => k.apply(&mut c.hugetlb.hvo, value),
-        }
-    }
-}
-
-/// A `--set key=value` whose key is known and whose value its knob takes.
+/// A `--set key=value` whose key is known, its value parsed once by its
+/// knob into the typed value that [`Configs::from_settings`] applies.
 #[derive(Clone, Debug)]
 pub struct Setting {
     /// The argument as given.
     text: String,
-    target: Target,
-    value: String,
+    doc: KnobDoc,
+    value: Parsed<Configs>,
 }
 
 impl Setting {
     /// The key, as its table spells it.
     pub fn key(&self) -> &'static str {
-        self.target.key()
+        self.doc.key
     }
 
     /// The argument as given (reports record it so).
@@ -171,12 +112,10 @@ impl fmt::Display for Setting {
 impl std::str::FromStr for Setting {
     type Err = SettingsError;
 
-    /// Parse `key=value` and check the value with its knob's setter.
+    /// Parse `key=value` with the registry's knob for the key.
     fn from_str(kv: &str) -> Result<Setting, SettingsError> {
-        let (key, value) = split_key_value(kv)?;
-        let target = Target::find(key).ok_or_else(|| KnobError::UnknownKey(key.to_string()))?;
-        target.apply(&mut Configs::scratch(), value)?;
-        Ok(Setting { text: kv.to_string(), target, value: value.to_string() })
+        let (doc, value) = find_knob(REGISTRY, kv)?;
+        Ok(Setting { text: kv.to_string(), doc, value })
     }
 }
 
@@ -188,9 +127,9 @@ pub fn parse(sets: &[String]) -> Result<Vec<Setting>, SettingsError> {
     sets.iter().map(|s| s.parse()).collect()
 }
 
-/// A `--set` that cannot be applied: the knob's error, printed as the
-/// command always printed it (a bad key or a missing `=` also lists the
-/// valid keys).
+/// A `--set` that cannot be applied: the knob's error, one short line (a
+/// mistyped key names the closest key; a bad value the values the knob
+/// takes).
 #[derive(Debug)]
 pub struct SettingsError(pub KnobError);
 
@@ -202,12 +141,7 @@ impl From<KnobError> for SettingsError {
 
 impl fmt::Display for SettingsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
-        if matches!(self.0, KnobError::NotKeyValue(_) | KnobError::UnknownKey(_)) {
-            let keys: Vec<String> = LISTING_ORDER.iter().filter_map(|k| Target::find(k)).map(Target::help).collect();
-            write!(f, "; valid keys: {}", keys.join(", "))?;
-        }
-        Ok(())
+        write!(f, "{}", self.0)
     }
 }
 
@@ -238,8 +172,8 @@ pub struct Configs {
 }
 
 impl Configs {
-    /// Every configuration at its default, to check a value on.
-    fn scratch() -> Configs {
+    /// Every configuration at its default.
+    fn defaults() -> Configs {
         Configs {
             machine: MachineConfig::default(),
             allocator: AllocatorConfig::default(),
@@ -281,12 +215,13 @@ impl Configs {
     /// As [`Configs::new`], with settings parsed already.
     ///
     /// # Errors
-    /// A knob's setter refusing a value; settings from [`parse`] were
-    /// checked by that same setter, which depends on the value alone.
+    /// A boot parameter refused in the state the earlier ones left
+    /// (`hugepages=` twice for one size); every other value was checked
+    /// when it was parsed.
     pub fn from_settings(machine: MachineConfig, sets: &[Setting]) -> Result<Configs, SettingsError> {
-        let mut c = Configs { machine, ..Configs::scratch() };
+        let mut c = Configs { machine, ..Configs::defaults() };
         for s in sets {
-            s.target.apply(&mut c, &s.value)?;
+            s.value.apply(&mut c)?;
         }
         let explicit_barrier = sets.iter().any(|s| s.key() == "barrier");
         let profile = c.machine.cost_profile;
@@ -354,11 +289,10 @@ mod tests {
         assert_eq!(set("pcp.rules=6.12").unwrap().1.rules, KernelRules::Linux6_12);
         assert!(set("pcp.rules=5.4").is_err());
         assert!(set("lock_stat=1").unwrap().0.lock_stat);
-        assert!(set("lock_stat=yes").is_err());
+        assert!(set("lock_stat=yes").unwrap().0.lock_stat);
         assert!(set("barrier=count").is_ok());
         assert!(set("barrier=fast").is_err());
-        let e = set("foo=1").unwrap_err();
-        assert!(e.contains("unknown setting \"foo\"") && e.contains("percpu_pagelist_high_fraction"));
+        assert_eq!(set("foo=1").unwrap_err(), "unknown setting \"foo\" (`mmlab --help` lists the keys under --set)");
         assert!(set("lock_stat").unwrap_err().contains("key=value"));
     }
 
@@ -369,7 +303,7 @@ mod tests {
         assert!(!vset("vmalloc.align_size_to_huge=off").unwrap().align_size_to_huge);
         assert!(!vset("vmap_allow_huge=off").unwrap().vmap_allow_huge);
         assert!(vset("vmap_allow_huge=1").unwrap().vmap_allow_huge);
-        assert!(vset("vmalloc.contpte=yes").unwrap_err().contains("on, off"));
+        assert!(vset("vmalloc.contpte=maybe").unwrap_err().contains("(1|0|y|n|yes|no|true|false|on|off)"));
         assert!(!vset("vmalloc.pmd=off").unwrap().pmd);
     }
 
@@ -393,7 +327,7 @@ mod tests {
         assert!(!c.hugetlb.hvo.hugetlb_optimize_vmemmap);
         assert_eq!(c.hugetlb.gigantic, mmlab_hugetlb::GiganticAlloc::V6_11);
         assert!(configs("hugepagesz=3M").unwrap_err().contains("hugepagesz"));
-        assert!(configs("hugetlb_vmemmap.rcu=v6.9").unwrap_err().contains("v6.10, v6.11"));
+        assert!(configs("hugetlb_vmemmap.rcu=v6.9").unwrap_err().contains("(v6.10|v6.11|"));
         // A count twice for one size: refused in order, as the kernel does.
         let twice = Configs::new(MachineConfig::default(), &["hugepages=1".to_string(), "hugepages=2".to_string()]);
         assert!(twice.unwrap_err().to_string().contains("specified twice"));
@@ -406,10 +340,10 @@ mod tests {
         assert!(set("pcp.high=-5").is_err());
     }
 
-    /// The listing names every key of the three tables once, and the help
-    /// sentence and the messages read as they always have.
+    /// The registry holds every key of the five tables once, and the help
+    /// sentence and the listing come from it.
     #[test]
-    fn help_listing_and_messages() {
+    fn one_registry_help_and_listing() {
         let mut keys: Vec<&str> = AllocatorConfig::KNOBS
             .knobs()
             .iter()
@@ -419,43 +353,142 @@ mod tests {
             .chain(HugetlbConfig::KNOBS.knobs().iter().map(|k| k.key))
             .chain(HvoConfig::KNOBS.knobs().iter().map(|k| k.key))
             .collect();
-        let mut listed = LISTING_ORDER.to_vec();
+        let mut listed: Vec<&str> = docs().map(|d| d.key).collect();
+        assert_eq!(listed.len(), 33);
         keys.sort_unstable();
         listed.sort_unstable();
-        assert_eq!(keys, listed);
-        assert!(set_help().contains("pcp.high (pages), transparent_hugepage (always|madvise|never"));
-        assert!(set_help().contains(
-            "lock_stat (0|1), barrier (native|count|model), cost_profile \
-             (native|apple-m2|ampere-altra), arm64.lazy_mmu_barrier_batching, arm64.tlbi_range, arm64.linear_map (0|1), \
+        listed.dedup();
+        assert_eq!(keys, listed, "every key once");
+        let help = set_help();
+        assert!(help.contains("pcp.high (pages), transparent_hugepage (always|madvise|never"));
+        assert!(help.contains(
+            "lock_stat (on|off), barrier (native|count|model), cost_profile \
+             (native|apple-m2|ampere-altra), arm64.lazy_mmu_barrier_batching, arm64.tlbi_range, arm64.linear_map (on|off), \
              arm64.linear_map_variant (base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10), rodata (full|on|off), \
-             boot.state (real|bare), arm64.kernel_image, debug_pagealloc, deferred_struct_page_init (0|1), tlb_entries, \
+             boot.state (real|bare), arm64.kernel_image, debug_pagealloc, deferred_struct_page_init (on|off), tlb_entries, \
              vmap_allow_huge, vmalloc.contpte, vmalloc.pmd, vmalloc.huge_by_default, vmalloc.align_size_to_huge, \
              vmalloc.large_order_pages, vmalloc.free_pages_bulk \
              (on|off), hugepagesz"
         ));
-        assert!(set_help().contains(
+        assert!(help.contains(
             "hugepagesz (<size>), hugepages (<count>), default_hugepagesz (<size>), hugetlb.gigantic, hugetlb.demote \
              (v6.11|v6.12), hugetlb_optimize_vmemmap (on|off), hugetlb_vmemmap.rcu (v6.10|v6.11|v6.12|v6.12-draft|2026), \
-             hugetlb_vmemmap.arm64 (off|pause|unsafe). With compare"
+             hugetlb_vmemmap.arm64 (off|pause|unsafe). A switch shown as on|off takes 1, 0, y, n, yes, no, true, false, \
+             on, off, as the kernel's kstrtobool(). With compare"
         ));
-        let e = set("nope=1").unwrap_err();
-        assert!(e.starts_with(
-            "unknown setting \"nope\"; valid keys: percpu_pagelist_high_fraction (0 or 8..=2147483647), \
-             min_free_kbytes (0..=2147483647; above RAM every allocation fails its watermark, as in the kernel), \
-             transparent_hugepage (always|madvise|never), pcp.rules (7.2|6.12), lock_stat (0|1),"
-        ));
-        assert!(e.contains(
-            "vmalloc.align_size_to_huge (on|off|1|0), vmalloc.large_order_pages (on|off|1|0), vmalloc.free_pages_bulk (on|off|1|0), \
-             vmalloc.pmd (on|off|1|0), hugepagesz"
-        ));
-        assert!(e.ends_with("hugetlb_vmemmap.arm64 (off|pause|unsafe)"), "{e}");
+        let l = listing();
+        assert_eq!(l.len(), 33);
+        assert_eq!(
+            l[3],
+            "pcp.high (pages, 1..=1073741824 (instrumented: pins high_min = high_max)): instrumented: nr_pcp_high() patched to return a constant"
+        );
+        assert!(
+            l.iter().any(
+                |l| l == "lock_stat (1|0|y|n|yes|no|true|false|on|off): sysctl kernel.lock_stat (CONFIG_LOCK_STAT)"
+            )
+        );
+    }
+
+    /// A mistyped key: one short line with the closest key, never the
+    /// listing of every key.
+    #[test]
+    fn mistyped_key_did_you_mean() {
+        assert_eq!(set("pcp.rule=6.12").unwrap_err(), "unknown setting \"pcp.rule\"; did you mean pcp.rules?");
+        assert_eq!(set("lcok_stat=1").unwrap_err(), "unknown setting \"lcok_stat\"; did you mean lock_stat?");
+        assert_eq!(
+            set("hugetlb_vmemmap.rc=v6.11").unwrap_err(),
+            "unknown setting \"hugetlb_vmemmap.rc\"; did you mean hugetlb_vmemmap.rcu?"
+        );
+        assert_eq!(
+            set("vmalloc.contptes=on").unwrap_err(),
+            "unknown setting \"vmalloc.contptes\"; did you mean vmalloc.contpte?"
+        );
+        for kv in ["pcp.rule=6.12", "nope=1", "lock_stat", "vmalloc.contpte=maybe", "tlb_entries=x"] {
+            let e = set(kv).unwrap_err();
+            assert!(e.len() < 120 && !e.contains('\n'), "{kv}: one short line, got {e}");
+        }
+        assert_eq!(set("lock_stat").unwrap_err(), "--set expects key=value, got \"lock_stat\"");
+    }
+
+    /// A bad value: one short line naming the key and the values it takes.
+    #[test]
+    fn bad_value_names_key_and_values() {
+        assert_eq!(
+            set("vmalloc.contpte=maybe").unwrap_err(),
+            "bad value \"maybe\" for vmalloc.contpte (1|0|y|n|yes|no|true|false|on|off)"
+        );
+        assert_eq!(
+            set("tlb_entries=x").unwrap_err(),
+            "bad value \"x\" for tlb_entries (1..=1048576): invalid digit found in string"
+        );
+        assert_eq!(
+            set("pcp.rules=6.21").unwrap_err(),
+            "bad value \"6.21\" for pcp.rules (7.2|6.12); did you mean 6.12?"
+        );
+        assert_eq!(
+            configs("hugetlb_vmemmap.rcu=v6.9").unwrap_err(),
+            "bad value \"v6.9\" for hugetlb_vmemmap.rcu (v6.10|v6.11|v6.12|v6.12-draft|2026)"
+        );
         assert_eq!(
             set("percpu_pagelist_high_fraction=3").unwrap_err(),
             "percpu_pagelist_high_fraction must be 0 or at least 8, got 3"
         );
-        assert_eq!(set("tlb_entries=x").unwrap_err(), "bad value \"x\" for tlb_entries: invalid digit found in string");
+    }
+
+    /// One spelling rule: every boolean knob of every table takes every
+    /// word of kstrtobool's set, and refuses anything else.
+    #[test]
+    fn every_boolean_knob_takes_kstrtobool_words() {
+        let bools: Vec<KnobDoc> = docs().filter(|d| d.values == BOOL_VALUES).collect();
+        assert_eq!(bools.len(), 15, "{bools:?}");
+        for d in &bools {
+            for word in BOOL_VALUES.split('|') {
+                assert!(configs(&format!("{}={word}", d.key)).is_ok(), "{}={word}", d.key);
+            }
+            assert!(configs(&format!("{}=maybe", d.key)).is_err(), "{}", d.key);
+        }
+        assert!(!set("arm64.lazy_mmu_barrier_batching=off").unwrap().0.lazy_mmu_barrier_batching);
+        assert!(set("lock_stat=true").unwrap().0.lock_stat);
+        assert!(!vset("vmalloc.contpte=n").unwrap().contpte);
+        assert!(!configs("hugetlb_optimize_vmemmap=no").unwrap().hugetlb.hvo.hugetlb_optimize_vmemmap);
+        // And a switch that is not boolean keeps its own words.
+        assert!(set("rodata=on").is_ok() && set("rodata=yes").is_err());
+    }
+
+    /// No silent alias: `cost_profile=m2` is refused with the name it is
+    /// probably short for.
+    #[test]
+    fn no_silent_aliases() {
+        assert_eq!(
+            set("cost_profile=m2").unwrap_err(),
+            "bad value \"m2\" for cost_profile (native|apple-m2|ampere-altra); did you mean apple-m2?"
+        );
+        assert!(set("cost_profile=altra").is_err());
+        assert!(set("cost_profile=default").is_err());
+        assert_eq!(set("cost_profile=ampere-altra").unwrap().0.cost_profile.name, "ampere-altra");
+    }
+
+    /// A setting is parsed once: the parsed value applies to any base
+    /// configuration without its text, and a `Setting` keeps its text.
+    #[test]
+    fn parsed_once_then_applied() {
+        let sets = parse(&["tlb_entries=48".to_string(), "hugepages=3".to_string()]).unwrap();
+        let a = Configs::from_settings(MachineConfig { nr_cpus: 3, ..Default::default() }, &sets).unwrap();
+        let b = Configs::from_settings(MachineConfig::default(), &sets).unwrap();
+        assert_eq!((a.machine.tlb_entries, a.machine.nr_cpus, b.machine.tlb_entries), (48, 3, 48));
+        assert_eq!(a.hugetlb.resolved_hugepages(), [0, 3, 0, 0]);
         let s: Setting = " lock_stat = 1".parse().unwrap();
         assert_eq!((s.key(), s.as_str()), ("lock_stat", " lock_stat = 1"));
+    }
+
+    /// `--mem` errors carry the option once.
+    #[test]
+    fn mem_error_prefix_once() {
+        let e = Configs::from_options("4GB", None, &[], 2).unwrap_err();
+        assert_eq!(e, "--mem 4GB: invalid size \"4GB\": expected a number with an optional K/M/G/T suffix");
+        let e = Configs::from_options("64M,4097@0x100000000", None, &[], 2).unwrap_err();
+        assert!(e.starts_with("--mem 64M,4097@0x100000000: memory bank"), "{e}");
+        assert_eq!(e.matches("--mem").count(), 1, "{e}");
     }
 
     #[test]
@@ -470,11 +503,11 @@ mod tests {
         assert_eq!(with(&["cost_profile=apple-m2"]), Ok(BarrierBackend::Model(m2.barriers)));
         // An explicit backend wins, in either order; model takes the profile's costs.
         assert_eq!(with(&["barrier=count", "cost_profile=apple-m2"]), Ok(BarrierBackend::Count));
-        assert_eq!(with(&["cost_profile=m2", "barrier=native"]), Ok(BarrierBackend::Native));
+        assert_eq!(with(&["cost_profile=apple-m2", "barrier=native"]), Ok(BarrierBackend::Native));
         assert_eq!(
             with(&["barrier=model"]),
             Ok(BarrierBackend::Model(mmlab_engine::arch::arm64::cost::CostProfile::native().barriers))
         );
-        assert!(with(&["cost_profile=x86"]).unwrap_err().contains("native, apple-m2, ampere-altra"));
+        assert!(with(&["cost_profile=x86"]).unwrap_err().contains("(native|apple-m2|ampere-altra)"));
     }
 }

@@ -29,7 +29,7 @@
 //! whole command line and returns the refusals as the kernel's warnings.
 
 use crate::hstate::{HugePageSize, memparse};
-use mmlab_buddy::knob::{KernelName, Knob, KnobError, KnobTable, ValueError};
+use mmlab_engine::kernel::sysctl::{KernelName, Knob, KnobError, KnobTable, Parsed, ValueError, parse_named};
 use mmlab_vmemmap::HvoConfig;
 
 /// How gigantic folios (32M, 1G) are allocated and freed, by the kernel
@@ -189,13 +189,6 @@ impl Default for HugetlbConfig {
     }
 }
 
-fn parse_named<T: Copy>(key: &'static str, value: &str, all: &[(T, &'static str)]) -> Result<T, KnobError> {
-    all.iter().find(|(_, n)| *n == value).map(|(v, _)| *v).ok_or_else(|| {
-        let expected: Vec<&str> = all.iter().map(|(_, n)| *n).collect();
-        KnobError::bad_value(key, value, ValueError::Other(format!("expected one of {}", expected.join(", "))))
-    })
-}
-
 fn boot_err(key: &'static str, value: &str, e: BootParamError) -> KnobError {
     KnobError::bad_value(key, value, ValueError::Other(e.to_string()))
 }
@@ -219,22 +212,39 @@ impl HugetlbConfig {
             values: "64K|2M|32M|1G",
             summary: "<size>",
             kernel: KernelName::BootParam("hugepagesz="),
-            set: |c: &mut HugetlbConfig, key, value| c.hugepagesz_setup(value).map_err(|e| boot_err(key, value, e)),
+            parser: |key, value| {
+                let size = HugetlbConfig::parse_size("hugepagesz=", value).map_err(|e| boot_err(key, value, e))?;
+                let value = value.to_string();
+                Ok(Parsed::with(move |c: &mut HugetlbConfig| {
+                    c.hugepagesz_apply(size).map_err(|e| boot_err(key, &value, e))
+                }))
+            },
         },
         Knob {
             key: "hugepages",
             values: "<count>|0:<count>",
             summary: "<count>",
             kernel: KernelName::BootParam("hugepages="),
-            set: |c: &mut HugetlbConfig, key, value| c.hugepages_setup(value).map_err(|e| boot_err(key, value, e)),
+            parser: |key, value| {
+                let n = HugetlbConfig::parse_count(value).map_err(|e| boot_err(key, value, e))?;
+                let value = value.to_string();
+                Ok(Parsed::with(move |c: &mut HugetlbConfig| {
+                    c.hugepages_apply(n).map_err(|e| boot_err(key, &value, e))
+                }))
+            },
         },
         Knob {
             key: "default_hugepagesz",
             values: "64K|2M|32M|1G",
             summary: "<size>",
             kernel: KernelName::BootParam("default_hugepagesz="),
-            set: |c: &mut HugetlbConfig, key, value| {
-                c.default_hugepagesz_setup(value).map_err(|e| boot_err(key, value, e))
+            parser: |key, value| {
+                let size =
+                    HugetlbConfig::parse_size("default_hugepagesz=", value).map_err(|e| boot_err(key, value, e))?;
+                let value = value.to_string();
+                Ok(Parsed::with(move |c: &mut HugetlbConfig| {
+                    c.default_hugepagesz_apply(size).map_err(|e| boot_err(key, &value, e))
+                }))
             },
         },
         Knob {
@@ -242,9 +252,10 @@ impl HugetlbConfig {
             values: "v6.11|v6.12",
             summary: "v6.11|v6.12",
             kernel: KernelName::Code("cf54f310d0d3 mm/hugetlb: use __GFP_COMP for gigantic folios (6.12)"),
-            set: |c: &mut HugetlbConfig, key, value| {
-                c.gigantic = parse_named(key, value, &GiganticAlloc::ALL)?;
-                Ok(())
+            parser: |key, value| {
+                Ok(Parsed::new(parse_named(key, value, &GiganticAlloc::ALL)?, |c: &mut HugetlbConfig, g| {
+                    c.gigantic = g
+                }))
             },
         },
         Knob {
@@ -252,9 +263,8 @@ impl HugetlbConfig {
             values: "v6.11|v6.12",
             summary: "v6.11|v6.12",
             kernel: KernelName::Code("c0f398c3b2cf mm/hugetlb_vmemmap: batch HVO work when demoting (6.12)"),
-            set: |c: &mut HugetlbConfig, key, value| {
-                c.demote = parse_named(key, value, &DemoteBatching::ALL)?;
-                Ok(())
+            parser: |key, value| {
+                Ok(Parsed::new(parse_named(key, value, &DemoteBatching::ALL)?, |c: &mut HugetlbConfig, d| c.demote = d))
             },
         },
     ]);
@@ -270,7 +280,28 @@ impl HugetlbConfig {
         if HvoConfig::KNOBS.contains(key) {
             return self.hvo.set(key, value);
         }
-        Self::KNOBS.set(self, key, value)
+        let key = key.trim();
+        let value = value.trim();
+        match Self::KNOBS.get(key) {
+            Some(knob) => match self.boot_param(knob.key, value) {
+                Some(r) => r.map_err(|e| boot_err(knob.key, value, e)),
+                None => knob.apply(self, value),
+            },
+            None => Self::KNOBS.set(self, key, value),
+        }
+    }
+
+    /// One of the boot parameters `hugepagesz=`, `hugepages=`,
+    /// `default_hugepagesz=` as the kernel's `__setup` handler reads it
+    /// (a refused value moves the parse state as there); `None` for
+    /// another key.
+    fn boot_param(&mut self, key: &str, value: &str) -> Option<Result<(), BootParamError>> {
+        Some(match key {
+            "hugepagesz" => self.hugepagesz_setup(value),
+            "hugepages" => self.hugepages_setup(value),
+            "default_hugepagesz" => self.default_hugepagesz_setup(value),
+            _ => return None,
+        })
     }
 
     /// Read a kernel command line: the hugetlb parameters in order, every
@@ -282,13 +313,7 @@ impl HugetlbConfig {
         let mut refused = Vec::new();
         for word in cmdline.split_whitespace() {
             let Some((k, v)) = word.split_once('=') else { continue };
-            let r = match k {
-                "hugepagesz" => c.hugepagesz_setup(v),
-                "hugepages" => c.hugepages_setup(v),
-                "default_hugepagesz" => c.default_hugepagesz_setup(v),
-                _ => continue,
-            };
-            if let Err(e) = r {
+            if let Some(Err(e)) = c.boot_param(k, v) {
                 refused.push(e);
             }
         }
@@ -323,6 +348,12 @@ impl HugetlbConfig {
     fn hugepagesz_setup(&mut self, value: &str) -> Result<(), BootParamError> {
         self.parse.invalid_size_parsed = true;
         let size = Self::parse_size("hugepagesz=", value)?;
+        self.hugepagesz_apply(size)
+    }
+
+    /// `hugepagesz_setup()` once the size is known to be valid.
+    fn hugepagesz_apply(&mut self, size: HugePageSize) -> Result<(), BootParamError> {
+        self.parse.invalid_size_parsed = true;
         if self.parse.added[size.index()] {
             let default_unset =
                 self.parse.parsed_default && size == self.default_hugepagesz && self.hugepages[size.index()] == 0;
@@ -343,16 +374,36 @@ impl HugetlbConfig {
             self.parse.invalid_size_parsed = false;
             return Err(BootParamError::NoValidSize);
         }
-        let slot = match self.parse.parsed_hstate {
+        if self.count_slot() == self.parse.last_slot {
+            return Err(BootParamError::CountTwice);
+        }
+        self.hugepages_apply(Self::parse_count(value)?)
+    }
+
+    /// The count of `hugepages=`: `<count>` or `0:<count>` (one node).
+    fn parse_count(value: &str) -> Result<u64, BootParamError> {
+        let count = value.strip_prefix("0:").unwrap_or(value);
+        count.parse().map_err(|_| BootParamError::BadCount { value: value.to_string() })
+    }
+
+    /// The count a `hugepages=` writes now.
+    fn count_slot(&self) -> CountSlot {
+        match self.parse.parsed_hstate {
             None => CountSlot::Default,
             Some(s) => CountSlot::Size(s),
-        };
+        }
+    }
+
+    /// `hugepages_setup()` with the count parsed already.
+    fn hugepages_apply(&mut self, n: u64) -> Result<(), BootParamError> {
+        if self.parse.invalid_size_parsed {
+            self.parse.invalid_size_parsed = false;
+            return Err(BootParamError::NoValidSize);
+        }
+        let slot = self.count_slot();
         if slot == self.parse.last_slot {
             return Err(BootParamError::CountTwice);
         }
-        // One node: "<count>" or "0:<count>".
-        let count = value.strip_prefix("0:").unwrap_or(value);
-        let n: u64 = count.parse().map_err(|_| BootParamError::BadCount { value: value.to_string() })?;
         match slot {
             CountSlot::Default | CountSlot::Unset => self.parse.default_pending = n,
             CountSlot::Size(s) => self.hugepages[s.index()] = n,
@@ -368,6 +419,15 @@ impl HugetlbConfig {
             return Err(BootParamError::DefaultTwice);
         }
         let size = Self::parse_size("default_hugepagesz=", value)?;
+        self.default_hugepagesz_apply(size)
+    }
+
+    /// `default_hugepagesz_setup()` once the size is known to be valid.
+    fn default_hugepagesz_apply(&mut self, size: HugePageSize) -> Result<(), BootParamError> {
+        self.parse.invalid_size_parsed = true;
+        if self.parse.parsed_default {
+            return Err(BootParamError::DefaultTwice);
+        }
         self.add_hstate(size);
         self.parse.invalid_size_parsed = false;
         self.parse.parsed_default = true;

@@ -10,7 +10,9 @@
 //! every setting under the names reports use.
 
 use crate::{KernelRules, MIN_PERCPU_PAGELIST_HIGH_FRACTION, SysctlError};
-use mmlab_buddy::knob::{KernelName, Knob, KnobError, KnobTable, ValueError, sysctl_int};
+use mmlab_engine::kernel::sysctl::{
+    KernelName, Knob, KnobError, KnobTable, Parsed, ValueError, parse_from_str, parse_named, sysctl_int,
+};
 
 /// Allocator settings that are boot parameters or sysctls in the kernel.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -95,7 +97,7 @@ impl AllocatorConfig {
             values: "0 or 8..=2147483647",
             summary: "0 or 8..=INT_MAX, else EINVAL as the sysctl",
             kernel: KernelName::Sysctl("vm.percpu_pagelist_high_fraction"),
-            set: set_high_fraction,
+            parser: parse_high_fraction,
         },
         Knob {
             key: "min_free_kbytes",
@@ -103,28 +105,35 @@ impl AllocatorConfig {
             summary: "0..=INT_MAX; at or above RAM it is taken, as the kernel takes it, with a warning: the \
                       watermarks then exceed the managed pages and every allocation fails its watermark check",
             kernel: KernelName::Sysctl("vm.min_free_kbytes"),
-            set: set_min_free_kbytes,
+            parser: |key, value| {
+                Ok(Parsed::new(u64::from(sysctl_int(key, value)?), |c: &mut AllocatorConfig, v| {
+                    c.min_free_kbytes = Some(v);
+                }))
+            },
         },
         Knob {
             key: "pcp.rules",
             values: "7.2|6.12",
             summary: "7.2|6.12",
             kernel: KernelName::Code("the pcp rules of that release (mm/page_alloc.c)"),
-            set: set_rules,
+            parser: |key, value| Ok(Parsed::new(parse_from_str(key, value)?, |c: &mut AllocatorConfig, r| c.rules = r)),
         },
         Knob {
             key: "pcp.high",
             values: "pages, 1..=1073741824 (instrumented: pins high_min = high_max)",
             summary: "pages",
             kernel: KernelName::Instrumented("nr_pcp_high() patched to return a constant"),
-            set: set_pcp_high,
+            parser: parse_pcp_high,
         },
         Knob {
             key: "transparent_hugepage",
             values: "always|madvise|never",
             summary: "always|madvise|never (default always, as Debian's); always and madvise add khugepaged's min_free_kbytes raise",
             kernel: KernelName::BootParam("transparent_hugepage= (set_recommended_min_free_kbytes() when not never)"),
-            set: set_thp,
+            parser: |key, value| {
+                let all = [(Thp::Always, "always"), (Thp::Madvise, "madvise"), (Thp::Never, "never")];
+                Ok(Parsed::new(parse_named(key, value, &all)?, |c: &mut AllocatorConfig, t| c.transparent_hugepage = t))
+            },
         },
     ]);
 
@@ -142,7 +151,7 @@ impl AllocatorConfig {
 /// `percpu_pagelist_high_fraction_sysctl_handler`: `proc_dointvec_minmax`
 /// (an int, minimum 0) refuses anything else with -EINVAL; then a value
 /// below [`MIN_PERCPU_PAGELIST_HIGH_FRACTION`] other than 0 is refused.
-fn set_high_fraction(c: &mut AllocatorConfig, key: &'static str, value: &str) -> Result<(), KnobError> {
+fn parse_high_fraction(key: &'static str, value: &str) -> Result<Parsed<AllocatorConfig>, KnobError> {
     let v = sysctl_int(key, value)?;
     if v != 0 && v < MIN_PERCPU_PAGELIST_HIGH_FRACTION {
         return Err(KnobError::Refused {
@@ -151,43 +160,16 @@ fn set_high_fraction(c: &mut AllocatorConfig, key: &'static str, value: &str) ->
             source: Box::new(SysctlError::HighFraction(v)),
         });
     }
-    c.percpu_pagelist_high_fraction = v;
-    Ok(())
+    Ok(Parsed::new(v, |c: &mut AllocatorConfig, v| c.percpu_pagelist_high_fraction = v))
 }
 
-/// `min_free_kbytes_sysctl_handler`: an int with a minimum of 0
-/// (`proc_dointvec_minmax`) and no maximum: a value above RAM is taken, and
-/// `setup_per_zone_wmarks()` then puts every watermark above the managed
-/// pages.
-fn set_min_free_kbytes(c: &mut AllocatorConfig, key: &'static str, value: &str) -> Result<(), KnobError> {
-    c.min_free_kbytes = Some(u64::from(sysctl_int(key, value)?));
-    Ok(())
-}
-
-/// `setup_transparent_hugepage()`: one of the three words, else the boot
-/// parameter is not taken (the kernel warns; mmlab refuses it).
-fn set_thp(c: &mut AllocatorConfig, key: &'static str, value: &str) -> Result<(), KnobError> {
-    c.transparent_hugepage = match value {
-        "always" => Thp::Always,
-        "madvise" => Thp::Madvise,
-        "never" => Thp::Never,
-        _ => return Err(KnobError::bad_value(key, value, ValueError::OutOfRange { expected: "always|madvise|never" })),
-    };
-    Ok(())
-}
-
-fn set_rules(c: &mut AllocatorConfig, key: &'static str, value: &str) -> Result<(), KnobError> {
-    c.rules = value.parse::<KernelRules>().map_err(|e| KnobError::bad_value(key, value, ValueError::Other(e)))?;
-    Ok(())
-}
-
-fn set_pcp_high(c: &mut AllocatorConfig, key: &'static str, value: &str) -> Result<(), KnobError> {
+/// `pcp.high=`: 1 to 2^30 pages.
+fn parse_pcp_high(key: &'static str, value: &str) -> Result<Parsed<AllocatorConfig>, KnobError> {
     let v: i32 = value.parse().map_err(|e| KnobError::bad_value(key, value, ValueError::NotInt(e)))?;
     if !(1..=1 << 30).contains(&v) {
-        return Err(KnobError::bad_value(key, value, ValueError::OutOfRange { expected: "1..=1073741824 pages" }));
+        return Err(KnobError::bad_value(key, value, ValueError::OutOfRange));
     }
-    c.pcp_high_override = Some(v);
-    Ok(())
+    Ok(Parsed::new(v, |c: &mut AllocatorConfig, v| c.pcp_high_override = Some(v)))
 }
 
 #[cfg(test)]
@@ -214,16 +196,18 @@ mod tests {
         assert_eq!(set("min_free_kbytes=4096").unwrap().min_free_kbytes, Some(4096));
         assert_eq!(
             set("min_free_kbytes=x").unwrap_err(),
-            "bad value \"x\" for min_free_kbytes: Invalid argument (EINVAL): invalid digit found in string"
+            "bad value \"x\" for min_free_kbytes (0..=2147483647; above RAM every allocation fails its watermark, as in \
+             the kernel): Invalid argument (EINVAL): invalid digit found in string"
         );
         assert_eq!(set("pcp.rules=6.12").unwrap().rules, KernelRules::Linux6_12);
-        assert_eq!(
-            set("pcp.rules=5.4").unwrap_err(),
-            "bad value \"5.4\" for pcp.rules: unknown pcp rules \"5.4\": expected 7.2 or 6.12"
-        );
+        assert_eq!(set("pcp.rules=5.4").unwrap_err(), "bad value \"5.4\" for pcp.rules (7.2|6.12)");
         assert_eq!(set("pcp.high=512").unwrap().pcp_high_override, Some(512));
-        assert_eq!(set("pcp.high=0").unwrap_err(), "bad value \"0\" for pcp.high: expected 1..=1073741824 pages");
-        assert_eq!(set("pcp.high=x").unwrap_err(), "bad value \"x\" for pcp.high: invalid digit found in string");
+        let values = "pages, 1..=1073741824 (instrumented: pins high_min = high_max)";
+        assert_eq!(set("pcp.high=0").unwrap_err(), format!("bad value \"0\" for pcp.high ({values})"));
+        assert_eq!(
+            set("pcp.high=x").unwrap_err(),
+            format!("bad value \"x\" for pcp.high ({values}): invalid digit found in string")
+        );
         let e = AllocatorConfig::default().set("percpu_pagelist_high_fraction", "3").unwrap_err();
         let src = std::error::Error::source(&e).unwrap();
         assert_eq!(src.downcast_ref::<SysctlError>(), Some(&SysctlError::HighFraction(3)));
@@ -247,7 +231,7 @@ mod tests {
         );
         assert_eq!(
             set("transparent_hugepage=sometimes").unwrap_err(),
-            "bad value \"sometimes\" for transparent_hugepage: expected always|madvise|never"
+            "bad value \"sometimes\" for transparent_hugepage (always|madvise|never)"
         );
     }
 }

@@ -204,7 +204,7 @@ fn small_machines_boot_bare_and_stat_says_so() {
     assert_eq!(c.boot_state, BootState::Bare);
     assert_eq!(
         MachineConfig::KNOBS.apply(&mut c, "boot.state=half").unwrap_err().to_string(),
-        "bad value \"half\" for boot.state: expected real or bare"
+        "bad value \"half\" for boot.state (real|bare)"
     );
 }
 

@@ -9,7 +9,8 @@
 //! name and a setter. The fields are declared in the order reports print
 //! them, so the serialised form keeps that order.
 
-use mmlab_buddy::knob::{KernelName, Knob, KnobError, KnobTable, parse_on_off};
+use mmlab_engine::bool_knob;
+use mmlab_engine::kernel::sysctl::{KernelName, KnobError, KnobTable};
 
 /// vmalloc's switches (`--set vmalloc.*`, `vmap_allow_huge`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -60,44 +61,37 @@ impl Default for VmallocConfig {
     }
 }
 
-/// A knob that takes `on|off|1|0` into one boolean field.
-macro_rules! on_off_knob {
-    ($key:literal, $kernel:expr, $field:ident) => {
-        Knob {
-            key: $key,
-            values: "on|off|1|0",
-            summary: "on|off",
-            kernel: $kernel,
-            set: |c: &mut VmallocConfig, key, value| {
-                c.$field = parse_on_off(key, value)?;
-                Ok(())
-            },
-        }
-    };
-}
-
 impl VmallocConfig {
     /// The `--set` keys of vmalloc, in help order (the fields' order).
     pub const KNOBS: KnobTable<VmallocConfig> = KnobTable(&[
-        on_off_knob!("vmap_allow_huge", KernelName::BootParam("nohugevmalloc clears vmap_allow_huge"), vmap_allow_huge),
-        on_off_knob!("vmalloc.contpte", KernelName::Code("arm64 arch_vmap_pte_supported_shift"), contpte),
-        on_off_knob!("vmalloc.pmd", KernelName::Code("arm64 arch_vmap_pmd_supported"), pmd),
-        on_off_knob!(
+        bool_knob!(
+            VmallocConfig,
+            "vmap_allow_huge",
+            KernelName::BootParam("nohugevmalloc clears vmap_allow_huge"),
+            vmap_allow_huge
+        ),
+        bool_knob!(VmallocConfig, "vmalloc.contpte", KernelName::Code("arm64 arch_vmap_pte_supported_shift"), contpte),
+        bool_knob!(VmallocConfig, "vmalloc.pmd", KernelName::Code("arm64 arch_vmap_pmd_supported"), pmd),
+        bool_knob!(
+            VmallocConfig,
             "vmalloc.huge_by_default",
             KernelName::Code("Dev Jain's RFC: huge vmalloc without VM_ALLOW_HUGE_VMAP"),
             huge_by_default
         ),
-        on_off_knob!(
+        bool_knob!(
+            VmallocConfig,
             "vmalloc.align_size_to_huge",
             KernelName::Code("__vmalloc_node_range_noprof: size = ALIGN(real_size, 1UL << shift)"),
             align_size_to_huge
         ),
-        on_off_knob!(
+        bool_knob!(
+            VmallocConfig,
             "vmalloc.large_order_pages",
             KernelName::Code("7.2 vm_area_alloc_pages: large orders first (off: order-0 bulk, 6.x)"),
             large_order_pages
         ),
-        on_off_knob!(
+        bool_knob!(
+            VmallocConfig,
             "vmalloc.free_pages_bulk",
             KernelName::Code("7.2 vm_area_free_pages: free_pages_bulk (off: __free_page per page, 6.x)"),
             free_pages_bulk
@@ -132,12 +126,14 @@ mod tests {
         assert!(!vset("vmap_allow_huge=off").unwrap().vmap_allow_huge);
         assert!(vset("vmap_allow_huge=1").unwrap().vmap_allow_huge);
         assert!(!vset("vmalloc.pmd=off").unwrap().pmd);
+        assert!(vset("vmalloc.contpte=yes").unwrap().contpte);
+        assert!(!vset("vmalloc.contpte=false").unwrap().contpte);
         assert_eq!(
-            vset("vmalloc.contpte=yes").unwrap_err(),
-            "bad value \"yes\" for vmalloc.contpte: expected on, off, 1 or 0"
+            vset("vmalloc.contpte=maybe").unwrap_err(),
+            "bad value \"maybe\" for vmalloc.contpte (1|0|y|n|yes|no|true|false|on|off)"
         );
         let help: Vec<String> = VmallocConfig::KNOBS.help().collect();
-        assert_eq!(help[0], "vmap_allow_huge (on|off|1|0)");
+        assert_eq!(help[0], "vmap_allow_huge (1|0|y|n|yes|no|true|false|on|off)");
         assert_eq!(help.len(), 7);
         assert!(!vset("vmalloc.free_pages_bulk=off").unwrap().free_pages_bulk);
         assert!(!vset("vmalloc.large_order_pages=off").unwrap().large_order_pages);

@@ -8,7 +8,7 @@ use mmlab_engine::Cpu;
 use mmlab_engine::counters::this_cpu_add;
 use std::sync::atomic::Ordering::Relaxed;
 
-mmlab_buddy::counter_snapshot! {
+mmlab_engine::counter_snapshot! {
     /// Counters of vmalloc's own events (the page, TLB and barrier events
     /// of the same calls are the engine's).
     pub struct VmallocCounts {

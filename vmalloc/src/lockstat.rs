@@ -78,7 +78,7 @@ impl VmapLockClass {
     }
 }
 
-mmlab_buddy::counter_snapshot! {
+mmlab_engine::counter_snapshot! {
     /// One lock class's row of /proc/lock_stat, without the wait and hold
     /// times, in the kernel's column order.
     pub struct LockClassStat {

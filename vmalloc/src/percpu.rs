@@ -241,7 +241,7 @@ impl Chunk {
     }
 }
 
-mmlab_buddy::counter_snapshot! {
+mmlab_engine::counter_snapshot! {
     /// Counters of the percpu allocator (the `pcpu_stats` of
     /// `CONFIG_PERCPU_STATS` and the `percpu:*` tracepoints).
     pub struct PercpuCounts {

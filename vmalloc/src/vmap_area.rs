@@ -202,7 +202,7 @@ pub enum FitType {
 /// Counters of the search, for tests and benchmarks. All of them are
 /// mmlab's own, instrumented: the kernel counts none of this (the
 /// `vmalloc:alloc_vmap_area` tracepoint reports each allocation's result,
-/// not the walk). Not a [`counter_snapshot!`](mmlab_buddy::counter_snapshot)
+/// not the walk). Not a [`counter_snapshot!`](mmlab_engine::counter_snapshot)
 /// type: `last_visits` and `max_visits` are gauges, which a delta would not
 /// mean anything for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]

@@ -11,7 +11,8 @@
 //!
 //! The fields are declared in the order reports print them.
 
-use mmlab_buddy::knob::{KernelName, Knob, KnobError, KnobTable, ValueError, parse_on_off};
+use mmlab_engine::bool_knob;
+use mmlab_engine::kernel::sysctl::{KernelName, Knob, KnobError, KnobTable, Parsed, parse_named};
 
 /// Where HVO waits for an RCU grace period before it remaps a folio's
 /// vmemmap, by the kernel that did it (see the crate docs for the race the
@@ -111,34 +112,22 @@ impl Default for HvoConfig {
     }
 }
 
-fn parse_named<T: Copy>(key: &'static str, value: &str, all: &[(T, &'static str)]) -> Result<T, KnobError> {
-    all.iter().find(|(_, n)| *n == value).map(|(v, _)| *v).ok_or_else(|| {
-        let expected: Vec<&str> = all.iter().map(|(_, n)| *n).collect();
-        KnobError::bad_value(key, value, ValueError::Other(format!("expected one of {}", expected.join(", "))))
-    })
-}
-
 impl HvoConfig {
     /// The `--set` keys of HVO, in help order (the fields' order).
     pub const KNOBS: KnobTable<HvoConfig> = KnobTable(&[
-        Knob {
-            key: "hugetlb_optimize_vmemmap",
-            values: "on|off|1|0",
-            summary: "on|off",
-            kernel: KernelName::Sysctl("vm.hugetlb_optimize_vmemmap"),
-            set: |c: &mut HvoConfig, key, value| {
-                c.hugetlb_optimize_vmemmap = parse_on_off(key, value)?;
-                Ok(())
-            },
-        },
+        bool_knob!(
+            HvoConfig,
+            "hugetlb_optimize_vmemmap",
+            KernelName::Sysctl("vm.hugetlb_optimize_vmemmap"),
+            hugetlb_optimize_vmemmap
+        ),
         Knob {
             key: "hugetlb_vmemmap.rcu",
             values: "v6.10|v6.11|v6.12|v6.12-draft|2026",
             summary: "v6.10|v6.11|v6.12|v6.12-draft|2026",
             kernel: KernelName::Code("VMEMMAP_SYNCHRONIZE_RCU in mm/hugetlb_vmemmap.c, by release"),
-            set: |c: &mut HvoConfig, key, value| {
-                c.rcu = parse_named(key, value, &RcuPolicy::ALL)?;
-                Ok(())
+            parser: |key, value| {
+                Ok(Parsed::new(parse_named(key, value, &RcuPolicy::ALL)?, |c: &mut HvoConfig, p| c.rcu = p))
             },
         },
         Knob {
@@ -146,9 +135,8 @@ impl HvoConfig {
             values: "off|pause|unsafe",
             summary: "off|pause|unsafe",
             kernel: KernelName::Code("arm64 ARCH_WANT_OPTIMIZE_HUGETLB_VMEMMAP; Yu Zhao's 2024 RFC vmemmap_update_pte"),
-            set: |c: &mut HvoConfig, key, value| {
-                c.arm64 = parse_named(key, value, &Arm64Hvo::ALL)?;
-                Ok(())
+            parser: |key, value| {
+                Ok(Parsed::new(parse_named(key, value, &Arm64Hvo::ALL)?, |c: &mut HvoConfig, m| c.arm64 = m))
             },
         },
     ]);

@@ -13,7 +13,8 @@
 
 use crate::arch::arm64::barrier::BarrierBackend;
 use crate::arch::arm64::cost::CostProfile;
-use crate::kernel::sysctl::{KernelName, Knob, KnobError, KnobTable, ValueError, parse_bool};
+use crate::bool_knob;
+use crate::kernel::sysctl::{KernelName, Knob, KnobError, KnobTable, Parsed, ValueError, parse_from_str, parse_named};
 use crate::machine::MachineConfig;
 
 /// The largest TLB model `tlb_entries` takes.
@@ -23,64 +24,47 @@ impl MachineConfig {
     /// The `--set` keys of the machine, in the order the command's help
     /// lists them.
     pub const KNOBS: KnobTable<MachineConfig> = KnobTable(&[
-        Knob {
-            key: "lock_stat",
-            values: "0|1",
-            summary: "0|1",
-            kernel: KernelName::Sysctl("kernel.lock_stat (CONFIG_LOCK_STAT)"),
-            set: |c, key, value| {
-                c.lock_stat = parse_bool(key, value)?;
-                Ok(())
-            },
-        },
+        bool_knob!(MachineConfig, "lock_stat", KernelName::Sysctl("kernel.lock_stat (CONFIG_LOCK_STAT)"), lock_stat),
         Knob {
             key: "barrier",
             values: "native|count|model",
             summary: "native|count|model",
             kernel: KernelName::Instrumented("how dmb/dsb/isb execute: the instruction, a count, or a modelled cost"),
-            set: set_barrier,
+            parser: |key, value| {
+                Ok(Parsed::new(parse_from_str::<BarrierBackend>(key, value)?, |c: &mut MachineConfig, b| {
+                    c.barrier_backend = b;
+                }))
+            },
         },
         Knob {
             key: "cost_profile",
             values: "native|apple-m2|ampere-altra",
             summary: "native|apple-m2|ampere-altra",
             kernel: KernelName::Instrumented("the modelled costs of TLBIs, their completion and grace periods"),
-            set: set_cost_profile,
+            parser: parse_cost_profile,
         },
-        Knob {
-            key: "arm64.lazy_mmu_barrier_batching",
-            values: "0|1",
-            summary: "0|1",
-            kernel: KernelName::Code("arm64 lazy-MMU mode deferring the PTE barriers (Linux 6.16)"),
-            set: |c, key, value| {
-                c.lazy_mmu_barrier_batching = parse_bool(key, value)?;
-                Ok(())
-            },
-        },
-        Knob {
-            key: "arm64.tlbi_range",
-            values: "0|1",
-            summary: "0|1",
-            kernel: KernelName::Code(
+        bool_knob!(
+            MachineConfig,
+            "arm64.lazy_mmu_barrier_batching",
+            KernelName::Code("arm64 lazy-MMU mode deferring the PTE barriers (Linux 6.16)"),
+            lazy_mmu_barrier_batching
+        ),
+        bool_knob!(
+            MachineConfig,
+            "arm64.tlbi_range",
+            KernelName::Code(
                 "arm64 system_supports_tlb_range(): FEAT_TLBIRANGE (default: the cost profile's CPU; Altra/native 0, M2 1)",
             ),
-            set: |c, key, value| {
-                c.tlbi_range = Some(parse_bool(key, value)?);
-                Ok(())
-            },
-        },
-        Knob {
-            key: "arm64.linear_map",
-            values: "0|1",
-            summary: "0|1",
-            kernel: KernelName::Code(
-                "arm64 paging_init() -> map_mem(): the linear map built through the fixmap (opt-in; default 0)",
+            |c, v| c.tlbi_range = Some(v)
+        ),
+        bool_knob!(
+            MachineConfig,
+            "arm64.linear_map",
+            KernelName::Code(
+                "arm64 paging_init() -> map_mem(): the linear map built through the fixmap (opt-in; default 0)"
             ),
-            set: |c, key, value| {
-                c.linear_map = parse_bool(key, value)?;
-                Ok(())
-            },
-        },
+            linear_map
+        ),
         Knob {
             key: "arm64.linear_map_variant",
             values: "base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10",
@@ -89,10 +73,8 @@ impl MachineConfig {
                 "v6.9-rc1 map_mem(), \"Speed up boot with faster linear map creation\" v1 1/3..3/3, or the series as \
                  merged for 6.10 (mainline's since)",
             ),
-            set: |c, key, value| {
-                c.linear_map_variant =
-                    value.parse().map_err(|e: String| KnobError::bad_value(key, value, ValueError::Other(e)))?;
-                Ok(())
+            parser: |key, value| {
+                Ok(Parsed::new(parse_from_str(key, value)?, |c: &mut MachineConfig, v| c.linear_map_variant = v))
             },
         },
         Knob {
@@ -100,10 +82,7 @@ impl MachineConfig {
             values: "full|on|off",
             summary: "full|on|off",
             kernel: KernelName::BootParam("rodata= (full: the linear map is page-granular; arm64 default)"),
-            set: |c, key, value| {
-                c.rodata = value.parse().map_err(|e: String| KnobError::bad_value(key, value, ValueError::Other(e)))?;
-                Ok(())
-            },
+            parser: |key, value| Ok(Parsed::new(parse_from_str(key, value)?, |c: &mut MachineConfig, v| c.rodata = v)),
         },
         Knob {
             key: "boot.state",
@@ -113,89 +92,61 @@ impl MachineConfig {
                 "the state a real boot leaves: kernel image, initrd, DTB, CMA and swiotlb in memblock, the image's \
                  vmalloc areas (default real; bare: none)",
             ),
-            set: |c, key, value| {
-                c.boot_state =
-                    value.parse().map_err(|e: String| KnobError::bad_value(key, value, ValueError::Other(e)))?;
-                Ok(())
+            parser: |key, value| {
+                Ok(Parsed::new(parse_from_str(key, value)?, |c: &mut MachineConfig, v| c.boot_state = v))
             },
         },
-        Knob {
-            key: "arm64.kernel_image",
-            values: "0|1",
-            summary: "0|1",
-            kernel: KernelName::Code(
+        bool_knob!(
+            MachineConfig,
+            "arm64.kernel_image",
+            KernelName::Code(
                 "the kernel image in RAM at 0x40200000 (Debian 7.2's sizes), reserved and carved out of map_mem() \
                  (default: with boot.state=real)",
             ),
-            set: |c, key, value| {
-                c.kernel_image = Some(parse_bool(key, value)?);
-                Ok(())
-            },
-        },
-        Knob {
-            key: "debug_pagealloc",
-            values: "0|1",
-            summary: "0|1",
-            kernel: KernelName::BootParam("debug_pagealloc=on (can_set_direct_map(): a page-granular linear map)"),
-            set: |c, key, value| {
-                c.debug_pagealloc = parse_bool(key, value)?;
-                Ok(())
-            },
-        },
-        Knob {
-            key: "deferred_struct_page_init",
-            values: "0|1",
-            summary: "0|1",
-            kernel: KernelName::Code(
+            |c, v| c.kernel_image = Some(v)
+        ),
+        bool_knob!(
+            MachineConfig,
+            "debug_pagealloc",
+            KernelName::BootParam("debug_pagealloc=on (can_set_direct_map(): a page-granular linear map)"),
+            debug_pagealloc
+        ),
+        bool_knob!(
+            MachineConfig,
+            "deferred_struct_page_init",
+            KernelName::Code(
                 "CONFIG_DEFERRED_STRUCT_PAGE_INIT: struct pages past the first section initialised later (here: at first touch)",
             ),
-            set: |c, key, value| {
-                c.deferred_struct_page_init = parse_bool(key, value)?;
-                Ok(())
-            },
-        },
+            deferred_struct_page_init
+        ),
         Knob {
             key: "tlb_entries",
             values: "1..=1048576",
             summary: "",
             kernel: KernelName::Instrumented("the entries of each CPU's TLB model"),
-            set: set_tlb_entries,
+            parser: parse_tlb_entries,
         },
     ]);
 }
 
-/// `barrier=`: a backend this build provides.
-fn set_barrier(c: &mut MachineConfig, key: &'static str, value: &str) -> Result<(), KnobError> {
-    c.barrier_backend = value.parse::<BarrierBackend>().map_err(|_| {
-        KnobError::bad_value(
-            key,
-            value,
-            ValueError::Other("not a barrier backend this build provides (native|count|model)".to_string()),
-        )
-    })?;
-    Ok(())
-}
-
-/// `cost_profile=`: a profile by name or alias ([`CostProfile::by_name`]).
-fn set_cost_profile(c: &mut MachineConfig, key: &'static str, value: &str) -> Result<(), KnobError> {
-    c.cost_profile = CostProfile::by_name(value).ok_or_else(|| {
-        KnobError::bad_value(
-            key,
-            value,
-            ValueError::Other(format!("known profiles: {}", CostProfile::NAMES.join(", "))),
-        )
-    })?;
-    Ok(())
+/// `cost_profile=`: a profile by its name in [`CostProfile::NAMES`], as
+/// listed (the engine's other names for them, `m2`, `altra`, are not
+/// taken: a value means one thing).
+fn parse_cost_profile(key: &'static str, value: &str) -> Result<Parsed<MachineConfig>, KnobError> {
+    let names = CostProfile::NAMES.map(|n| (n, n));
+    let name = parse_named(key, value, &names)?;
+    let profile = CostProfile::by_name(name)
+        .ok_or_else(|| KnobError::bad_value(key, value, ValueError::NotOneOf { suggestion: None }))?;
+    Ok(Parsed::new(profile, |c: &mut MachineConfig, p| c.cost_profile = p))
 }
 
 /// `tlb_entries=`: 1 to 2^20 entries.
-fn set_tlb_entries(c: &mut MachineConfig, key: &'static str, value: &str) -> Result<(), KnobError> {
+fn parse_tlb_entries(key: &'static str, value: &str) -> Result<Parsed<MachineConfig>, KnobError> {
     let v: usize = value.parse().map_err(|e| KnobError::bad_value(key, value, ValueError::NotInt(e)))?;
     if !(1..=MAX_TLB_ENTRIES).contains(&v) {
-        return Err(KnobError::bad_value(key, value, ValueError::OutOfRange { expected: "1..=1048576" }));
+        return Err(KnobError::bad_value(key, value, ValueError::OutOfRange));
     }
-    c.tlb_entries = v;
-    Ok(())
+    Ok(Parsed::new(v, |c: &mut MachineConfig, v| c.tlb_entries = v))
 }
 
 #[cfg(test)]
@@ -210,17 +161,26 @@ mod tests {
     #[test]
     fn keys_values_and_messages() {
         assert!(set("lock_stat=1").unwrap().lock_stat);
-        assert_eq!(set("lock_stat=yes").unwrap_err(), "bad value \"yes\" for lock_stat: expected 0 or 1");
-        assert_eq!(set("barrier=count").unwrap().barrier_backend, BarrierBackend::Count);
+        assert!(set("lock_stat=yes").unwrap().lock_stat);
+        assert!(!set("lock_stat=false").unwrap().lock_stat);
         assert_eq!(
-            set("barrier=fast").unwrap_err(),
-            "bad value \"fast\" for barrier: not a barrier backend this build provides (native|count|model)"
+            set("lock_stat=maybe").unwrap_err(),
+            "bad value \"maybe\" for lock_stat (1|0|y|n|yes|no|true|false|on|off)"
         );
-        assert_eq!(set("cost_profile=m2").unwrap().cost_profile.name, "apple-m2");
+        assert_eq!(set("barrier=count").unwrap().barrier_backend, BarrierBackend::Count);
+        assert_eq!(set("barrier=fast").unwrap_err(), "bad value \"fast\" for barrier (native|count|model)");
+        assert_eq!(set("cost_profile=apple-m2").unwrap().cost_profile.name, "apple-m2");
+        // No aliases: `m2` is refused, with the name it is probably short for.
+        assert_eq!(
+            set("cost_profile=m2").unwrap_err(),
+            "bad value \"m2\" for cost_profile (native|apple-m2|ampere-altra); did you mean apple-m2?"
+        );
         assert_eq!(
             set("cost_profile=x86").unwrap_err(),
-            "bad value \"x86\" for cost_profile: known profiles: native, apple-m2, ampere-altra"
+            "bad value \"x86\" for cost_profile (native|apple-m2|ampere-altra)"
         );
+        assert!(!set("arm64.lazy_mmu_barrier_batching=off").unwrap().lazy_mmu_barrier_batching);
+        assert!(set("arm64.lazy_mmu_barrier_batching=on").unwrap().lazy_mmu_barrier_batching);
         assert!(!set("arm64.lazy_mmu_barrier_batching=0").unwrap().lazy_mmu_barrier_batching);
         assert!(!set("arm64.tlbi_range=0").unwrap().tlbi_range());
         // The profile decides unless the switch is set, in either order.
@@ -240,19 +200,15 @@ mod tests {
         );
         assert_eq!(
             set("arm64.linear_map_variant=fast").unwrap_err(),
-            "bad value \"fast\" for arm64.linear_map_variant: unknown linear-map variant \"fast\" \
-             (known: base, no-cont-remap, no-alloc-remap, lazy-unmap, v6.10)"
+            "bad value \"fast\" for arm64.linear_map_variant (base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10)"
         );
         assert_eq!(set("rodata=off").unwrap().rodata, crate::arch::arm64::mmu::Rodata::Off);
+        assert_eq!(set("rodata=no").unwrap_err(), "bad value \"no\" for rodata (full|on|off)");
         assert_eq!(
-            set("rodata=no").unwrap_err(),
-            "bad value \"no\" for rodata: unknown rodata setting \"no\" (full|on|off)"
+            set("tlb_entries=x").unwrap_err(),
+            "bad value \"x\" for tlb_entries (1..=1048576): invalid digit found in string"
         );
-        assert_eq!(set("tlb_entries=x").unwrap_err(), "bad value \"x\" for tlb_entries: invalid digit found in string");
-        assert_eq!(set("tlb_entries=0").unwrap_err(), "bad value \"0\" for tlb_entries: expected 1..=1048576");
-        assert_eq!(
-            set("tlb_entries=1048577").unwrap_err(),
-            "bad value \"1048577\" for tlb_entries: expected 1..=1048576"
-        );
+        assert_eq!(set("tlb_entries=0").unwrap_err(), "bad value \"0\" for tlb_entries (1..=1048576)");
+        assert_eq!(set("tlb_entries=1048577").unwrap_err(), "bad value \"1048577\" for tlb_entries (1..=1048576)");
     }
 }

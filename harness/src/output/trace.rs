@@ -1,59 +1,32 @@
-//! Printing the kmem tracepoints as Linux prints them: ftrace text lines
-//! and JSON lines.
+//! `mmlab trace pages` and `mmlab replay --trace`: the kmem tracepoints as
+//! Linux prints them, ftrace text lines or JSON lines.
 //!
-//! The engine emits the events ([`mmlab_engine::trace`]): one `tracing`
-//! event per tracepoint, with target `kmem`, the kernel's event name as its
-//! metadata name, and fields `cpu`, `ts` (a tick of the deterministic trace
-//! clock) and then the values the kernel's record holds, under the kernel's
-//! names. How they are printed is the harness's business, as the kernel's
-//! tracefs output is separate from the code that fires the tracepoints, and
-//! lives here.
+//! The engine emits the events ([`mmlab_engine::trace`]); how they are
+//! printed is the harness's business, as the kernel's tracefs output is
+//! separate from the code that fires the tracepoints. There is one printer
+//! for every command: the event layer ([`crate::trace::event::EventLayer`])
+//! turns each tracepoint into a [`TraceEvent`] and [`crate::trace::text`]
+//! prints it. This module selects the kmem events (`-e kmem:*` of the other
+//! `trace` commands, [`kmem_events`]) and writes them one line each in a
+//! [`TraceFormat`]:
 //!
-//! [`KmemLayer`] is a `tracing-subscriber` layer that writes the events one
-//! line each, either as the kernel's `trace` file shows them
-//! ([`TraceFormat::Ftrace`]) or as JSON lines ([`TraceFormat::Json`]). An
-//! ftrace line has the kernel's context columns — task `mmlab-<cpu>`, pid
-//! `1000 + cpu`, the CPU, the five irq/preempt flag columns (always `.....`),
-//! and the timestamp in seconds (one clock tick is one microsecond) —
-//! followed by the event name and the text of the event's `TP_printk`, value
-//! for value, as the kernel's `trace_print_context()` and the event's
-//! `TP_printk` lay them out. A JSON line has `ts`, `cpu` and `event`
-//! (`kmem:<name>`) followed by exactly the key/value pairs of the printed
-//! text, in the same order, with numbers as JSON numbers, `page` as a
-//! 16-digit hex string and `gfp_flags` as its printed names; it is written
-//! by serde_json through [`crate::output::json`]. `page` is the struct
-//! page's address in the emulated vmemmap and is shown in full, as `%p`
-//! shows it on a kernel booted with `no_hash_pointers`.
-//!
-//! [`capture`] runs a closure with a layer writing to memory installed on the
-//! current thread and returns what was written; [`install_global`] installs a
-//! layer for the whole process.
+//! [`capture`] runs a closure with such a layer writing to memory installed
+//! on the current thread and returns what was written; [`install_global`]
+//! installs one for the whole process.
 
-use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::str::FromStr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
-use crate::output::json;
-
-use mmlab_engine::mm::gfp::Gfp;
-use mmlab_engine::trace::{NO_PFN, PAGEBLOCK_ORDER, TARGET};
-use serde::ser::{Serialize, SerializeMap, Serializer};
-use tracing::field::{Field, Visit};
-use tracing::{Event, Metadata, Subscriber};
-use tracing_subscriber::filter::{FilterFn, Filtered};
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use crate::trace::event::{EventLayer, Sink, TraceEvent, lock};
+use crate::trace::filter::EventFilter;
+use crate::trace::text;
+use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::Registry;
-
-/// Locks `m`, taking the data even if a writer panicked while holding it:
-/// a trace line half-written by a panicking thread is no reason to stop.
-fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 // ===== output format =====
 
-/// How [`KmemLayer`] writes events.
+/// How `trace pages` writes events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TraceFormat {
     /// Lines as `cat /sys/kernel/tracing/trace` prints them.
@@ -95,10 +68,10 @@ impl std::fmt::Display for TraceFormat {
     }
 }
 
-// ===== layer =====
+// ===== the kmem sink =====
 
-/// Where a [`KmemLayer`] writes: a shared, locked writer. Keep a clone to
-/// flush it after tracing, e.g. when it wraps a `BufWriter`.
+/// Where the kmem lines go: a shared, locked writer. Keep a clone to flush
+/// it after tracing, e.g. when it wraps a `BufWriter`.
 #[derive(Clone)]
 pub struct TraceSink(Arc<Mutex<Box<dyn Write + Send>>>);
 
@@ -120,288 +93,33 @@ impl std::fmt::Debug for TraceSink {
     }
 }
 
-/// A `tracing-subscriber` layer that writes kmem events as ftrace text or
-/// JSON lines, one line (one `write_all`) per event.
-///
-/// It acts only on events whose target is `kmem` and whose name is one of
-/// this module's tracepoints, and ignores everything else, so it can sit
-/// beside other layers. On its own it does not tell `tracing` which call
-/// sites it wants; use [`KmemLayer::filtered`] so that events of other
-/// targets stay disabled (and cost nothing) in a subscriber that has only
-/// this layer. Write errors are dropped: tracing must not change what the
-/// emulation does.
-pub struct KmemLayer {
+/// Writes each event as one line (one `write_all`) in a [`TraceFormat`].
+/// Write errors are dropped: tracing must not change what the emulation
+/// does.
+struct Lines {
     format: TraceFormat,
     sink: TraceSink,
 }
 
-impl std::fmt::Debug for KmemLayer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KmemLayer").field("format", &self.format).finish_non_exhaustive()
-    }
-}
-
-/// The per-layer filter type [`KmemLayer::filtered`] uses.
-pub type KmemFilter = FilterFn<fn(&Metadata<'_>) -> bool>;
-
-fn is_kmem(meta: &Metadata<'_>) -> bool {
-    meta.target() == TARGET
-}
-
-impl KmemLayer {
-    /// A layer writing to `writer`.
-    pub fn new(format: TraceFormat, writer: Box<dyn Write + Send>) -> Self {
-        Self::with_sink(format, TraceSink::new(writer))
-    }
-
-    /// A layer writing to an existing sink.
-    pub fn with_sink(format: TraceFormat, sink: TraceSink) -> Self {
-        KmemLayer { format, sink }
-    }
-
-    /// The sink this layer writes to.
-    pub fn sink(&self) -> TraceSink {
-        self.sink.clone()
-    }
-
-    /// This layer with a per-layer filter enabling only target `kmem`.
-    pub fn filtered<S>(self) -> Filtered<Self, KmemFilter, S>
-    where
-        S: Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-    {
-        self.with_filter(FilterFn::new(is_kmem as fn(&Metadata<'_>) -> bool))
-    }
-
-    /// Formats one event, or `None` if it is not a kmem tracepoint.
-    fn render(&self, event: &Event<'_>) -> Option<String> {
-        let meta = event.metadata();
-        if meta.target() != TARGET {
-            return None;
-        }
-        let kind = Kind::from_name(meta.name())?;
-        let mut rec = Record::default();
-        event.record(&mut rec);
-        let pairs = kind.pairs(&rec);
-        Some(match self.format {
-            TraceFormat::Ftrace => ftrace_line(meta.name(), &rec, &pairs),
-            TraceFormat::Json => json_line(meta.name(), &rec, &pairs),
-        })
-    }
-}
-
-impl<S: Subscriber> Layer<S> for KmemLayer {
-    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        if let Some(line) = self.render(event) {
-            // Errors are dropped on purpose; see the type's doc.
-            let _ = lock(&self.sink.0).write_all(line.as_bytes());
-        }
-    }
-}
-
-/// The values an event carried, by the kernel's field names. Signed values
-/// are kept as their two's-complement bits.
-#[derive(Default)]
-pub(crate) struct Record {
-    cpu: u64,
-    ts: u64,
-    page: u64,
-    pfn: u64,
-    order: u64,
-    gfp_flags: u64,
-    migratetype: u64,
-    percpu_refill: u64,
-    alloc_order: u64,
-    fallback_order: u64,
-    alloc_migratetype: u64,
-    fallback_migratetype: u64,
-    change_ownership: u64,
-}
-
-impl Record {
-    pub(crate) fn set(&mut self, name: &str, v: u64) {
-        let slot = match name {
-            "cpu" => &mut self.cpu,
-            "ts" => &mut self.ts,
-            "page" => &mut self.page,
-            "pfn" => &mut self.pfn,
-            "order" => &mut self.order,
-            "gfp_flags" => &mut self.gfp_flags,
-            "migratetype" => &mut self.migratetype,
-            "percpu_refill" => &mut self.percpu_refill,
-            "alloc_order" => &mut self.alloc_order,
-            "fallback_order" => &mut self.fallback_order,
-            "alloc_migratetype" => &mut self.alloc_migratetype,
-            "fallback_migratetype" => &mut self.fallback_migratetype,
-            "change_ownership" => &mut self.change_ownership,
-            _ => return,
+impl Sink for Lines {
+    fn event(&self, ev: TraceEvent) {
+        let line = match self.format {
+            TraceFormat::Ftrace => text::ftrace(&ev),
+            TraceFormat::Json => text::json(&ev),
         };
-        *slot = v;
+        let _ = lock(&self.sink.0).write_all(line.as_bytes());
     }
 }
 
-impl Visit for Record {
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        self.set(field.name(), value);
-    }
-
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.set(field.name(), value as u64);
-    }
-
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        self.set(field.name(), u64::from(value));
-    }
-
-    fn record_debug(&mut self, _field: &Field, _value: &dyn std::fmt::Debug) {}
+/// The events `trace pages` prints: `kmem:*`.
+pub fn kmem_events() -> EventFilter {
+    EventFilter::none().with_system("kmem")
 }
 
-#[derive(Clone, Copy)]
-pub(crate) enum Kind {
-    Alloc,
-    Free,
-    FreeBatched,
-    ZoneLocked,
-    PcpuDrain,
-    Extfrag,
-}
-
-/// One `key=value` of a printed event.
-pub(crate) enum Val {
-    /// `%p`: 16 hex digits (a JSON string).
-    Ptr(u64),
-    /// `0x%lx` (a JSON number).
-    Hex(u64),
-    /// `%d` / `%u`.
-    Int(i64),
-    /// `%lu` of a full 64-bit value.
-    UInt(u64),
-    /// `%s` (a JSON string).
-    Str(String),
-}
-
-impl Kind {
-    pub(crate) fn from_name(name: &str) -> Option<Kind> {
-        Some(match name {
-            "mm_page_alloc" => Kind::Alloc,
-            "mm_page_free" => Kind::Free,
-            "mm_page_free_batched" => Kind::FreeBatched,
-            "mm_page_alloc_zone_locked" => Kind::ZoneLocked,
-            "mm_page_pcpu_drain" => Kind::PcpuDrain,
-            "mm_page_alloc_extfrag" => Kind::Extfrag,
-            _ => return None,
-        })
-    }
-
-    /// The printed pairs, in `TP_printk` order, with its conversions
-    /// (`%d` of a 32-bit field reinterprets its low 32 bits as signed).
-    pub(crate) fn pairs(self, r: &Record) -> Vec<(&'static str, Val)> {
-        let d = |v: u64| Val::Int(i64::from(v as u32 as i32));
-        let u = |v: u64| Val::Int(i64::from(v as u32));
-        // NULL page and pfn 0 when the kernel recorded -1UL.
-        let (page, pfn) = if r.pfn == NO_PFN { (0, 0) } else { (r.page, r.pfn) };
-        match self {
-            Kind::Alloc => vec![
-                ("page", Val::Ptr(page)),
-                ("pfn", Val::Hex(pfn)),
-                ("order", d(r.order)),
-                ("migratetype", d(r.migratetype)),
-                ("gfp_flags", Val::Str(Gfp::from_bits_retain(r.gfp_flags as u32).to_string())),
-            ],
-            Kind::Free => vec![("page", Val::Ptr(r.page)), ("pfn", Val::Hex(r.pfn)), ("order", d(r.order))],
-            Kind::FreeBatched => vec![("page", Val::Ptr(r.page)), ("pfn", Val::Hex(r.pfn)), ("order", Val::Int(0))],
-            Kind::ZoneLocked => vec![
-                ("page", Val::Ptr(page)),
-                ("pfn", Val::Hex(pfn)),
-                ("order", u(r.order)),
-                ("migratetype", d(r.migratetype)),
-                ("percpu_refill", d(r.percpu_refill)),
-            ],
-            Kind::PcpuDrain => vec![
-                ("page", Val::Ptr(r.page)),
-                ("pfn", Val::Hex(r.pfn)),
-                ("order", d(r.order)),
-                ("migratetype", d(r.migratetype)),
-            ],
-            Kind::Extfrag => {
-                let fallback_order = r.fallback_order as u32 as i32;
-                vec![
-                    ("page", Val::Ptr(r.page)),
-                    ("pfn", Val::Hex(r.pfn)),
-                    ("alloc_order", d(r.alloc_order)),
-                    ("fallback_order", d(r.fallback_order)),
-                    ("pageblock_order", Val::Int(i64::from(PAGEBLOCK_ORDER))),
-                    ("alloc_migratetype", d(r.alloc_migratetype)),
-                    ("fallback_migratetype", d(r.fallback_migratetype)),
-                    ("fragmenting", Val::Int(i64::from(i64::from(fallback_order) < i64::from(PAGEBLOCK_ORDER)))),
-                    ("change_ownership", d(r.change_ownership)),
-                ]
-            }
-        }
-    }
-}
-
-/// `<comm>-<pid> [cpu] flags secs.usecs: name:`, the start of a line as the
-/// kernel's `trace_print_context()` lays it out with the default options
-/// (mmlab's CPU `cpu` runs as task `mmlab-<cpu>`, pid 1000 + cpu).
-pub(crate) fn ftrace_context(name: &str, cpu: u64, ts: u64) -> String {
-    let mut s = String::with_capacity(160);
-    let comm = format!("mmlab-{cpu}");
-    let _ = write!(
-        s,
-        "{comm:>16}-{pid:<7} [{cpu:03}] ..... {sec:5}.{usec:06}: {name}:",
-        pid = 1000 + cpu,
-        sec = ts / 1_000_000,
-        usec = ts % 1_000_000,
-    );
-    s
-}
-
-/// `<comm>-<pid> [cpu] flags secs.usecs: name: text`, as the kernel's
-/// `trace_print_context()` lays it out with the default options.
-pub(crate) fn ftrace_line(name: &str, r: &Record, pairs: &[(&'static str, Val)]) -> String {
-    let mut s = ftrace_context(name, r.cpu, r.ts);
-    for (key, val) in pairs {
-        let _ = match val {
-            Val::Ptr(p) => write!(s, " {key}={p:016x}"),
-            Val::Hex(v) => write!(s, " {key}={v:#x}"),
-            Val::Int(v) => write!(s, " {key}={v}"),
-            Val::UInt(v) => write!(s, " {key}={v}"),
-            Val::Str(v) => write!(s, " {key}={v}"),
-        };
-    }
-    s.push('\n');
-    s
-}
-
-/// One event as a JSON object: `ts`, `cpu`, `event`, then the printed pairs
-/// in their order (serialised as a map so that the order is kept).
-struct JsonEvent<'a> {
-    name: &'a str,
-    rec: &'a Record,
-    pairs: &'a [(&'static str, Val)],
-}
-
-impl Serialize for JsonEvent<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(3 + self.pairs.len()))?;
-        map.serialize_entry("ts", &self.rec.ts)?;
-        map.serialize_entry("cpu", &self.rec.cpu)?;
-        map.serialize_entry("event", &format!("{TARGET}:{}", self.name))?;
-        for (key, val) in self.pairs {
-            match val {
-                Val::Ptr(p) => map.serialize_entry(key, &format!("{p:016x}"))?,
-                Val::Hex(v) => map.serialize_entry(key, v)?,
-                Val::Int(v) => map.serialize_entry(key, v)?,
-                Val::UInt(v) => map.serialize_entry(key, v)?,
-                Val::Str(v) => map.serialize_entry(key, v)?,
-            }
-        }
-        map.end()
-    }
-}
-
-pub(crate) fn json_line(name: &str, rec: &Record, pairs: &[(&'static str, Val)]) -> String {
-    json::to_line(&JsonEvent { name, rec, pairs })
+/// The subscriber: the event layer, filtered to [`kmem_events`] (every other
+/// call site stays disabled), writing lines to `sink`.
+fn kmem_subscriber(format: TraceFormat, sink: TraceSink) -> impl tracing::Subscriber + Send + Sync {
+    Registry::default().with(EventLayer::new(Lines { format, sink }).filtered(kmem_events()))
 }
 
 // ===== installing =====
@@ -421,8 +139,8 @@ impl Write for MemBuf {
     }
 }
 
-/// Runs `f` with a [`KmemLayer`] writing to memory as the current thread's
-/// subscriber, and returns `f`'s result with everything written.
+/// Runs `f` with the kmem printer writing to memory as the current
+/// thread's subscriber, and returns `f`'s result with everything written.
 ///
 /// Only events emitted on this thread while `f` runs are captured.
 pub fn capture<R>(format: TraceFormat, f: impl FnOnce() -> R) -> (R, String) {
@@ -435,8 +153,7 @@ pub fn capture<R>(format: TraceFormat, f: impl FnOnce() -> R) -> (R, String) {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let buf = MemBuf::default();
-    let layer = KmemLayer::new(format, Box::new(buf.clone()));
-    let subscriber = Registry::default().with(layer.filtered());
+    let subscriber = kmem_subscriber(format, TraceSink::new(Box::new(buf.clone())));
     let r = tracing::subscriber::with_default(subscriber, || {
         tracing::callsite::rebuild_interest_cache();
         f()
@@ -445,10 +162,9 @@ pub fn capture<R>(format: TraceFormat, f: impl FnOnce() -> R) -> (R, String) {
     (r, String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// Installs a [`KmemLayer`] writing to `writer` as the process-wide
+/// Installs the kmem printer writing to `writer` as the process-wide
 /// subscriber. Returns the sink so the caller can flush it at the end (the
-/// global subscriber is never dropped). Fails if a global subscriber is
-/// already set.
+/// global subscriber is never dropped).
 ///
 /// # Errors
 ///
@@ -457,15 +173,15 @@ pub fn install_global(
     format: TraceFormat,
     writer: Box<dyn Write + Send>,
 ) -> Result<TraceSink, tracing::subscriber::SetGlobalDefaultError> {
-    let layer = KmemLayer::new(format, writer);
-    let sink = layer.sink();
-    tracing::subscriber::set_global_default(Registry::default().with(layer.filtered()))?;
+    let sink = TraceSink::new(writer);
+    tracing::subscriber::set_global_default(kmem_subscriber(format, sink.clone()))?;
     Ok(sink)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mmlab_engine::mm::gfp::Gfp;
     use mmlab_engine::trace::{
         TraceClock, mm_page_alloc, mm_page_alloc_extfrag, mm_page_alloc_zone_locked, mm_page_free,
         mm_page_free_batched, mm_page_pcpu_drain,
@@ -659,10 +375,11 @@ mod tests {
         assert_eq!(clock.tick(), 1);
     }
 
+    /// Even unfiltered, the event layer prints only the catalogue's events.
     #[test]
     fn unfiltered_layer_ignores_other_targets() {
         let buf = MemBuf::default();
-        let layer = KmemLayer::new(TraceFormat::Ftrace, Box::new(buf.clone()));
+        let layer = EventLayer::new(Lines { format: TraceFormat::Ftrace, sink: TraceSink::new(Box::new(buf.clone())) });
         let clock = TraceClock::new();
         tracing::subscriber::with_default(Registry::default().with(layer), || {
             // Same name and fields as a kmem event, wrong target.
@@ -706,6 +423,15 @@ mod tests {
         assert_eq!(a, run());
         assert_eq!(a.lines().count(), 8);
         assert!(a.lines().last().unwrap().contains("     0.000008: mm_page_pcpu_drain: "));
+    }
+
+    /// `trace pages` selects exactly the kmem system, with the same filter
+    /// words as `-e`.
+    #[test]
+    fn kmem_filter_is_the_e_filter() {
+        assert_eq!(kmem_events(), EventFilter::parse(&["kmem:*"]).unwrap());
+        assert!(kmem_events().names().all(|n| n.starts_with("kmem:")));
+        assert_eq!(kmem_events().names().count(), 6);
     }
 
     #[test]

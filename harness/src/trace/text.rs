@@ -1,27 +1,57 @@
 //! Printing [`TraceEvent`]s as the kernel's `trace` file shows them, or as
 //! JSON lines.
 //!
-//! kmem events go through the same printer as `mmlab trace pages`
-//! ([`crate::output::trace`]), so they are byte-identical there and here.
-//! The other systems follow their `TP_printk`:
+//! This is the one printer of trace events: `mmlab trace pages` (the kmem
+//! events alone, [`crate::output::trace`]) and the other `trace` commands
+//! print through it. Each event's text follows its `TP_printk`:
 //!
 //! | event | text |
 //! |---|---|
+//! | `kmem:mm_page_alloc` | `page=%p pfn=0x%lx order=%d migratetype=%d gfp_flags=%s` (a NULL page and pfn 0 when the allocation failed) |
+//! | `kmem:mm_page_free` | `page=%p pfn=0x%lx order=%d` |
+//! | `kmem:mm_page_free_batched` | `page=%p pfn=0x%lx order=0` |
+//! | `kmem:mm_page_alloc_zone_locked` | `page=%p pfn=0x%lx order=%u migratetype=%d percpu_refill=%d` |
+//! | `kmem:mm_page_pcpu_drain` | `page=%p pfn=0x%lx order=%d migratetype=%d` |
+//! | `kmem:mm_page_alloc_extfrag` | `page=%p pfn=0x%lx alloc_order=%d fallback_order=%d pageblock_order=%d alloc_migratetype=%d fallback_migratetype=%d fragmenting=%d change_ownership=%d` |
 //! | `vmalloc:alloc_vmap_area` | `va_start: %lu size=%lu align=%lu vstart=0x%lx vend=0x%lx failed=%d` (the kernel prints `va_start` in decimal) |
 //! | `vmalloc:purge_vmap_area_lazy` | `start=0x%lx end=0x%lx num_purged=%u` |
 //! | `vmalloc:free_vmap_area_noflush` | `va_start=0x%lx nr_lazy=%lu nr_lazy_max=%lu` |
 //! | `rcu:rcu_grace_period` | `%s %ld %s`: `rcu_preempt 5 start` |
 //! | `mmlab_*` | `key=value`, addresses in hex |
 //!
-//! A JSON line has `ts`, `cpu`, `event` (`system:name`) and then the
-//! record's fields under the kernel's names (for kmem, exactly the pairs
-//! `trace pages --format json` prints).
+//! An ftrace line starts with the kernel's context columns
+//! (`trace_print_context()` with the default options): task `mmlab-<cpu>`,
+//! pid `1000 + cpu`, the CPU, the five irq/preempt flag columns (always
+//! `.....`) and the timestamp in seconds (one trace-clock tick is one
+//! microsecond). `%p` (`page`, the struct page's address in the emulated
+//! vmemmap) is shown in full, as on a kernel booted with
+//! `no_hash_pointers`.
+//!
+//! A JSON line has `ts`, `cpu`, `event` (`system:name`) and then exactly
+//! the key/value pairs of the text, in the same order, under the kernel's
+//! names: numbers as JSON numbers, `%p` as a 16-digit hex string, names
+//! (`gfp_flags`) as strings. One serialiser ([`json()`]) writes every event.
 
-use super::event::TraceEvent;
+use super::event::{FieldValue, TraceEvent};
 use crate::output::json;
-use crate::output::trace::{Kind, Record, Val, ftrace_line, json_line};
+use mmlab_engine::mm::gfp::Gfp;
+use mmlab_engine::trace::{NO_PFN, PAGEBLOCK_ORDER};
 use serde::ser::{SerializeMap, Serializer};
 use std::fmt::Write as _;
+
+/// One value of a printed event.
+enum Val {
+    /// `%p`: 16 hex digits (a JSON string).
+    Ptr(u64),
+    /// `0x%lx` (a JSON number).
+    Hex(u64),
+    /// `%d` / `%u`.
+    Int(i64),
+    /// `%lu` of a full 64-bit value.
+    UInt(u64),
+    /// `%s` (a JSON string).
+    Str(String),
+}
 
 /// How a pair is laid out in the text.
 #[derive(Clone, Copy)]
@@ -36,8 +66,51 @@ enum Sep {
 
 type Pairs = Vec<(&'static str, Val, Sep)>;
 
-/// The printed pairs of a non-kmem event, in `TP_printk` order.
+/// The printed pairs of a kmem event, in `TP_printk` order, with its
+/// conversions (`%d` of a 32-bit field reinterprets its low 32 bits as
+/// signed); `None` for a name kmem does not have.
+fn kmem_pairs(ev: &TraceEvent) -> Option<Pairs> {
+    let d = |k: &'static str| (k, Val::Int(i64::from(ev.u(k) as u32 as i32)), Sep::Eq);
+    let u = |k: &'static str| (k, Val::Int(i64::from(ev.u(k) as u32)), Sep::Eq);
+    let page = |p: u64| ("page", Val::Ptr(p), Sep::Eq);
+    let pfn = |p: u64| ("pfn", Val::Hex(p), Sep::Eq);
+    let int = |k: &'static str, v: i64| (k, Val::Int(v), Sep::Eq);
+    // A NULL page and pfn 0 when the kernel recorded -1UL.
+    let (p, f) = if ev.u("pfn") == NO_PFN { (0, 0) } else { (ev.u("page"), ev.u("pfn")) };
+    let (rp, rf) = (ev.u("page"), ev.u("pfn"));
+    Some(match ev.name {
+        "mm_page_alloc" => {
+            let gfp = Gfp::from_bits_retain(ev.u("gfp_flags") as u32).to_string();
+            vec![page(p), pfn(f), d("order"), d("migratetype"), ("gfp_flags", Val::Str(gfp), Sep::Eq)]
+        }
+        "mm_page_free" => vec![page(rp), pfn(rf), d("order")],
+        "mm_page_free_batched" => vec![page(rp), pfn(rf), int("order", 0)],
+        "mm_page_alloc_zone_locked" => vec![page(p), pfn(f), u("order"), d("migratetype"), d("percpu_refill")],
+        "mm_page_pcpu_drain" => vec![page(rp), pfn(rf), d("order"), d("migratetype")],
+        "mm_page_alloc_extfrag" => {
+            let fallback_order = i64::from(ev.u("fallback_order") as u32 as i32);
+            let pageblock_order = i64::from(PAGEBLOCK_ORDER);
+            vec![
+                page(rp),
+                pfn(rf),
+                d("alloc_order"),
+                d("fallback_order"),
+                int("pageblock_order", pageblock_order),
+                d("alloc_migratetype"),
+                d("fallback_migratetype"),
+                int("fragmenting", i64::from(fallback_order < pageblock_order)),
+                d("change_ownership"),
+            ]
+        }
+        _ => return None,
+    })
+}
+
+/// The printed pairs of an event, in `TP_printk` order.
 fn pairs(ev: &TraceEvent) -> Pairs {
+    if ev.system == "kmem" {
+        return kmem_pairs(ev).unwrap_or_default();
+    }
     let hex = |k: &'static str| (k, Val::Hex(ev.u(k)), Sep::Eq);
     let dec = |k: &'static str| (k, Val::UInt(ev.u(k)), Sep::Eq);
     let st = |k: &'static str| (k, Val::Str(ev.s(k).to_owned()), Sep::Eq);
@@ -66,9 +139,9 @@ fn pairs(ev: &TraceEvent) -> Pairs {
             .fields
             .iter()
             .map(|(k, v)| match v {
-                super::event::FieldValue::Str(s) => (*k, Val::Str(s.clone()), Sep::Eq),
-                super::event::FieldValue::I64(v) => (*k, Val::Int(*v), Sep::Eq),
-                super::event::FieldValue::U64(v) => (*k, Val::UInt(*v), Sep::Eq),
+                FieldValue::Str(s) => (*k, Val::Str(s.clone()), Sep::Eq),
+                FieldValue::I64(v) => (*k, Val::Int(*v), Sep::Eq),
+                FieldValue::U64(v) => (*k, Val::UInt(*v), Sep::Eq),
             })
             .collect(),
         _ => Vec::new(),
@@ -84,25 +157,25 @@ fn text_key(ev: &TraceEvent, key: &'static str) -> &'static str {
     }
 }
 
-fn kmem_record(ev: &TraceEvent) -> Record {
-    let mut r = Record::default();
-    r.set("cpu", ev.cpu);
-    r.set("ts", ev.ts);
-    for (k, v) in &ev.fields {
-        r.set(k, v.bits());
-    }
-    r
+/// `<comm>-<pid> [cpu] flags secs.usecs: name:`, the start of a line as the
+/// kernel's `trace_print_context()` lays it out with the default options
+/// (mmlab's CPU `cpu` runs as task `mmlab-<cpu>`, pid 1000 + cpu).
+pub(crate) fn ftrace_context(name: &str, cpu: u64, ts: u64) -> String {
+    let mut s = String::with_capacity(160);
+    let comm = format!("mmlab-{cpu}");
+    let _ = write!(
+        s,
+        "{comm:>16}-{pid:<7} [{cpu:03}] ..... {sec:5}.{usec:06}: {name}:",
+        pid = 1000 + cpu,
+        sec = ts / 1_000_000,
+        usec = ts % 1_000_000,
+    );
+    s
 }
 
 /// `ev` as one ftrace text line (with its newline).
 pub fn ftrace(ev: &TraceEvent) -> String {
-    if ev.system == "kmem"
-        && let Some(kind) = Kind::from_name(ev.name)
-    {
-        let r = kmem_record(ev);
-        return ftrace_line(ev.name, &r, &kind.pairs(&r));
-    }
-    let mut s = crate::output::trace::ftrace_context(ev.name, ev.cpu, ev.ts);
+    let mut s = ftrace_context(ev.name, ev.cpu, ev.ts);
     for (key, val, sep) in pairs(ev) {
         let key = text_key(ev, key);
         let v = match val {
@@ -122,7 +195,8 @@ pub fn ftrace(ev: &TraceEvent) -> String {
     s
 }
 
-/// A non-kmem event as a JSON object, fields in order.
+/// An event as a JSON object: `ts`, `cpu`, `event`, then the printed pairs
+/// in their order (serialised as a map so that the order is kept).
 struct JsonEvent<'a> {
     ev: &'a TraceEvent,
     pairs: Pairs,
@@ -149,11 +223,5 @@ impl serde::Serialize for JsonEvent<'_> {
 
 /// `ev` as one JSON line (with its newline).
 pub fn json(ev: &TraceEvent) -> String {
-    if ev.system == "kmem"
-        && let Some(kind) = Kind::from_name(ev.name)
-    {
-        let r = kmem_record(ev);
-        return json_line(ev.name, &r, &kind.pairs(&r));
-    }
     json::to_line(&JsonEvent { ev, pairs: pairs(ev) })
 }

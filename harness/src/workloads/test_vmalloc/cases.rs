@@ -8,7 +8,7 @@
 //! A case runs on one worker's [`Ctx`]: its emulated CPU, the allocators
 //! every worker shares, and its own random stream.
 
-use super::params::Params;
+use super::params::{NR_TEST_CASES, Params};
 use mmlab_engine::arch::arm64::pgtable::{AddressSpace, mmu};
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::{Cpu, Gfp, PAGE_SIZE, Pfn};
@@ -36,10 +36,6 @@ pub enum CallUnit {
     /// One percpu object.
     PcpuObject,
 }
-
-/// Number of test cases (7.2: 6.17's eleven, then no_block_alloc_test and
-/// vrealloc_test).
-pub const NR_TEST_CASES: usize = 13;
 
 /// The module's `test_case_array`; bit `i` of `run_test_mask` selects entry `i`.
 pub const TEST_CASES: [TestCase; NR_TEST_CASES] = [

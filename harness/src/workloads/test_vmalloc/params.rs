@@ -4,7 +4,10 @@
 //! the work of one case, and the modes of test_vmalloc.sh, resolved
 //! together with `--cpus` into the parameters and the machine's CPU count.
 
-use super::cases::NR_TEST_CASES;
+/// Number of test cases (7.2: 6.17's eleven, then no_block_alloc_test and
+/// vrealloc_test): the bits `run_test_mask` has, one per entry of the
+/// module's `test_case_array` (`super::cases`).
+pub const NR_TEST_CASES: usize = 13;
 
 /// `USHRT_MAX`: the module's bound on `nr_threads`.
 const MAX_THREADS: i32 = u16::MAX as i32;
@@ -67,13 +70,11 @@ pub const PARAM_NAMES: [&str; 10] = [
     "pcp_sample_interval",
 ];
 
-/// `kstrtobool()`, as module bool parameters are parsed.
+/// `kstrtobool()`, as module bool parameters are parsed (the same words
+/// as every boolean `--set` knob takes).
 fn parse_bool(key: &str, value: &str) -> Result<bool, String> {
-    match value {
-        "1" | "y" | "Y" | "yes" | "true" | "on" => Ok(true),
-        "0" | "n" | "N" | "no" | "false" | "off" => Ok(false),
-        _ => Err(format!("bad value {value:?} for {key}: expected a bool (0|1|y|n)")),
-    }
+    mmlab_engine::kernel::sysctl::kstrtobool(value)
+        .ok_or_else(|| format!("bad value {value:?} for {key} ({})", mmlab_engine::kernel::sysctl::BOOL_VALUES))
 }
 
 fn parse_int(key: &str, value: &str) -> Result<i32, String> {

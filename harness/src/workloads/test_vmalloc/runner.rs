@@ -8,8 +8,9 @@
 //! taken before the workers start and after they end; the teardown after
 //! that is not counted.
 
-use super::cases::{Ctx, NR_TEST_CASES, TEST_CASES};
+use super::cases::{Ctx, TEST_CASES};
 use super::counters::Counters;
+use super::params::NR_TEST_CASES;
 use super::params::Params;
 use mmlab_engine::Machine;
 use mmlab_engine::clock;
