@@ -2,8 +2,8 @@
 
 use crate::zone::{Zone, fl};
 use mmlab_engine::Pfn;
-use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, PAGEBLOCK_ORDER};
 use mmlab_engine::mm::page::PageExt;
+use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, PAGEBLOCK_ORDER};
 
 impl Zone<'_> {
     /// Walk every free list and check, for each block: it is PageBuddy with

@@ -19,9 +19,9 @@
 
 use crate::zone::{Fpi, LockedZone, Zone};
 use mmlab_engine::mm::memblock::free_pages_memory;
-use mmlab_engine::mm::{MAX_PAGE_ORDER, Migratetype, PAGEBLOCK_NR_PAGES};
 use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::mm::vmstat::VmEvent;
+use mmlab_engine::mm::{MAX_PAGE_ORDER, Migratetype, PAGEBLOCK_NR_PAGES};
 use mmlab_engine::{Cpu, Pfn};
 
 /// Why a contiguous range could not be allocated.

@@ -2,9 +2,9 @@
 //! `split_large_buddy`, and the boot-time `__free_pages_core`.
 
 use crate::zone::{Fpi, LockedZone, Zone};
-use mmlab_engine::mm::{MAX_PAGE_ORDER, Migratetype, PAGEBLOCK_ORDER};
 use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::mm::vmstat::VmEvent;
+use mmlab_engine::mm::{MAX_PAGE_ORDER, Migratetype, PAGEBLOCK_ORDER};
 use mmlab_engine::{Cpu, Pfn};
 
 impl LockedZone<'_, '_> {

@@ -3,12 +3,12 @@
 //! highatomic reserve.
 
 use crate::zone::{AllocFlags, LockedZone};
+use mmlab_engine::mm::page::PageExt;
+use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::mm::{
     HPAGE_PMD_ORDER, MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER, PAGEBLOCK_NR_PAGES,
     PAGEBLOCK_ORDER,
 };
-use mmlab_engine::mm::page::PageExt;
-use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::{Pfn, trace};
 
 /// `pcp_allowed_order()`: orders cached on pcp lists (0..=3 and the THP order).

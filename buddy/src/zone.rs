@@ -1,11 +1,11 @@
 //! `struct zone` and the primitive free-list operations under its lock.
 
 use mmlab_engine::arch::arm64::memory::KERNEL_DATA_LISTS;
-use mmlab_engine::mm::list::ListArray;
-use mmlab_engine::mm::{MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, PAGEBLOCK_ORDER, ZoneType};
-use mmlab_engine::mm::page::{PageExt, StructPage};
 use mmlab_engine::kernel::sync::{StatEvents, StatGuard, StatMutex};
+use mmlab_engine::mm::list::ListArray;
+use mmlab_engine::mm::page::{PageExt, StructPage};
 use mmlab_engine::mm::vmstat::VmEvent;
+use mmlab_engine::mm::{MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, PAGEBLOCK_ORDER, ZoneType};
 use mmlab_engine::{Cpu, Machine, Pfn};
 use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
 

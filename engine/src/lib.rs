@@ -153,6 +153,6 @@ pub mod trace;
 
 pub use addr::{PAGE_SHIFT, PAGE_SIZE, Pfn, PhysAddr, VirtAddr};
 pub use kernel::cpu::Cpu;
-pub use mm::gfp::Gfp;
 pub use machine::{Machine, MachineConfig};
+pub use mm::gfp::Gfp;
 pub use mm::{MAX_PAGE_ORDER, Migratetype};

@@ -12,16 +12,16 @@
 //! call instead of calling up into the layers that own the state: the
 //! secondary-TLB hook a TLBI calls (see [`crate::arch::arm64::tlb::SecondaryTlbHook`]).
 use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
-use crate::arena::Arena;
 use crate::arch::arm64::barrier::{BarrierBackend, BarrierCounts};
+use crate::arena::Arena;
 use crate::counters::{CounterSet, PerCpuStat};
 use crate::kernel::cpu::{Cpu, CpuData};
+use crate::kernel::sync::Mutex;
 use crate::mm::memblock::{Memblock, MemblockError};
 pub use crate::mm::mm_init::BootError;
 use crate::mm::page::{Memmap, PageExt, StructPage, pg};
-use crate::kernel::sync::Mutex;
-use crate::trace::TraceClock;
 use crate::mm::vmstat::VmCounts;
+use crate::trace::TraceClock;
 use crossbeam::utils::CachePadded;
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 

@@ -54,7 +54,9 @@ use mmlab_engine::arch::arm64::pgtable::desc::bits::{PTE_AF, PTE_DIRTY, PTE_RDON
 use mmlab_engine::arch::arm64::pgtable::desc::{
     CONT_PMD_SIZE, CONT_PMDS, CONT_PTE_SIZE, CONT_PTES, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, USER_TABLE,
 };
-use mmlab_engine::arch::arm64::pgtable::{self, AddressSpace, Desc, DescKind, Level, PgProt, PgtableAlloc, PgtableError, entry_pa};
+use mmlab_engine::arch::arm64::pgtable::{
+    self, AddressSpace, Desc, DescKind, Level, PgProt, PgtableAlloc, PgtableError, entry_pa,
+};
 use mmlab_engine::arch::arm64::tlb::{self, RangeOp, TLBI_TTL_UNKNOWN};
 use mmlab_engine::{Cpu, Machine, PAGE_SIZE, PhysAddr};
 

@@ -5,9 +5,9 @@
 use crate::PageAllocator;
 use mmlab_buddy::zones::NR_ZONE_TYPES;
 use mmlab_buddy::{AllocFlags, ContigError, Fpi, ZoneFlag, pcp_allowed_order};
-use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER, ZoneType};
 use mmlab_engine::mm::page::{PageExt, StructPage};
 use mmlab_engine::mm::vmstat::VmEvent;
+use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER, ZoneType};
 use mmlab_engine::{Cpu, Gfp, PAGE_SHIFT, Pfn, trace};
 
 /// Why an allocation returned no page (the kernel returns NULL for all).

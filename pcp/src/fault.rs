@@ -33,8 +33,8 @@
 //! `fail-nth` and the stack-trace filter are not modelled.
 
 use mmlab_engine::Gfp;
-use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::kernel::sync::Mutex;
+use mmlab_engine::rng::Xoshiro256StarStar;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// The attributes of `/sys/kernel/debug/fail_page_alloc/`.

@@ -120,8 +120,8 @@ use crossbeam::utils::CachePadded;
 use mmlab_buddy::zones::NR_ZONE_TYPES;
 use mmlab_buddy::{NodeZones, Zone};
 use mmlab_engine::arch::arm64::memory::KERNEL_DATA_LISTS;
-use mmlab_engine::mm::ZoneType;
 use mmlab_engine::kernel::sync::SpinLock;
+use mmlab_engine::mm::ZoneType;
 use mmlab_engine::{Cpu, Machine, PAGE_SHIFT};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 

@@ -7,12 +7,12 @@ use crate::PageAllocator;
 use crate::sizing::PCP_BATCH_SCALE_MAX as S;
 use mmlab_buddy::zones::NR_ZONE_TYPES;
 use mmlab_buddy::{AllocFlags, RmqueueMode, Zone, ZoneFlag};
+use mmlab_engine::kernel::sync::SpinGuard;
 use mmlab_engine::mm::list::ListArray;
-use mmlab_engine::mm::{HPAGE_PMD_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER, ZoneType};
 use mmlab_engine::mm::page::Memmap;
 use mmlab_engine::mm::page::{PageExt, StructPage};
-use mmlab_engine::kernel::sync::SpinGuard;
 use mmlab_engine::mm::vmstat::VmEvent;
+use mmlab_engine::mm::{HPAGE_PMD_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER, ZoneType};
 use mmlab_engine::{Cpu, Pfn, trace};
 
 /// `NR_LOWORDER_PCP_LISTS`: orders 0..=3 times the three pcp types.

@@ -36,7 +36,10 @@ pub fn counting_machine(mem: &str, batching: bool) -> Machine {
 }
 
 /// (dsb ishst, isb) issued by `cpu` since `before`.
-pub fn barrier_pairs(cpu: &mmlab_engine::Cpu<'_>, before: mmlab_engine::arch::arm64::barrier::BarrierCounts) -> (u64, u64) {
+pub fn barrier_pairs(
+    cpu: &mmlab_engine::Cpu<'_>,
+    before: mmlab_engine::arch::arm64::barrier::BarrierCounts,
+) -> (u64, u64) {
     use mmlab_engine::arch::arm64::barrier::BarrierKind;
     let now = cpu.data().barriers.snapshot();
     let d = |k, o| now.get(k, o).unwrap_or(0) - before.get(k, o).unwrap_or(0);

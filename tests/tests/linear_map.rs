@@ -46,8 +46,8 @@
 //! clear after each table publishes it. TLBIs = `dsb ish` = 34; `dsb ishst`
 //! = 16520 - 16384 = 136; `isb` = 16486 - 16384 = 102.
 
-use mmlab_engine::arch::arm64::mmu::{LinearMapCounts, LinearMapVariant, Rodata, phys_to_virt};
 use mmlab_engine::arch::arm64::memory::{PAGE_OFFSET, PHYS_OFFSET};
+use mmlab_engine::arch::arm64::mmu::{LinearMapCounts, LinearMapVariant, Rodata, phys_to_virt};
 use mmlab_engine::arch::arm64::pgtable::{self, Level, mmu};
 use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
 

@@ -11,11 +11,11 @@
 //!   initialised all of them at boot.
 
 use mmlab_engine::arch::arm64::mmu::{LinearMapVariant, Rodata, phys_to_virt};
+use mmlab_engine::arch::arm64::pgtable::{self, Level, mmu};
 use mmlab_engine::machine::BootError;
 use mmlab_engine::mm::ZoneType;
 use mmlab_engine::mm::banks::{MemBank, MemError};
 use mmlab_engine::mm::page::StructPage;
-use mmlab_engine::arch::arm64::pgtable::{self, Level, mmu};
 use mmlab_engine::{Gfp, Machine, MachineConfig, PAGE_SIZE, Pfn, PhysAddr};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 

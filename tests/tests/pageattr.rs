@@ -10,9 +10,9 @@
 //! nothing more (already a non-contiguous PTE boundary). One table, one
 //! leaf changed.
 
+use mmlab_engine::arch::arm64::memory::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
 use mmlab_engine::arch::arm64::mmu::{Rodata, phys_to_virt};
 use mmlab_engine::arch::arm64::pageattr::{PageattrCounts, PageattrError, SplitMode, set_memory_ro, set_memory_rw};
-use mmlab_engine::arch::arm64::memory::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
 use mmlab_engine::arch::arm64::pgtable::{self, Level, MemblockTables, mmu};
 use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
 

@@ -2,7 +2,6 @@
 //! break-before-make, TLB entries needed per mapping kind, faults, and the
 //! vmemmap routing of struct-page access.
 
-use mmlab_engine::counters::CounterSet;
 use mmlab_engine::arch::arm64::memory::{VMALLOC_START, VMEMMAP_START};
 use mmlab_engine::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PAGE_SHARED};
 use mmlab_engine::arch::arm64::pgtable::mmu::{self, Access, FaultKind};
@@ -11,6 +10,7 @@ use mmlab_engine::arch::arm64::pgtable::{
     arch_leave_lazy_mmu_mode, entry_pa, walk,
 };
 use mmlab_engine::arch::arm64::tlb::TlbFlush;
+use mmlab_engine::counters::CounterSet;
 use mmlab_engine::{Cpu, PAGE_SIZE, Pfn, PhysAddr};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 

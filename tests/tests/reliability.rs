@@ -13,8 +13,8 @@
 //! 5. A CPU handle of another machine was accepted (and one with an id
 //!    beyond this machine's CPUs panicked).
 
-use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::arch::arm64::pgtable::{self, mmu};
+use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::{Gfp, Machine, PAGE_SIZE, Pfn};
 use mmlab_pcp::{AllocError, AllocatorConfig, FreeError, PageAllocator};
 use mmlab_tests::{machine, scale};

@@ -4,8 +4,8 @@
 //! other thread's trylocks fail and fall back to the buddy lists). At the
 //! end nothing may be lost.
 
-use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::mm::vmstat::VmEvent;
+use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::{Cpu, Gfp, Machine, MachineConfig, Pfn};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 

@@ -1,10 +1,10 @@
 //! vmalloc: placement, mapping kinds and their barrier counts, lazy freeing
 //! and purges, order-0 frees of huge allocations, and bad input.
 
-use mmlab_engine::counters::CounterSet;
 use mmlab_engine::arch::arm64::memory::VMALLOC_START;
 use mmlab_engine::arch::arm64::pgtable::{self, mmu};
 use mmlab_engine::arch::arm64::tlb::TlbiKind;
+use mmlab_engine::counters::CounterSet;
 use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::{Gfp, PAGE_SIZE};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};

@@ -47,12 +47,12 @@ use buddy_system_allocator::FrameAllocator;
 use mmlab_buddy::{AllocFlags, Fpi};
 use mmlab_engine::arch::arm64::barrier::BarrierBackend;
 use mmlab_engine::arch::arm64::memory::{PHYS_OFFSET, VMALLOC_START};
-use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::arch::arm64::pgtable::desc::PAGE_KERNEL;
 use mmlab_engine::arch::arm64::pgtable::{
     Desc, Level, MapFlags, MemblockTables, PteTable, arch_enter_lazy_mmu_mode, arch_leave_lazy_mmu_mode, map_range,
     mmu, unmap_range, walk,
 };
+use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::{Cpu, Gfp, Machine, MachineConfig, Migratetype, PAGE_SHIFT, PAGE_SIZE, Pfn, PhysAddr};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};

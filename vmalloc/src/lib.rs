@@ -102,16 +102,16 @@ use crossbeam::utils::CachePadded;
 use kvfree::KvfreeQueued;
 use lazy::{LazyArea, LazyAreas};
 use lockstat::LockStats;
-use mmlab_engine::mm::gfp::Gfp;
 use mmlab_engine::arch::arm64::memory::{VMALLOC_END, VMALLOC_START};
 use mmlab_engine::arch::arm64::pgtable::desc::{CONT_PTE_SIZE, CONT_PTES, PAGE_KERNEL, PMD_SIZE, PgProt, pgprot_nx};
 use mmlab_engine::arch::arm64::pgtable::{
     self, AddressSpace, Desc, PgtableError, arch_enter_lazy_mmu_mode, arch_leave_lazy_mmu_mode, pmd_alloc,
     pte_alloc_kernel, try_huge_pmd,
 };
+use mmlab_engine::arch::arm64::tlb::TlbFlush;
 use mmlab_engine::kernel::rcu;
 use mmlab_engine::kernel::sync::{Mutex, SpinGuard, SpinLock};
-use mmlab_engine::arch::arm64::tlb::TlbFlush;
+use mmlab_engine::mm::gfp::Gfp;
 use mmlab_engine::trace::{mmlab as trace_mmlab, vmalloc as trace};
 use mmlab_engine::{Cpu, Machine, PAGE_SHIFT, PAGE_SIZE, Pfn};
 use mmlab_pcp::PageAllocator;

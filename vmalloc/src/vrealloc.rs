@@ -24,8 +24,8 @@
 //! area's start is a typed error where the kernel WARNs and returns NULL.
 
 use super::{AreaKind, Vmalloc, VmallocError};
-use mmlab_engine::mm::gfp::Gfp;
 use mmlab_engine::arch::arm64::pgtable::{self, mmu};
+use mmlab_engine::mm::gfp::Gfp;
 use mmlab_engine::{Cpu, PAGE_SIZE};
 
 impl<'m> Vmalloc<'_, 'm> {

@@ -73,8 +73,8 @@
 
 use crate::walker::{CountCheck, page_count_writable, page_ref_atomic_add_unless};
 use crate::{Folio, Hvo, HvoConfig, HvoCounts, HvoError, RcuPolicy};
-use mmlab_engine::mm::page::{PageExt, pg};
 use mmlab_engine::arch::arm64::pgtable::mmu::{self, Access, Fault, FaultKind};
+use mmlab_engine::mm::page::{PageExt, pg};
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::{Cpu, Gfp, Pfn, PhysAddr, kernel::rcu};
 use mmlab_pcp::{FreeError, PageAllocator};

@@ -35,9 +35,9 @@
 
 use crate::{Arm64Hvo, BbmViolation, Hvo, HvoError, MAX_BBM_VIOLATIONS_KEPT, VmemmapFlags};
 use mmlab_engine::arch::arm64::barrier::ishst;
-use mmlab_engine::mm::page::{STRUCT_PAGE_SIZE, pg};
 use mmlab_engine::arch::arm64::pgtable::desc::{KERNEL_TABLE, PAGE_KERNEL, PAGE_KERNEL_RO, PMD_SIZE, PTRS_PER_TABLE};
 use mmlab_engine::arch::arm64::pgtable::{self, Desc, DescKind, Level, PgtableAlloc, PgtableError, entry_pa};
+use mmlab_engine::mm::page::{STRUCT_PAGE_SIZE, pg};
 use mmlab_engine::{Cpu, Gfp, PAGE_SIZE, Pfn, PhysAddr, arch::arm64::tlb};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

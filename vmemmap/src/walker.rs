@@ -22,8 +22,8 @@
 //! Fidelity: faithful check order and access path; the atomic is the
 //! engine's 32-bit compare-and-swap on the translated physical address.
 
-use mmlab_engine::mm::page::pg;
 use mmlab_engine::arch::arm64::pgtable::mmu::{self, Access, Fault};
+use mmlab_engine::mm::page::pg;
 use mmlab_engine::{Cpu, Machine, Pfn, PhysAddr, kernel::rcu};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

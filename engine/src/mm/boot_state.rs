@@ -47,8 +47,8 @@
 
 use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::arch::arm64::kimage::{KernelImage, KernelVma};
-use crate::mm::memblock::{Memblock, MemblockError};
 use crate::mm::PAGEBLOCK_ORDER;
+use crate::mm::memblock::{Memblock, MemblockError};
 
 /// Which boot state the machine starts from (`boot.state`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]

@@ -244,7 +244,8 @@ impl Memmap {
             pgd: AtomicU64::new(0),
             start_pfn,
             nr_pages,
-            vmemmap_pfn0: ((start_pfn << crate::addr::PAGE_SHIFT) & !(crate::arch::arm64::memory::ARM64_MEMSTART_ALIGN - 1))
+            vmemmap_pfn0: ((start_pfn << crate::addr::PAGE_SHIFT)
+                & !(crate::arch::arm64::memory::ARM64_MEMSTART_ALIGN - 1))
                 >> crate::addr::PAGE_SHIFT,
         }
     }
@@ -450,7 +451,8 @@ impl Memmap {
         {
             return host;
         }
-        let va = crate::arch::arm64::memory::VMEMMAP_START + (idx + self.start_pfn - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE;
+        let va =
+            crate::arch::arm64::memory::VMEMMAP_START + (idx + self.start_pfn - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE;
         let va = va & !(4096 - 1);
         let pgd = self.pgd.load(Relaxed);
         if pgd == 0 {
@@ -460,7 +462,12 @@ impl Memmap {
             self.shadow[chunk].store(host, Relaxed);
             return host;
         }
-        let leaf = crate::arch::arm64::pgtable::walk_with(|pa| self.read_phys_u64(pa.0), crate::addr::PhysAddr(pgd), va, |_| {});
+        let leaf = crate::arch::arm64::pgtable::walk_with(
+            |pa| self.read_phys_u64(pa.0),
+            crate::addr::PhysAddr(pgd),
+            va,
+            |_| {},
+        );
         let host = leaf
             .and_then(|l| l.pa.0.checked_sub(self.arena_pa).filter(|off| off + 4096 <= self.arena_len))
             .map(|off| self.arena_host + off as usize);

@@ -31,18 +31,18 @@
 //! contiguous memmap (the vmemmap mapping of it arrives with the page tables).
 
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE, Pfn, PhysAddr};
+use crate::arch::arm64::memory::PHYS_OFFSET;
 use crate::arena::{Arena, ArenaError};
 use crate::kernel::cpu::CpuData;
-use crate::arch::arm64::memory::PHYS_OFFSET;
+use crate::kernel::sync::Mutex;
 use crate::machine::{Machine, MachineConfig, NR_CPUS};
-use crate::mm::memblock::{Memblock, MemblockError};
 use crate::mm::banks::{MemError, check_banks};
 use crate::mm::boot_state::{self, BootState, BootStateReport};
+use crate::mm::memblock::{Memblock, MemblockError};
 use crate::mm::memmap::{MemmapPiece, PAGES_PER_SECTION};
+use crate::mm::page::{Memmap, NODES_PGSHIFT, PageExt, STRUCT_PAGE_SIZE, pg};
 use crate::mm::zone_layout;
 use crate::mm::{Migratetype, PAGEBLOCK_ORDER};
-use crate::mm::page::{Memmap, NODES_PGSHIFT, PageExt, STRUCT_PAGE_SIZE, pg};
-use crate::kernel::sync::Mutex;
 use crate::trace::TraceClock;
 use crossbeam::utils::CachePadded;
 use std::sync::atomic::Ordering::Relaxed;

@@ -12,10 +12,10 @@
 //! ([`crate::mm::vmemmap`]).
 
 use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
-use crate::kernel::cpu::Cpu;
 use crate::arch::arm64::memory::{VMEMMAP_END, VMEMMAP_START};
-use crate::mm::page::STRUCT_PAGE_SIZE;
 use crate::arch::arm64::pgtable::{MapFlags, MemblockTables, PgtableError, desc, map_range};
+use crate::kernel::cpu::Cpu;
+use crate::mm::page::STRUCT_PAGE_SIZE;
 
 pub use crate::mm::memmap::PAGES_PER_SECTION;
 

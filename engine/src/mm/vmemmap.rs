@@ -14,9 +14,9 @@
 
 use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
 use crate::arch::arm64::memory::{VMEMMAP_END, VMEMMAP_START};
+use crate::arch::arm64::pgtable::{AddressSpace, walk};
 use crate::machine::Machine;
 use crate::mm::page::PAGES_PER_VMEMMAP_PAGE;
-use crate::arch::arm64::pgtable::{AddressSpace, walk};
 
 impl Machine {
     /// Note that the vmemmap's tables were changed (by a remap such as the

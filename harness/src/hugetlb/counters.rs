@@ -14,9 +14,9 @@
 use mmlab_buddy::ContigScan;
 use mmlab_engine::Machine;
 use mmlab_engine::arch::arm64::barrier::BarrierCounts;
+use mmlab_engine::arch::arm64::tlb::TlbiCounts;
 use mmlab_engine::counters::CounterSet;
 use mmlab_engine::kernel::rcu::RcuCounts;
-use mmlab_engine::arch::arm64::tlb::TlbiCounts;
 use mmlab_engine::mm::vmstat::VmCounts;
 use mmlab_hugetlb::{Hugetlb, HugetlbCounts};
 use mmlab_vmemmap::HvoCounts;

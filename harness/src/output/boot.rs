@@ -17,12 +17,12 @@
 //! otherwise its row says so.
 
 use mmlab_engine::arch::arm64::fixmap::FixmapCounts;
-use mmlab_engine::arch::arm64::mmu::LinearMapReport;
 use mmlab_engine::arch::arm64::memory::{FIXADDR_TOP, PAGE_END, PAGE_OFFSET, VMEMMAP_END, VMEMMAP_START};
+use mmlab_engine::arch::arm64::mmu::LinearMapReport;
+use mmlab_engine::arch::arm64::pgtable::table_pages_in;
 use mmlab_engine::mm::banks::MemBank;
 use mmlab_engine::mm::memmap::DeferredInitCounts;
 use mmlab_engine::mm::mm_init::BootPhase;
-use mmlab_engine::arch::arm64::pgtable::table_pages_in;
 use mmlab_engine::{Machine, PAGE_SIZE};
 use mmlab_pcp::PageAllocator;
 use serde::Serialize;

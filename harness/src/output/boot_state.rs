@@ -5,8 +5,8 @@
 //! while its reader still learns what produced it.
 
 use mmlab_engine::Machine;
-use mmlab_engine::mm::boot_state::BootState;
 use mmlab_engine::arch::arm64::pgtable::ptdump::size_str;
+use mmlab_engine::mm::boot_state::BootState;
 use std::fmt::Write as _;
 
 /// What is not emulated of a real boot, as `stat boot-state` lists it.

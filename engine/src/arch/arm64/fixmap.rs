@@ -51,13 +51,13 @@
 
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE, PhysAddr};
 use crate::arch::arm64::barrier::ishst;
-use crate::kernel::cpu::Cpu;
 use crate::arch::arm64::memory::FIXADDR_TOP;
-use crate::mm::memblock::MemblockError;
-use crate::mm::page::{PageExt, pg};
 use crate::arch::arm64::pgtable::mmu::{self, Access};
 use crate::arch::arm64::pgtable::{Desc, Level, PgtableError, desc, entry_pa, set_pgd, set_pmd, set_pte, set_pud};
 use crate::arch::arm64::tlb::{Tlbi, flush_tlb_all, tlbi, tlbi_sync_s1ish};
+use crate::kernel::cpu::Cpu;
+use crate::mm::memblock::MemblockError;
+use crate::mm::page::{PageExt, pg};
 
 /// `FIX_HOLE`: index 0 is never mapped.
 pub const FIX_HOLE: usize = 0;

@@ -154,7 +154,10 @@ impl KernelImage {
 /// # Errors
 ///
 /// A table write or allocation the tables refuse.
-pub fn map_kernel(cpu: &crate::kernel::cpu::Cpu<'_>, k: &KernelImage) -> Result<(), crate::arch::arm64::pgtable::PgtableError> {
+pub fn map_kernel(
+    cpu: &crate::kernel::cpu::Cpu<'_>,
+    k: &KernelImage,
+) -> Result<(), crate::arch::arm64::pgtable::PgtableError> {
     use crate::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PAGE_KERNEL_ROX};
     use crate::arch::arm64::pgtable::{MapFlags, MemblockTables, map_range};
     let asp = cpu.machine().kernel_as();

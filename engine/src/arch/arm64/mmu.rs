@@ -88,16 +88,20 @@
 use super::fixmap::{Fixmap, FixmapCounts, FixmapError, FixmapLayout, FixmapPage, NR_PTE_SLOTS_LAZY, fix_to_virt};
 use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::arch::arm64::barrier::{BarrierCounts, BarrierKind, ishst};
+use crate::arch::arm64::memory::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
+use crate::arch::arm64::pgtable::desc::bits::{PMD_TYPE_TABLE, TABLE_PXN, TABLE_UXN};
+use crate::arch::arm64::pgtable::desc::{
+    CONT_PMD_SIZE, CONT_PTE_SIZE, DescKind, PAGE_KERNEL, PMD_SIZE, PUD_SIZE, PgProt,
+};
+use crate::arch::arm64::pgtable::{
+    Desc, Level, PgtableError, entry_pa, set_pgd, set_pmd, set_pte, set_pte_nosync, set_pud,
+};
+use crate::arch::arm64::tlb::{TlbiCounts, TlbiKind};
 use crate::counters::CounterSet;
 use crate::kernel::cpu::Cpu;
-use crate::arch::arm64::memory::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
 use crate::machine::Machine;
 use crate::mm::memblock::MemblockError;
 use crate::mm::page::{PageExt, pg};
-use crate::arch::arm64::pgtable::desc::bits::{PMD_TYPE_TABLE, TABLE_PXN, TABLE_UXN};
-use crate::arch::arm64::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, DescKind, PAGE_KERNEL, PMD_SIZE, PUD_SIZE, PgProt};
-use crate::arch::arm64::pgtable::{Desc, Level, PgtableError, entry_pa, set_pgd, set_pmd, set_pte, set_pte_nosync, set_pud};
-use crate::arch::arm64::tlb::{TlbiCounts, TlbiKind};
 
 /// `NO_BLOCK_MAPPINGS`: no PUD or PMD blocks.
 pub const NO_BLOCK_MAPPINGS: u32 = 1 << 0;

@@ -38,13 +38,13 @@
 
 use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::arch::arm64::barrier::{BarrierCounts, ishst};
-use crate::counters::CounterSet;
-use crate::kernel::cpu::Cpu;
 use crate::arch::arm64::memory::{PAGE_END, PAGE_OFFSET};
 use crate::arch::arm64::pgtable::desc::bits::{PTE_CONT, PTE_RDONLY, PTE_WRITE};
 use crate::arch::arm64::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, PMD_SIZE, PUD_SIZE};
 use crate::arch::arm64::pgtable::{Desc, Level, PgtableAlloc, PgtableError, entry_pa, set_pmd, set_pte, set_pud, walk};
 use crate::arch::arm64::tlb::{TlbiCounts, flush_tlb_kernel_range};
+use crate::counters::CounterSet;
+use crate::kernel::cpu::Cpu;
 
 /// How a block or contiguous run that a range covers in part is split
 /// (module docs).

@@ -44,8 +44,8 @@
 use super::agreement::{Agreement, Tally};
 use super::published::Change;
 use crate::stats::Mark;
-use mmlab_engine::arch::arm64::mmu::{LinearMapCounts, LinearMapVariant, Rodata};
 use mmlab_engine::arch::arm64::cost::CostProfile;
+use mmlab_engine::arch::arm64::mmu::{LinearMapCounts, LinearMapVariant, Rodata};
 use mmlab_engine::{Machine, MachineConfig};
 use serde::Serialize;
 use std::fmt::Write as _;

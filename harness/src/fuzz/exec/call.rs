@@ -254,7 +254,16 @@ impl<'a, 'm> Executor<'a, 'm> {
                 let asp = self.m.kernel_as();
                 let flags = mmlab_engine::arch::arm64::pgtable::MapFlags { block: true, cont: true };
                 let prot = mmlab_engine::arch::arm64::pgtable::desc::PAGE_KERNEL;
-                let r = mmlab_engine::arch::arm64::pgtable::map_range(cpu!(), &asp, self.pa, va, pa, pages * PAGE_SIZE, prot, flags);
+                let r = mmlab_engine::arch::arm64::pgtable::map_range(
+                    cpu!(),
+                    &asp,
+                    self.pa,
+                    va,
+                    pa,
+                    pages * PAGE_SIZE,
+                    prot,
+                    flags,
+                );
                 match r {
                     Ok(flush) => {
                         flush.flush(cpu!());

@@ -8,8 +8,8 @@
 use super::{Executor, Obj};
 use crate::fuzz::op::Handle;
 use crate::fuzz::oracle::{Violation, ViolationKind};
-use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::arch::arm64::pgtable::{DescKind, Level};
+use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::{Machine, PAGE_SIZE, Pfn};
 use mmlab_vmalloc::VM_ALLOC;
 

@@ -105,7 +105,8 @@ fn show_pa(pa: Option<u64>) -> String {
 /// (threads share the region: each gets every `lanes`-th slot).
 fn scratch_slot(h: Handle, lane: u64, lanes: u64) -> u64 {
     let per_lane = mmlab_engine::arch::arm64::memory::MODULES_VSIZE / SCRATCH_SLOT / lanes.max(1);
-    mmlab_engine::arch::arm64::memory::MODULES_VADDR + ((u64::from(h.id) % per_lane) * lanes.max(1) + lane) * SCRATCH_SLOT
+    mmlab_engine::arch::arm64::memory::MODULES_VADDR
+        + ((u64::from(h.id) % per_lane) * lanes.max(1) + lane) * SCRATCH_SLOT
 }
 
 /// Where in its slot a block of `pages` pages is mapped: blocks of 2 MiB

@@ -33,9 +33,9 @@
 
 use mmlab_engine::Machine;
 use mmlab_engine::arch::arm64::barrier::BarrierCounts;
+use mmlab_engine::arch::arm64::tlb::TlbiCounts;
 use mmlab_engine::counters::CounterSet;
 use mmlab_engine::kernel::rcu::RcuCounts;
-use mmlab_engine::arch::arm64::tlb::TlbiCounts;
 use mmlab_engine::mm::vmstat::VmCounts;
 use mmlab_vmalloc::{Vmalloc, VmallocCounts};
 use serde::{Deserialize, Serialize};

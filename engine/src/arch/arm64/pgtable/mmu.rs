@@ -13,9 +13,9 @@
 
 use super::{AddressSpace, Desc, Level};
 use crate::addr::{PAGE_SIZE, PhysAddr};
-use crate::kernel::cpu::Cpu;
 use crate::arch::arm64::pgtable::desc::bits::{PTE_AF, PTE_NG, PTE_PXN, PTE_RDONLY, PTE_USER, PTE_UXN, PTE_WRITE};
 use crate::arch::arm64::tlb::{self, TlbEntry, TlbPerms};
+use crate::kernel::cpu::Cpu;
 
 /// What the access does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -61,9 +61,9 @@ pub use walk::*;
 
 use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::arch::arm64::barrier::ishst;
+use crate::arch::arm64::tlb::TlbFlush;
 use crate::kernel::cpu::Cpu;
 use crate::machine::Machine;
-use crate::arch::arm64::tlb::TlbFlush;
 use crate::mm::vmstat::VmEvent;
 use desc::PTRS_PER_TABLE;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};

@@ -434,7 +434,9 @@ fn modelled_cost_follows_the_profile() {
     assert_eq!(c.modelled_ns, ns(TlbiKind::Rvaale1is) + ns(TlbiKind::Vaale1is) + 5000);
     // Barrier time stays with the barrier backend, TLBI time apart.
     let d = ModelCosts::default();
-    let pair = u64::from(d.dsb[crate::arch::arm64::barrier::IshSt::INDEX] + d.dsb[crate::arch::arm64::barrier::Ish::INDEX] + d.isb);
+    let pair = u64::from(
+        d.dsb[crate::arch::arm64::barrier::IshSt::INDEX] + d.dsb[crate::arch::arm64::barrier::Ish::INDEX] + d.isb,
+    );
     assert_eq!(m.barrier_counts().modelled_ns - boot_barrier_ns, pair);
     assert_eq!(b.total(), 3);
     let (c, _) = delta(&m, || flush_tlb_all(&cpu));
