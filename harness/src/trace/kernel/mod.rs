@@ -187,19 +187,21 @@ pub fn analyse(g: &Globals, a: &KernelArgs, text: &str) -> Result<Report, String
     let max_cpu = text.lines().filter_map(|l| parse::parse_line(0, l).ok().flatten()).map(|e| e.cpu).max();
     let cpus = g.cpus.or(traced.num("cpus").map(|c| c as usize)).unwrap_or(max_cpu.map_or(1, |c| c + 1));
     let cpus = cpus.clamp(1, mmlab_engine::machine::NR_CPUS);
-    let mem = if g.mem_given { g.mem.clone() } else { "2G".to_owned() };
+    let mem = g.mem.clone().unwrap_or_else(|| "2G".to_owned());
     let mut sets = Vec::new();
     if let Some(f) = traced.get("percpu_pagelist_high_fraction")
-        && !g.sets.iter().any(|s| s.starts_with("percpu_pagelist_high_fraction="))
+        && !g.set.iter().any(|s| s.starts_with("percpu_pagelist_high_fraction="))
     {
         sets.push(format!("percpu_pagelist_high_fraction={f}"));
     }
-    sets.extend(g.sets.iter().cloned());
-    let g2 = Globals { mem: mem.clone(), mem_given: true, cpus: Some(cpus), sets: sets.clone(), seed: g.seed };
+    sets.extend(g.set.iter().cloned());
+    let g2 =
+        Globals { mem: Some(mem.clone()), cpus: Some(cpus), set: sets.clone(), seed: g.seed, ..Globals::default() };
     let c = configs(&g2, cpus)?;
     let pcp_rules = c.allocator.rules.to_string();
-    let m = mmlab_engine::Machine::boot(c.machine).map_err(|e| format!("boot failed: {e}"))?;
-    let pa = mmlab_pcp::PageAllocator::boot(&m, c.allocator).map_err(|e| format!("page allocator boot failed: {e}"))?;
+    let stack = crate::stack::Stack::boot(&c)?;
+    let m = stack.machine();
+    let pa = stack.allocator()?;
     let ps = pa.pageset(0).unwrap_or_default();
     let booted = Booted {
         mem,
