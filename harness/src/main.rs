@@ -384,15 +384,19 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
             let name = path.display().to_string();
             let text = std::fs::read_to_string(path).map_err(|e| format!("--merge: reading {name}: {e}"))?;
             shards.push((name.clone(), shard::read(&name, &text)?));
+            // The merge records the run of its first shard's job: the
+            // settings every shard shares.
+            run_record = run_record.or_else(|| mmlab_harness::provenance::RunRecord::of_lines(&text));
         }
         shard::merge(&shards, metric)?
     };
     let format: Format = match a.format {
         OutFormat::Jsonl => {
             let lines = shard::to_jsonl(&outcome)?;
-            let lines = match &run_record {
-                Some(r) => lines.lines().map(|l| r.insert_into(l) + "\n").collect(),
-                None => lines,
+            // The header line records the run; the samples follow it.
+            let lines = match (&run_record, lines.split_once('\n')) {
+                (Some(r), Some((head, rest))) => format!("{}\n{rest}", r.insert_after_first(head)),
+                _ => lines,
             };
             return write_stdout(&lines).map(|()| outcome.any_failed());
         }

@@ -40,7 +40,7 @@ use std::fmt::Write as _;
 pub const REVISION: &str = env!("MMLAB_GIT_REV");
 
 /// The run an output came from (module docs).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct RunRecord {
     /// `git describe --always --dirty` at build time, or `v<version>`.
     pub revision: String,
@@ -101,6 +101,38 @@ impl RunRecord {
             Some(rest) => format!("{{\"run\":{},{rest}", self.to_json()),
             None => json.to_string(),
         }
+    }
+
+    /// `json` with this record as the member `"run"` right after the
+    /// first member (a shard's header keeps `"type"` first).
+    pub fn insert_after_first(&self, json: &str) -> String {
+        if !json.starts_with('{') {
+            return json.to_string();
+        }
+        // The first member ends at the first `,` or `}` outside a string
+        // and outside a nested value.
+        let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+        for (i, ch) in json.char_indices().skip(1) {
+            match ch {
+                _ if escaped => escaped = false,
+                '\\' if in_str => escaped = true,
+                '"' => in_str = !in_str,
+                _ if in_str => {}
+                '{' | '[' => depth += 1,
+                '}' | ']' if depth > 0 => depth -= 1,
+                ',' | '}' => return format!("{},\"run\":{}{}", &json[..i], self.to_json(), &json[i..]),
+                _ => {}
+            }
+        }
+        json.to_string()
+    }
+
+    /// The record of the first line of `text` that has one (a shard's
+    /// header), as it was written.
+    pub fn of_lines(text: &str) -> Option<RunRecord> {
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find_map(|v| v.get("run").and_then(|r| serde_json::from_value(r.clone()).ok()))
     }
 
     /// The record in `text`: the `run` member of a JSON output (or of the
@@ -318,6 +350,12 @@ mod tests {
         let r = RunRecord::new(&c, &["vmalloc.contpte=off".into(), "hugepages=2".into()], 7);
         assert_eq!((r.mem.as_str(), r.cpus), ("4G", 2));
         assert!(r.header().starts_with(&format!("# mmlab {REVISION} mem=4G cpus=2 seed=7 vmalloc.contpte=off")));
+        let line = r.insert_after_first("{\"type\":\"h\",\"a\":[1,{\"b\":\"},\"}]}");
+        assert!(
+            line.starts_with("{\"type\":\"h\",\"run\":{") && line.ends_with("},\"a\":[1,{\"b\":\"},\"}]}"),
+            "{line}"
+        );
+        assert_eq!(RunRecord::of_lines(&line).unwrap().seed, 7);
         let out = r.insert_into("{\"a\":1}\n");
         assert!(out.starts_with("{\"run\":{\"revision\":") && out.ends_with(",\"a\":1}\n"), "{out}");
         let back = RunRecord::load(&out).unwrap();
