@@ -327,7 +327,7 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
                 coverage_ops: out.coverage.ops.clone(),
                 coverage_outcomes: out.coverage.outcomes.clone(),
             };
-            let line = g.run.insert_into(&serde_json::to_string(&rec).map_err(|e| format!("--jsonl: {e}"))?);
+            let line = g.run.insert_after_first(&serde_json::to_string(&rec).map_err(|e| format!("--jsonl: {e}"))?);
             writeln!(f, "{line}").map_err(|e| format!("--jsonl: {e}"))?;
         }
         if out.violation.is_some() && !a.keep_going {
