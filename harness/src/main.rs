@@ -66,7 +66,8 @@ enum Command {
     /// map, kernel image map, vmemmap, memmap init, end of boot, free into buddy):
     /// measured and modelled time apart, table pages per level, TLBIs by
     /// kind, barriers, and map_mem() on its own with its fixmap operations.
-    /// The linear map is built unless --set arm64.linear_map=0.
+    /// The machine is the one every command boots: the linear map is
+    /// built with --set arm64.linear_map=1.
     Boot {
         /// One JSON object instead of the text.
         #[arg(long)]
