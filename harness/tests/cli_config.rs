@@ -12,7 +12,7 @@ fn mmlab(args: &[&str]) -> (Option<i32>, String, String) {
     (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
-const WORKLOAD: &[&str] = &["test-vmalloc", "run_test_mask=1", "test_loop_count=50", "--json"];
+const WORKLOAD: &[&str] = &["test-vmalloc", "run_test_mask=1", "test_loop_count=50", "nr_pages=16", "--json"];
 
 /// A test-vmalloc run's JSON.
 fn run(globals: &[&str]) -> Value {
@@ -57,6 +57,8 @@ fn a_recorded_run_reruns_with_the_same_counters() {
         "arm64.lazy_mmu_barrier_batching=0",
         "--set",
         "vmalloc.contpte=off",
+        "--set",
+        "vmalloc.free_pages_bulk=off",
     ]);
     let rec = &first["run"];
     assert_eq!((rec["mem"].as_str(), rec["cpus"].as_u64(), rec["seed"].as_u64()), (Some("128M"), Some(2), Some(5)));
@@ -71,6 +73,7 @@ fn a_recorded_run_reruns_with_the_same_counters() {
     // The knobs took effect: the defaults give other counters.
     let plain = run(&["--mem", "128M", "--seed", "5", "--set", "barrier=count"]);
     assert_ne!(counters(&plain)["barriers"], counters(&first)["barriers"]);
+    assert_ne!(counters(&plain)["zone_lock_acquire"], counters(&first)["zone_lock_acquire"]);
     // A bare record reads as well.
     let bare = temp("bare.json", &rec.to_string());
     assert_eq!(counters(&run(&["--config", bare.0.to_str().unwrap()])), counters(&first));
