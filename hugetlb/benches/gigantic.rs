@@ -19,7 +19,7 @@
 //! harness's `mmlab hugetlb` reports them beside the measured time).
 
 use criterion::{BenchmarkId, Criterion, SamplingMode};
-use mmlab_engine::{Machine, MachineConfig};
+use mmlab_engine::MachineConfig;
 use mmlab_hugetlb::{GiganticAlloc, HugePageSize, Hugetlb, HugetlbConfig};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmemmap::{Arm64Hvo, HvoConfig, RcuPolicy};

@@ -14,7 +14,7 @@
 //! them stay resident, and the fresh head pages and restored pages HVO
 //! allocates are host pages touched for the first time.
 
-use mmlab_engine::{Machine, MachineConfig};
+use mmlab_engine::MachineConfig;
 use mmlab_hugetlb::{Hugetlb, HugetlbConfig};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmemmap::{Arm64Hvo, HvoConfig, RcuPolicy};

@@ -15,8 +15,8 @@
 //! fences on x86_64), as `mmlab boot` runs.
 
 use criterion::{Criterion, SamplingMode, criterion_group};
+use mmlab_engine::MachineConfig;
 use mmlab_engine::arch::arm64::mmu::{LinearMapVariant, Rodata};
-use mmlab_engine::{Machine, MachineConfig};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use std::hint::black_box;
 use std::time::Duration;
