@@ -9,14 +9,14 @@
 //! machine). The pcp refill, drain and zone-lock decisions are
 //! architecture-neutral; the replay compares them operation by operation.
 
-use mmlab_harness::trace::cli::Globals;
+use mmlab_harness::cli::GlobalOpts;
 use mmlab_harness::trace::kernel::replay::{MidRun, OnError, warn};
 use mmlab_harness::trace::kernel::{KernelArgs, analyse, render};
 
 const TRACE: &str = include_str!("../data/trace/anon-touch-cpu1.trace");
 
-fn globals() -> Globals {
-    Globals::default()
+fn globals() -> GlobalOpts {
+    GlobalOpts::default()
 }
 
 fn args(on_error: OnError, mid_run: MidRun) -> KernelArgs {

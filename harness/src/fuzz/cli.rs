@@ -156,7 +156,7 @@ struct JsonSeed {
 
 /// The global options, resolved with fuzz's defaults (64M, 4 CPUs).
 #[derive(Debug, Clone)]
-struct Globals {
+struct Resolved {
     mem: String,
     mem_bytes: u64,
     cpus: usize,
@@ -166,7 +166,7 @@ struct Globals {
     run: crate::provenance::RunRecord,
 }
 
-fn gen_config(g: &Globals, a: &FuzzArgs) -> Result<GenConfig, String> {
+fn gen_config(g: &Resolved, a: &FuzzArgs) -> Result<GenConfig, String> {
     let exclude: Vec<String> = a
         .exclude
         .as_deref()
@@ -197,7 +197,7 @@ fn gen_config(g: &Globals, a: &FuzzArgs) -> Result<GenConfig, String> {
 pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String> {
     let d = crate::cli::MachineDefaults::FUZZ;
     let c = opts.configs(d)?;
-    let g = &Globals {
+    let g = &Resolved {
         mem: opts.mem.clone().unwrap_or_else(|| d.mem.to_string()),
         mem_bytes: c.machine.mem_bytes,
         cpus: c.machine.nr_cpus,

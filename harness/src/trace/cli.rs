@@ -17,6 +17,7 @@
 use super::event::{Collector, EventLayer, Sink, TraceEvent, lock};
 use super::filter::EventFilter;
 use super::{kernel, perfetto, plot, text};
+use crate::cli::GlobalOpts;
 use crate::fuzz::cli::ReplayArgs;
 use crate::output::trace::{TraceFormat, install_global};
 use crate::settings::Configs;
@@ -32,9 +33,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::Registry;
-
-/// The global options the command takes from `mmlab`.
-pub use crate::cli::GlobalOpts as Globals;
 
 /// `mmlab trace`.
 #[derive(clap::Args, Debug)]
@@ -141,7 +139,7 @@ pub enum OutFormat {
 /// Every configuration of `g` (`default_cpus` where `--cpus` is not
 /// given); the run's header goes to stderr, as the trace keeps the
 /// kernel's formats.
-pub fn configs(g: &Globals, default_cpus: usize) -> Result<Configs, String> {
+pub fn configs(g: &GlobalOpts, default_cpus: usize) -> Result<Configs, String> {
     let c = g.configs(crate::cli::MachineDefaults { cpus: default_cpus, ..crate::cli::MachineDefaults::MACHINE })?;
     eprint!("{}", g.record(&c).header());
     Ok(c)
@@ -149,7 +147,7 @@ pub fn configs(g: &Globals, default_cpus: usize) -> Result<Configs, String> {
 
 /// Runs `mmlab trace`; returns whether the run found a failure (a failed
 /// test case, a violation, or a replay stopped on bad input).
-pub fn run(g: &Globals, a: &TraceArgs) -> Result<bool, String> {
+pub fn run(g: &GlobalOpts, a: &TraceArgs) -> Result<bool, String> {
     match &a.what {
         &TraceCmd::Pages { ops, format } => pages(g, ops, format),
         TraceCmd::Random { ops, out } => traced(out, |start| {
@@ -210,7 +208,7 @@ fn random(m: &Machine, pa: &PageAllocator<'_>, ops: u64, seed: u64) -> Result<()
 }
 
 /// `trace pages`: exactly what it always printed.
-fn pages(g: &Globals, ops: u64, format: TraceFormat) -> Result<bool, String> {
+fn pages(g: &GlobalOpts, ops: u64, format: TraceFormat) -> Result<bool, String> {
     let c = configs(g, 2)?;
     let stack = Stack::boot(&c)?;
     let pa = stack.allocator()?;
