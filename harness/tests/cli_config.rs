@@ -111,3 +111,38 @@ fn an_edited_record_is_an_error_naming_the_field() {
     assert_eq!(code, Some(2));
     assert!(err.contains("--config takes --mem, --cpus, --seed and --set from the record"), "{err}");
 }
+
+/// Every JSON output carries the run; text outputs start with its header
+/// line, and the /proc files keep the kernel's format with the header on
+/// stderr.
+#[test]
+fn every_output_records_its_run() {
+    let set = ["--mem", "128M", "--set", "vmalloc.contpte=off"];
+    let with = |args: &[&str]| {
+        let mut v = set.to_vec();
+        v.extend_from_slice(args);
+        let (code, out, err) = mmlab(&v);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        (out, err)
+    };
+    for args in [
+        &["boot", "--json"][..],
+        &["hugetlb", "2M/nr_hugepages=1", "--json"],
+        &["compare", "--base", "", "--new", "vmalloc.contpte=on", "--repeat", "2", "--warmup", "0", "--format", "json"],
+    ] {
+        let mut args = args.to_vec();
+        if args[0] == "compare" {
+            args.extend_from_slice(&["run_test_mask=1", "test_loop_count=5"]);
+        }
+        let (out, _) = with(&args);
+        let v: Value = serde_json::from_str(&out).expect("one JSON object");
+        assert_eq!(v["run"]["sets"], Value::from(vec!["vmalloc.contpte=off"]), "{args:?}");
+        assert_eq!(v["run"]["config"]["machine"]["mem_bytes"], Value::from(128u64 << 20), "{args:?}");
+    }
+    let header = "mem=128M cpus=2 seed=1 vmalloc.contpte=off\n";
+    let (out, _) = with(&["boot"]);
+    assert!(out.starts_with("# mmlab ") && out.lines().next().unwrap().ends_with(header.trim_end()), "{out}");
+    let (out, err) = with(&["stat", "buddyinfo"]);
+    assert!(out.starts_with("Node 0, zone"), "{out}");
+    assert!(err.starts_with("# mmlab ") && err.contains(header), "{err}");
+}
