@@ -4,7 +4,10 @@
 #   scripts/outputs-snapshot.sh /tmp/before && (change) &&
 #   scripts/outputs-snapshot.sh /tmp/after && diff -r /tmp/before /tmp/after
 # Host-time fields (measured wall time, cycles, the git revision) are dropped
-# from the JSON ones; everything else is kept as printed.
+# from the JSON ones, and so are the host-dependent fields of the "run"
+# record (revision, command_line: the binary's path); everything else is
+# kept as printed. The text outputs here keep the kernel's formats: their
+# run header goes to stderr.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${1:?usage: scripts/outputs-snapshot.sh DIR}
@@ -25,7 +28,7 @@ m trace pages --ops 2000 >"$OUT/trace-pages.txt"
 strip_host_time() {
 	python3 -c '
 import json, re, sys
-HOST = re.compile(r"(usec|_ns$|^ns|cycles|wall|git_rev|measured|ci|stddev|mean|change|rsd|samples|verdict|^sd$|^mark$|^t$|^p$)")
+HOST = re.compile(r"(usec|_ns$|^ns|cycles|wall|git_rev|measured|ci|stddev|mean|change|rsd|samples|verdict|^sd$|^mark$|^t$|^p$|^revision$|^command_line$)")
 def walk(v):
     if isinstance(v, dict):
         return {k: walk(x) for k, x in v.items() if not HOST.search(k) or k.endswith("_modelled_ns") or k == "zone_lock_hold_ns"}

@@ -80,7 +80,7 @@ fn boot(batching: bool) -> Machine {
         lazy_mmu_barrier_batching: batching,
         ..MachineConfig::with("2G", 2).expect("config")
     };
-    Machine::boot(cfg).expect("boot")
+    mmlab_harness::stack::Stack::boot_machine(cfg).map(mmlab_harness::stack::Stack::into_machine).expect("boot")
 }
 
 /// Map the gigabyte once with `map_range` (allocating the tables from

@@ -263,3 +263,109 @@ mod tests {
         }
     }
 }
+
+/// The options every command takes, flattened into `mmlab` (global: they
+/// may come before or after the command). An option not given is `None`;
+/// the command applies its own default ([`MachineDefaults`]).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct GlobalOpts {
+    /// RAM of the machine, like `mem=` (K/M/G/T suffixes), one bank at
+    /// 0x40000000; or banks as a device tree memory node lists them,
+    /// SIZE[@BASE],SIZE@BASE,... (e.g. 2G,2G@0x100000000: a hole between)
+    /// [default: 4G; fuzz: 64M].
+    #[arg(long, global = true, value_name = "SIZE")]
+    pub mem: Option<String>,
+    /// Number of CPUs, 1..=256 [default: 2; test-vmalloc and compare: max(2, nr_threads); fuzz: 4].
+    #[arg(long, global = true, value_name = "N", allow_negative_numbers = true, value_parser = parse_cpus)]
+    pub cpus: Option<usize>,
+    // The help sentence lists every key of the crates' tables (settings::set_help).
+    #[arg(long = "set", global = true, value_name = "KEY=VALUE", help = crate::settings::set_help())]
+    pub set: Vec<String>,
+    /// Seed of the workload's random stream [default: 1] (compare --seeds gives its own).
+    #[arg(long, global = true, value_name = "S", allow_negative_numbers = true, value_parser = parse_seed)]
+    pub seed: Option<u64>,
+    /// Re-run with the settings a run recorded: the `run` object of an
+    /// mmlab JSON output (or the object alone). The record is the whole
+    /// configuration: --mem, --cpus, --seed and --set do not apply with it.
+    #[arg(long, global = true, value_name = "RUN.json")]
+    pub config: Option<std::path::PathBuf>,
+    /// The record read from `--config`, its configuration checked against
+    /// every resolution ([`GlobalOpts::configs`]).
+    #[arg(skip)]
+    pub recorded: Option<crate::provenance::Recorded>,
+}
+
+/// A command's machine where `--mem` and `--cpus` are not given.
+#[derive(Clone, Copy, Debug)]
+pub struct MachineDefaults {
+    /// `--mem`.
+    pub mem: &'static str,
+    /// `--cpus`.
+    pub cpus: usize,
+}
+
+impl MachineDefaults {
+    /// The machine of every command but fuzz: 4G, 2 CPUs.
+    pub const MACHINE: MachineDefaults = MachineDefaults { mem: "4G", cpus: 2 };
+    /// `fuzz`: 64M (small enough to run out of memory often), 4 CPUs.
+    pub const FUZZ: MachineDefaults = MachineDefaults { mem: "64M", cpus: 4 };
+}
+
+impl GlobalOpts {
+    /// Read `--config`'s record and take its memory, CPUs, seed and
+    /// settings as if given (module docs of [`crate::provenance`]).
+    ///
+    /// # Errors
+    /// The file unreadable or without a record, or a machine option given
+    /// alongside it.
+    pub fn load_config(self) -> Result<GlobalOpts, String> {
+        let Some(path) = &self.config else { return Ok(self) };
+        if self.mem.is_some() || self.cpus.is_some() || self.seed.is_some() || !self.set.is_empty() {
+            return Err("--config takes --mem, --cpus, --seed and --set from the record; give them there".to_string());
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| format!("--config: reading {}: {e}", path.display()))?;
+        let r = crate::provenance::RunRecord::load(&text).map_err(|e| format!("--config {}: {e}", path.display()))?;
+        Ok(GlobalOpts {
+            mem: Some(r.mem.clone()),
+            cpus: Some(r.cpus),
+            set: r.sets.clone(),
+            seed: Some(r.seed),
+            config: self.config.clone(),
+            recorded: Some(r),
+        })
+    }
+
+    /// The seed (1 unless given).
+    pub fn seed(&self) -> u64 {
+        self.seed.unwrap_or(1)
+    }
+
+    /// Whether any machine option (`--mem`, `--cpus`, `--set`) was given,
+    /// for the commands that take their machine from elsewhere.
+    pub fn machine_given(&self) -> bool {
+        self.mem.is_some() || self.cpus.is_some() || !self.set.is_empty()
+    }
+
+    /// Every layer's configuration: `--mem` and `--cpus` (`d` where not
+    /// given) and every `--set`, in order; warnings about settings that do
+    /// nothing go to stderr. With `--config`, the result is checked against
+    /// the recorded configuration.
+    ///
+    /// # Errors
+    /// A bad `--mem` or `--set`, or a configuration other than the
+    /// record's, as text for the command line.
+    pub fn configs(&self, d: MachineDefaults) -> Result<crate::settings::Configs, String> {
+        let c =
+            crate::settings::Configs::from_options(self.mem.as_deref().unwrap_or(d.mem), self.cpus, &self.set, d.cpus)?;
+        if let Some(r) = &self.recorded {
+            r.check(&c)?;
+        }
+        Ok(c)
+    }
+
+    /// The record of a run of `c` (the machine as booted) with these
+    /// options.
+    pub fn record(&self, c: &crate::settings::Configs) -> crate::provenance::RunRecord {
+        crate::provenance::RunRecord::new(c, &self.set, self.seed())
+    }
+}

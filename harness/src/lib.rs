@@ -11,6 +11,8 @@
 //! - [`hugetlb`]: `mmlab hugetlb`, the sysfs interface of the pools;
 //! - [`trace`]: `mmlab trace` (every layer's tracepoints for any workload,
 //!   Perfetto timelines, plots, and the replay of a real kernel's trace);
+//! - [`stack`]: the one way a configured machine boots;
+//! - [`provenance`]: the run record every output carries;
 //! - [`procfs`], [`settings`] and [`fuzz`].
 //!
 //! The modules' earlier paths (`mmlab_harness::compare`, `::test_vmalloc`,
@@ -24,7 +26,9 @@ pub mod hugetlb;
 pub mod output;
 pub mod peer;
 pub mod procfs;
+pub mod provenance;
 pub mod settings;
+pub mod stack;
 pub mod trace;
 pub mod workloads;
 

@@ -10,13 +10,16 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use mmlab_engine::{Machine, MachineConfig};
+use mmlab_harness::cli::MachineDefaults;
 use mmlab_harness::cli::OutFormat;
 use mmlab_harness::compare::{Format, Metric};
 use mmlab_harness::output::trace::{TraceFormat, install_global};
+use mmlab_harness::settings::Configs;
+use mmlab_harness::stack::Stack;
 use mmlab_harness::workload::RandomWorkload;
 use mmlab_harness::{cli, pgtables, procfs, test_vmalloc};
-use mmlab_pcp::{AllocatorConfig, PageAllocator};
-use mmlab_vmalloc::{Vmalloc, VmallocConfig};
+use mmlab_pcp::PageAllocator;
+use mmlab_vmalloc::Vmalloc;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
@@ -24,20 +27,8 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "mmlab", version)]
 struct Cli {
-    /// RAM of the machine, like `mem=` (K/M/G/T suffixes), one bank at
-    /// 0x40000000; or banks as a device tree memory node lists them,
-    /// SIZE[@BASE],SIZE@BASE,... (e.g. 2G,2G@0x100000000: a hole between).
-    #[arg(long, global = true, value_name = "SIZE", default_value = "4G")]
-    mem: String,
-    /// Number of CPUs, 1..=256 [default: 2; test-vmalloc and compare: max(2, nr_threads)].
-    #[arg(long, global = true, value_name = "N", allow_negative_numbers = true, value_parser = cli::parse_cpus)]
-    cpus: Option<usize>,
-    // The help sentence lists every key of the crates' tables (settings::set_help).
-    #[arg(long = "set", global = true, value_name = "KEY=VALUE", help = mmlab_harness::settings::set_help())]
-    set: Vec<String>,
-    /// Seed of the workload's random stream (compare --seeds gives its own).
-    #[arg(long, global = true, value_name = "S", default_value_t = 1, allow_negative_numbers = true, value_parser = cli::parse_seed)]
-    seed: u64,
+    #[command(flatten)]
+    globals: cli::GlobalOpts,
     #[command(subcommand)]
     command: Command,
 }
@@ -75,7 +66,8 @@ enum Command {
     /// map, kernel image map, vmemmap, memmap init, end of boot, free into buddy):
     /// measured and modelled time apart, table pages per level, TLBIs by
     /// kind, barriers, and map_mem() on its own with its fixmap operations.
-    /// The linear map is built unless --set arm64.linear_map=0.
+    /// The machine is the one every command boots: the linear map is
+    /// built with --set arm64.linear_map=1.
     Boot {
         /// One JSON object instead of the text.
         #[arg(long)]
@@ -269,15 +261,10 @@ enum StatFile {
     BootState,
 }
 
-/// Machine, allocator and vmalloc configuration from the global options.
-fn configs(cli: &Cli) -> Result<(MachineConfig, AllocatorConfig, VmallocConfig), String> {
-    let c = all_configs(cli)?;
-    Ok((c.machine, c.allocator, c.vmalloc))
-}
-
-/// Every configuration from the global options (hugetlb's too).
-fn all_configs(cli: &Cli) -> Result<mmlab_harness::settings::Configs, String> {
-    mmlab_harness::settings::Configs::from_options(&cli.mem, cli.cpus, &cli.set, 2)
+/// Every configuration from the global options, with the machine every
+/// command but fuzz defaults to.
+fn all_configs(cli: &Cli) -> Result<Configs, String> {
+    cli.globals.configs(MachineDefaults::MACHINE)
 }
 
 /// `hugetlb`: check every write, boot, write; returns whether a write
@@ -287,17 +274,14 @@ fn run_hugetlb(cli: &Cli, writes: &[String], json: bool) -> Result<bool, String>
     let c = all_configs(cli)?;
     let writes = hugetlb::parse_writes(writes, c.hugetlb.default_hugepagesz).map_err(|e| e.to_string())?;
     let report = hugetlb::run(&c, &writes)?;
-    let text = if json { hugetlb::render::json(&report) } else { hugetlb::render::text(&report) };
+    let run = cli.globals.record(&c);
+    let text = if json {
+        run.insert_into(&hugetlb::render::json(&report))
+    } else {
+        run.header() + &hugetlb::render::text(&report)
+    };
     write_stdout(&text)?;
     Ok(report.any_failed())
-}
-
-fn boot(mc: MachineConfig) -> Result<Machine, String> {
-    Machine::boot(mc).map_err(|e| format!("boot failed: {e}"))
-}
-
-fn boot_allocator<'m>(m: &'m Machine, ac: AllocatorConfig) -> Result<PageAllocator<'m>, String> {
-    PageAllocator::boot(m, ac).map_err(|e| format!("page allocator boot failed: {e}"))
 }
 
 /// Run the seeded workload over every CPU, leaving its pages allocated.
@@ -318,26 +302,24 @@ fn write_stdout(s: &str) -> Result<(), String> {
 }
 
 /// `test-vmalloc`; returns whether a test case failed.
-fn run_test_vmalloc(
-    cli: &Cli,
-    mut mc: MachineConfig,
-    ac: AllocatorConfig,
-    vc: VmallocConfig,
-    args: &[String],
-    mode: Option<test_vmalloc::Mode>,
-    json: bool,
-) -> Result<bool, String> {
-    let (params, nr_cpus) = test_vmalloc::resolve(args, mode, cli.cpus)?;
+fn run_test_vmalloc(cli: &Cli, args: &[String], mode: Option<test_vmalloc::Mode>, json: bool) -> Result<bool, String> {
+    let g = &cli.globals;
+    let (params, nr_cpus) = test_vmalloc::resolve(args, mode, g.cpus)?;
     for n in params.normalisation_notes() {
         eprintln!("mmlab: note: {n}");
     }
-    mc.nr_cpus = nr_cpus;
-    let m = boot(mc)?;
-    let pa = boot_allocator(&m, ac)?;
-    let vm = Vmalloc::new(&pa, vc);
-    let report = test_vmalloc::run(&m, &pa, &vm, &params, cli.seed)?;
-    let text =
-        if json { test_vmalloc::render_json(&report, &cli.set) } else { test_vmalloc::render_text(&report, &cli.set) };
+    let mut c = all_configs(cli)?;
+    c.machine.nr_cpus = nr_cpus;
+    let stack = Stack::boot(&c)?;
+    let pa = stack.allocator()?;
+    let vm = stack.vmalloc(&pa);
+    let report = test_vmalloc::run(stack.machine(), &pa, &vm, &params, g.seed())?;
+    let run = g.record(&c);
+    let text = if json {
+        run.insert_into(&test_vmalloc::render_json(&report, &g.set))
+    } else {
+        run.header() + &test_vmalloc::render_text(&report, &g.set)
+    };
     write_stdout(&text)?;
     Ok(report.any_failed())
 }
@@ -358,24 +340,31 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
         Some("all") => compare::COUNTERS.to_vec(),
         Some(list) => list.split(',').map(|c| compare::counter(c.trim())).collect::<Result<Vec<_>, _>>()?,
     };
+    let mut run_record = None;
     let outcome = if a.merge.is_empty() {
-        let (mem_bytes, mem_banks) = cli::parse_mem(&cli.mem)?;
+        let g = &cli.globals;
         let rows = compare::rows_from_args(&a.params)?;
         let threads = rows.iter().map(|r| r.params.threads()).max().unwrap_or(1);
-        let nr_cpus = cli.cpus.unwrap_or(threads.max(2));
+        let common = g.configs(MachineDefaults { cpus: threads.max(2), ..MachineDefaults::MACHINE })?;
+        run_record = Some(g.record(&common));
         let mut variants = vec![Variant::parse("base", &a.base)];
         for (i, n) in a.new.iter().enumerate() {
             let label = if a.new.len() == 1 { "new".to_string() } else { format!("new{}", i + 1) };
             variants.push(Variant::parse(&label, n));
         }
         let spec = Spec {
-            machine: MachineConfig { mem_bytes, mem_banks, nr_cpus, ..Default::default() },
-            common: cli.set.clone(),
+            machine: MachineConfig {
+                mem_bytes: common.machine.mem_bytes,
+                mem_banks: common.machine.mem_banks,
+                nr_cpus: common.machine.nr_cpus,
+                ..Default::default()
+            },
+            common: g.set.clone(),
             variants,
             rows,
             repeats: a.repeat,
             warmup: a.warmup,
-            seed: cli.seed,
+            seed: g.seed(),
             metric,
         };
         spec.check_settings()?;
@@ -388,7 +377,7 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
             None => compare::run(spec, progress)?,
         }
     } else {
-        if !cli.set.is_empty() || cli.cpus.is_some() || cli.mem != "4G" {
+        if cli.globals.machine_given() {
             return Err("--merge takes the settings from the shards; --set, --cpus and --mem do not apply".to_string());
         }
         let mut shards = Vec::new();
@@ -396,11 +385,22 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
             let name = path.display().to_string();
             let text = std::fs::read_to_string(path).map_err(|e| format!("--merge: reading {name}: {e}"))?;
             shards.push((name.clone(), shard::read(&name, &text)?));
+            // The merge records the run of its first shard's job: the
+            // settings every shard shares.
+            run_record = run_record.or_else(|| mmlab_harness::provenance::RunRecord::of_lines(&text));
         }
         shard::merge(&shards, metric)?
     };
     let format: Format = match a.format {
-        OutFormat::Jsonl => return write_stdout(&shard::to_jsonl(&outcome)?).map(|()| outcome.any_failed()),
+        OutFormat::Jsonl => {
+            let lines = shard::to_jsonl(&outcome)?;
+            // The header line records the run; the samples follow it.
+            let lines = match (&run_record, lines.split_once('\n')) {
+                (Some(r), Some((head, rest))) => format!("{}\n{rest}", r.insert_after_first(head)),
+                _ => lines,
+            };
+            return write_stdout(&lines).map(|()| outcome.any_failed());
+        }
         OutFormat::Report(f) => f,
     };
     if let Some(n) = outcome.rows.iter().flat_map(|r| r.samples.iter().map(Vec::len)).min()
@@ -410,7 +410,13 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
             "{n} sample per side: the 95 % interval needs at least 2 (give more seeds, or write --format jsonl and --merge the shards)"
         ));
     }
-    write_stdout(&compare::render(&outcome, format, &counters))?;
+    let table = compare::render(&outcome, format, &counters);
+    let table = match (&run_record, format) {
+        (Some(r), Format::Json) => r.insert_into(&table),
+        (Some(r), Format::Table) => r.header() + &table,
+        _ => table,
+    };
+    write_stdout(&table)?;
     if let Some(path) = &a.plot {
         write_file(path, &compare::plot(&outcome, "mmlab compare"))?;
     }
@@ -420,7 +426,7 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
 /// `reproduce`; returns whether a test case failed.
 fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::path::Path>) -> Result<bool, String> {
     use mmlab_harness::reproduce::{self, Length};
-    if !cli.set.is_empty() || cli.cpus.is_some() || cli.mem != "4G" {
+    if cli.globals.machine_given() {
         return Err("reproduce runs the published configurations; --set, --cpus and --mem do not apply".to_string());
     }
     let names: Vec<&str> = match what {
@@ -438,7 +444,7 @@ fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::
     let t0 = std::time::Instant::now();
     let mut failed = false;
     for (i, name) in names.iter().enumerate() {
-        let r = reproduce::by_name(name, len, cli.seed)?;
+        let r = reproduce::by_name(name, len, cli.globals.seed())?;
         failed |= r.failed;
         write_stdout(&format!("{}{}", if i > 0 { "\n" } else { "" }, r.text))?;
         if let Some(path) = plot {
@@ -455,7 +461,7 @@ fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::
         names.join(", "),
         t0.elapsed().as_secs_f64(),
         if full { "full" } else { "quick" },
-        cli.seed,
+        cli.globals.seed(),
         mmlab_harness::compare::GIT_REV,
         std::env::consts::ARCH
     ))?;
@@ -465,18 +471,12 @@ fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::
 /// `fuzz`; returns whether a violation was found. The machine defaults
 /// to 64M and 4 CPUs (small enough to run out of memory often).
 fn run_fuzz(cli: &Cli, a: &mmlab_harness::fuzz::cli::FuzzArgs) -> Result<bool, String> {
-    let g = mmlab_harness::fuzz::cli::Globals {
-        mem: if cli.mem == "4G" { "64M".to_string() } else { cli.mem.clone() },
-        cpus: cli.cpus.unwrap_or(4),
-        sets: cli.set.clone(),
-        seed: cli.seed,
-    };
-    mmlab_harness::fuzz::cli::fuzz(&g, a)
+    mmlab_harness::fuzz::cli::fuzz(&cli.globals, a)
 }
 
 /// `replay`; the machine and settings come from the file.
 fn run_replay(cli: &Cli, a: &mmlab_harness::fuzz::cli::ReplayArgs) -> Result<bool, String> {
-    if !cli.set.is_empty() || cli.cpus.is_some() || cli.mem != "4G" {
+    if cli.globals.machine_given() {
         return Err("replay takes the machine and settings from the file; --set, --cpus and --mem do not apply".into());
     }
     if a.trace {
@@ -505,10 +505,7 @@ fn run(cli: &Cli) -> Result<bool, String> {
         Command::Hugetlb { writes, json } => run_hugetlb(cli, writes, *json),
         Command::Fuzz(a) => run_fuzz(cli, a),
         Command::Replay(a) => run_replay(cli, a),
-        Command::TestVmalloc { params, mode, json } => {
-            let (mc, ac, vc) = configs(cli)?;
-            run_test_vmalloc(cli, mc, ac, vc, params, *mode, *json)
-        }
+        Command::TestVmalloc { params, mode, json } => run_test_vmalloc(cli, params, *mode, *json),
         &Command::Stat { file, after_ops, ptdump } => run_stat(cli, file, after_ops, ptdump),
         &Command::Boot { json } => run_boot(cli, json),
         Command::Peer { dir, json } => {
@@ -530,17 +527,23 @@ fn run(cli: &Cli) -> Result<bool, String> {
             if tv.exists() {
                 let text = std::fs::read_to_string(&tv).map_err(|e| format!("{}: {e}", tv.display()))?;
                 let cases = peer::test_vmalloc::parse(&text)?;
-                report.test_vmalloc = Some(peer::test_vmalloc::compare(&c, &cases, cli.seed)?);
+                report.test_vmalloc = Some(peer::test_vmalloc::compare(&c, &cases, cli.globals.seed())?);
             }
-            let text = if *json { mmlab_harness::output::json::to_line(&report) } else { report.to_string() };
+            let run = cli.globals.record(&c);
+            let text = if *json {
+                run.insert_into(&mmlab_harness::output::json::to_line(&report))
+            } else {
+                run.header() + &report.to_string()
+            };
             write_stdout(&text).map(|()| false)
         }
         Command::Walk { va, asid, struct_page } => {
-            let (mc, _, _) = configs(cli)?;
+            let c = all_configs(cli)?;
+            let header = cli.globals.record(&c).header();
             if let Some(pfn) = struct_page {
                 let pfn = pgtables::parse_number("pfn", pfn)?;
-                let m = boot(mc)?;
-                return write_stdout(&pgtables::walk_struct_page(&m, pfn)?).map(|()| false);
+                let stack = Stack::boot(&c)?;
+                return write_stdout(&(header + &pgtables::walk_struct_page(stack.machine(), pfn)?)).map(|()| false);
             }
             let va = va.as_deref().ok_or("walk needs a virtual address or --struct-page PFN")?;
             let va = pgtables::parse_number("virtual address", va)?;
@@ -552,37 +555,31 @@ fn run(cli: &Cli) -> Result<bool, String> {
                 return Err(format!("no user address space with ASID {asid} (the command boots only the kernel's)"));
             }
             pgtables::check_kernel_va(va)?;
-            let m = boot(mc)?;
-            write_stdout(&pgtables::walk_report(&m, &m.kernel_as(), va)).map(|()| false)
+            let stack = Stack::boot(&c)?;
+            let m = stack.machine();
+            write_stdout(&(header + &pgtables::walk_report(m, &m.kernel_as(), va))).map(|()| false)
         }
-        Command::Trace(a) => {
-            let g = mmlab_harness::trace::cli::Globals {
-                mem: cli.mem.clone(),
-                mem_given: cli.mem != "4G",
-                cpus: cli.cpus,
-                sets: cli.set.clone(),
-                seed: cli.seed,
-            };
-            mmlab_harness::trace::cli::run(&g, a)
-        }
+        Command::Trace(a) => mmlab_harness::trace::cli::run(&cli.globals, a),
     }
 }
 
-/// `boot`: boot with the linear map (unless `arm64.linear_map=0` was set),
-/// bring the page allocator up as the last phase, print the breakdown.
+/// `boot`: boot the machine, bring the page allocator up as the last
+/// phase, print the breakdown.
 fn run_boot(cli: &Cli, json: bool) -> Result<bool, String> {
     use mmlab_harness::output::boot::BootReport;
-    let (mut mc, ac, _) = configs(cli)?;
-    let explicit = mmlab_harness::settings::parse(&cli.set)?.iter().any(|s| s.key() == "arm64.linear_map");
-    if !explicit {
-        mc.linear_map = true;
-    }
-    let m = boot(mc)?;
+    let c = all_configs(cli)?;
+    let stack = Stack::boot(&c)?;
+    let m = stack.machine();
     let (pa, free) =
-        m.measure_phase("free into buddy", "memblock_free_all(), deferred_init_memmap()", || boot_allocator(&m, ac));
+        m.measure_phase("free into buddy", "memblock_free_all(), deferred_init_memmap()", || stack.allocator());
     let pa = pa?;
-    let report = BootReport::collect(&m, &pa, &free);
-    let text = if json { mmlab_harness::output::json::to_line(&report) } else { report.render() };
+    let report = BootReport::collect(m, &pa, &free);
+    let run = cli.globals.record(&c);
+    let text = if json {
+        run.insert_into(&mmlab_harness::output::json::to_line(&report))
+    } else {
+        run.header() + &report.render()
+    };
     write_stdout(&text).map(|()| false)
 }
 
@@ -591,36 +588,39 @@ fn run_boot(cli: &Cli, json: bool) -> Result<bool, String> {
 /// the file.
 fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> Result<bool, String> {
     let c = all_configs(cli)?;
-    let (mc, ac, vc) = (c.machine.clone(), c.allocator.clone(), c.vmalloc);
     if ptdump && !matches!(file, StatFile::Pagetables) {
         return Err("--ptdump applies to `stat pagetables` only".to_string());
     }
-    let m = boot(mc)?;
+    // The /proc and sysfs files keep the kernel's format: the run's header
+    // goes to stderr.
+    eprint!("{}", cli.globals.record(&c).header());
+    let stack = Stack::boot(&c)?;
+    let m = stack.machine();
     if !matches!(file, StatFile::BootState) {
         // The /proc file keeps the kernel's layout; say on stderr what
         // of it is emulated boot state.
-        eprintln!("{}", mmlab_harness::output::boot_state::note(&m));
+        eprintln!("{}", mmlab_harness::output::boot_state::note(m));
     }
-    let pa = boot_allocator(&m, ac)?;
+    let pa = stack.allocator()?;
     // The boot-time pools (hugepages=), as hugetlb_init grows them.
-    let (ht, _) = mmlab_harness::hugetlb::boot_hugetlb(&m, &pa, c.hugetlb)?;
+    let (ht, _) = stack.hugetlb(&pa)?;
     let vmalloc_file = |print: fn(&Vmalloc<'_, '_>) -> String| -> Result<String, String> {
-        let vm = Vmalloc::new(&pa, vc);
+        let vm = stack.vmalloc(&pa);
         if let Some(n) = after_ops {
-            vmalloc_workload(&m, &vm, n, cli.seed)?;
+            vmalloc_workload(m, &vm, n, cli.globals.seed())?;
         }
         Ok(print(&vm))
     };
     let page_workload = || match after_ops {
-        Some(n) => run_workload(&m, &pa, n, cli.seed),
+        Some(n) => run_workload(m, &pa, n, cli.globals.seed()),
         None => Ok(()),
     };
     let text = match file {
         StatFile::Vmallocinfo => vmalloc_file(|vm| vm.vmallocinfo())?,
         StatFile::Meminfo => {
-            let vm = Vmalloc::new(&pa, vc);
+            let vm = stack.vmalloc(&pa);
             if let Some(n) = after_ops {
-                vmalloc_workload(&m, &vm, n, cli.seed)?;
+                vmalloc_workload(m, &vm, n, cli.globals.seed())?;
             }
             procfs::Meminfo::collect(&pa, vm.meminfo_counts(), ht.meminfo()).to_string()
         }
@@ -640,15 +640,15 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
             let hugetlb_pages = ht.meminfo().hugetlb_kb / (mmlab_engine::PAGE_SIZE >> 10);
             procfs::Vmstat::collect(&m.vm_events(), &pa, 0, hugetlb_pages).to_string()
         }
-        StatFile::Costs => page_workload().map(|()| procfs::costs(&m))?,
-        StatFile::BootState => mmlab_harness::output::boot_state::render(&m, &pa.boot_work()),
+        StatFile::Costs => page_workload().map(|()| procfs::costs(m))?,
+        StatFile::BootState => mmlab_harness::output::boot_state::render(m, &pa.boot_work()),
         StatFile::Pagetables => {
             page_workload()?;
             let asp = m.kernel_as();
-            let mut s = pgtables::summary(&m, &asp);
+            let mut s = pgtables::summary(m, &asp);
             if ptdump {
                 s.push('\n');
-                s.push_str(&pgtables::ptdump(&m, &asp, &pgtables::kernel_markers(m.memmap().vmemmap_start())));
+                s.push_str(&pgtables::ptdump(m, &asp, &pgtables::kernel_markers(m.memmap().vmemmap_start())));
             }
             s
         }
@@ -657,7 +657,7 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
             if !e.use_stderr() {
@@ -667,6 +667,13 @@ fn main() -> ExitCode {
             }
             let msg = e.render().to_string();
             eprint!("mmlab: {}", msg.strip_prefix("error: ").unwrap_or(&msg));
+            return ExitCode::from(2);
+        }
+    };
+    cli.globals = match std::mem::take(&mut cli.globals).load_config() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("mmlab: {e}");
             return ExitCode::from(2);
         }
     };

@@ -19,7 +19,7 @@
 //! harness's `mmlab hugetlb` reports them beside the measured time).
 
 use criterion::{BenchmarkId, Criterion, SamplingMode};
-use mmlab_engine::{Machine, MachineConfig};
+use mmlab_engine::MachineConfig;
 use mmlab_hugetlb::{GiganticAlloc, HugePageSize, Hugetlb, HugetlbConfig};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmemmap::{Arm64Hvo, HvoConfig, RcuPolicy};
@@ -42,7 +42,9 @@ fn config(gigantic: GiganticAlloc, hvo: bool) -> HugetlbConfig {
 }
 
 fn benches(c: &mut Criterion) {
-    let m = Machine::boot(MachineConfig::with(MEM, 1).expect("config")).expect("boot");
+    let m = mmlab_harness::stack::Stack::boot_machine(MachineConfig::with(MEM, 1).expect("config"))
+        .map(mmlab_harness::stack::Stack::into_machine)
+        .expect("boot");
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).expect("page allocator");
     let cpu = m.cpu(0).expect("cpu 0");
     let mut g = c.benchmark_group("gigantic");

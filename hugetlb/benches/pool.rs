@@ -53,7 +53,9 @@ fn configs() -> [(&'static str, HugetlbConfig); 3] {
 }
 
 fn boot() -> Machine {
-    Machine::boot(MachineConfig::with(MEM, 1).expect("config")).expect("boot")
+    mmlab_harness::stack::Stack::boot_machine(MachineConfig::with(MEM, 1).expect("config"))
+        .map(mmlab_harness::stack::Stack::into_machine)
+        .expect("boot")
 }
 
 /// One grow and one shrink; their host times.

@@ -14,7 +14,7 @@
 //! them stay resident, and the fresh head pages and restored pages HVO
 //! allocates are host pages touched for the first time.
 
-use mmlab_engine::{Machine, MachineConfig};
+use mmlab_engine::MachineConfig;
 use mmlab_hugetlb::{Hugetlb, HugetlbConfig};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmemmap::{Arm64Hvo, HvoConfig, RcuPolicy};
@@ -57,7 +57,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pool_bytes = mmlab_engine::addr::memparse(&pool)?;
     let count = pool_bytes >> 21;
     let t = std::time::Instant::now();
-    let m = Machine::boot(MachineConfig::with(&mem, 1)?)?;
+    let m = mmlab_harness::stack::Stack::boot_machine(MachineConfig::with(&mem, 1)?)
+        .map(mmlab_harness::stack::Stack::into_machine)?;
     let pa = PageAllocator::boot(&m, AllocatorConfig::default())?;
     let cpu = m.cpu(0)?;
     let hvo = HvoConfig {

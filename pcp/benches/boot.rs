@@ -15,8 +15,8 @@
 //! fences on x86_64), as `mmlab boot` runs.
 
 use criterion::{Criterion, SamplingMode, criterion_group};
+use mmlab_engine::MachineConfig;
 use mmlab_engine::arch::arm64::mmu::{LinearMapVariant, Rodata};
-use mmlab_engine::{Machine, MachineConfig};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use std::hint::black_box;
 use std::time::Duration;
@@ -46,7 +46,9 @@ fn report(mem: &str) {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let (before, _) = rss_kib();
     let t = std::time::Instant::now();
-    let m = Machine::boot(config(mem, LinearMapVariant::Base)).expect("boot");
+    let m = mmlab_harness::stack::Stack::boot_machine(config(mem, LinearMapVariant::Base))
+        .map(mmlab_harness::stack::Stack::into_machine)
+        .expect("boot");
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).expect("allocator");
     let took = t.elapsed();
     let (_, hwm) = rss_kib();
@@ -85,7 +87,9 @@ fn bench_boot(c: &mut Criterion) {
         for v in [LinearMapVariant::Base, LinearMapVariant::LazyUnmap] {
             g.bench_function(format!("{mem}/{}", v.name()), |b| {
                 b.iter(|| {
-                    let m = Machine::boot(config(mem, v)).expect("boot");
+                    let m = mmlab_harness::stack::Stack::boot_machine(config(mem, v))
+                        .map(mmlab_harness::stack::Stack::into_machine)
+                        .expect("boot");
                     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).expect("allocator");
                     black_box(&pa);
                     drop(pa);

@@ -38,7 +38,9 @@ const SEED: u64 = 0x006d_6d6c_6162;
 const MEM: &str = "4G";
 
 fn boot(mem: &str) -> Machine {
-    Machine::boot(MachineConfig::with(mem, 2).expect("config")).expect("boot")
+    mmlab_harness::stack::Stack::boot_machine(MachineConfig::with(mem, 2).expect("config"))
+        .map(mmlab_harness::stack::Stack::into_machine)
+        .expect("boot")
 }
 
 /// The seeded permutation of `0..n` (Fisher-Yates with xoshiro256**).

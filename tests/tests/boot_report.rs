@@ -2,8 +2,8 @@
 //! modelled time apart, the counts behind them taken from the engine's
 //! records, and `map_mem()` on its own.
 
+use mmlab_engine::MachineConfig;
 use mmlab_engine::arch::arm64::mmu::{LinearMapVariant, Rodata};
-use mmlab_engine::{Machine, MachineConfig};
 use mmlab_harness::output::boot::BootReport;
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
@@ -16,7 +16,7 @@ fn report(variant: LinearMapVariant) -> BootReport {
         barrier_backend: mmlab_engine::arch::arm64::cost::CostProfile::ampere_altra().barrier_backend(),
         ..MachineConfig::with("64M", 2).unwrap()
     };
-    let m = Machine::boot(cfg).unwrap();
+    let m = mmlab_tests::boot(cfg).unwrap();
     let (pa, free) = m.measure_phase("free into buddy", "memblock_free_all()", || {
         PageAllocator::boot(&m, AllocatorConfig::default()).unwrap()
     });

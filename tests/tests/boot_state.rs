@@ -26,7 +26,7 @@ fn dmesg_hex(run: &str, prefix: &str) -> u64 {
 }
 
 fn machine(mem: &str, cpus: usize) -> Machine {
-    Machine::boot(MachineConfig::with(mem, cpus).unwrap()).unwrap()
+    mmlab_tests::boot(MachineConfig::with(mem, cpus).unwrap()).unwrap()
 }
 
 fn reserved(m: &Machine, name: &str) -> Vec<(u64, u64)> {
@@ -99,7 +99,7 @@ fn image_initrd_dtb_and_what_boot_gives_back() {
 /// (1,032,188 managed pages at 4 GiB).
 #[test]
 fn bare_is_the_old_machine_and_real_takes_its_reservations() {
-    let bare = Machine::boot(MachineConfig::with("4G", 2).unwrap().bare()).unwrap();
+    let bare = mmlab_tests::boot(MachineConfig::with("4G", 2).unwrap().bare()).unwrap();
     assert_eq!(bare.boot_state().in_force, BootState::Bare);
     assert!(bare.kernel_image().is_none() && bare.cma_area().is_none());
     let names: Vec<&str> = bare.memblock().reserved().iter().map(|r| r.name).collect();
@@ -234,7 +234,7 @@ fn the_boots_own_allocations_leave_the_real_boots_pageblocks() {
     let pa2 = PageAllocator::boot(&again, AllocatorConfig::default()).unwrap();
     assert_eq!(pa2.boot_work(), w);
     assert_eq!(pa2.zone().nr_free_per_order(), pa.zone().nr_free_per_order());
-    let bare = Machine::boot(MachineConfig::with("4G", 2).unwrap().bare()).unwrap();
+    let bare = mmlab_tests::boot(MachineConfig::with("4G", 2).unwrap().bare()).unwrap();
     let pa3 = PageAllocator::boot(&bare, AllocatorConfig::default()).unwrap();
     assert_eq!(pa3.boot_work(), mmlab_pcp::BootWork::default());
 }

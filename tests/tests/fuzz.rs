@@ -276,7 +276,7 @@ fn fuzz_args(dir: &std::path::Path) -> mmlab_harness::fuzz::cli::FuzzArgs {
 fn seed_range_writes_one_json_line_per_seed() {
     let dir = std::env::temp_dir().join(format!("mmlab-fuzz-jsonl-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let g = mmlab_harness::fuzz::cli::Globals { mem: "64M".into(), cpus: 2, sets: Vec::new(), seed: 1 };
+    let g = mmlab_harness::cli::GlobalOpts { mem: Some("64M".into()), cpus: Some(2), ..Default::default() };
     let violated = mmlab_harness::fuzz::cli::fuzz(&g, &fuzz_args(&dir)).unwrap();
     assert!(!violated);
     let text = std::fs::read_to_string(dir.join("shard.jsonl")).unwrap();
@@ -284,6 +284,12 @@ fn seed_range_writes_one_json_line_per_seed() {
     assert_eq!(lines.len(), 2, "{text}");
     assert!(lines[0].starts_with("{\"seed\":1,") && lines[1].starts_with("{\"seed\":2,"), "{text}");
     assert!(lines.iter().all(|l| l.contains("\"violations\":[]") && l.contains("\"coverage_ops\":{")), "{text}");
+    // Every line records its run: the machine and the resolved configuration.
+    assert!(
+        lines.iter().all(|l| l.contains(",\"run\":{\"revision\":")
+            && l.contains("\"mem\":\"64M\",\"cpus\":2,\"sets\":[],\"config\":{")),
+        "{text}"
+    );
     // With every wrong-call kind included (the defects they used to hit
     // were fixed in issue 9), the same seeds that found them run clean.
     let mut a = fuzz_args(&dir);
@@ -300,7 +306,7 @@ fn threaded_run_has_no_violation() {
     // checked, never timing.
     let dir = std::env::temp_dir().join(format!("mmlab-fuzz-threads-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let g = mmlab_harness::fuzz::cli::Globals { mem: "64M".into(), cpus: 4, sets: Vec::new(), seed: 1 };
+    let g = mmlab_harness::cli::GlobalOpts { cpus: Some(4), ..Default::default() };
     let a = mmlab_harness::fuzz::cli::FuzzArgs { threads: 4, jsonl: None, ..fuzz_args(&dir) };
     assert!(!mmlab_harness::fuzz::cli::fuzz(&g, &a).unwrap());
     std::fs::remove_dir_all(&dir).unwrap();

@@ -21,7 +21,7 @@ use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmemmap::{Arm64Hvo, HvoConfig, RcuPolicy};
 
 fn boot(mem: &str) -> Machine {
-    Machine::boot(MachineConfig::with(mem, 1).unwrap().bare()).unwrap()
+    mmlab_tests::boot(MachineConfig::with(mem, 1).unwrap().bare()).unwrap()
 }
 
 fn free_pages(pa: &PageAllocator<'_>) -> i64 {

@@ -138,9 +138,9 @@ fn boot_pools_show_in_meminfo_and_sysfs() {
         "HugePages_Total:       8\nHugePages_Free:        8\nHugePages_Rsvd:        0\nHugePages_Surp:        0\n\
          Hugepagesize:       2048 kB\nHugetlb:           16640 kB\n"
     );
-    let m = mmlab_engine::Machine::boot(c.machine.clone()).unwrap();
-    let pa = mmlab_pcp::PageAllocator::boot(&m, c.allocator.clone()).unwrap();
-    let (ht, _) = hugetlb::boot_hugetlb(&m, &pa, c.hugetlb).unwrap();
+    let stack = mmlab_harness::stack::Stack::boot(&c).unwrap();
+    let pa = stack.allocator().unwrap();
+    let (ht, _) = stack.hugetlb(&pa).unwrap();
     let listing = mmlab_hugetlb::sysfs::sysfs_listing(&ht.sysfs());
     assert!(listing.contains("/sys/kernel/mm/hugepages/hugepages-64kB/nr_hugepages:4\n"), "{listing}");
     assert!(listing.contains("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages:8\n"));

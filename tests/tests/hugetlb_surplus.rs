@@ -21,7 +21,7 @@ use mmlab_vmemmap::{Arm64Hvo, HvoConfig, RcuPolicy};
 const M2: HugePageSize = HugePageSize::Pmd2M;
 
 fn boot(mem: &str) -> Machine {
-    Machine::boot(MachineConfig::with(mem, 1).unwrap()).unwrap()
+    mmlab_tests::boot(MachineConfig::with(mem, 1).unwrap()).unwrap()
 }
 
 /// HVO built in (arm64 as the 2024 RFC had it), on or off by the sysctl:

@@ -30,7 +30,7 @@ const SIZES: [(u64, u32); 4] = [(CONT_PTE_SIZE, 4), (PMD_SIZE, 9), (CONT_PMD_SIZ
 fn boot(tlbi_range: bool) -> Machine {
     let mut cfg = MachineConfig::with("2G", 1).unwrap().bare();
     cfg.tlbi_range = Some(tlbi_range);
-    Machine::boot(cfg).unwrap()
+    mmlab_tests::boot(cfg).unwrap()
 }
 
 fn free_pages(pa: &PageAllocator<'_>) -> i64 {
@@ -243,7 +243,7 @@ fn get_and_clear_leaves_the_flush_to_the_caller() {
 /// errors; nothing is allocated or written.
 #[test]
 fn bad_sizes_and_addresses() {
-    let m = Machine::boot(MachineConfig::with("64M", 1).unwrap()).unwrap();
+    let m = mmlab_tests::boot(MachineConfig::with("64M", 1).unwrap()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let cpu = m.cpu(0).unwrap();
     let asp = AddressSpace::alloc_user(&cpu, &pa, 1).unwrap();

@@ -19,7 +19,7 @@ use mmlab_vmemmap::walker::get_page_unless_zero;
 use mmlab_vmemmap::{Arm64Hvo, Folio, Hvo, HvoConfig, HvoCounts, HvoError, RcuPolicy};
 
 fn boot(mem: &str) -> Machine {
-    Machine::boot(MachineConfig::with(mem, 1).unwrap().bare()).unwrap()
+    mmlab_tests::boot(MachineConfig::with(mem, 1).unwrap().bare()).unwrap()
 }
 
 fn free_pages(pa: &PageAllocator<'_>) -> i64 {

@@ -20,7 +20,7 @@
 //! the allocator's invariants intact and every page back (checked by
 //! `race::run` itself, and again here).
 
-use mmlab_engine::{Machine, MachineConfig};
+use mmlab_engine::MachineConfig;
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmemmap::race::{self, RaceConfig, RaceError, RaceReport, RaceWindow};
 use mmlab_vmemmap::{Arm64Hvo, HvoConfig, RcuPolicy};
@@ -39,7 +39,7 @@ fn config(rcu: RcuPolicy, arm64: Arm64Hvo, walkers: usize, iterations: u32, wind
 /// Boot a 64 MiB machine with a CPU per walker plus the updater, run, and
 /// check the machine afterwards.
 fn run(cfg: &RaceConfig) -> RaceReport {
-    let m = Machine::boot(MachineConfig::with("64M", cfg.walkers + 1).unwrap()).unwrap();
+    let m = mmlab_tests::boot(MachineConfig::with("64M", cfg.walkers + 1).unwrap()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let cpu = m.cpu(0).unwrap();
     let r = race::run(&pa, &cpu, cfg).unwrap();
@@ -114,7 +114,7 @@ fn free_running_walkers_with_grace_period_never_fault() {
 /// Bad configurations are errors; nothing runs.
 #[test]
 fn bad_configurations() {
-    let m = Machine::boot(MachineConfig::with("64M", 2).unwrap()).unwrap();
+    let m = mmlab_tests::boot(MachineConfig::with("64M", 2).unwrap()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let cpu = m.cpu(0).unwrap();
     let cfg = config(RcuPolicy::V6_12, Arm64Hvo::Unsafe, 2, 1, RaceWindow::Forced);

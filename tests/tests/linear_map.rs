@@ -60,7 +60,7 @@ fn boot(mem: &str, variant: LinearMapVariant, rodata: Rodata) -> Machine {
         // The counts are derived by hand on bare RAM (no kernel image).
         ..MachineConfig::with(mem, 1).expect("size").bare()
     };
-    Machine::boot(cfg).expect("boots with the linear map")
+    mmlab_tests::boot(cfg).expect("boots with the linear map")
 }
 
 /// The counts derived by hand in the module documentation, per variant.
@@ -203,7 +203,7 @@ fn debug_pagealloc_forces_page_granularity() {
         debug_pagealloc: true,
         ..MachineConfig::with("64M", 1).expect("size")
     };
-    let m = Machine::boot(cfg).unwrap();
+    let m = mmlab_tests::boot(cfg).unwrap();
     let c = m.linear_map_report().unwrap().counts;
     assert_eq!((c.pmd_blocks, c.pud_blocks, c.cont_leaves, c.pte_leaves), (0, 0, 0, 16384));
     check_ends(&m, Level::Pte);
@@ -249,7 +249,7 @@ fn kernel_image_is_carved_out_and_mapped_as_its_alias() {
             kernel_image: Some(true),
             ..MachineConfig::with("64M", 1).expect("size")
         };
-        let m = Machine::boot(cfg).unwrap();
+        let m = mmlab_tests::boot(cfg).unwrap();
         let kernel = *m.memblock().reserved().iter().find(|r| r.name == "kernel").expect("reserved");
         assert_eq!((kernel.base.0, kernel.size), (0x4020_0000, 48128 << 10));
         let r = m.linear_map_report().unwrap();
@@ -314,7 +314,7 @@ fn kernel_image_is_mapped_at_kimage_vaddr() {
         kernel_image: Some(true),
         ..MachineConfig::with("128M", 1).expect("size")
     };
-    let m = Machine::boot(cfg).unwrap();
+    let m = mmlab_tests::boot(cfg).unwrap();
     let asp = m.kernel_as();
     let cpu = m.cpu(0).unwrap();
     // (pa in the image, writable, executable)

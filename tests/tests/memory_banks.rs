@@ -17,6 +17,7 @@ use mmlab_engine::mm::ZoneType;
 use mmlab_engine::mm::banks::{MemBank, MemError};
 use mmlab_engine::mm::page::StructPage;
 use mmlab_engine::{Gfp, Machine, MachineConfig, PAGE_SIZE, Pfn, PhysAddr};
+use mmlab_harness::stack::StackError;
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
 const TWO_BANKS: &str = "64M,32M@0x100000000";
@@ -29,7 +30,7 @@ fn boot(mem: &str, linear_map: bool, variant: LinearMapVariant) -> Machine {
         rodata: Rodata::Full,
         ..MachineConfig::with(mem, 2).expect("syntax")
     };
-    Machine::boot(cfg).expect("boots")
+    mmlab_tests::boot(cfg).expect("boots")
 }
 
 #[test]
@@ -118,7 +119,7 @@ fn the_hole_has_no_struct_pages_and_no_page_is_lost() {
 fn deferred_struct_pages_read_as_if_initialised_at_boot() {
     let with = |deferred: bool| {
         let cfg = MachineConfig { deferred_struct_page_init: deferred, ..MachineConfig::with("512M", 2).unwrap() };
-        Machine::boot(cfg).unwrap()
+        mmlab_tests::boot(cfg).unwrap()
     };
     let (lazy, eager) = (with(true), with(false));
     let mem = lazy.memmap();
@@ -154,7 +155,7 @@ fn deferred_struct_pages_read_as_if_initialised_at_boot() {
 /// goes the checked way and is neither moved nor initialised again.
 #[test]
 fn a_zero_lru_next_does_not_reinitialise_its_vmemmap_page() {
-    let m = Machine::boot(MachineConfig::with("512M", 2).unwrap()).unwrap();
+    let m = mmlab_tests::boot(MachineConfig::with("512M", 2).unwrap()).unwrap();
     let mem = m.memmap();
     let pfn = (0x48000..0x60000).map(Pfn).find(|&p| !mem.initialised(p)).expect("an untouched page");
     let before = mem.deferred_init_counts().deferred;
@@ -175,7 +176,7 @@ fn a_zero_lru_next_does_not_reinitialise_its_vmemmap_page() {
 /// with untouched vmemmap pages initialised on the way.
 #[test]
 fn page_slices_are_the_struct_pages_of_a_run() {
-    let m = Machine::boot(MachineConfig::with("512M", 2).unwrap()).unwrap();
+    let m = mmlab_tests::boot(MachineConfig::with("512M", 2).unwrap()).unwrap();
     let _pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let mem = m.memmap();
     // A run in the deferred range, starting 10 struct pages before a
@@ -200,11 +201,11 @@ fn page_slices_are_the_struct_pages_of_a_run() {
 fn bad_memory_is_a_typed_error_at_boot() {
     let boot = |banks: Vec<MemBank>| {
         let mem_bytes = banks.iter().map(|b| b.size).sum();
-        Machine::boot(MachineConfig { mem_bytes, mem_banks: banks, ..Default::default() })
+        mmlab_tests::boot(MachineConfig { mem_bytes, mem_banks: banks, ..Default::default() })
     };
     let b = |base: u64, size: u64| MemBank { base, size };
-    let err = |r: Result<Machine, BootError>| match r {
-        Err(BootError::Mem(e)) => e,
+    let err = |r: Result<Machine, StackError>| match r {
+        Err(StackError::Boot(BootError::Mem(e))) => e,
         Err(e) => panic!("{e}"),
         Ok(_) => panic!("booted"),
     };
@@ -220,7 +221,7 @@ fn bad_memory_is_a_typed_error_at_boot() {
     assert!(matches!(err(boot(vec![b(0x4000_0000, 1 << 20)])), MemError::Total(_)));
     // mem_bytes must agree with the banks.
     let cfg = MachineConfig { mem_bytes: 1 << 30, mem_banks: vec![b(0x4000_0000, 64 << 20)], ..Default::default() };
-    assert!(matches!(Machine::boot(cfg), Err(BootError::Config(_))));
+    assert!(matches!(mmlab_tests::boot(cfg), Err(StackError::Boot(BootError::Config(_)))));
     // A page multiple that is not a pageblock multiple boots.
     let m = boot(vec![b(0x4000_0000, (64 << 20) + PAGE_SIZE)]).unwrap();
     assert!(m.memmap().pfn_valid(Pfn(0x44000)));

@@ -24,7 +24,7 @@ fn boot(rodata: Rodata) -> Machine {
         rodata,
         ..MachineConfig::with("64M", 1).expect("size")
     };
-    Machine::boot(cfg).expect("boots")
+    mmlab_tests::boot(cfg).expect("boots")
 }
 
 fn leaf(m: &Machine, va: u64) -> pgtable::Leaf {

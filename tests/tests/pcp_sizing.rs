@@ -25,7 +25,7 @@
 
 use mmlab_buddy::calculate_min_free_kbytes;
 use mmlab_engine::mm::ZoneType;
-use mmlab_engine::{Gfp, Machine, MachineConfig};
+use mmlab_engine::{Gfp, MachineConfig};
 use mmlab_pcp::{AllocatorConfig, PageAllocator, SysctlError, zone_batchsize, zone_highsize};
 
 fn int_sqrt(x: u64) -> u64 {
@@ -137,7 +137,7 @@ fn observed(pa: &PageAllocator<'_>, zt: ZoneType, ncpus: usize) -> Expected {
 }
 
 fn check(mem: &str, ncpus: usize, managed_by_hand: [u64; 4]) -> [Option<Expected>; 4] {
-    let m = Machine::boot(MachineConfig::with(mem, ncpus).unwrap().bare()).unwrap();
+    let m = mmlab_tests::boot(MachineConfig::with(mem, ncpus).unwrap().bare()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let managed = pa.node().managed();
     assert_eq!(managed, managed_by_hand, "{mem}: managed pages per zone");
@@ -174,7 +174,7 @@ fn check(mem: &str, ncpus: usize, managed_by_hand: [u64; 4]) -> [Option<Expected
         }
     }
     // transparent_hugepage=never: the square-root value alone.
-    let m = Machine::boot(MachineConfig::with(mem, ncpus).unwrap().bare()).unwrap();
+    let m = mmlab_tests::boot(MachineConfig::with(mem, ncpus).unwrap().bare()).unwrap();
     let mut cfg = AllocatorConfig::default();
     cfg.set("transparent_hugepage", "never").unwrap();
     let pa = PageAllocator::boot(&m, cfg).unwrap();
@@ -226,7 +226,7 @@ fn sizing_16g() {
 
 #[test]
 fn sizing_4g_2cpus_literal() {
-    let m = Machine::boot(MachineConfig::with("4G", 2).unwrap().bare()).unwrap();
+    let m = mmlab_tests::boot(MachineConfig::with("4G", 2).unwrap().bare()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let (dma, z) = (pa.zone_of(ZoneType::Dma), pa.zone());
     assert_eq!(z.zone_type(), ZoneType::Normal, "GFP_KERNEL prefers Normal");
@@ -295,7 +295,7 @@ fn sizing_4g_2cpus_literal() {
 
 #[test]
 fn min_free_kbytes_above_int_max_is_refused() {
-    let m = Machine::boot(MachineConfig::with("1G", 2).unwrap().bare()).unwrap();
+    let m = mmlab_tests::boot(MachineConfig::with("1G", 2).unwrap().bare()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let before: Vec<u64> = (0..4).map(|i| pa.zone().watermark_raw(i)).collect();
     let max = mmlab_pcp::MIN_FREE_KBYTES_MAX;
@@ -312,7 +312,7 @@ fn min_free_kbytes_above_int_max_is_refused() {
 
 #[test]
 fn fraction_at_boot() {
-    let m = Machine::boot(MachineConfig::with("1G", 2).unwrap().bare()).unwrap();
+    let m = mmlab_tests::boot(MachineConfig::with("1G", 2).unwrap().bare()).unwrap();
     // Rejected at boot as well.
     let cfg = AllocatorConfig { percpu_pagelist_high_fraction: 3, ..Default::default() };
     assert_eq!(PageAllocator::boot(&m, cfg).unwrap_err(), SysctlError::HighFraction(3));
@@ -354,7 +354,7 @@ fn reference_worked_example() {
 #[test]
 fn transparent_hugepage_always_raises_min_free_kbytes_as_khugepaged() {
     let boot = |mem: &str| {
-        let m = Machine::boot(MachineConfig::with(mem, 2).unwrap().bare()).unwrap();
+        let m = mmlab_tests::boot(MachineConfig::with(mem, 2).unwrap().bare()).unwrap();
         let mut cfg = AllocatorConfig::default();
         cfg.set("transparent_hugepage", "always").unwrap();
         let pa = PageAllocator::boot(&m, cfg).unwrap();

@@ -1,7 +1,7 @@
 //! Invariants under seeded random workloads (orders 0..=3, three gfp types,
 //! two CPUs driven from one thread), and no page lost at the end.
 
-use mmlab_engine::{Machine, MachineConfig};
+use mmlab_engine::MachineConfig;
 use mmlab_harness::workload::RandomWorkload;
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
@@ -22,7 +22,7 @@ fn run(mem: &str, ops: u64, seed: u64, max_live: u64, check_every: u64, debug_ch
 }
 
 fn run_orders(mem: &str, ops: u64, seed: u64, max_live: u64, check_every: u64, debug_checks: bool, max_order: u32) {
-    let m = Machine::boot(MachineConfig::with(mem, 2).unwrap()).unwrap();
+    let m = mmlab_tests::boot(MachineConfig::with(mem, 2).unwrap()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig { debug_checks, ..Default::default() }).unwrap();
     // What the boot's own allocations keep (boot.state=real) is the
     // kernel's, never free again: the workload has the rest.

@@ -1,9 +1,9 @@
-use mmlab_engine::{Gfp, Machine, MachineConfig};
+use mmlab_engine::{Gfp, MachineConfig};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
 #[test]
 fn boot_alloc_free_check() {
-    let m = Machine::boot(MachineConfig::with("64M", 2).unwrap()).unwrap();
+    let m = mmlab_tests::boot(MachineConfig::with("64M", 2).unwrap()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig { debug_checks: true, ..Default::default() }).unwrap();
     let cpu = m.cpu(0).unwrap();
     let before = pa.zone().nr_free_per_order();

@@ -140,7 +140,7 @@ fn lock_stat_counts_vmallocs_shared_locks_and_one_cpu_never_bounces() {
     assert!(!test_vmalloc::render_json(&r, &[]).contains("\"lock_stat\""));
 
     let cfg = MachineConfig { lock_stat: true, ..MachineConfig::with("256M", 2).expect("size") };
-    let m = Machine::boot(cfg).expect("boots");
+    let m = mmlab_tests::boot(cfg).expect("boots");
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let vm = Vmalloc::new(&pa, VmallocConfig::default());
     let r = test_vmalloc::run(&m, &pa, &vm, &params, 7).unwrap();
@@ -175,7 +175,7 @@ fn lock_stat_counts_a_bounce_when_the_other_cpu_took_it_last() {
     use mmlab_engine::{MachineConfig, PAGE_SIZE};
     use mmlab_vmalloc::VmapLockClass;
     let cfg = MachineConfig { lock_stat: true, ..MachineConfig::with("128M", 2).expect("size") };
-    let m = Machine::boot(cfg).expect("boots");
+    let m = mmlab_tests::boot(cfg).expect("boots");
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let vm = Vmalloc::new(&pa, VmallocConfig::default());
     let (c0, c1) = (m.cpu(0).unwrap(), m.cpu(1).unwrap());

@@ -6,7 +6,7 @@
 
 use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::rng::Xoshiro256StarStar;
-use mmlab_engine::{Cpu, Gfp, Machine, MachineConfig, Pfn};
+use mmlab_engine::{Cpu, Gfp, MachineConfig, Pfn};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
 /// `MMLAB_TEST_SCALE` (default 1) divides the length of long workloads.
@@ -64,7 +64,7 @@ fn worker<'m>(
 }
 
 fn stress(mem: &str, ops: u64, max_order: u32, seeds: [u64; 2]) {
-    let m = Machine::boot(MachineConfig::with(mem, 2).unwrap()).unwrap();
+    let m = mmlab_tests::boot(MachineConfig::with(mem, 2).unwrap()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let boot_buddyinfo = pa.zone().nr_free_per_order();
     let managed = pa.managed_pages();

@@ -8,7 +8,7 @@
 //! with the first workload event.
 
 use mmlab_engine::mm::vmstat::VmEvent;
-use mmlab_engine::{Machine, MachineConfig, Pfn};
+use mmlab_engine::{MachineConfig, Pfn};
 use mmlab_harness::output::trace::{self, TraceFormat};
 use mmlab_harness::workload::{RandomWorkload, WorkloadStats};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
@@ -32,7 +32,7 @@ fn traced(format: TraceFormat, seed: u64, ncpus: usize) -> Run {
     // could otherwise keep a stale interest (see `trace::capture`).
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let m = Machine::boot(MachineConfig::with("64M", 2).unwrap()).unwrap();
+    let m = mmlab_tests::boot(MachineConfig::with("64M", 2).unwrap()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     let cpus = m.all_cpus().unwrap();
     let cpus = &cpus[..ncpus];

@@ -4,14 +4,14 @@
 //! timestamps ordered on each track), with the slices and counter tracks
 //! the timeline promises present.
 
-use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
+use mmlab_engine::{MachineConfig, PAGE_SIZE};
 use mmlab_harness::trace::perfetto::{self, ChromeTrace};
 use mmlab_harness::trace::{EventFilter, capture};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmalloc::{Vmalloc, VmallocConfig};
 
 fn timeline() -> (ChromeTrace, usize) {
-    let m = Machine::boot(MachineConfig::with("64M", 2).unwrap()).unwrap();
+    let m = mmlab_tests::boot(MachineConfig::with("64M", 2).unwrap()).unwrap();
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
     // 6.x's vfree, one page at a time onto the pcp, so that the 256-page
     // areas overflow it and drain (7.2's returns them to the buddy whole).

@@ -9,14 +9,14 @@
 //! machine). The pcp refill, drain and zone-lock decisions are
 //! architecture-neutral; the replay compares them operation by operation.
 
-use mmlab_harness::trace::cli::Globals;
+use mmlab_harness::cli::GlobalOpts;
 use mmlab_harness::trace::kernel::replay::{MidRun, OnError, warn};
 use mmlab_harness::trace::kernel::{KernelArgs, analyse, render};
 
 const TRACE: &str = include_str!("../data/trace/anon-touch-cpu1.trace");
 
-fn globals() -> Globals {
-    Globals { mem: "4G".into(), mem_given: false, cpus: None, sets: Vec::new(), seed: 1 }
+fn globals() -> GlobalOpts {
+    GlobalOpts::default()
 }
 
 fn args(on_error: OnError, mid_run: MidRun) -> KernelArgs {
@@ -66,7 +66,7 @@ fn cold_start_and_6_12_rules_still_replay() {
     let mut a = args(OnError::Skip, MidRun::Adopt);
     a.cold_start = true;
     let mut g = globals();
-    g.sets = vec!["pcp.rules=6.12".into()];
+    g.set = vec!["pcp.rules=6.12".into()];
     let r = analyse(&g, &a, TRACE).expect("replay");
     assert_eq!(r.booted.pcp_rules, "6.12");
     assert_eq!(r.outcome.warm_start_pages, 0);

@@ -111,7 +111,7 @@ fn lazy_mmu_flag_atomics_and_vm_map_ram_counts() {
 fn contpte_and_pmd_huge_mappings() {
     // The addresses below are derived from VMALLOC_START: bare RAM, no
     // kernel image areas before the first vmalloc.
-    let m = mmlab_engine::Machine::boot(mmlab_engine::MachineConfig {
+    let m = mmlab_tests::boot(mmlab_engine::MachineConfig {
         barrier_backend: mmlab_engine::arch::arm64::barrier::BarrierBackend::Count,
         ..mmlab_engine::MachineConfig::with("256M", 2).unwrap().bare()
     })

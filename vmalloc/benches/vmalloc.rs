@@ -15,7 +15,7 @@ use std::time::Duration;
 
 fn machine() -> Machine {
     let cfg = MachineConfig { barrier_backend: BarrierBackend::Count, ..MachineConfig::with("4G", 2).unwrap() };
-    Machine::boot(cfg).unwrap()
+    mmlab_harness::stack::Stack::boot_machine(cfg).map(mmlab_harness::stack::Stack::into_machine).unwrap()
 }
 
 fn fix_size(c: &mut Criterion) {

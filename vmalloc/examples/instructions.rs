@@ -87,7 +87,7 @@ fn boot(mem: &str, backend: Option<BarrierBackend>) -> Machine {
     if let Some(b) = backend {
         cfg.barrier_backend = b;
     }
-    Machine::boot(cfg).expect("boot")
+    mmlab_harness::stack::Stack::boot_machine(cfg).map(mmlab_harness::stack::Stack::into_machine).expect("boot")
 }
 
 /// The seeded permutation of `0..n` (Fisher-Yates with xoshiro256**).

@@ -18,9 +18,7 @@ use super::op::Op;
 use super::oracle::Outcome;
 use super::replay::{Replay, parse_fault_attr};
 use super::run::{self, RunOutcome, Setup, ShrinkBudget};
-use mmlab_engine::addr::memparse;
 use mmlab_engine::rng::Xoshiro256StarStar;
-use mmlab_vmalloc::Vmalloc;
 use mmlab_vmalloc::percpu::PercpuAllocator;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -156,16 +154,19 @@ struct JsonSeed {
     coverage_outcomes: BTreeMap<String, u64>,
 }
 
-/// Global options `mmlab fuzz` takes from the command line.
+/// The global options, resolved with fuzz's defaults (64M, 4 CPUs).
 #[derive(Debug, Clone)]
-pub struct Globals {
-    pub mem: String,
-    pub cpus: usize,
-    pub sets: Vec<String>,
-    pub seed: u64,
+struct Resolved {
+    mem: String,
+    mem_bytes: u64,
+    cpus: usize,
+    sets: Vec<String>,
+    seed: u64,
+    /// The run record every JSON line carries.
+    run: crate::provenance::RunRecord,
 }
 
-fn gen_config(g: &Globals, a: &FuzzArgs) -> Result<GenConfig, String> {
+fn gen_config(g: &Resolved, a: &FuzzArgs) -> Result<GenConfig, String> {
     let exclude: Vec<String> = a
         .exclude
         .as_deref()
@@ -180,7 +181,7 @@ fn gen_config(g: &Globals, a: &FuzzArgs) -> Result<GenConfig, String> {
             return Err(format!("--exclude: unknown wrong-call kind `{e}` ({})", WRONG_KINDS.join(", ")));
         }
     }
-    let mem = memparse(&g.mem).map_err(|e| format!("--mem: {e}"))?;
+    let mem = g.mem_bytes;
     if a.wrong > 64 {
         return Err(format!("--wrong {}: at most 64", a.wrong));
     }
@@ -193,7 +194,17 @@ fn gen_config(g: &Globals, a: &FuzzArgs) -> Result<GenConfig, String> {
 }
 
 /// `mmlab fuzz`; returns whether a violation was found.
-pub fn fuzz(g: &Globals, a: &FuzzArgs) -> Result<bool, String> {
+pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String> {
+    let d = crate::cli::MachineDefaults::FUZZ;
+    let c = opts.configs(d)?;
+    let g = &Resolved {
+        mem: opts.mem.clone().unwrap_or_else(|| d.mem.to_string()),
+        mem_bytes: c.machine.mem_bytes,
+        cpus: c.machine.nr_cpus,
+        sets: opts.set.clone(),
+        seed: opts.seed(),
+        run: opts.record(&c),
+    };
     let mut gcfg = gen_config(g, a)?;
     if a.threads == 0 {
         return Err("--threads must be at least 1".to_string());
@@ -316,7 +327,7 @@ pub fn fuzz(g: &Globals, a: &FuzzArgs) -> Result<bool, String> {
                 coverage_ops: out.coverage.ops.clone(),
                 coverage_outcomes: out.coverage.outcomes.clone(),
             };
-            let line = serde_json::to_string(&rec).map_err(|e| format!("--jsonl: {e}"))?;
+            let line = g.run.insert_after_first(&serde_json::to_string(&rec).map_err(|e| format!("--jsonl: {e}"))?);
             writeln!(f, "{line}").map_err(|e| format!("--jsonl: {e}"))?;
         }
         if out.violation.is_some() && !a.keep_going {
@@ -392,14 +403,14 @@ fn run_threads(
 ) -> Result<RunOutcome, String> {
     let b = run::boot(setup)?;
     let pa = run::boot_allocator(&b, setup)?;
-    let vm = Vmalloc::new(&pa, b.vc);
+    let vm = b.vmalloc(&pa);
     let percpu = PercpuAllocator::new();
     let boot_buddyinfo = pa.zone().nr_free_per_order();
     let opts = ExecOptions { fault_injection: setup.fault.is_some(), exclusive: false, lane: 0, lanes: threads as u64 };
     let results: Vec<Result<RunOutcome, String>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
             .map(|t| {
-                let (pa, vm, percpu, m) = (&pa, &vm, &percpu, &b.m);
+                let (pa, vm, percpu, m) = (&pa, &vm, &percpu, b.machine());
                 let mut gcfg = gcfg.clone();
                 gcfg.nr_cpus = 1;
                 s.spawn(move || -> Result<RunOutcome, String> {
@@ -440,7 +451,7 @@ fn run_threads(
         }
     }
     if total.violation.is_none() {
-        let cpus = b.m.all_cpus().map_err(|e| e.to_string())?;
+        let cpus = b.machine().all_cpus().map_err(|e| e.to_string())?;
         let mut ex = Executor::new(&pa, &vm, &percpu, cpus, ExecOptions { exclusive: true, lane: 0, lanes: 1, ..opts });
         ex.set_boot_buddyinfo(boot_buddyinfo);
         total.violation = ex.finish().err();

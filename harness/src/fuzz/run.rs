@@ -21,10 +21,9 @@ use super::exec::{Coverage, ExecOptions, Executor, Hook, StepResult};
 use super::op::{Call, Op};
 use super::oracle::{Outcome, Violation};
 use super::replay::Replay;
-use mmlab_engine::addr::memparse;
-use mmlab_engine::{Gfp, Machine, MachineConfig, PAGE_SIZE};
+use crate::stack::Stack;
+use mmlab_engine::{Gfp, MachineConfig, PAGE_SIZE};
 use mmlab_pcp::{FaultAttr, PageAllocator};
-use mmlab_vmalloc::Vmalloc;
 use mmlab_vmalloc::percpu::PercpuAllocator;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -78,32 +77,24 @@ pub struct RunOutcome {
     pub outcomes: Vec<Outcome>,
 }
 
-/// Everything booted for a run.
-pub struct Booted {
-    pub m: Machine,
-    pub ac: mmlab_pcp::AllocatorConfig,
-    pub vc: mmlab_vmalloc::VmallocConfig,
-}
-
-impl std::fmt::Debug for Booted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Booted").field("cpus", &self.m.nr_cpus()).finish()
-    }
-}
-
 /// Boot the machine of `setup` (the allocator is booted by the caller, as
 /// it borrows the machine).
-pub fn boot(setup: &Setup) -> Result<Booted, String> {
-    let mem_bytes = memparse(&setup.mem).map_err(|e| format!("mem={}: {e}", setup.mem))?;
-    let mc = MachineConfig { mem_bytes, nr_cpus: setup.cpus, ..Default::default() };
+///
+/// # Errors
+/// A bad memory size or setting, or a layer failing to boot.
+pub fn boot(setup: &Setup) -> Result<Stack, String> {
+    let (mem_bytes, mem_banks) = crate::cli::parse_mem(&setup.mem)?;
+    let mc = MachineConfig { mem_bytes, mem_banks, nr_cpus: setup.cpus, ..Default::default() };
     let c = crate::settings::Configs::new(mc, &setup.sets)?;
-    let m = Machine::boot(c.machine).map_err(|e| format!("boot failed: {e}"))?;
-    Ok(Booted { m, ac: c.allocator, vc: c.vmalloc })
+    Ok(Stack::boot(&c)?)
 }
 
 /// Boot the page allocator and arm fault injection.
-pub fn boot_allocator<'m>(b: &'m Booted, setup: &Setup) -> Result<PageAllocator<'m>, String> {
-    let pa = PageAllocator::boot(&b.m, b.ac.clone()).map_err(|e| format!("page allocator boot failed: {e}"))?;
+///
+/// # Errors
+/// The allocator failing to boot, or a bad fault attribute.
+pub fn boot_allocator<'m>(b: &'m Stack, setup: &Setup) -> Result<PageAllocator<'m>, String> {
+    let pa = b.allocator()?;
     if let Some(a) = setup.fault {
         pa.set_fail_page_alloc(Some(a)).map_err(|e| e.to_string())?;
     }
@@ -120,9 +111,9 @@ pub fn run_ops(
 ) -> Result<RunOutcome, String> {
     let b = boot(setup)?;
     let pa = boot_allocator(&b, setup)?;
-    let vm = Vmalloc::new(&pa, b.vc);
+    let vm = b.vmalloc(&pa);
     let percpu = PercpuAllocator::new();
-    let cpus = b.m.all_cpus().map_err(|e| e.to_string())?;
+    let cpus = b.machine().all_cpus().map_err(|e| e.to_string())?;
     let opts = ExecOptions { fault_injection: setup.fault.is_some(), exclusive: true, lane: 0, lanes: 1 };
     let mut ex = Executor::new(&pa, &vm, &percpu, cpus, opts);
     if let Some(h) = hook {

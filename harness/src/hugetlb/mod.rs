@@ -36,7 +36,6 @@ use mmlab_hugetlb::hstate::memparse;
 use mmlab_hugetlb::{
     HstateAttr, HstateSysfs, HugePageSize, Hugetlb, HugetlbConfig, HugetlbMeminfo, Store, StoreOutcome, SysfsError,
 };
-use mmlab_pcp::PageAllocator;
 use serde::Serialize;
 use std::time::Instant;
 
@@ -227,22 +226,6 @@ impl HugetlbReport {
     }
 }
 
-/// Boot hugetlb over `pa` with `cfg` and grow the boot-time pools
-/// (`hugepages=`), on CPU 0.
-///
-/// # Errors
-/// A bug reported by hugetlb, or CPU 0 already taken.
-pub fn boot_hugetlb<'a, 'm>(
-    m: &'m Machine,
-    pa: &'a PageAllocator<'m>,
-    cfg: HugetlbConfig,
-) -> Result<(Hugetlb<'a, 'm>, [u64; 4]), String> {
-    let mut ht = Hugetlb::new(pa, cfg);
-    let cpu = m.cpu(0).map_err(|e| e.to_string())?;
-    let got = ht.hugetlb_init(&cpu).map_err(|e| format!("hugetlb_init: {e}"))?;
-    Ok((ht, got))
-}
-
 /// Do `writes` in order on CPU 0 of `ht`'s machine.
 ///
 /// # Errors
@@ -291,10 +274,11 @@ pub fn run_writes<'m>(
 /// A machine or page allocator that does not boot, or a bug reported by
 /// hugetlb at init.
 pub fn run(c: &Configs, writes: &[SysfsWrite]) -> Result<HugetlbReport, String> {
-    let m = Machine::boot(c.machine.clone()).map_err(|e| format!("boot failed: {e}"))?;
-    let pa = PageAllocator::boot(&m, c.allocator.clone()).map_err(|e| format!("page allocator boot failed: {e}"))?;
-    let (mut ht, boot_pools) = boot_hugetlb(&m, &pa, c.hugetlb)?;
-    let writes = run_writes(&m, &mut ht, writes)?;
+    let stack = crate::stack::Stack::boot(c)?;
+    let m = stack.machine();
+    let pa = stack.allocator()?;
+    let (mut ht, boot_pools) = stack.hugetlb(&pa)?;
+    let writes = run_writes(m, &mut ht, writes)?;
     Ok(HugetlbReport {
         machine: MachineInfo::of(m.config()),
         config: ht.config(),

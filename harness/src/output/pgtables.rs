@@ -193,7 +193,9 @@ mod tests {
     use mmlab_engine::arch::arm64::memory::VMEMMAP_START;
 
     fn boot(mem: u64) -> Machine {
-        Machine::boot(MachineConfig { mem_bytes: mem, ..Default::default() }.bare()).expect("boot")
+        crate::stack::Stack::boot_machine(MachineConfig { mem_bytes: mem, ..Default::default() }.bare())
+            .expect("boot")
+            .into_machine()
     }
 
     #[test]

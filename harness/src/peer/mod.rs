@@ -27,7 +27,6 @@ pub mod test_vmalloc;
 
 use crate::procfs::{self, Meminfo, Vmstat};
 use crate::settings::Configs;
-use mmlab_pcp::PageAllocator;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
@@ -150,10 +149,11 @@ pub struct MmlabFiles {
 ///
 /// A boot that fails (bad memory map, allocator or hugetlb boot).
 pub fn mmlab_files(c: &Configs) -> Result<MmlabFiles, String> {
-    let m = mmlab_engine::Machine::boot(c.machine.clone()).map_err(|e| format!("boot failed: {e}"))?;
-    let pa = PageAllocator::boot(&m, c.allocator.clone()).map_err(|e| format!("page allocator boot failed: {e}"))?;
-    let (ht, _) = crate::hugetlb::boot_hugetlb(&m, &pa, c.hugetlb)?;
-    let vm = mmlab_vmalloc::Vmalloc::new(&pa, c.vmalloc);
+    let stack = crate::stack::Stack::boot(c)?;
+    let m = stack.machine();
+    let pa = stack.allocator()?;
+    let (ht, _) = stack.hugetlb(&pa)?;
+    let vm = stack.vmalloc(&pa);
     let vmi = vm.meminfo_counts();
     let hm = ht.meminfo();
     let meminfo = Meminfo::collect(&pa, vmi, hm);

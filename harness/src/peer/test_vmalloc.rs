@@ -245,11 +245,10 @@ pub fn compare(c: &Configs, real: &[RealCase], seed: u64) -> Result<Report, Stri
     let mut rows = Vec::new();
     for case in real.iter().filter(|r| !r.is_baseline()) {
         let (params, _) = test_vmalloc::resolve(&case.args, None, Some(c.machine.nr_cpus))?;
-        let m = mmlab_engine::Machine::boot(c.machine.clone()).map_err(|e| format!("boot failed: {e}"))?;
-        let pa = mmlab_pcp::PageAllocator::boot(&m, c.allocator.clone())
-            .map_err(|e| format!("page allocator boot failed: {e}"))?;
-        let vm = mmlab_vmalloc::Vmalloc::new(&pa, c.vmalloc);
-        let report = test_vmalloc::run(&m, &pa, &vm, &params, seed)?;
+        let stack = crate::stack::Stack::boot(c)?;
+        let pa = stack.allocator()?;
+        let vm = stack.vmalloc(&pa);
+        let report = test_vmalloc::run(stack.machine(), &pa, &vm, &params, seed)?;
         let mut mmlab_results = Results::default();
         for cr in report.workers.iter().flat_map(|w| &w.cases) {
             mmlab_results.passed += cr.passed;

@@ -110,18 +110,18 @@ pub fn costs(m: &Machine) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stack::Stack;
     use mmlab_engine::MachineConfig;
-    use mmlab_pcp::AllocatorConfig;
 
-    fn boot(mem: &str, cpus: usize) -> Machine {
-        Machine::boot(MachineConfig::with(mem, cpus).unwrap()).unwrap()
+    fn boot(mem: &str, cpus: usize) -> Stack {
+        Stack::boot_machine(MachineConfig::with(mem, cpus).unwrap()).unwrap()
     }
 
     #[test]
     fn vmstat_starts_with_nr_free_pages() {
-        let m = boot("64M", 1);
-        let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
-        let s = vmstat(&m, &pa);
+        let s = boot("64M", 1);
+        let (m, pa) = (s.machine(), s.allocator().unwrap());
+        let s = vmstat(m, &pa);
         assert_eq!(s.lines().next().unwrap(), format!("nr_free_pages {}", pa.nr_free_pages()));
         assert!(s.lines().all(|l| l.split(' ').count() == 2));
         assert!(s.contains("\npgfree "));
@@ -139,8 +139,8 @@ mod tests {
 
     #[test]
     fn meminfo_has_every_line_in_the_kernels_order() {
-        let m = boot("64M", 1);
-        let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+        let s = boot("64M", 1);
+        let pa = s.allocator().unwrap();
         let hm = mmlab_hugetlb::sysfs::HugetlbMeminfo {
             hugepages_total: 2,
             hugepages_free: 2,
@@ -170,14 +170,15 @@ mod tests {
         let mut cfg = MachineConfig::with("64M", 2).unwrap();
         cfg.cost_profile = mmlab_engine::arch::arm64::cost::CostProfile::by_name("apple-m2").unwrap();
         cfg.barrier_backend = mmlab_engine::arch::arm64::barrier::BarrierBackend::Count;
-        let m = Machine::boot(cfg).unwrap();
+        let s = Stack::boot_machine(cfg).unwrap();
+        let m = s.machine();
         let cpu = m.cpu(0).unwrap();
         mmlab_engine::arch::arm64::tlb::flush_tlb_kernel_range(
             &cpu,
             mmlab_engine::arch::arm64::memory::VMALLOC_START,
             mmlab_engine::arch::arm64::memory::VMALLOC_START + 4096,
         );
-        let s = costs(&m);
+        let s = costs(m);
         assert!(s.contains("cost profile: apple-m2\n"), "{s}");
         assert!(s.contains("barrier backend: count\n"), "{s}");
         assert!(s.contains("tlbi vaale1is    1\n"), "{s}");

@@ -17,14 +17,15 @@
 use super::event::{Collector, EventLayer, Sink, TraceEvent, lock};
 use super::filter::EventFilter;
 use super::{kernel, perfetto, plot, text};
+use crate::cli::GlobalOpts;
 use crate::fuzz::cli::ReplayArgs;
 use crate::output::trace::{TraceFormat, install_global};
 use crate::settings::Configs;
+use crate::stack::Stack;
 use crate::workload::RandomWorkload;
 use crate::{cli, test_vmalloc};
-use mmlab_engine::{Machine, MachineConfig};
+use mmlab_engine::Machine;
 use mmlab_pcp::PageAllocator;
-use mmlab_vmalloc::Vmalloc;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,21 +33,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::Registry;
-
-/// The global options the command takes from `mmlab`.
-#[derive(Clone, Debug)]
-pub struct Globals {
-    /// `--mem`, as given.
-    pub mem: String,
-    /// Whether `--mem` was given (not the default).
-    pub mem_given: bool,
-    /// `--cpus`.
-    pub cpus: Option<usize>,
-    /// `--set`.
-    pub sets: Vec<String>,
-    /// `--seed`.
-    pub seed: u64,
-}
 
 /// `mmlab trace`.
 #[derive(clap::Args, Debug)]
@@ -150,26 +136,26 @@ pub enum OutFormat {
     Perfetto,
 }
 
-/// The machine, allocator and vmalloc configurations of `g`.
-pub fn configs(g: &Globals, default_cpus: usize) -> Result<Configs, String> {
-    Configs::from_options(&g.mem, g.cpus, &g.sets, default_cpus)
-}
-
-fn boot(mc: MachineConfig) -> Result<Machine, String> {
-    Machine::boot(mc).map_err(|e| format!("boot failed: {e}"))
+/// Every configuration of `g` (`default_cpus` where `--cpus` is not
+/// given); the run's header goes to stderr, as the trace keeps the
+/// kernel's formats.
+pub fn configs(g: &GlobalOpts, default_cpus: usize) -> Result<Configs, String> {
+    let c = g.configs(crate::cli::MachineDefaults { cpus: default_cpus, ..crate::cli::MachineDefaults::MACHINE })?;
+    eprint!("{}", g.record(&c).header());
+    Ok(c)
 }
 
 /// Runs `mmlab trace`; returns whether the run found a failure (a failed
 /// test case, a violation, or a replay stopped on bad input).
-pub fn run(g: &Globals, a: &TraceArgs) -> Result<bool, String> {
+pub fn run(g: &GlobalOpts, a: &TraceArgs) -> Result<bool, String> {
     match &a.what {
         &TraceCmd::Pages { ops, format } => pages(g, ops, format),
         TraceCmd::Random { ops, out } => traced(out, |start| {
             let c = configs(g, 2)?;
-            let m = boot(c.machine)?;
-            let pa = PageAllocator::boot(&m, c.allocator).map_err(|e| format!("page allocator boot failed: {e}"))?;
+            let stack = Stack::boot(&c)?;
+            let pa = stack.allocator()?;
             start()?;
-            random(&m, &pa, *ops, g.seed)?;
+            random(stack.machine(), &pa, *ops, g.seed())?;
             Ok(false)
         }),
         TraceCmd::TestVmalloc { params, out } => {
@@ -177,12 +163,11 @@ pub fn run(g: &Globals, a: &TraceArgs) -> Result<bool, String> {
             traced(out, |start| {
                 let mut c = configs(g, nr_cpus)?;
                 c.machine.nr_cpus = nr_cpus;
-                let m = boot(c.machine)?;
-                let pa =
-                    PageAllocator::boot(&m, c.allocator).map_err(|e| format!("page allocator boot failed: {e}"))?;
-                let vm = Vmalloc::new(&pa, c.vmalloc);
+                let stack = Stack::boot(&c)?;
+                let pa = stack.allocator()?;
+                let vm = stack.vmalloc(&pa);
                 start()?;
-                let report = test_vmalloc::run(&m, &pa, &vm, &p, g.seed)?;
+                let report = test_vmalloc::run(stack.machine(), &pa, &vm, &p, g.seed())?;
                 Ok(report.any_failed())
             })
         }
@@ -191,17 +176,16 @@ pub fn run(g: &Globals, a: &TraceArgs) -> Result<bool, String> {
             let writes =
                 crate::hugetlb::parse_writes(writes, c.hugetlb.default_hugepagesz).map_err(|e| e.to_string())?;
             traced(out, |start| {
-                let m = boot(c.machine)?;
-                let pa =
-                    PageAllocator::boot(&m, c.allocator).map_err(|e| format!("page allocator boot failed: {e}"))?;
-                let (mut ht, _) = crate::hugetlb::boot_hugetlb(&m, &pa, c.hugetlb)?;
+                let stack = Stack::boot(&c)?;
+                let pa = stack.allocator()?;
+                let (mut ht, _) = stack.hugetlb(&pa)?;
                 start()?;
-                let done = crate::hugetlb::run_writes(&m, &mut ht, &writes)?;
+                let done = crate::hugetlb::run_writes(stack.machine(), &mut ht, &writes)?;
                 Ok(done.iter().any(|w| w.error.is_some()))
             })
         }
         TraceCmd::Replay { file, out } => {
-            if !g.sets.is_empty() || g.cpus.is_some() || g.mem_given {
+            if g.machine_given() {
                 return Err("trace replay takes the machine and settings from the file; --set, --cpus and --mem do \
                             not apply"
                     .into());
@@ -224,13 +208,13 @@ fn random(m: &Machine, pa: &PageAllocator<'_>, ops: u64, seed: u64) -> Result<()
 }
 
 /// `trace pages`: exactly what it always printed.
-fn pages(g: &Globals, ops: u64, format: TraceFormat) -> Result<bool, String> {
+fn pages(g: &GlobalOpts, ops: u64, format: TraceFormat) -> Result<bool, String> {
     let c = configs(g, 2)?;
-    let m = boot(c.machine)?;
-    let pa = PageAllocator::boot(&m, c.allocator).map_err(|e| format!("page allocator boot failed: {e}"))?;
+    let stack = Stack::boot(&c)?;
+    let pa = stack.allocator()?;
     let sink = install_global(format, Box::new(BufWriter::new(io::stdout())))
         .map_err(|e| format!("cannot install the trace layer: {e}"))?;
-    random(&m, &pa, ops, g.seed)?;
+    random(stack.machine(), &pa, ops, g.seed())?;
     match sink.flush() {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(format!("writing output: {e}")),
         _ => Ok(false),

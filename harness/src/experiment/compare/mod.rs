@@ -44,6 +44,7 @@
 //! outcome as a table, Markdown, CSV or JSON, and [`plot`] draws it.
 
 use crate::settings::Configs;
+use crate::stack::Stack;
 use crate::stats::{Better, Comparison, Summary};
 use crate::test_vmalloc::{self, CallUnit, Counters, Params, TEST_CASES};
 use mmlab_engine::arch::arm64::barrier::ishst;
@@ -402,23 +403,19 @@ fn with_booted<R>(
     infos: &[VariantInfo],
     f: impl FnOnce(&[Side<'_, '_>], Vec<(i32, i32)>) -> Result<R, String>,
 ) -> Result<R, String> {
-    let machines = infos
+    let stacks = infos
         .iter()
-        .map(|i| Machine::boot(i.configs.machine.clone()).map_err(|e| format!("{}: boot failed: {e}", i.label)))
+        .map(|i| Stack::boot(&i.configs).map_err(|e| format!("{}: {e}", i.label)))
         .collect::<Result<Vec<_>, _>>()?;
-    let allocators = machines
+    let allocators = stacks
         .iter()
         .zip(infos)
-        .map(|(m, i)| {
-            PageAllocator::boot(m, i.configs.allocator.clone())
-                .map_err(|e| format!("{}: page allocator boot failed: {e}", i.label))
-        })
+        .map(|(s, i)| s.allocator().map_err(|e| format!("{}: {e}", i.label)))
         .collect::<Result<Vec<_>, _>>()?;
     let pcp_high = allocators.iter().map(|pa| pa.pageset(0).map_or((0, 0), |p| (p.high_min, p.high_max))).collect();
-    let vms: Vec<Vmalloc<'_, '_>> =
-        allocators.iter().zip(infos).map(|(pa, i)| Vmalloc::new(pa, i.configs.vmalloc)).collect();
+    let vms: Vec<Vmalloc<'_, '_>> = allocators.iter().zip(&stacks).map(|(pa, s)| s.vmalloc(pa)).collect();
     let sides: Vec<Side<'_, '_>> =
-        machines.iter().zip(&allocators).zip(&vms).map(|((m, pa), vm)| (m, pa, vm)).collect();
+        stacks.iter().zip(&allocators).zip(&vms).map(|((s, pa), vm)| (s.machine(), pa, vm)).collect();
     f(&sides, pcp_high)
 }
 

@@ -44,9 +44,9 @@
 use super::agreement::{Agreement, Tally};
 use super::published::Change;
 use crate::stats::Mark;
+use mmlab_engine::MachineConfig;
 use mmlab_engine::arch::arm64::cost::CostProfile;
 use mmlab_engine::arch::arm64::mmu::{LinearMapCounts, LinearMapVariant, Rodata};
-use mmlab_engine::{Machine, MachineConfig};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -142,7 +142,9 @@ fn run_once(gib: u64, variant: LinearMapVariant, profile: CostProfile) -> Result
         // image and initrd, and the counts are derived on bare RAM.
         ..MachineConfig::with(&format!("{gib}G"), 1).map_err(|e| e.to_string())?.bare()
     };
-    let m = Machine::boot(cfg).map_err(|e| format!("linear-map {gib}G {}: {e}", variant.name()))?;
+    let stack =
+        crate::stack::Stack::boot_machine(cfg).map_err(|e| format!("linear-map {gib}G {}: {e}", variant.name()))?;
+    let m = stack.machine();
     let r = m.linear_map_report().ok_or("map_mem did not run")?;
     Ok(Sample { counts: r.counts, modelled_ns: r.tlbi.modelled_ns + r.barriers.modelled_ns })
 }

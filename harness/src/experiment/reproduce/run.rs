@@ -15,13 +15,13 @@ use super::model::{self, Event, EventCosts, Fit, FitRow};
 use super::published::{self, BARRIER_BATCHING, Change, PCP_DRAIN, PublishedRegression, PublishedRow, Table};
 use crate::compare::{self, CounterCol, Metric, Outcome, Row, RowResult, Spec, Variant};
 use crate::plot::Series;
+use crate::stack::Stack;
 use crate::stats::Mark;
 use crate::test_vmalloc::{self, Params};
 use mmlab_engine::arch::arm64::cost::CostProfile;
 use mmlab_engine::arch::arm64::pgtable::desc::PMD_SIZE;
 use mmlab_engine::arch::arm64::pgtable::{self, mmu};
 use mmlab_engine::{Gfp, Machine, MachineConfig, PAGE_SIZE};
-use mmlab_pcp::PageAllocator;
 use mmlab_vmalloc::{Vmalloc, VmallocConfig};
 
 /// A counter per call on the base variant and on the new one.
@@ -605,8 +605,9 @@ pub const H1_PAGES: [u32; 3] = [16, 64, 256];
 pub fn contpte(len: Length, seed: u64) -> Result<Contpte, String> {
     let mc = MachineConfig { mem_bytes: 1 << 30, nr_cpus: 2, ..Default::default() };
     let tlb_entries = mc.tlb_entries;
-    let m = Machine::boot(mc).map_err(|e| format!("boot failed: {e}"))?;
-    let pa = PageAllocator::boot(&m, Default::default()).map_err(|e| format!("page allocator boot failed: {e}"))?;
+    let stack = Stack::boot_machine(mc)?;
+    let m = stack.machine();
+    let pa = stack.allocator()?;
     let cpu = m.cpu(0).map_err(|e| e.to_string())?;
     let mut tlb = Vec::new();
     for shift in 16..=23 {
@@ -617,7 +618,7 @@ pub fn contpte(len: Length, seed: u64) -> Result<Contpte, String> {
             let vm = Vmalloc::new(&pa, vc);
             let va = if huge { vm.vmalloc_huge(&cpu, size, Gfp::GFP_KERNEL) } else { vm.vmalloc(&cpu, size) }
                 .map_err(|e| e.to_string())?;
-            *slot = touch_twice(&m, &cpu, va, size)?;
+            *slot = touch_twice(m, &cpu, va, size)?;
             vm.vfree(&cpu, va).map_err(|e| e.to_string())?;
             vm.purge_vmap_area_lazy(&cpu).expect("a CPU of this machine");
         }
@@ -965,13 +966,13 @@ fn pcp_series(row: &Row, len: Length, seed: u64) -> Result<Vec<Series>, String> 
             MachineConfig { mem_bytes: 4 << 30, nr_cpus: 2, ..Default::default() },
             &sets,
         )?;
-        let m = Machine::boot(c.machine).map_err(|e| e.to_string())?;
-        let pa = PageAllocator::boot(&m, c.allocator).map_err(|e| e.to_string())?;
-        let vm = Vmalloc::new(&pa, c.vmalloc);
+        let stack = Stack::boot(&c)?;
+        let pa = stack.allocator()?;
+        let vm = stack.vmalloc(&pa);
         let mut p = row.params.clone();
         p.test_loop_count = len.scaled(5000).min(p.test_loop_count);
         p.pcp_sample_interval = 20;
-        let r = test_vmalloc::run(&m, &pa, &vm, &p, seed)?;
+        let r = test_vmalloc::run(stack.machine(), &pa, &vm, &p, seed)?;
         out.push(Series {
             label: label.to_string(),
             points: r.workers[0].pcp_series.iter().map(|&(i, n)| (i as f64, n as f64)).collect(),

@@ -27,7 +27,8 @@
 pub mod parse;
 pub mod replay;
 
-use super::cli::{Globals, configs};
+use super::cli::configs;
+use crate::cli::GlobalOpts;
 use replay::{MidRun, OnError, OpRecord, Options, ReplayOutcome};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -182,24 +183,31 @@ impl Report {
 }
 
 /// Boot, replay, compare. Stops (Err) only on bad input with `--on-error stop`.
-pub fn analyse(g: &Globals, a: &KernelArgs, text: &str) -> Result<Report, String> {
+pub fn analyse(g: &GlobalOpts, a: &KernelArgs, text: &str) -> Result<Report, String> {
     let traced = TracedMachine::from_text(text);
     let max_cpu = text.lines().filter_map(|l| parse::parse_line(0, l).ok().flatten()).map(|e| e.cpu).max();
     let cpus = g.cpus.or(traced.num("cpus").map(|c| c as usize)).unwrap_or(max_cpu.map_or(1, |c| c + 1));
     let cpus = cpus.clamp(1, mmlab_engine::machine::NR_CPUS);
-    let mem = if g.mem_given { g.mem.clone() } else { "2G".to_owned() };
+    let mem = g.mem.clone().unwrap_or_else(|| "2G".to_owned());
     let mut sets = Vec::new();
     if let Some(f) = traced.get("percpu_pagelist_high_fraction")
-        && !g.sets.iter().any(|s| s.starts_with("percpu_pagelist_high_fraction="))
+        && !g.set.iter().any(|s| s.starts_with("percpu_pagelist_high_fraction="))
     {
         sets.push(format!("percpu_pagelist_high_fraction={f}"));
     }
-    sets.extend(g.sets.iter().cloned());
-    let g2 = Globals { mem: mem.clone(), mem_given: true, cpus: Some(cpus), sets: sets.clone(), seed: g.seed };
+    sets.extend(g.set.iter().cloned());
+    let g2 = GlobalOpts {
+        mem: Some(mem.clone()),
+        cpus: Some(cpus),
+        set: sets.clone(),
+        seed: g.seed,
+        ..GlobalOpts::default()
+    };
     let c = configs(&g2, cpus)?;
     let pcp_rules = c.allocator.rules.to_string();
-    let m = mmlab_engine::Machine::boot(c.machine).map_err(|e| format!("boot failed: {e}"))?;
-    let pa = mmlab_pcp::PageAllocator::boot(&m, c.allocator).map_err(|e| format!("page allocator boot failed: {e}"))?;
+    let stack = crate::stack::Stack::boot(&c)?;
+    let m = stack.machine();
+    let pa = stack.allocator()?;
     let ps = pa.pageset(0).unwrap_or_default();
     let booted = Booted {
         mem,
@@ -368,7 +376,7 @@ pub fn render(r: &Report, text: &str, a: &KernelArgs) -> String {
 }
 
 /// Runs `mmlab trace kernel`; returns Ok(false) (a diff is not a failure).
-pub fn run(g: &Globals, a: &KernelArgs) -> Result<bool, String> {
+pub fn run(g: &GlobalOpts, a: &KernelArgs) -> Result<bool, String> {
     let text = std::fs::read(&a.file).map_err(|e| format!("reading {}: {e}", a.file.display()))?;
     let text = String::from_utf8_lossy(&text);
     let r = analyse(g, a, &text)?;

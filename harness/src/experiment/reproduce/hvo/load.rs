@@ -47,7 +47,7 @@ use mmlab_hugetlb::hugetlbpage::{
     huge_ptep_get_and_clear, set_huge_pte_at,
 };
 use mmlab_hugetlb::{HugePageSize, Hugetlb, HugetlbConfig};
-use mmlab_pcp::{AllocatorConfig, PageAllocator};
+use mmlab_pcp::PageAllocator;
 use mmlab_vmemmap::{Arm64Hvo, Folio, HvoConfig, RcuPolicy};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
@@ -237,8 +237,9 @@ fn exit<'m>(pa: &PageAllocator<'m>, ht: &mut Hugetlb<'_, 'm>, cpu: &Cpu<'m>, p: 
 pub fn run(v: LoadVariant, faults_per_cpu: u64, bench_ns: u64) -> Result<LoadRun, String> {
     // Bare RAM, as the other HVO reproductions (hvo::boot).
     let mc = MachineConfig { mem_bytes: MEM_BYTES, nr_cpus: CPUS, ..Default::default() }.bare();
-    let m = Machine::boot(mc).map_err(|e| format!("boot failed: {e}"))?;
-    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).map_err(|e| e.to_string())?;
+    let stack = crate::stack::Stack::boot_machine(mc)?;
+    let m = stack.machine();
+    let pa = stack.allocator()?;
     let cpus = m.all_cpus().map_err(|e| e.to_string())?;
     let free_at_start = pa.nr_free_pages() + pa.pcp_pages();
     let mut ht = Hugetlb::new(&pa, v.config());
@@ -249,27 +250,27 @@ pub fn run(v: LoadVariant, faults_per_cpu: u64, bench_ns: u64) -> Result<LoadRun
     for cpu in &cpus {
         src.push(ht.alloc_hugetlb_folio(cpu, M2, false).map_err(|e| format!("alloc_hugetlb_folio: {e}"))?);
     }
-    let before = OpCounters::take(&m, &ht);
+    let before = OpCounters::take(m, &ht);
     let mut timeline = [0u64; CPUS];
     let mut modelled_timeline = [0u64; CPUS];
     let mut procs: Vec<Option<Process>> = (0..CPUS).map(|_| None).collect();
     let mut run = LoadRun::default();
     for i in 0..faults_per_cpu {
         for (c, cpu) in cpus.iter().enumerate() {
-            let m0 = cpu_modelled(&m, c);
+            let m0 = cpu_modelled(m, c);
             let t0 = Instant::now();
             let mut p = match procs[c].take() {
                 Some(p) => p,
                 None => fork(&pa, cpu, c as u16 + 1, src[c])?,
             };
-            fault(&m, &pa, &mut ht, cpu, &mut p, src[c])?;
+            fault(m, &pa, &mut ht, cpu, &mut p, src[c])?;
             if p.held.len() == PAGES_PER_PROCESS || i + 1 == faults_per_cpu {
                 exit(&pa, &mut ht, cpu, p)?;
             } else {
                 procs[c] = Some(p);
             }
             let measured = t0.elapsed().as_nanos() as u64;
-            let modelled = minus(cpu_modelled(&m, c), m0);
+            let modelled = minus(cpu_modelled(m, c), m0);
             timeline[c] += measured + modelled.total_ns + bench_ns;
             modelled_timeline[c] += modelled.total_ns + bench_ns;
             run.measured_ns += measured;
@@ -281,7 +282,7 @@ pub fn run(v: LoadVariant, faults_per_cpu: u64, bench_ns: u64) -> Result<LoadRun
             rcu::rcu_quiescent_state(cpu);
         }
     }
-    run.counters = OpCounters::take(&m, &ht).delta(&before);
+    run.counters = OpCounters::take(m, &ht).delta(&before);
     let per_s = |t: &[u64; CPUS]| match t.iter().copied().max() {
         Some(longest) if longest > 0 => run.faults as f64 * 1e9 / longest as f64,
         _ => 0.0,

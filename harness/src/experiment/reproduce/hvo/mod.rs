@@ -46,11 +46,11 @@ use super::Length;
 use super::agreement::Agreement;
 use super::published::Change;
 use crate::hugetlb::{Modelled, OpCounters, SysfsWrite, parse_write, run_writes};
+use crate::stack::Stack;
 use crate::stats::{Better, Comparison, Mark, Summary};
 use load::{LoadRun, LoadVariant, VARIANTS};
-use mmlab_engine::{Machine, MachineConfig};
+use mmlab_engine::MachineConfig;
 use mmlab_hugetlb::{DemoteBatching, GiganticAlloc, HugePageSize, Hugetlb, HugetlbConfig};
-use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmemmap::{Arm64Hvo, HvoConfig, RcuPolicy};
 use published::{PublishedDemote, PublishedGigantic, PublishedKernel};
 
@@ -284,12 +284,11 @@ fn hvo_off() -> HvoConfig {
     HvoConfig { hugetlb_optimize_vmemmap: false, rcu: RcuPolicy::V6_12, arm64: Arm64Hvo::Off }
 }
 
-fn boot(mem_bytes: u64) -> Result<Machine, String> {
+fn boot(mem_bytes: u64) -> Result<Stack, String> {
     // Bare RAM: the published runs are not QEMU virt, and on 2 GiB the
     // real boot state (image, CMA, swiotlb) leaves no free GiB for the
     // gigantic page.
-    Machine::boot(MachineConfig { mem_bytes, nr_cpus: 1, ..Default::default() }.bare())
-        .map_err(|e| format!("boot failed: {e}"))
+    Ok(Stack::boot_machine(MachineConfig { mem_bytes, nr_cpus: 1, ..Default::default() }.bare())?)
 }
 
 /// Part (b): grow to `pages` x 1G and back, per release, runs interleaved
@@ -302,8 +301,9 @@ pub fn gigantic(len: Length) -> Result<Gigantic, String> {
     let pages: u64 = if len.loops_pct >= 100 { 3 } else { 1 };
     let mem_bytes = (pages + 1) << 30;
     let repeats = repeats(len);
-    let m = boot(mem_bytes)?;
-    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).map_err(|e| e.to_string())?;
+    let stack = boot(mem_bytes)?;
+    let m = stack.machine();
+    let pa = stack.allocator()?;
     let grow = write(&format!("1G/nr_hugepages={pages}"));
     let shrink = write("1G/nr_hugepages=0");
     let mut rel = GiganticAlloc::ALL.map(|(g, _)| GiganticRelease {
@@ -322,7 +322,7 @@ pub fn gigantic(len: Length) -> Result<Gigantic, String> {
             let mut cfg = HugetlbConfig::with_hvo(hvo_off());
             cfg.gigantic = r.release;
             let mut ht = Hugetlb::new(&pa, cfg);
-            let w = run_writes(&m, &mut ht, &[grow.clone(), shrink.clone()])?;
+            let w = run_writes(m, &mut ht, &[grow.clone(), shrink.clone()])?;
             if w[0].sysfs.nr_hugepages != pages || w[1].sysfs.nr_hugepages != 0 {
                 return Err(format!(
                     "a {} MiB machine held {} of {pages} 1G pages",
@@ -414,8 +414,9 @@ pub struct Demote {
 pub fn demote(len: Length) -> Result<Demote, String> {
     let pages = 1;
     let repeats = repeats(len);
-    let m = boot(2 << 30)?;
-    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).map_err(|e| e.to_string())?;
+    let stack = boot(2 << 30)?;
+    let m = stack.machine();
+    let pa = stack.allocator()?;
     let hvo = HvoConfig { hugetlb_optimize_vmemmap: true, rcu: RcuPolicy::V6_12, arm64: Arm64Hvo::PauseCpus };
     let setup = [write("1G/nr_hugepages=1"), write("1G/demote_size=2M")];
     let go = write("1G/demote=1");
@@ -433,15 +434,15 @@ pub fn demote(len: Length) -> Result<Demote, String> {
             let mut cfg = HugetlbConfig::with_hvo(hvo);
             cfg.demote = r.batching;
             let mut ht = Hugetlb::new(&pa, cfg);
-            let s = run_writes(&m, &mut ht, &setup)?;
+            let s = run_writes(m, &mut ht, &setup)?;
             if s[0].sysfs.nr_hugepages != pages {
                 return Err("a 2 GiB machine did not hold a 1G page".to_string());
             }
-            let w = run_writes(&m, &mut ht, std::slice::from_ref(&go))?.remove(0);
+            let w = run_writes(m, &mut ht, std::slice::from_ref(&go))?.remove(0);
             if let Some(e) = &w.error {
                 return Err(format!("demote: {e}"));
             }
-            run_writes(&m, &mut ht, std::slice::from_ref(&teardown))?;
+            run_writes(m, &mut ht, std::slice::from_ref(&teardown))?;
             r.ms_per_page.push((w.measured_ns + w.modelled.total_ns) as f64 / 1e6 / pages as f64);
             r.measured_ms_per_page += w.measured_ns as f64 / 1e6 / pages as f64 / repeats as f64;
             r.modelled = w.modelled;
