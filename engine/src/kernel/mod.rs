@@ -3,8 +3,6 @@
 //!
 //! - [`cpu`]: CPUs as handles and their per-cpu data (`kernel/cpu.c`,
 //!   `include/linux/percpu.h`).
-//! - [`params`]: the machine's `--set` keys (`kernel/params.c` parses
-//!   boot parameters).
 //! - [`rcu`]: tree RCU with one node (`kernel/rcu/tree.c`).
 //! - [`sysctl`]: typed `--set` tables shaped like sysctl tables
 //!   (`kernel/sysctl.c`).
@@ -13,6 +11,5 @@
 
 pub mod cpu;
 pub mod lockstat;
-pub mod params;
 pub mod rcu;
 pub mod sysctl;

@@ -26,6 +26,7 @@ use crate::mm::banks::MemError;
 use crate::mm::memblock::{Memblock, MemblockError};
 
 mod boot;
+pub mod params;
 use crate::mm::memmap::Memmap;
 use crate::mm::page::{PageExt, StructPage, pg};
 use crate::mm::vmstat::VmCounts;

@@ -138,6 +138,8 @@ pub struct StructPage {
 const _: () = assert!(size_of::<StructPage>() == 64);
 /// `sizeof(struct page)`.
 pub const STRUCT_PAGE_SIZE: u64 = 64;
+// arm64 sizes the vmemmap by `STRUCT_PAGE_MAX_SHIFT`.
+const _: () = assert!(STRUCT_PAGE_SIZE == 1 << crate::arch::arm64::memory::STRUCT_PAGE_MAX_SHIFT);
 /// Offset of `lru` inside struct page: list links point here.
 pub const LRU_OFFSET: u64 = 8;
 

@@ -30,8 +30,11 @@ pub const PCI_IO_START: u64 = VMEMMAP_END + (8 << 20);
 pub const FIXADDR_TOP: u64 = (8u64 << 20).wrapping_neg();
 /// `VMEMMAP_END`: `-SZ_1G`.
 pub const VMEMMAP_END: u64 = (1u64 << 30).wrapping_neg();
-/// `VMEMMAP_SIZE`: one 64-byte struct page per 4 KiB of the linear map.
-pub const VMEMMAP_SIZE: u64 = ((PAGE_END - PAGE_OFFSET) >> crate::addr::PAGE_SHIFT) * crate::mm::page::STRUCT_PAGE_SIZE;
+/// `STRUCT_PAGE_MAX_SHIFT`: `order_base_2(sizeof(struct page))`, 6 on a
+/// 64-bit kernel (`mm::page` checks its layout against it).
+pub const STRUCT_PAGE_MAX_SHIFT: u32 = 6;
+/// `VMEMMAP_SIZE`: one struct page per 4 KiB of the linear map.
+pub const VMEMMAP_SIZE: u64 = ((PAGE_END - PAGE_OFFSET) >> crate::addr::PAGE_SHIFT) << STRUCT_PAGE_MAX_SHIFT;
 /// `VMEMMAP_START`.
 pub const VMEMMAP_START: u64 = VMEMMAP_END - VMEMMAP_SIZE;
 /// `ARM64_MEMSTART_ALIGN` with 4 KiB pages: `PUD_SIZE` (1 GiB), which is
