@@ -44,6 +44,7 @@ pub struct Cpu<'m> {
     arch: ArchCpu<'m>,
     data: &'m CpuData,
     rcu: &'m RcuState,
+    rcu_data: &'m RcuCpu,
     lock_stat: bool,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -54,7 +55,8 @@ impl<'m> Cpu<'m> {
     /// online for RCU at once.
     pub(crate) fn new(arch: ArchCpu<'m>, data: &'m CpuData, rcu: &'m RcuState, lock_stat: bool) -> Cpu<'m> {
         rcu.cpu_online(arch.id(), arch.trace_clock());
-        Cpu { arch, data, rcu, lock_stat, _not_sync: PhantomData }
+        let rcu_data = rcu.cpu(arch.id());
+        Cpu { arch, data, rcu, rcu_data, lock_stat, _not_sync: PhantomData }
     }
     /// This CPU's data.
     #[inline]
@@ -69,7 +71,7 @@ impl<'m> Cpu<'m> {
     /// This CPU's RCU data (`rcu_data`).
     #[inline]
     pub fn rcu_data(&self) -> &'m RcuCpu {
-        self.rcu.cpu(self.arch.id())
+        self.rcu_data
     }
     /// Whether the machine's `lock_stat` switch is on (CONFIG_LOCK_STAT).
     #[inline]

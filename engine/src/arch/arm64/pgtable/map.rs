@@ -45,6 +45,7 @@ pub struct MapFlags {
 /// installing one if the entry is empty (`__pte_alloc_kernel`,
 /// `pmd_populate_kernel`, `pud_populate`): the new table's descriptor is
 /// written at once, with its barriers.
+#[inline]
 fn table_below<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
     cpu: &C,
     asp: &AddressSpace,
@@ -56,6 +57,9 @@ fn table_below<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
 }
 
 /// [`table_below`], also telling whether this call installed the table.
+/// The common case, a table already there, is inline; installing one is
+/// [`install_table`].
+#[inline(always)]
 fn table_below_tracked<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
     cpu: &C,
     asp: &AddressSpace,
@@ -63,35 +67,43 @@ fn table_below_tracked<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
     slot: PhysAddr,
     level: Level,
 ) -> Result<(PhysAddr, bool), PgtableError> {
-    let m = cpu.ram();
-    let d = m.read_desc(slot);
+    let d = cpu.ram().read_desc(slot);
     match d.kind(level) {
         DescKind::Table => Ok((PhysAddr(d.addr()), false)),
-        DescKind::Invalid => {
-            // __pte_alloc_kernel(): allocate outside the lock, then install
-            // only if the slot is still empty (the kernel re-checks under
-            // init_mm.page_table_lock; a compare-and-exchange is that check
-            // and the store in one). A CPU that loses the race frees its
-            // table and uses the winner's.
-            let t = alloc.alloc_table(cpu).ok_or(PgtableError::NoMemory)?;
-            let new = Desc::table(t.0, asp.table_attrs());
-            match m.desc_slot(slot).compare_exchange(0, new.0, Relaxed, Relaxed) {
-                Ok(_) => {
-                    // set_pgd queues its barriers unconditionally, set_pud/set_pmd
-                    // for a valid entry: either way one queued pair.
-                    queue_pte_barriers(cpu);
-                    Ok((t, true))
-                }
-                Err(now) => {
-                    alloc.free_table(cpu, t);
-                    match Desc(now).kind(level) {
-                        DescKind::Table => Ok((PhysAddr(Desc(now).addr()), false)),
-                        _ => Err(PgtableError::BreakBeforeMake { entry: slot, old: Desc(now), new }),
-                    }
-                }
+        DescKind::Invalid => install_table(cpu, asp, alloc, slot, level),
+        _ => Err(PgtableError::BreakBeforeMake { entry: slot, old: d, new: Desc::table(0, asp.table_attrs()) }),
+    }
+}
+
+/// `__pte_alloc_kernel()` and its siblings for an empty entry: allocate
+/// outside the lock, then install only if the slot is still empty (the
+/// kernel re-checks under `init_mm.page_table_lock`; a compare-and-exchange
+/// is that check and the store in one). A CPU that loses the race frees its
+/// table and uses the winner's.
+#[inline(never)]
+fn install_table<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
+    asp: &AddressSpace,
+    alloc: &dyn PgtableAlloc<C>,
+    slot: PhysAddr,
+    level: Level,
+) -> Result<(PhysAddr, bool), PgtableError> {
+    let t = alloc.alloc_table(cpu).ok_or(PgtableError::NoMemory)?;
+    let new = Desc::table(t.0, asp.table_attrs());
+    match cpu.ram().desc_slot(slot).compare_exchange(0, new.0, Relaxed, Relaxed) {
+        Ok(_) => {
+            // set_pgd queues its barriers unconditionally, set_pud/set_pmd
+            // for a valid entry: either way one queued pair.
+            queue_pte_barriers(cpu);
+            Ok((t, true))
+        }
+        Err(now) => {
+            alloc.free_table(cpu, t);
+            match Desc(now).kind(level) {
+                DescKind::Table => Ok((PhysAddr(Desc(now).addr()), false)),
+                _ => Err(PgtableError::BreakBeforeMake { entry: slot, old: Desc(now), new }),
             }
         }
-        _ => Err(PgtableError::BreakBeforeMake { entry: slot, old: d, new: Desc::table(0, asp.table_attrs()) }),
     }
 }
 
@@ -406,6 +418,7 @@ fn map_range_journaled<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
 ///
 /// [`PgtableError::NoMemory`] if a table page cannot be allocated;
 /// [`PgtableError::BreakBeforeMake`] if an entry on the way holds a leaf rather than a table.
+#[inline]
 pub fn pmd_alloc<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
     cpu: &C,
     asp: &AddressSpace,
@@ -425,6 +438,7 @@ pub fn pmd_alloc<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
 /// # Errors
 ///
 /// As [`pmd_alloc`], one level further down.
+#[inline]
 pub fn pte_alloc_kernel<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
     cpu: &C,
     asp: &AddressSpace,
