@@ -39,7 +39,7 @@ mmlab_engine::counter_snapshot! {
         /// mmlab's own, instrumented: `flush_tlb_all` of a batch.
         pub flush_tlb_all: u64,
         /// mmlab's own, instrumented: per-entry flushes of break-before-make
-        /// ([`Arm64Hvo::PauseCpus`]).
+        /// ([`Arm64Hvo::PauseCpus`](crate::Arm64Hvo::PauseCpus)).
         pub flush_tlb_kernel_range_bbm: u64,
         /// mmlab's own, instrumented: `synchronize_rcu()` calls HVO made
         /// (the engine's `RcuCounts` holds their modelled time).
@@ -53,7 +53,7 @@ mmlab_engine::counter_snapshot! {
         /// mmlab's own, instrumented: restores that failed (ENOMEM).
         pub restore_enomem: u64,
         /// mmlab's own, instrumented: live entry changes the break-before-make
-        /// checker refused ([`Arm64Hvo::Unsafe`]).
+        /// checker refused ([`Arm64Hvo::Unsafe`](crate::Arm64Hvo::Unsafe)).
         pub bbm_violations: u64,
         /// mmlab's own, instrumented: `pause_remote_cpus()` calls.
         pub remote_cpu_pauses: u64,
@@ -61,7 +61,7 @@ mmlab_engine::counter_snapshot! {
 }
 
 /// A live vmemmap entry changed without break-before-make (recorded in
-/// [`Arm64Hvo::Unsafe`]).
+/// [`Arm64Hvo::Unsafe`](crate::Arm64Hvo::Unsafe)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BbmViolation {
     /// The vmemmap address the entry maps.
@@ -148,7 +148,7 @@ pub struct Hvo<'a, 'm> {
     pub(crate) key: AtomicI64,
     /// `init_mm.page_table_lock`, taken around a PMD split.
     pub(crate) page_table_lock: Mutex<()>,
-    /// The remote-CPU pause of [`Arm64Hvo::PauseCpus`]: an update holds it
+    /// The remote-CPU pause of [`Arm64Hvo::PauseCpus`](crate::Arm64Hvo::PauseCpus): an update holds it
     /// for writing; walkers on other CPUs hold it for reading around each
     /// struct-page access ([`Hvo::remote_cpu_section`]).
     pub(crate) pause: std::sync::RwLock<()>,
@@ -199,7 +199,7 @@ impl<'a, 'm> Hvo<'a, 'm> {
         self.key.load(Relaxed)
     }
     /// Run `f` as a remote CPU's struct-page access: an
-    /// [`Arm64Hvo::PauseCpus`] update waits until no such section runs, and
+    /// [`Arm64Hvo::PauseCpus`](crate::Arm64Hvo::PauseCpus) update waits until no such section runs, and
     /// none starts while it runs (`pause_remote_cpus()`'s effect).
     pub fn remote_cpu_section<R>(&self, f: impl FnOnce() -> R) -> R {
         let _g = self.pause.read().unwrap_or_else(|e| e.into_inner());

@@ -301,7 +301,7 @@ pub struct Outcome {
     /// sum of theirs).
     pub wall_ms: u64,
     /// `--seeds` mode: the seeds, ascending (one independent block each,
-    /// [`run_seeds`]); `None` for `--repeat` mode.
+    /// [`run_seeds`](super::run_seeds)); `None` for `--repeat` mode.
     pub seeds: Option<Vec<u64>>,
 }
 
