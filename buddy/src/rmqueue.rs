@@ -2,6 +2,11 @@
 //! claim and steal fallbacks, `__rmqueue`, `rmqueue_buddy`, and the
 //! highatomic reserve.
 
+mod fallback;
+
+use fallback::Fallback;
+pub use fallback::RmqueueMode;
+
 use crate::zone::{AllocFlags, LockedZone};
 use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::mm::vmstat::VmEvent;
@@ -32,33 +37,11 @@ pub const fn fallbacks(mt: Migratetype) -> [Migratetype; 2] {
     }
 }
 
-/// `enum rmqueue_mode`: where `__rmqueue` found pages last, so that
-/// `rmqueue_bulk` does not search again from the top.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum RmqueueMode {
-    /// `RMQUEUE_NORMAL`: the wanted migratetype's own lists.
-    #[default]
-    Normal,
-    /// `RMQUEUE_CMA`: the CMA free lists (`__rmqueue_cma_fallback`).
-    Cma,
-    /// `RMQUEUE_CLAIM`: a whole block claimed from another type.
-    Claim,
-    /// `RMQUEUE_STEAL`: a block stolen from another type without relabelling.
-    Steal,
-}
-
 /// `should_try_claim_block()`.
 fn should_try_claim_block(order: u32, start_mt: Migratetype) -> bool {
     order >= PAGEBLOCK_ORDER
         || order >= PAGEBLOCK_ORDER / 2
         || matches!(start_mt, Migratetype::Reclaimable | Migratetype::Unmovable)
-}
-
-/// Result of `find_suitable_fallback()`.
-enum Fallback {
-    Found(Migratetype),
-    NoBlock,
-    TooLowToClaim,
 }
 
 impl LockedZone<'_, '_> {

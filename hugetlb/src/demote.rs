@@ -27,7 +27,10 @@
 //!
 //! `max_huge_pages` of both sizes follows the pages moved.
 
-use crate::{DemoteBatching, HUGETLB_PAGE_ORDER, HugePageSize, Hugetlb, HugetlbError};
+use crate::config::DemoteBatching;
+use crate::error::HugetlbError;
+use crate::hstate::{HUGETLB_PAGE_ORDER, HugePageSize};
+use crate::hugetlb::Hugetlb;
 use mmlab_engine::{Cpu, Pfn};
 use mmlab_vmemmap::{Folio, HvoError};
 

@@ -31,7 +31,10 @@
 //! 700 x 1G timings (alloc 13.5 s → 10.6 s, free 11.3 s → 1.5 s) can be
 //! set against the work each release does.
 
-use crate::{GiganticAlloc, HugePageSize, Hugetlb, HugetlbError};
+use crate::config::GiganticAlloc;
+use crate::error::HugetlbError;
+use crate::hstate::HugePageSize;
+use crate::hugetlb::Hugetlb;
 use mmlab_buddy::ContigError;
 use mmlab_engine::Cpu;
 use mmlab_vmemmap::Folio;

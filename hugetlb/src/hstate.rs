@@ -14,6 +14,9 @@
 use mmlab_engine::{MAX_PAGE_ORDER, PAGE_SIZE};
 use mmlab_vmemmap::Folio;
 
+/// `HUGETLB_PAGE_ORDER` on arm64 with 4 KiB pages: a PMD, 2 MiB.
+pub const HUGETLB_PAGE_ORDER: u32 = 9;
+
 /// A huge page size arm64 offers with 4 KiB pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub enum HugePageSize {

@@ -4,7 +4,9 @@
 //! (`update_and_free_hugetlb_folio`, deferred to `free_hpage_workfn` for an
 //! optimized folio in atomic context). See the crate docs.
 
-use crate::{HugePageSize, Hugetlb, HugetlbError};
+use crate::error::HugetlbError;
+use crate::hstate::HugePageSize;
+use crate::hugetlb::Hugetlb;
 use mmlab_engine::{Cpu, Gfp};
 use mmlab_vmemmap::folio::{destroy_compound, prep_compound};
 use mmlab_vmemmap::{Folio, HvoError};

@@ -34,7 +34,9 @@
 //! subpool, cgroup or memory policy; `vma_has_reserves` is the caller's
 //! `reserved` flag).
 
-use crate::{HugePageSize, Hugetlb, HugetlbError, InUse};
+use crate::error::HugetlbError;
+use crate::hstate::HugePageSize;
+use crate::hugetlb::{Hugetlb, InUse};
 use mmlab_engine::Cpu;
 use mmlab_vmemmap::Folio;
 

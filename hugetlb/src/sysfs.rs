@@ -25,7 +25,7 @@
 //! [`HstateAttr::parse_store`] does a store's checks that need no pool
 //! (the number or size, a file that does not exist or cannot be written,
 //! `-EINVAL` for gigantic overcommit) and returns the [`Store`] to apply
-//! with [`Hugetlb::store`], so a list of writes can be checked before any
+//! with [`Hugetlb::store`](crate::Hugetlb::store), so a list of writes can be checked before any
 //! machine boots. `kstrtoul` takes decimal digits with an optional leading
 //! `+` and one trailing newline; anything else is `-EINVAL`, a number above
 //! `u64::MAX` `-ERANGE`. `memparse` reads a number with an optional
@@ -41,8 +41,10 @@
 //! | text after a number (`memparse` stops at the first byte it cannot read) | simplified: anything but a `B` after the suffix is refused |
 
 use crate::hstate::{HstateSysfs, HugePageSize, memparse};
-use crate::{HUGETLB_PAGE_ORDER, Hugetlb, HugetlbError};
-use mmlab_engine::Cpu;
+mod apply;
+
+use crate::error::HugetlbError;
+use crate::hstate::HUGETLB_PAGE_ORDER;
 
 /// A file of an hstate's sysfs directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -176,7 +178,10 @@ impl HstateAttr {
                     value: buf.to_string(),
                     why: ValueError::NotASize,
                 })?;
-                let dst = Hugetlb::size_to_hstate(bytes).map_err(SysfsError::Hugetlb)?;
+                // `size_to_hstate()` (as `Hugetlb::size_to_hstate`).
+                let dst = HugePageSize::from_bytes(bytes)
+                    .ok_or(HugetlbError::UnsupportedSize { bytes })
+                    .map_err(SysfsError::Hugetlb)?;
                 if dst.order() < HUGETLB_PAGE_ORDER || dst.order() >= size.order() {
                     return Err(SysfsError::Hugetlb(HugetlbError::BadDemoteSize { size, demote_bytes: bytes }));
                 }
@@ -327,42 +332,6 @@ pub struct StoreOutcome {
     pub nr_hugepages: u64,
     /// Pages demoted (a `demote` write; 0 otherwise).
     pub demoted: u64,
-}
-
-impl<'m> Hugetlb<'_, 'm> {
-    /// The `store` of `store`'s file of `size`, on `cpu`
-    /// (`nr_hugepages_store`, `nr_overcommit_hugepages_store`,
-    /// `demote_store`, `demote_size_store`).
-    ///
-    /// # Errors
-    /// As the store: `-EINVAL` for gigantic overcommit or a bad demote
-    /// size, `-ENOMEM` when demote cannot restore a folio's vmemmap (the
-    /// pages demoted before stay demoted), or a bug reported below.
-    pub fn store(&mut self, cpu: &Cpu<'m>, size: HugePageSize, store: Store) -> Result<StoreOutcome, SysfsError> {
-        let mut demoted = 0;
-        match store {
-            Store::NrHugepages(n) => {
-                self.set_max_huge_pages_of(cpu, size, n)?;
-            }
-            Store::NrOvercommitHugepages(n) => self.set_nr_overcommit_hugepages(size, n)?,
-            Store::Demote(n) => demoted = self.demote(cpu, size, n)?,
-            Store::DemoteSize(dst) => self.set_demote_size(size, dst.bytes())?,
-        }
-        Ok(StoreOutcome { size, store, nr_hugepages: self.hstate_of(size).nr_huge_pages, demoted })
-    }
-
-    /// The hugetlb lines of /proc/meminfo (`hugetlb_report_meminfo`).
-    pub fn meminfo(&self) -> HugetlbMeminfo {
-        let d = self.hstate();
-        HugetlbMeminfo {
-            hugepages_total: d.nr_huge_pages,
-            hugepages_free: d.free_huge_pages,
-            hugepages_rsvd: d.resv_huge_pages,
-            hugepages_surp: d.surplus_huge_pages,
-            hugepagesize_kb: d.size().bytes() / 1024,
-            hugetlb_kb: self.hstates().map(|h| h.nr_huge_pages * h.size().bytes() / 1024).sum(),
-        }
-    }
 }
 
 /// The hugetlb lines of /proc/meminfo: the default size's counters, and the

@@ -1,8 +1,8 @@
 //! `check_invariants()`: every frame in exactly one state, and every list and
 //! counter agreeing with the frames.
 
-use crate::PageAllocator;
-use crate::pcplist::{NR_PCP_LISTS, pindex_to_order};
+use crate::page_alloc::PageAllocator;
+use crate::pageset::{NR_PCP_LISTS, pindex_to_order};
 use bitvec::prelude::*;
 use mmlab_engine::Pfn;
 use mmlab_engine::mm::page::PageExt;

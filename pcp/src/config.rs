@@ -9,7 +9,9 @@
 //! knob's own handler) before anything boots. The serialised form records
 //! every setting under the names reports use.
 
-use crate::{KernelRules, MIN_PERCPU_PAGELIST_HIGH_FRACTION, SysctlError};
+use crate::error::SysctlError;
+use crate::rules::KernelRules;
+use crate::sizing::MIN_PERCPU_PAGELIST_HIGH_FRACTION;
 use mmlab_engine::kernel::sysctl::{
     KernelName, Knob, KnobError, KnobTable, Parsed, ValueError, parse_from_str, parse_named, sysctl_int,
 };

@@ -12,8 +12,9 @@
 //! demote) say so through [`PageAllocator::join_allocation`] and
 //! [`PageAllocator::split_allocation`]. Instrumented: those two.
 
-use crate::alloc::gfp_mt;
-use crate::{FreeError, PageAllocator};
+use crate::error::FreeError;
+use crate::gfp::gfp_mt;
+use crate::page_alloc::PageAllocator;
 use mmlab_buddy::{ContigError, ContigScan};
 use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::{Cpu, Gfp, Pfn};

@@ -35,7 +35,8 @@
 //! `__free_contig_range_common` never splits a block here: blocks are at
 //! most 4 MiB and aligned, sections 128 MiB.
 
-use crate::{FreeError, PageAllocator};
+use crate::error::FreeError;
+use crate::page_alloc::PageAllocator;
 use mmlab_engine::mm::MAX_PAGE_ORDER;
 use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::{Cpu, Pfn};

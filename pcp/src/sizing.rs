@@ -7,6 +7,8 @@
 
 /// `MIN_PERCPU_PAGELIST_HIGH_FRACTION`.
 pub const MIN_PERCPU_PAGELIST_HIGH_FRACTION: u32 = 8;
+/// The largest `vm.min_free_kbytes` the sysctl accepts (`INT_MAX`).
+pub const MIN_FREE_KBYTES_MAX: u64 = i32::MAX as u64;
 /// `CONFIG_PCP_BATCH_SCALE_MAX` (default 5).
 pub const PCP_BATCH_SCALE_MAX: u32 = 5;
 

@@ -10,7 +10,8 @@
 //! items of its /proc/vmstat); the per-zone vm stats are the caller's too,
 //! with `nr_free_pages` alone by default ([`zoneinfo`]).
 
-use crate::{KernelRules, PageAllocator};
+use crate::page_alloc::PageAllocator;
+use crate::rules::KernelRules;
 use mmlab_buddy::Zone;
 use mmlab_engine::PAGE_SHIFT;
 use std::fmt::Write as _;

@@ -1,11 +1,15 @@
-//! The invariant check of the whole vmalloc range, split out of lib.rs by
+//! The invariant check of the whole vmalloc range, split out of vmalloc.rs by
 //! job: the free tree's own check, then busy areas, vmap blocks, lazy
 //! areas, node pools and free areas must tile `[VMALLOC_START,
 //! VMALLOC_END)` with no overlap and no gap; `vmap_lazy_nr` must equal the
 //! pages waiting; every vmap block must agree with its live allocations.
 
-use super::*;
-
+use crate::lazy::LazyArea;
+use crate::vmalloc::Vmalloc;
+use crate::vmap_block::VMAP_BLOCK_SIZE;
+use mmlab_engine::PAGE_SIZE;
+use mmlab_engine::arch::arm64::memory::VMALLOC_END;
+use mmlab_engine::arch::arm64::memory::VMALLOC_START;
 impl Vmalloc<'_, '_> {
     /// Check the free tree and that busy, lazy and free ranges tile the
     /// vmalloc range with no overlap and no gap.

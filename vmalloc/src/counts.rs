@@ -3,11 +3,6 @@
 //! vm_map_rams, vm_unmap_rams, PTE entries) per CPU, each CPU's in a cache
 //! line of its own and written only by its CPU's thread.
 
-use super::Vmalloc;
-use mmlab_engine::Cpu;
-use mmlab_engine::counters::this_cpu_add;
-use std::sync::atomic::Ordering::Relaxed;
-
 mmlab_engine::counter_snapshot! {
     /// Counters of vmalloc's own events (the page, TLB and barrier events
     /// of the same calls are the engine's).
@@ -54,24 +49,15 @@ pub(crate) enum CallCount {
 /// Number of [`CallCount`] slots.
 pub(crate) const NR_CALL_COUNTS: usize = CallCount::VmUnmapRams as usize + 1;
 
-impl<'m> Vmalloc<'_, 'm> {
-    /// Counters.
-    pub fn counts(&self) -> VmallocCounts {
-        let mut c = *self.counts.lock();
-        for counts in self.pcpu_counts.iter() {
-            let [vmallocs, vfrees, pte_entries, vm_map_rams, vm_unmap_rams] = &**counts;
-            c.vmallocs += vmallocs.load(Relaxed);
-            c.vfrees += vfrees.load(Relaxed);
-            c.pte_entries += pte_entries.load(Relaxed);
-            c.vm_map_rams += vm_map_rams.load(Relaxed);
-            c.vm_unmap_rams += vm_unmap_rams.load(Relaxed);
-        }
-        c
-    }
-
-    /// Add `n` to this CPU's call counter `which`.
-    #[inline(always)]
-    pub(crate) fn count_call(&self, cpu: &Cpu<'m>, which: CallCount, n: u64) {
-        this_cpu_add(&self.pcpu_counts[cpu.id()][which as usize], n);
-    }
+/// The vmalloc values of /proc/meminfo and /proc/vmstat.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct VmallocMeminfo {
+    /// `VmallocTotal`: `VMALLOC_END - VMALLOC_START` in kB.
+    pub vmalloc_total_kb: u64,
+    /// `VmallocUsed`: `vmalloc_nr_pages()` in kB.
+    pub vmalloc_used_kb: u64,
+    /// `VmallocChunk`: always 0 since Linux 4.4.
+    pub vmalloc_chunk_kb: u64,
+    /// `nr_vmalloc` (NR_VMALLOC, pages).
+    pub nr_vmalloc: u64,
 }

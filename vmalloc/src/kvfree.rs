@@ -1,5 +1,5 @@
 //! `kvfree_rcu` for vmalloc'd objects (kernel/rcu/tree.c `kvfree_call_rcu`,
-//! `kvfree_rcu_barrier`), split out of lib.rs by job.
+//! `kvfree_rcu_barrier`), split out of vmalloc.rs by job.
 //!
 //! A freed object is not given back at once: it is queued with the cookie
 //! of the grace period it must wait for (`start_poll_synchronize_rcu`), and
@@ -8,17 +8,13 @@
 //! does from a workqueue. Bad input is refused when the object is queued,
 //! not when the deferred free runs, so the caller gets the error.
 
-use super::*;
+use crate::area::AreaKind;
+use crate::error::VmallocError;
+use crate::vmalloc::KvfreeQueued;
+use crate::vmalloc::Vmalloc;
+use mmlab_engine::Cpu;
+use mmlab_engine::kernel::rcu;
 use std::sync::atomic::Ordering::Release;
-
-/// A `kvfree_rcu` object waiting for its grace period.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct KvfreeQueued {
-    /// The vmalloc address to free.
-    pub(crate) addr: u64,
-    /// The grace period it waits for (`start_poll_synchronize_rcu`).
-    pub(crate) cookie: rcu::RcuCookie,
-}
 
 impl<'m> Vmalloc<'_, 'm> {
     /// `kvfree_rcu(ptr, rhf)` for a vmalloc'd object: the vfree runs after

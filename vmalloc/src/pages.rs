@@ -16,7 +16,8 @@
 //! Fidelity: faithful for the orders tried, their gfp and the fallbacks;
 //! the `NR_VMALLOC` accounting is not kept.
 
-use crate::{BULK_CHUNK, Vmalloc};
+use crate::vmalloc::BULK_CHUNK;
+use crate::vmalloc::Vmalloc;
 use mmlab_engine::mm::gfp::Gfp;
 use mmlab_engine::{Cpu, MAX_PAGE_ORDER, PAGE_SHIFT, Pfn};
 

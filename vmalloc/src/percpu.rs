@@ -47,7 +47,8 @@
 //! them per `PCPU_BITMAP_BLOCK_SIZE` block), and chunks are searched in
 //! creation order rather than from the kernel's free-size slot lists.
 
-use crate::{Vmalloc, VmallocError};
+use crate::error::VmallocError;
+use crate::vmalloc::Vmalloc;
 use bitvec::prelude::*;
 use mmlab_engine::sync::Mutex;
 use mmlab_engine::{Cpu, Gfp, PAGE_SIZE};

@@ -8,8 +8,15 @@
 //! the vm_map_ram blocks and the lazily freed ("unpurged") areas, merged
 //! into the same address order.
 
-use super::*;
-
+use crate::area::VM_ALLOC;
+use crate::area::VM_MAP;
+use crate::counts::VmallocMeminfo;
+use crate::lazy::LazyArea;
+use crate::vmalloc::Vmalloc;
+use crate::vmap_block::VMAP_BLOCK_SIZE;
+use mmlab_engine::PAGE_SIZE;
+use mmlab_engine::arch::arm64::memory::VMALLOC_END;
+use mmlab_engine::arch::arm64::memory::VMALLOC_START;
 impl Vmalloc<'_, '_> {
     /// `/proc/vmallocinfo` (`vmalloc_info_show`): node by node, each
     /// node's busy areas and vm_map_ram blocks by address, then
@@ -93,17 +100,4 @@ impl Vmalloc<'_, '_> {
             nr_vmalloc: used,
         }
     }
-}
-
-/// The vmalloc values of /proc/meminfo and /proc/vmstat.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct VmallocMeminfo {
-    /// `VmallocTotal`: `VMALLOC_END - VMALLOC_START` in kB.
-    pub vmalloc_total_kb: u64,
-    /// `VmallocUsed`: `vmalloc_nr_pages()` in kB.
-    pub vmalloc_used_kb: u64,
-    /// `VmallocChunk`: always 0 since Linux 4.4.
-    pub vmalloc_chunk_kb: u64,
-    /// `nr_vmalloc` (NR_VMALLOC, pages).
-    pub nr_vmalloc: u64,
 }

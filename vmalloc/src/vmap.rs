@@ -2,8 +2,23 @@
 //! the caller owns, through a vmap area of its own or, for small
 //! `vm_map_ram()` requests, a slice of a per-CPU vmap block.
 
-use super::*;
-
+use crate::area::AreaKind;
+use crate::area::VM_MAP;
+use crate::area::VM_NO_GUARD;
+use crate::area::VmArea;
+use crate::counts::CallCount;
+use crate::error::VmallocError;
+use crate::vmalloc::Vmalloc;
+use crate::vmap_block::VMAP_MAX_ALLOC;
+use mmlab_engine::Cpu;
+use mmlab_engine::PAGE_SHIFT;
+use mmlab_engine::PAGE_SIZE;
+use mmlab_engine::Pfn;
+use mmlab_engine::arch::arm64::pgtable;
+use mmlab_engine::arch::arm64::pgtable::desc::PAGE_KERNEL;
+use mmlab_engine::arch::arm64::pgtable::desc::PgProt;
+use mmlab_engine::arch::arm64::pgtable::desc::pgprot_nx;
+use mmlab_engine::arch::arm64::tlb::TlbFlush;
 impl<'a, 'm> Vmalloc<'a, 'm> {
     /// The checks of [`Vmalloc::vmap`] and [`Vmalloc::vm_map_ram`] before
     /// anything is taken: at least one page, each RAM and allocated.

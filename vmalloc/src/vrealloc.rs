@@ -23,7 +23,10 @@
 //! the busy tree (`find_vm_area()`), and an address that is not a vmalloc
 //! area's start is a typed error where the kernel WARNs and returns NULL.
 
-use super::{AreaKind, Vmalloc, VmallocError};
+use crate::area::AreaKind;
+use crate::counts::CallCount;
+use crate::error::VmallocError;
+use crate::vmalloc::Vmalloc;
 use mmlab_engine::arch::arm64::pgtable::{self, mmu};
 use mmlab_engine::mm::gfp::Gfp;
 use mmlab_engine::{Cpu, PAGE_SIZE};
@@ -71,7 +74,7 @@ impl<'m> Vmalloc<'_, 'm> {
                     let flush = pgtable::unmap_range(cpu, &self.asp, start, tail.len() as u64 * PAGE_SIZE)
                         .expect("the tail of a vmalloc area of order-0 pages is mapped page by page");
                     flush.flush(cpu);
-                    self.count_call(cpu, crate::CallCount::PteEntries, tail.len() as u64);
+                    self.count_call(cpu, CallCount::PteEntries, tail.len() as u64);
                     self.free_area_pages(cpu, &tail);
                 }
                 return Ok(Some(p));

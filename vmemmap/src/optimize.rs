@@ -25,9 +25,11 @@
 //! `synchronize_rcu()` is called and, for the 6.12 draft, which flags stay
 //! set after the first folio of a batch.
 
+use crate::config::{Arm64Hvo, RcuPolicy};
 use crate::folio::{Folio, hugetlb_vmemmap_optimizable, hugetlb_vmemmap_size};
+use crate::hvo::{Hvo, HvoError};
+use crate::remap::VmemmapFlags;
 use crate::remap::{PteOp, RemapWalk, copy_page};
-use crate::{Arm64Hvo, Hvo, HvoError, RcuPolicy, VmemmapFlags};
 use mmlab_engine::{Cpu, Gfp, PAGE_SIZE, Pfn, kernel::rcu};
 use std::sync::atomic::Ordering::Relaxed;
 

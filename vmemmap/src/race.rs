@@ -71,8 +71,10 @@
 //! because its tails map a shared, always-zero tail page; mmlab keeps the
 //! 6.12 remap under every policy, so this experiment says nothing about it.
 
+use crate::config::{HvoConfig, RcuPolicy};
+use crate::folio::Folio;
+use crate::hvo::{Hvo, HvoCounts, HvoError};
 use crate::walker::{CountCheck, page_count_writable, page_ref_atomic_add_unless};
-use crate::{Folio, Hvo, HvoConfig, HvoCounts, HvoError, RcuPolicy};
 use mmlab_engine::arch::arm64::pgtable::mmu::{self, Access, Fault, FaultKind};
 use mmlab_engine::mm::page::{PageExt, pg};
 use mmlab_engine::rng::Xoshiro256StarStar;

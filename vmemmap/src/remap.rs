@@ -33,7 +33,13 @@
 //! vmemmap changed so that the struct-page accessor follows the tables
 //! after the next TLBI.
 
-use crate::{Arm64Hvo, BbmViolation, Hvo, HvoError, MAX_BBM_VIOLATIONS_KEPT, VmemmapFlags};
+mod walk;
+
+pub use walk::VmemmapFlags;
+pub(crate) use walk::{FlushFor, PteOp, RemapWalk};
+
+use crate::config::Arm64Hvo;
+use crate::hvo::{BbmViolation, Hvo, HvoError, MAX_BBM_VIOLATIONS_KEPT};
 use mmlab_engine::arch::arm64::barrier::ishst;
 use mmlab_engine::arch::arm64::pgtable::desc::{KERNEL_TABLE, PAGE_KERNEL, PAGE_KERNEL_RO, PMD_SIZE, PTRS_PER_TABLE};
 use mmlab_engine::arch::arm64::pgtable::{
@@ -42,45 +48,6 @@ use mmlab_engine::arch::arm64::pgtable::{
 use mmlab_engine::mm::page::{STRUCT_PAGE_SIZE, pg};
 use mmlab_engine::{Cpu, Gfp, PAGE_SIZE, Pfn, PhysAddr, arch::arm64::tlb};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-/// What a walk does at the PTE level.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PteOp {
-    /// `vmemmap_remap_split`: split PMDs only.
-    Split,
-    /// `vmemmap_remap_pte`.
-    Remap,
-    /// `vmemmap_restore_pte`.
-    Restore,
-}
-
-/// `struct vmemmap_remap_walk`.
-#[derive(Debug)]
-pub(crate) struct RemapWalk {
-    pub(crate) op: PteOp,
-    /// PTEs visited (`nr_walked`).
-    pub(crate) nr_walked: u64,
-    /// The vmemmap address of the page kept (`reuse_addr`).
-    pub(crate) reuse_addr: u64,
-    /// The page every tail entry maps (`reuse_page`).
-    pub(crate) reuse_page: Option<Pfn>,
-    /// `vmemmap_pages`: the top of the stack is the list's first entry.
-    pub(crate) pages: Vec<Pfn>,
-    pub(crate) flags: VmemmapFlags,
-}
-
-impl RemapWalk {
-    pub(crate) fn new(op: PteOp, reuse_addr: u64, pages: Vec<Pfn>, flags: VmemmapFlags) -> RemapWalk {
-        RemapWalk { op, nr_walked: 0, reuse_addr, reuse_page: None, pages, flags }
-    }
-}
-
-/// Which generic flush a walk asks for.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum FlushFor {
-    Split,
-    Remap,
-}
 
 /// `copy_page()`: the 4 KiB at `src` into `dst`, word by word.
 pub(crate) fn copy_page(m: &mmlab_engine::Machine, dst: Pfn, src: Pfn) {

@@ -14,13 +14,13 @@
 //! thread (test_vmalloc's workers) are traced. `--stats` prints the number
 //! of events and the events per second of measured host time to stderr.
 
+pub use super::configs;
 use super::event::{Collector, EventLayer, Sink, TraceEvent, lock};
 use super::filter::EventFilter;
 use super::{kernel, perfetto, plot, text};
 use crate::cli::GlobalOpts;
 use crate::fuzz::cli::ReplayArgs;
 use crate::output::trace::{TraceFormat, install_global};
-use crate::settings::Configs;
 use crate::stack::Stack;
 use crate::workload::RandomWorkload;
 use crate::{cli, test_vmalloc};
@@ -134,15 +134,6 @@ pub enum OutFormat {
     Json,
     /// A Chrome trace-event JSON file for ui.perfetto.dev.
     Perfetto,
-}
-
-/// Every configuration of `g` (`default_cpus` where `--cpus` is not
-/// given); the run's header goes to stderr, as the trace keeps the
-/// kernel's formats.
-pub fn configs(g: &GlobalOpts, default_cpus: usize) -> Result<Configs, String> {
-    let c = g.configs(crate::cli::MachineDefaults { cpus: default_cpus, ..crate::cli::MachineDefaults::MACHINE })?;
-    eprint!("{}", g.record(&c).header());
-    Ok(c)
 }
 
 /// Runs `mmlab trace`; returns whether the run found a failure (a failed

@@ -29,6 +29,8 @@ pub mod text;
 pub use event::{Collector, EventLayer, FieldValue, Sink, TraceEvent};
 pub use filter::EventFilter;
 
+use crate::cli::GlobalOpts;
+use crate::settings::Configs;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::Registry;
 
@@ -40,4 +42,13 @@ pub fn capture<R>(filter: &EventFilter, f: impl FnOnce() -> R) -> (R, Vec<TraceE
     let subscriber = Registry::default().with(EventLayer::new(c.clone()).filtered(filter.clone()));
     let r = tracing::subscriber::with_default(subscriber, f);
     (r, c.take())
+}
+
+/// Every configuration of `g` (`default_cpus` where `--cpus` is not
+/// given); the run's header goes to stderr, as the trace keeps the
+/// kernel's formats.
+pub fn configs(g: &GlobalOpts, default_cpus: usize) -> Result<Configs, String> {
+    let c = g.configs(crate::cli::MachineDefaults { cpus: default_cpus, ..crate::cli::MachineDefaults::MACHINE })?;
+    eprint!("{}", g.record(&c).header());
+    Ok(c)
 }

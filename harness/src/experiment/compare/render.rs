@@ -8,7 +8,7 @@
 //! [`crate::output::json`]. The CSV is a minimal RFC 4180 writer: a field
 //! is quoted only when it holds a comma, a quote or a newline.
 
-use super::{CounterCol, Metric, Outcome, RowResult, VariantInfo};
+use super::model::{CounterCol, Metric, Outcome, RowResult, VariantInfo};
 use crate::output::json;
 use crate::stats::{Mark, Summary};
 use std::fmt::Write as _;

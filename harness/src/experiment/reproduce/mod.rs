@@ -57,6 +57,7 @@
 pub mod agreement;
 pub mod host_fit;
 pub mod hvo;
+mod length;
 pub mod linear_map;
 pub mod model;
 pub mod published;
@@ -64,6 +65,7 @@ pub mod render;
 pub mod run;
 
 pub use agreement::{Agreement, H1Verdict, MsleepVerdict, Tally};
+pub use length::Length;
 pub use published::{BARRIER_BATCHING, Change, PCP_DRAIN, PublishedRegression, PublishedRow, Source, Table};
 pub use run::{
     BarrierBatching, BarrierMeasured, BarrierRow, Contpte, Mapping, PcpDrain, PerCall, RegressionRow, SweepRow,
@@ -71,27 +73,6 @@ pub use run::{
 };
 
 use std::str::FromStr;
-
-/// Run length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Length {
-    /// Loops in percent of quick mode's: 100 quick, 1000 full.
-    pub loops_pct: u32,
-    /// Kept runs per side.
-    pub repeats: usize,
-}
-
-impl Length {
-    /// The default: quick mode's loops, ten runs a side.
-    pub const QUICK: Length = Length { loops_pct: 100, repeats: 10 };
-    /// `--full`: ten times quick mode's loops.
-    pub const FULL: Length = Length { loops_pct: 1000, repeats: 10 };
-
-    /// Quick mode's `n` scaled, at least 1.
-    fn scaled(self, n: i32) -> i32 {
-        ((i64::from(n) * i64::from(self.loops_pct) / 100).max(1)).min(i64::from(i32::MAX)) as i32
-    }
-}
 
 /// The reproductions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

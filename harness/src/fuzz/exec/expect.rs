@@ -9,41 +9,17 @@
 //! holds is skipped. The outcome kinds themselves and the violations are
 //! [`crate::fuzz::oracle`]'s.
 
+mod allowed;
+
+pub(super) use allowed::Expect;
+use allowed::{errors, only, skipped, succeeds};
+
 use super::{Executor, Obj, SCRATCH_SLOT, Unit, scratch_slot};
 use crate::fuzz::op::{Call, Handle, HandleKind, Op, Ref, Sysctl};
 use crate::fuzz::oracle::Outcome;
 use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::{PAGE_SIZE, Pfn};
 use mmlab_vmalloc::percpu::{PCPU_MIN_ALLOC_SIZE, PCPU_MIN_UNIT_SIZE};
-
-/// What the oracle accepts from a call.
-pub(super) struct Expect {
-    /// The outcomes the call may return.
-    pub(super) allowed: Vec<Outcome>,
-    /// Whether only errors are acceptable, so the call must change nothing
-    /// (checked against a snapshot taken before it).
-    pub(super) must_not_change: bool,
-}
-
-/// Exactly `o`; nothing may change if it is an error.
-fn only(o: Outcome) -> Expect {
-    Expect { allowed: vec![o], must_not_change: o.is_error() }
-}
-
-/// One of the errors `v`; nothing may change.
-fn errors(v: &[Outcome]) -> Expect {
-    Expect { allowed: v.to_vec(), must_not_change: true }
-}
-
-/// One of `v`, at least one a success.
-fn succeeds(v: &[Outcome]) -> Expect {
-    Expect { allowed: v.to_vec(), must_not_change: false }
-}
-
-/// The call is not run.
-fn skipped() -> Expect {
-    Expect { allowed: vec![Outcome::Skipped], must_not_change: false }
-}
 
 impl<'a, 'm> Executor<'a, 'm> {
     /// Acceptable outcomes of a page call on `pfn` that is not a live unit

@@ -27,7 +27,7 @@
 pub mod parse;
 pub mod replay;
 
-use super::cli::configs;
+use super::configs;
 use crate::cli::GlobalOpts;
 use replay::{MidRun, OnError, OpRecord, Options, ReplayOutcome};
 use serde::Serialize;
