@@ -340,6 +340,19 @@ impl GlobalOpts {
         self.seed.unwrap_or(1)
     }
 
+    /// Refuse an explicit `--seed` for a command that draws no random
+    /// numbers (`what` names it), rather than record a seed that did
+    /// nothing. A seed taken from `--config`'s record is not refused.
+    ///
+    /// # Errors
+    /// `--seed` given on the command line.
+    pub fn refuse_seed(&self, what: &str) -> Result<(), String> {
+        match self.seed {
+            Some(_) if self.config.is_none() => Err(format!("--seed: {what} draws no random numbers")),
+            _ => Ok(()),
+        }
+    }
+
     /// Whether any machine option (`--mem`, `--cpus`, `--set`) was given,
     /// for the commands that take their machine from elsewhere.
     pub fn machine_given(&self) -> bool {
