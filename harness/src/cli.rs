@@ -281,7 +281,9 @@ pub struct GlobalOpts {
     // The help sentence lists every key of the crates' tables (settings::set_help).
     #[arg(long = "set", global = true, value_name = "KEY=VALUE", help = crate::settings::set_help())]
     pub set: Vec<String>,
-    /// Seed of the workload's random stream [default: 1] (compare --seeds gives its own).
+    /// Seed of the workload's random stream [default: 1] (compare --seeds
+    /// gives its own; refused by the commands that draw no random numbers,
+    /// and by replay, whose file names its seed).
     #[arg(long, global = true, value_name = "S", allow_negative_numbers = true, value_parser = parse_seed)]
     pub seed: Option<u64>,
     /// Re-run with the settings a run recorded: the `run` object of an

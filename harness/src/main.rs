@@ -64,8 +64,9 @@ enum Command {
     /// map, kernel image map, vmemmap, memmap init, end of boot, free into buddy):
     /// measured and modelled time apart, table pages per level, TLBIs by
     /// kind, barriers, and map_mem() on its own with its fixmap operations.
-    /// The machine is the one every command boots: the linear map is
-    /// built with --set arm64.linear_map=1.
+    /// The machine is the one every command boots for the same options:
+    /// the linear map is off by default and built with --set
+    /// arm64.linear_map=1.
     Boot {
         /// One JSON object instead of the text.
         #[arg(long)]
@@ -85,7 +86,7 @@ enum Command {
     /// mmlab's own), or replay a real kernel's kmem trace and diff the
     /// allocator's decisions.
     Trace(mmlab_harness::trace::cli::TraceArgs),
-    /// Run lib/test_vmalloc.c (Linux 6.17) on the machine: nr_threads
+    /// Run lib/test_vmalloc.c (Linux 7.2: thirteen cases) on the machine: nr_threads
     /// workers, each on an emulated CPU of its own, sharing one vmalloc.
     /// Times are measured host time of the emulation.
     #[command(name = "test-vmalloc")]

@@ -222,6 +222,6 @@ fn every_reproduction_draws_what_plot_asks_for() {
     let o = mmlab(&["reproduce", "linear-map", "--plot", dir.join("r.svg").to_str().unwrap()]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     let svg = std::fs::read_to_string(dir.join("r-linear-map-map-mem.svg")).expect("the chart was written");
-    assert!(svg.starts_with("<svg") && svg.contains("512G lazy-unmap") && svg.contains("published"), "{svg}");
+    assert!(svg.contains("<svg") && svg.contains("512G lazy-unmap") && svg.contains("published"), "{svg}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
