@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Time the host kernel growing and shrinking its hugetlb pool, with the
 # vmemmap optimisation (HVO) off and on: the live-peer numbers that
-# `cargo bench -p mmlab-hugetlb --bench pool` is compared with (issue 11).
+# `cargo bench -p mmlab-hugetlb --bench pool` is compared with.
 #
 # For each HVO setting (vm.hugetlb_optimize_vmemmap = 0, then 1) and each
 # repetition: `echo N > nr_hugepages` (the pool grows to N pages), read back

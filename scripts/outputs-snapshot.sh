@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Write mmlab's deterministic outputs to DIR, one file per command, so that a
-# change of shape (issue 10) can show them byte-identical before and after:
+# change of shape (a refactoring) can show them byte-identical before and after:
 #   scripts/outputs-snapshot.sh /tmp/before && (change) &&
 #   scripts/outputs-snapshot.sh /tmp/after && diff -r /tmp/before /tmp/after
 # Host-time fields (measured wall time, cycles, the git revision) are dropped

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Two-thread scaling of `mmlab test-vmalloc`, read against the host's own
-# ceiling and against what the two CPUs share (issue 15):
+# ceiling and against what the two CPUs share (the target: at least 80 % of
+# one thread's throughput per thread):
 #
 #   scripts/scaling.sh [ROUNDS] [TEST-VMALLOC PARAMETERS...]
 #

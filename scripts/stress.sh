@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Concurrency checks that one passing run cannot give (issue 9):
+# Concurrency checks that one passing run cannot give:
 #  1. the tests that race emulated CPUs on host threads, run REPEAT times in
 #     a debug build (overflow checks catch races that a release build hides;
 #     each run sees other interleavings);

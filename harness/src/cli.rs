@@ -281,7 +281,9 @@ pub struct GlobalOpts {
     // The help sentence lists every key of the crates' tables (settings::set_help).
     #[arg(long = "set", global = true, value_name = "KEY=VALUE", help = crate::settings::set_help())]
     pub set: Vec<String>,
-    /// Seed of the workload's random stream [default: 1] (compare --seeds gives its own).
+    /// Seed of the workload's random stream [default: 1] (compare --seeds
+    /// gives its own; refused by the commands that draw no random numbers,
+    /// and by replay, whose file names its seed).
     #[arg(long, global = true, value_name = "S", allow_negative_numbers = true, value_parser = parse_seed)]
     pub seed: Option<u64>,
     /// Re-run with the settings a run recorded: the `run` object of an
@@ -338,6 +340,19 @@ impl GlobalOpts {
     /// The seed (1 unless given).
     pub fn seed(&self) -> u64 {
         self.seed.unwrap_or(1)
+    }
+
+    /// Refuse an explicit `--seed` for a command that draws no random
+    /// numbers (`what` names it), rather than record a seed that did
+    /// nothing. A seed taken from `--config`'s record is not refused.
+    ///
+    /// # Errors
+    /// `--seed` given on the command line.
+    pub fn refuse_seed(&self, what: &str) -> Result<(), String> {
+        match self.seed {
+            Some(_) if self.config.is_none() => Err(format!("--seed: {what} draws no random numbers")),
+            _ => Ok(()),
+        }
     }
 
     /// Whether any machine option (`--mem`, `--cpus`, `--set`) was given,

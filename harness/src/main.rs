@@ -49,15 +49,13 @@ enum Command {
         #[arg(long)]
         ptdump: bool,
     },
-    /// Walk the kernel's translation tables for a virtual address and print
-    /// every level's descriptor, decoded.
+    /// Walk the kernel's translation tables (swapper_pg_dir) for a virtual
+    /// address and print every level's descriptor, decoded. Exit status 1
+    /// when the walk ends in a translation fault (the walk is printed).
     Walk {
-        /// The virtual address: hex with 0x, or decimal.
+        /// The kernel virtual address (TTBR1): hex with 0x, or decimal.
         #[arg(value_name = "VA", required_unless_present = "struct_page", allow_negative_numbers = true)]
         va: Option<String>,
-        /// Walk a user address space's tables instead (by ASID).
-        #[arg(long, value_name = "N", conflicts_with = "struct_page", allow_negative_numbers = true)]
-        asid: Option<String>,
         /// Walk to the struct page of this frame (`pfn_to_page()` in the vmemmap).
         #[arg(long, value_name = "PFN", conflicts_with = "va", allow_negative_numbers = true)]
         struct_page: Option<String>,
@@ -66,8 +64,9 @@ enum Command {
     /// map, kernel image map, vmemmap, memmap init, end of boot, free into buddy):
     /// measured and modelled time apart, table pages per level, TLBIs by
     /// kind, barriers, and map_mem() on its own with its fixmap operations.
-    /// The machine is the one every command boots: the linear map is
-    /// built with --set arm64.linear_map=1.
+    /// The machine is the one every command boots for the same options:
+    /// the linear map is off by default and built with --set
+    /// arm64.linear_map=1.
     Boot {
         /// One JSON object instead of the text.
         #[arg(long)]
@@ -87,7 +86,7 @@ enum Command {
     /// mmlab's own), or replay a real kernel's kmem trace and diff the
     /// allocator's decisions.
     Trace(mmlab_harness::trace::cli::TraceArgs),
-    /// Run lib/test_vmalloc.c (Linux 6.17) on the machine: nr_threads
+    /// Run lib/test_vmalloc.c (Linux 7.2: thirteen cases) on the machine: nr_threads
     /// workers, each on an emulated CPU of its own, sharing one vmalloc.
     /// Times are measured host time of the emulation.
     #[command(name = "test-vmalloc")]
@@ -150,11 +149,14 @@ enum Command {
     Reproduce {
         #[arg(value_enum)]
         what: ReproduceWhat,
-        /// Longer runs (more loops) than the quick default.
+        /// Longer runs (more loops) than the quick default (not for
+        /// linear-map, which runs no loops).
         #[arg(long)]
         full: bool,
-        /// Draw the plots into FILE.svg (`all`: FILE-<name>.svg per
-        /// reproduction).
+        /// Draw the charts into FILE-<name>-<chart>.svg beside FILE.svg
+        /// (every reproduction draws: the A/B tables as bars, pcp-drain's
+        /// pcp pages over time, hvo's changes and linear-map's map_mem()
+        /// per variant against the published).
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<std::path::PathBuf>,
     },
@@ -271,6 +273,7 @@ fn all_configs(cli: &Cli) -> Result<Configs, String> {
 /// failed.
 fn run_hugetlb(cli: &Cli, writes: &[String], json: bool) -> Result<bool, String> {
     use mmlab_harness::hugetlb;
+    cli.globals.refuse_seed("hugetlb")?;
     let c = all_configs(cli)?;
     let writes = hugetlb::parse_writes(writes, c.hugetlb.default_hugepagesz).map_err(|e| e.to_string())?;
     let report = hugetlb::run(&c, &writes)?;
@@ -343,6 +346,9 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
     let mut run_record = None;
     let outcome = if a.merge.is_empty() {
         let g = &cli.globals;
+        if a.seeds.is_some() && g.seed.is_some() && g.config.is_none() {
+            return Err("--seed: --seeds A..B gives every block its own seed".to_string());
+        }
         let rows = compare::rows_from_args(&a.params)?;
         let threads = rows.iter().map(|r| r.params.threads()).max().unwrap_or(1);
         let common = g.configs(MachineDefaults { cpus: threads.max(2), ..MachineDefaults::MACHINE })?;
@@ -377,8 +383,11 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
             None => compare::run(spec, progress)?,
         }
     } else {
-        if cli.globals.machine_given() {
-            return Err("--merge takes the settings from the shards; --set, --cpus and --mem do not apply".to_string());
+        if cli.globals.machine_given() || cli.globals.seed.is_some() {
+            return Err(
+                "--merge takes the settings and seeds from the shards; --set, --cpus, --mem and --seed do not apply"
+                    .to_string(),
+            );
         }
         let mut shards = Vec::new();
         for path in &a.merge {
@@ -437,6 +446,13 @@ fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::
         ReproduceWhat::LinearMap => vec!["linear-map"],
         ReproduceWhat::All => reproduce::ALL.to_vec(),
     };
+    if matches!(what, ReproduceWhat::LinearMap) {
+        // map_mem() is modelled from counts: no loops, no random numbers.
+        if full {
+            return Err("--full: linear-map runs no loops (map_mem() is modelled from its counts)".to_string());
+        }
+        cli.globals.refuse_seed("reproduce linear-map")?;
+    }
     if let Some(path) = plot {
         cli::check_dir_writable("--plot", path)?;
     }
@@ -476,8 +492,11 @@ fn run_fuzz(cli: &Cli, a: &mmlab_harness::fuzz::cli::FuzzArgs) -> Result<bool, S
 
 /// `replay`; the machine and settings come from the file.
 fn run_replay(cli: &Cli, a: &mmlab_harness::fuzz::cli::ReplayArgs) -> Result<bool, String> {
-    if cli.globals.machine_given() {
-        return Err("replay takes the machine and settings from the file; --set, --cpus and --mem do not apply".into());
+    if cli.globals.machine_given() || cli.globals.seed.is_some() {
+        return Err(
+            "replay takes the machine, seed and settings from the file; --set, --cpus, --mem and --seed do not apply"
+                .into(),
+        );
     }
     if a.trace {
         let sink = install_global(TraceFormat::Ftrace, Box::new(BufWriter::new(io::stdout())))
@@ -537,27 +556,27 @@ fn run(cli: &Cli) -> Result<bool, String> {
             };
             write_stdout(&text).map(|()| false)
         }
-        Command::Walk { va, asid, struct_page } => {
+        Command::Walk { va, struct_page } => {
+            cli.globals.refuse_seed("walk")?;
             let c = all_configs(cli)?;
             let header = cli.globals.record(&c).header();
-            if let Some(pfn) = struct_page {
+            let (text, faulted) = if let Some(pfn) = struct_page {
                 let pfn = pgtables::parse_number("pfn", pfn)?;
                 let stack = Stack::boot(&c)?;
-                return write_stdout(&(header + &pgtables::walk_struct_page(stack.machine(), pfn)?)).map(|()| false);
+                pgtables::walk_struct_page(stack.machine(), pfn)?
+            } else {
+                let va = va.as_deref().ok_or("walk needs a virtual address or --struct-page PFN")?;
+                let va = pgtables::parse_number("virtual address", va)?;
+                pgtables::check_kernel_va(va)?;
+                let stack = Stack::boot(&c)?;
+                let m = stack.machine();
+                pgtables::walk_report(m, &m.kernel_as(), va)
+            };
+            write_stdout(&(header + &text))?;
+            if faulted {
+                eprintln!("mmlab: walk: translation fault");
             }
-            let va = va.as_deref().ok_or("walk needs a virtual address or --struct-page PFN")?;
-            let va = pgtables::parse_number("virtual address", va)?;
-            if let Some(asid) = asid {
-                let asid = pgtables::parse_number("ASID", asid)?;
-                if asid > u64::from(u16::MAX) {
-                    return Err(format!("ASID {asid} out of range (0..=65535)"));
-                }
-                return Err(format!("no user address space with ASID {asid} (the command boots only the kernel's)"));
-            }
-            pgtables::check_kernel_va(va)?;
-            let stack = Stack::boot(&c)?;
-            let m = stack.machine();
-            write_stdout(&(header + &pgtables::walk_report(m, &m.kernel_as(), va))).map(|()| false)
+            Ok(faulted)
         }
         Command::Trace(a) => mmlab_harness::trace::cli::run(&cli.globals, a),
     }
@@ -567,6 +586,7 @@ fn run(cli: &Cli) -> Result<bool, String> {
 /// phase, print the breakdown.
 fn run_boot(cli: &Cli, json: bool) -> Result<bool, String> {
     use mmlab_harness::output::boot::BootReport;
+    cli.globals.refuse_seed("boot")?;
     let c = all_configs(cli)?;
     let stack = Stack::boot(&c)?;
     let m = stack.machine();
@@ -590,6 +610,12 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
     let c = all_configs(cli)?;
     if ptdump && !matches!(file, StatFile::Pagetables) {
         return Err("--ptdump applies to `stat pagetables` only".to_string());
+    }
+    if after_ops.is_some() && matches!(file, StatFile::BootState) {
+        return Err("--after-ops does not apply to `stat boot-state` (it reports what the boot left)".to_string());
+    }
+    if after_ops.is_none() {
+        cli.globals.refuse_seed("stat without --after-ops")?;
     }
     // The /proc and sysfs files keep the kernel's format: the run's header
     // goes to stderr.

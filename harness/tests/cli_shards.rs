@@ -82,7 +82,7 @@ fn shards_merged_print_the_union_run() {
     assert!(err.contains("seed 0 is in both"), "{err}");
     let (code, _, err) = mmlab(&["--set", "lock_stat=1", "compare", "--merge", &files[0]]);
     assert_eq!(code, Some(2));
-    assert!(err.contains("--merge takes the settings from the shards"), "{err}");
+    assert!(err.contains("--merge takes the settings and seeds from the shards"), "{err}");
     // One shard of two seeds prints a table of its own.
     let (code, out, _) = mmlab(&["compare", "--merge", &files[0], "--metric", "modelled"]);
     assert_eq!(code, Some(0));

@@ -294,7 +294,7 @@ fn bulk_edge_cases() {
     pa.check_invariants().unwrap();
 }
 
-/// Issue 9, defect 6: a second `PageAllocator::boot` on one machine would
+/// Bad input must be refused, not corrupt state: a second `PageAllocator::boot` on one machine would
 /// run `memblock_free_all` again, re-initialise the list heads the live
 /// allocator uses, and free every frame a second time. It is refused, the
 /// live allocator untouched.

@@ -150,7 +150,7 @@ fn hand_written_wrong_calls_get_their_errors() {
 #[test]
 fn library_findings_replay_clean_once_fixed() {
     // Replays of library defects the fuzzer found, kept as regression
-    // tests: each failed before its fix (issue 9) and must now run clean.
+    // tests: each failed before its fix and must now run clean.
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/data/fuzz");
     for f in [
         "vfree-after-kvfree-rcu.replay",
@@ -291,7 +291,7 @@ fn seed_range_writes_one_json_line_per_seed() {
         "{text}"
     );
     // With every wrong-call kind included (the defects they used to hit
-    // were fixed in issue 9), the same seeds that found them run clean.
+    // were fixed), the same seeds that found them run clean.
     let mut a = fuzz_args(&dir);
     a.exclude = None;
     a.jsonl = None;

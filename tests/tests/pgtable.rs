@@ -383,7 +383,7 @@ fn a_user_address_space_with_its_asid() {
 }
 
 // ---------------------------------------------------------------------------
-// Issue 9, defect 6: bad input to the table operations is refused with a
+// Bad input to the table operations is refused with a
 // typed error and changes nothing.
 // ---------------------------------------------------------------------------
 

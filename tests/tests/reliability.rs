@@ -1,5 +1,5 @@
-//! Regression tests for the races and silent corruptions of issue 9
-//! (defects 1 to 5), each written to fail on the code before its fix:
+//! Regression tests for the races and silent corruptions the
+//! stress runs found (five defects), each written to fail on the code before its fix:
 //!
 //! 1. `vmap_lazy_nr` dipped below zero when a purge on another CPU took a
 //!    lazily freed area before its pages were counted (debug: overflow

@@ -435,7 +435,7 @@ fn purged_small_ranges_go_to_their_node_pool() {
     vm.check().unwrap();
 }
 
-/// Issue 9, defect 6: vmap and vm_map_ram of pages that are not RAM, or not
+/// Bad input is refused: vmap and vm_map_ram of pages that are not RAM, or not
 /// allocated, are refused before anything is taken (the kernel maps any
 /// pfn it is given; mmlab would map a hole or a free page).
 #[test]

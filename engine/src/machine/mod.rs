@@ -108,9 +108,9 @@ pub struct MachineConfig {
     /// Modelled costs of TLBIs, their completion and grace periods.
     pub cost_profile: crate::arch::arm64::cost::CostProfile,
     /// `arm64.linear_map`: build the linear map at boot (`paging_init()` →
-    /// `map_mem()`, [`crate::arch::arm64::mmu`]). Off by default: boot as
-    /// before, with nothing mapped at `PAGE_OFFSET` (issue 13 decides
-    /// whether it becomes the default).
+    /// `map_mem()`, [`crate::arch::arm64::mmu`]). Off by default: nothing
+    /// is mapped at `PAGE_OFFSET`, and every page count stays that of a
+    /// machine without the linear map's tables.
     pub linear_map: bool,
     /// `arm64.linear_map_variant`: which version of the linear-map code runs.
     pub linear_map_variant: crate::arch::arm64::mmu::LinearMapVariant,

@@ -46,7 +46,7 @@ pub const FORMAT: &str = "mmlab-compare-samples/1";
 /// The random number generator behind every seed (engine::rng).
 pub const RNG: &str = "xoshiro256** (seed_from_u64: splitmix64)";
 /// The workload.
-pub const WORKLOAD: &str = "lib/test_vmalloc.c (Linux 6.17)";
+pub const WORKLOAD: &str = "lib/test_vmalloc.c (Linux 7.2)";
 
 /// What a shard ran with; shards merge only if these are equal.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

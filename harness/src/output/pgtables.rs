@@ -108,7 +108,8 @@ fn kind_name(k: DescKind) -> &'static str {
 }
 
 /// The per-level dump of a walk of `va` in `asp`, as `mmlab walk` prints it.
-pub fn walk_report(m: &Machine, asp: &AddressSpace, va: u64) -> String {
+/// Returns the text and whether the walk ended in a translation fault.
+pub fn walk_report(m: &Machine, asp: &AddressSpace, va: u64) -> (String, bool) {
     let w = walk(m, asp, va);
     let mut s = String::new();
     match asp.asid() {
@@ -167,11 +168,13 @@ pub fn walk_report(m: &Machine, asp: &AddressSpace, va: u64) -> String {
             );
         }
     }
-    s
+    let faulted = w.leaf.is_none();
+    (s, faulted)
 }
 
-/// `mmlab walk --struct-page <pfn>`: the walk of `pfn`'s struct page.
-pub fn walk_struct_page(m: &Machine, pfn: u64) -> Result<String, String> {
+/// `mmlab walk --struct-page <pfn>`: the walk of `pfn`'s struct page, and
+/// whether it faulted.
+pub fn walk_struct_page(m: &Machine, pfn: u64) -> Result<(String, bool), String> {
     let mem = m.memmap();
     if !mem.pfn_valid(Pfn(pfn)) {
         return Err(format!(
@@ -182,8 +185,9 @@ pub fn walk_struct_page(m: &Machine, pfn: u64) -> Result<String, String> {
     }
     let va = mem.page_va(Pfn(pfn));
     let mut s = format!("struct page of pfn {pfn:#x} (pa {:#x}) is at {va:#018x}\n", pfn * PAGE_SIZE);
-    s.push_str(&walk_report(m, &m.kernel_as(), va));
-    Ok(s)
+    let (walk, faulted) = walk_report(m, &m.kernel_as(), va);
+    s.push_str(&walk);
+    Ok((s, faulted))
 }
 
 #[cfg(test)]
@@ -213,7 +217,8 @@ mod tests {
     #[test]
     fn walk_of_a_struct_page_in_a_pmd_block() {
         let m = boot(256 << 20);
-        let s = walk_struct_page(&m, 0x40001).unwrap();
+        let (s, faulted) = walk_struct_page(&m, 0x40001).unwrap();
+        assert!(!faulted);
         assert!(s.contains("struct page of pfn 0x40001 (pa 0x40001000) is at 0xfffffdffc0000040"), "{s}");
         assert!(s.contains("\npgd[507] ") && s.contains(" TABLE\n"), "{s}");
         let pmd = s.lines().find(|l| l.starts_with("pmd[")).unwrap();
@@ -227,12 +232,14 @@ mod tests {
     #[test]
     fn walk_of_a_small_machine_ends_in_a_pte_page_and_faults_elsewhere() {
         let m = boot(64 << 20);
-        let s = walk_report(&m, &m.kernel_as(), VMEMMAP_START + 0x40);
+        let (s, faulted) = walk_report(&m, &m.kernel_as(), VMEMMAP_START + 0x40);
+        assert!(!faulted);
         assert!(s.lines().any(|l| l.starts_with("pte[") && l.ends_with(" PAGE")), "{s}");
         assert!(s.contains("in a pte page\n"), "{s}");
-        let s = walk_report(&m, &m.kernel_as(), PAGE_OFFSET);
+        let (s, faulted) = walk_report(&m, &m.kernel_as(), PAGE_OFFSET);
+        assert!(faulted);
         assert!(s.ends_with("=> translation fault at level 0 (pgd[0] is invalid)\n"), "{s}");
-        let s = walk_report(&m, &m.kernel_as(), VMEMMAP_START - (1 << 30));
+        let (s, _) = walk_report(&m, &m.kernel_as(), VMEMMAP_START - (1 << 30));
         assert!(s.contains("=> translation fault at level 1 (pud["), "{s}");
         assert!(walk_struct_page(&m, 0x1).unwrap_err().contains("not a frame of RAM"));
     }

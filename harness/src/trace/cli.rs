@@ -176,9 +176,9 @@ pub fn run(g: &GlobalOpts, a: &TraceArgs) -> Result<bool, String> {
             })
         }
         TraceCmd::Replay { file, out } => {
-            if g.machine_given() {
-                return Err("trace replay takes the machine and settings from the file; --set, --cpus and --mem do \
-                            not apply"
+            if g.machine_given() || g.seed.is_some() {
+                return Err("trace replay takes the machine, seed and settings from the file; --set, --cpus, --mem \
+                            and --seed do not apply"
                     .into());
             }
             // The replay boots its own machine: its boot is traced too.

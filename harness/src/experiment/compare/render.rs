@@ -119,7 +119,7 @@ fn preamble(o: &Outcome, counters: &[CounterCol], comment: &str) -> String {
     };
     let _ = writeln!(
         s,
-        "{comment}mmlab compare: test_vmalloc (Linux 6.17) on an emulated arm64 machine, {} CPUs, {} MiB; {runs}",
+        "{comment}mmlab compare: test_vmalloc (Linux 7.2) on an emulated arm64 machine, {} CPUs, {} MiB; {runs}",
         sp.machine.nr_cpus,
         sp.machine.mem_bytes >> 20,
     );
@@ -433,7 +433,7 @@ fn render_json(o: &Outcome, counters: &[CounterCol]) -> String {
     };
     json::to_line(&JsonOutcome {
         tool: "mmlab compare",
-        workload: "lib/test_vmalloc.c (Linux 6.17)",
+        workload: "lib/test_vmalloc.c (Linux 7.2)",
         git_rev: &o.git_rev,
         host_arch: &o.host_arch,
         seed: o.spec.seed,

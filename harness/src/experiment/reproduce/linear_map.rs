@@ -260,6 +260,28 @@ pub fn linear_map_on(machines: &[(usize, MachineRow)], full_upto_gib: u64) -> Re
     Ok(LinearMap { rows, tally })
 }
 
+/// The `--plot` chart: per machine and patched variant, `map_mem()`'s time
+/// in percent of the same machine's base, ours (modelled) beside the
+/// published. No whiskers: the model has no noise and the posting gives
+/// one number per cell.
+pub fn plot(r: &LinearMap) -> String {
+    use crate::plot::{Bar, BarGroup, bar_chart};
+    let bar =
+        |series: &str, pct: f64| Bar { series: series.to_string(), mean: 100.0 + pct, lo: f64::NAN, hi: f64::NAN };
+    let groups: Vec<BarGroup> = r
+        .rows
+        .iter()
+        .flat_map(|row| {
+            let m = row.machine;
+            row.cells.iter().filter(|c| c.variant != LinearMapVariant::Base).map(move |c| BarGroup {
+                label: format!("{}G {}", m.gib, c.variant.name()),
+                bars: vec![bar("ours (modelled)", c.ours_pct), bar("published", c.published_pct)],
+            })
+        })
+        .collect();
+    bar_chart("linear-map: map_mem() time per variant, rodata=full", "map_mem() time, % of the machine's base", &groups)
+}
+
 /// The report's text.
 pub fn render(r: &LinearMap) -> String {
     let mut s = String::new();

@@ -20,7 +20,7 @@ pub fn render(data: &Data) -> (String, Vec<(&'static str, String)>) {
         Data::Contpte(c) => contpte(c),
         Data::PcpDrain(p) => pcp_drain(p),
         Data::Hvo(h) => super::hvo::render::render(h),
-        Data::LinearMap(l) => (super::linear_map::render(l), Vec::new()),
+        Data::LinearMap(l) => (super::linear_map::render(l), vec![("map-mem", super::linear_map::plot(l))]),
     }
 }
 

@@ -113,7 +113,7 @@ impl Params {
             "nr_pages" => self.nr_pages = parse_int(key, value)?,
             "use_huge" => self.use_huge = parse_bool(key, value)?,
             "run_test_mask" => {
-                // The module tests bit i for each of its 11 cases and ignores
+                // The module tests bit i for each of its 13 cases and ignores
                 // the rest: mask 0 (or only higher bits) loads, runs nothing
                 // and reports nothing. mmlab refuses both rather than print
                 // a run of nothing that looks like success.
