@@ -354,7 +354,8 @@ mod tests {
             .chain(HvoConfig::KNOBS.knobs().iter().map(|k| k.key))
             .collect();
         let mut listed: Vec<&str> = docs().map(|d| d.key).collect();
-        assert_eq!(listed.len(), 33);
+        // As many as the tables hold (33 before any ported patch's switch).
+        assert!(listed.len() >= 33 && listed.len() == keys.len());
         keys.sort_unstable();
         listed.sort_unstable();
         listed.dedup();
@@ -377,7 +378,7 @@ mod tests {
              on, off, as the kernel's kstrtobool(). With compare"
         ));
         let l = listing();
-        assert_eq!(l.len(), 33);
+        assert_eq!(l.len(), keys.len());
         assert_eq!(
             l[3],
             "pcp.high (pages, 1..=1073741824 (instrumented: pins high_min = high_max)): instrumented: nr_pcp_high() patched to return a constant"
@@ -440,7 +441,7 @@ mod tests {
     #[test]
     fn every_boolean_knob_takes_kstrtobool_words() {
         let bools: Vec<KnobDoc> = docs().filter(|d| d.values == BOOL_VALUES).collect();
-        assert_eq!(bools.len(), 15, "{bools:?}");
+        assert!(bools.len() >= 15, "{bools:?}");
         for d in &bools {
             for word in BOOL_VALUES.split('|') {
                 assert!(configs(&format!("{}={word}", d.key)).is_ok(), "{}={word}", d.key);

@@ -12,6 +12,7 @@
 use crate::error::SysctlError;
 use crate::rules::KernelRules;
 use crate::sizing::MIN_PERCPU_PAGELIST_HIGH_FRACTION;
+use mmlab_engine::bool_knob;
 use mmlab_engine::kernel::sysctl::{
     KernelName, Knob, KnobError, KnobTable, Parsed, ValueError, parse_from_str, parse_named, sysctl_int,
 };
@@ -46,6 +47,13 @@ pub struct AllocatorConfig {
     /// serialised then).
     #[serde(skip_serializing_if = "is_zero")]
     pub llc_bytes_per_cpu: u64,
+    /// `pcp.drain_pages_zone_batch`: `drain_pages_zone()` empties a pcp in
+    /// rounds of `pcp->batch` pages instead of `batch <<
+    /// CONFIG_PCP_BATCH_SCALE_MAX` (Joshua Hahn, "mm/page_alloc: Perform
+    /// appropriate batching in drain_pages_zone", v2 2/4, Sep 2025; not in
+    /// 7.2). Off, as mainline. Serialised when on.
+    #[serde(skip_serializing_if = "is_false")]
+    pub drain_pages_zone_batch: bool,
     /// Check every invariant after every operation (slow; tests). Not
     /// serialised when off.
     #[serde(skip_serializing_if = "is_false")]
@@ -137,6 +145,12 @@ impl AllocatorConfig {
                 Ok(Parsed::new(parse_named(key, value, &all)?, |c: &mut AllocatorConfig, t| c.transparent_hugepage = t))
             },
         },
+        bool_knob!(
+            AllocatorConfig,
+            "pcp.drain_pages_zone_batch",
+            KernelName::Code("drain_pages_zone in rounds of pcp->batch (Joshua Hahn, Sep 2025; off: batch << 5, 7.2)"),
+            drain_pages_zone_batch
+        ),
     ]);
 
     /// Apply `value` to the knob `key` ([`AllocatorConfig::KNOBS`]).
@@ -219,11 +233,16 @@ mod tests {
     fn help_and_serialised_form() {
         let help: Vec<String> = AllocatorConfig::KNOBS.help().collect();
         assert_eq!(help[2], "pcp.rules (7.2|6.12)");
-        assert_eq!(AllocatorConfig::KNOBS.knobs().len(), 5);
+        assert_eq!(AllocatorConfig::KNOBS.knobs().len(), 6);
         let c = set("pcp.high=64").unwrap();
         assert_eq!(
             serde_json::to_string(&c).unwrap(),
             r#"{"rules":"7.2","percpu_pagelist_high_fraction":0,"high_override":64,"min_free_kbytes":null}"#
+        );
+        let c = set("pcp.drain_pages_zone_batch=on").unwrap();
+        assert!(c.drain_pages_zone_batch && !AllocatorConfig::default().drain_pages_zone_batch);
+        assert!(
+            serde_json::to_string(&c).unwrap().ends_with(r#""min_free_kbytes":null,"drain_pages_zone_batch":true}"#)
         );
         let c = set("transparent_hugepage=never").unwrap();
         assert_eq!(c.transparent_hugepage, Thp::Never);

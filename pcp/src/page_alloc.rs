@@ -33,6 +33,7 @@ pub struct PageAllocator<'m> {
     high_fraction: AtomicU32,
     llc_bytes_per_cpu: u64,
     pcp_high_override: Option<i32>,
+    pub(crate) drain_pages_zone_batch: bool,
     debug_checks: AtomicBool,
     /// `fail_page_alloc`.
     pub(crate) fail_page_alloc: fault::FailPageAlloc,
@@ -104,6 +105,7 @@ impl<'m> PageAllocator<'m> {
             high_fraction: AtomicU32::new(cfg.percpu_pagelist_high_fraction),
             llc_bytes_per_cpu: cfg.llc_bytes_per_cpu,
             pcp_high_override: cfg.pcp_high_override,
+            drain_pages_zone_batch: cfg.drain_pages_zone_batch,
             debug_checks: AtomicBool::new(false),
             fail_page_alloc: fault::FailPageAlloc::default(),
             zonelist,

@@ -327,14 +327,18 @@ impl<'m> PageAllocator<'m> {
 
     /// `drain_pages_zone()`: empty CPU `target`'s pcp lists of zone `zi`,
     /// in rounds of at most `batch << CONFIG_PCP_BATCH_SCALE_MAX` pages, on
-    /// behalf of `cpu`.
+    /// behalf of `cpu`; each round takes the pcp lock and the zone lock once.
+    /// With `pcp.drain_pages_zone_batch` a round is `batch` pages (Joshua
+    /// Hahn's 2025 patch): 32 times the rounds, each holding the locks for
+    /// 1/32 of the pages.
     pub(crate) fn drain_pages_zone(&self, cpu: &Cpu<'m>, zi: usize, target: usize) {
         let z = self.zone_at(zi);
         loop {
             let mut pcp = self.pcp_of(zi, target).lock();
             let count = pcp.count;
             if count > 0 {
-                let to_drain = count.min(pcp.batch << S);
+                let round = if self.drain_pages_zone_batch { pcp.batch } else { pcp.batch << S };
+                let to_drain = count.min(round);
                 self.free_pcppages_bulk(cpu, z, &mut pcp, to_drain, 0);
                 trace::mmlab::pcp_state(target, self.m.trace_clock(), pcp.count, pcp.high, pcp.batch);
             }
