@@ -17,8 +17,10 @@
 //! allocation of that order (`prep_new_page` of the head); anything else is
 //! refused (`-EINVAL`). [`ContigScan`] counts the work of each call.
 
+mod error;
 mod scan;
 
+pub use error::ContigError;
 pub use scan::ContigScan;
 
 use crate::zone::{Fpi, LockedZone, Zone};
@@ -27,58 +29,6 @@ use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::mm::{MAX_PAGE_ORDER, Migratetype, PAGEBLOCK_NR_PAGES};
 use mmlab_engine::{Cpu, Pfn};
-
-/// Why a contiguous range could not be allocated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ContigError {
-    /// The range is empty or leaves the zone.
-    OutOfRange {
-        /// The first frame asked for.
-        start: Pfn,
-        /// The frames asked for.
-        nr_pages: u64,
-    },
-    /// A frame in the range is not free in the buddy allocator.
-    Busy {
-        /// The first busy frame found.
-        pfn: Pfn,
-    },
-    /// No free range of that size was found (`alloc_contig_pages`).
-    NoRange {
-        /// The frames asked for.
-        nr_pages: u64,
-    },
-    /// `__GFP_COMP` asked for a range that is not one naturally aligned
-    /// power-of-two block (`alloc_contig_range` returns `-EINVAL`).
-    NotCompound {
-        /// The first frame asked for.
-        start: Pfn,
-        /// The frames asked for.
-        nr_pages: u64,
-    },
-    /// The CPU handle belongs to another machine.
-    ForeignCpu {
-        /// The handle's CPU id.
-        cpu: usize,
-    },
-}
-
-impl std::fmt::Display for ContigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ContigError::OutOfRange { start, nr_pages } => {
-                write!(f, "contig range {start}+{nr_pages} is empty or outside the zone")
-            }
-            ContigError::Busy { pfn } => write!(f, "pfn {pfn} in the range is in use"),
-            ContigError::NoRange { nr_pages } => write!(f, "no free contiguous range of {nr_pages} pages"),
-            ContigError::NotCompound { start, nr_pages } => {
-                write!(f, "contig range {start}+{nr_pages} is not an aligned power of two (__GFP_COMP)")
-            }
-            ContigError::ForeignCpu { cpu } => write!(f, "cpu {cpu} is a handle of another machine"),
-        }
-    }
-}
-impl std::error::Error for ContigError {}
 
 impl LockedZone<'_, '_> {
     /// The free block containing `pfn`, as (head, order).

@@ -55,6 +55,7 @@
 //! change can be expected to agree; each agreement line says which do.
 
 pub mod agreement;
+mod data;
 pub mod host_fit;
 pub mod hvo;
 mod length;
@@ -65,6 +66,7 @@ pub mod render;
 pub mod run;
 
 pub use agreement::{Agreement, H1Verdict, MsleepVerdict, Tally};
+pub use data::Data;
 pub use length::Length;
 pub use published::{BARRIER_BATCHING, Change, PCP_DRAIN, PublishedRegression, PublishedRow, Source, Table};
 pub use run::{
@@ -119,34 +121,6 @@ impl FromStr for Which {
 impl std::fmt::Display for Which {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-/// What a reproduction measured, by reproduction.
-#[derive(Clone, Debug)]
-pub enum Data {
-    /// `barrier-batching` (boxed: its calibration makes it large).
-    BarrierBatching(Box<BarrierBatching>),
-    /// `contpte` (boxed: it is large).
-    Contpte(Box<Contpte>),
-    /// `pcp-drain` (boxed: it is large).
-    PcpDrain(Box<PcpDrain>),
-    /// `hvo` (boxed: its counters make it the largest).
-    Hvo(Box<hvo::Hvo>),
-    /// `linear-map`.
-    LinearMap(linear_map::LinearMap),
-}
-
-impl Data {
-    /// Whether a test case failed.
-    pub fn failed(&self) -> bool {
-        match self {
-            Data::BarrierBatching(b) => b.failed(),
-            Data::Contpte(c) => c.h1.any_failed(),
-            Data::PcpDrain(p) => p.failed(),
-            Data::Hvo(h) => h.failed(),
-            Data::LinearMap(_) => false,
-        }
     }
 }
 

@@ -5,8 +5,8 @@
 //! with the verdicts of [`super::agreement`], as aligned tables and
 //! `agreement` lines.
 
-use super::Data;
 use super::agreement::{Tally, agrees_word};
+use super::data::Data;
 use super::model;
 use super::published::{self, Change};
 use super::run::{BarrierBatching, Contpte, H1_PAGES, Mapping, PcpDrain};
