@@ -248,11 +248,16 @@ impl std::fmt::Display for CpuError {
 impl std::error::Error for CpuError {}
 
 /// The machine: RAM, memmap, memblock, CPUs, barrier backend, trace clock.
+///
+/// `repr(C)` with `arch` first: a CPU handle's system pointer is then the
+/// machine's own address, so [`Machine::owns`], which every allocator entry
+/// point runs, is one load and one compare.
 #[derive(Debug)]
+#[repr(C)]
 pub struct Machine {
-    pub(crate) config: MachineConfig,
     /// The system-wide arm64 state (features, barrier backend, costs).
     pub(crate) arch: Arm64,
+    pub(crate) config: MachineConfig,
     /// Each CPU's arch state (barriers, TLB, lazy MMU), by id.
     pub(crate) arch_cpus: Box<[CachePadded<ArchCpuData>]>,
     // Declared before `arena` so that it is dropped first: it points into it.
@@ -410,7 +415,8 @@ impl Machine {
     /// write into the other machine's tables.
     #[inline]
     pub fn owns(&self, cpu: &Cpu<'_>) -> bool {
-        std::ptr::eq(cpu.arch(), &self.arch)
+        // `arch` is the first field (repr(C)): its address is the machine's.
+        std::ptr::eq(cpu.arch() as *const Arm64 as *const u8, self as *const Machine as *const u8)
     }
     /// Handles of every CPU, in id order.
     ///

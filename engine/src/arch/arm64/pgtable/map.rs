@@ -45,7 +45,7 @@ pub struct MapFlags {
 /// installing one if the entry is empty (`__pte_alloc_kernel`,
 /// `pmd_populate_kernel`, `pud_populate`): the new table's descriptor is
 /// written at once, with its barriers.
-#[inline]
+#[inline(always)]
 fn table_below<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
     cpu: &C,
     asp: &AddressSpace,
@@ -418,7 +418,7 @@ fn map_range_journaled<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
 ///
 /// [`PgtableError::NoMemory`] if a table page cannot be allocated;
 /// [`PgtableError::BreakBeforeMake`] if an entry on the way holds a leaf rather than a table.
-#[inline]
+#[inline(always)]
 pub fn pmd_alloc<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
     cpu: &C,
     asp: &AddressSpace,
@@ -438,7 +438,7 @@ pub fn pmd_alloc<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
 /// # Errors
 ///
 /// As [`pmd_alloc`], one level further down.
-#[inline]
+#[inline(always)]
 pub fn pte_alloc_kernel<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
     cpu: &C,
     asp: &AddressSpace,
