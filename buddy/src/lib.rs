@@ -4,7 +4,7 @@
 //! # The algorithm
 //!
 //! A zone's free memory is kept as naturally aligned blocks of 2^order frames,
-//! order 0 to [`MAX_PAGE_ORDER`]. Each order has one doubly linked list per
+//! order 0 to [`MAX_PAGE_ORDER`](mmlab_engine::mm::MAX_PAGE_ORDER). Each order has one doubly linked list per
 //! migratetype, threaded through the head frame's struct page; the head is
 //! marked `PageBuddy` and keeps its order in `page->private`.
 //!
@@ -79,10 +79,7 @@ mod zone;
 pub mod zones;
 
 pub use contig::{ContigError, ContigScan};
-pub use mmlab_engine::counter_snapshot;
 pub use node::NodeZones;
 pub use rmqueue::{RmqueueMode, fallbacks, pcp_allowed_order};
 pub use watermark::{WMARK_HIGH, WMARK_LOW, WMARK_MIN, WMARK_PROMO, calculate_min_free_kbytes};
 pub use zone::{AllocFlags, Fpi, LockedZone, Zone, ZoneFlag, ZoneInner};
-
-pub use mmlab_engine::mm::{MAX_PAGE_ORDER, NR_PAGE_ORDERS, PAGEBLOCK_ORDER};

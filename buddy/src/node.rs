@@ -10,8 +10,9 @@
 //! | ZONELIST_FALLBACK | faithful for one node |
 
 use crate::zone::Zone;
-use crate::zones::{self, LOWMEM_RESERVE_RATIO, NR_ZONE_TYPES};
+use crate::zones::{self, LOWMEM_RESERVE_RATIO};
 use mmlab_engine::mm::ZoneType;
+use mmlab_engine::mm::zone_layout::NR_ZONE_TYPES;
 use mmlab_engine::{Cpu, Machine, Pfn};
 
 /// The zones of node 0 (`NODE_DATA(0)->node_zones`).

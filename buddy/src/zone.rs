@@ -151,7 +151,7 @@ pub struct Zone<'m> {
     pub(crate) pb_base_pfn: u64,
     /// `zone->lowmem_reserve[]`: pages this zone keeps back from an
     /// allocation whose highest zone is the index (the `protection:` row).
-    pub(crate) lowmem_reserve: [AtomicU64; crate::zones::NR_ZONE_TYPES],
+    pub(crate) lowmem_reserve: [AtomicU64; mmlab_engine::mm::zone_layout::NR_ZONE_TYPES],
 }
 
 impl<'m> Zone<'m> {
@@ -163,7 +163,7 @@ impl<'m> Zone<'m> {
             nr_free: [0; NR_PAGE_ORDERS],
             nr_reserved_highatomic: 0,
         };
-        let span = crate::zones::ZoneSpan {
+        let span = mmlab_engine::mm::zone_layout::ZoneSpan {
             zone: ZoneType::Normal,
             zone_start_pfn: mem.start_pfn().0,
             spanned_pages: mem.nr_pages(),
@@ -176,8 +176,9 @@ impl<'m> Zone<'m> {
     /// `zone_init_free_lists`), as `free_area_init_core` sets up each zone
     /// of the node. Its free-list heads get their own kernel addresses
     /// (`node_zones[]` is an array); Normal keeps those of [`Zone::new`].
-    pub fn from_span(m: &'m Machine, span: crate::zones::ZoneSpan) -> Zone<'m> {
-        let base = KERNEL_DATA_LISTS + 0x10000 * ((span.zone as u64 + 2) % crate::zones::NR_ZONE_TYPES as u64);
+    pub fn from_span(m: &'m Machine, span: mmlab_engine::mm::zone_layout::ZoneSpan) -> Zone<'m> {
+        let base = KERNEL_DATA_LISTS
+            + 0x10000 * ((span.zone as u64 + 2) % mmlab_engine::mm::zone_layout::NR_ZONE_TYPES as u64);
         let inner = ZoneInner {
             lists: ListArray::new(m.memmap(), base, NR_PAGE_ORDERS * MIGRATE_TYPES),
             nr_free: [0; NR_PAGE_ORDERS],
@@ -186,7 +187,7 @@ impl<'m> Zone<'m> {
         Zone::with_lists(m, span, inner)
     }
 
-    fn with_lists(m: &'m Machine, span: crate::zones::ZoneSpan, inner: ZoneInner) -> Zone<'m> {
+    fn with_lists(m: &'m Machine, span: mmlab_engine::mm::zone_layout::ZoneSpan, inner: ZoneInner) -> Zone<'m> {
         Zone {
             m,
             name: span.zone,
@@ -270,11 +271,11 @@ impl<'m> Zone<'m> {
         self.managed_pages() != 0
     }
     /// `zone->lowmem_reserve[]` (the /proc/zoneinfo `protection:` row).
-    pub fn lowmem_reserve(&self) -> [u64; crate::zones::NR_ZONE_TYPES] {
+    pub fn lowmem_reserve(&self) -> [u64; mmlab_engine::mm::zone_layout::NR_ZONE_TYPES] {
         std::array::from_fn(|i| self.lowmem_reserve[i].load(Relaxed))
     }
     /// Set `zone->lowmem_reserve[]` (`setup_per_zone_lowmem_reserve`).
-    pub fn set_lowmem_reserve(&self, r: [u64; crate::zones::NR_ZONE_TYPES]) {
+    pub fn set_lowmem_reserve(&self, r: [u64; mmlab_engine::mm::zone_layout::NR_ZONE_TYPES]) {
         for (a, v) in self.lowmem_reserve.iter().zip(r) {
             a.store(v, Relaxed);
         }

@@ -47,9 +47,7 @@ use mmlab_engine::mm::gfp::Gfp;
 use mmlab_engine::mm::{MIGRATE_PCPTYPES, PAGEBLOCK_NR_PAGES, ZoneType};
 use mmlab_engine::{PAGE_SHIFT, PAGE_SIZE};
 
-pub use mmlab_engine::mm::zone_layout::{
-    DMA_BIT_MASK_32, NR_ZONE_TYPES, ZoneSpan, arm64_zone_sizes_init, free_area_init, max_zone_phys, zone_of_pfn,
-};
+use mmlab_engine::mm::zone_layout::NR_ZONE_TYPES;
 
 /// `sysctl_lowmem_reserve_ratio` defaults (mm/page_alloc.c): DMA 256,
 /// DMA32 256, Normal 32, Movable 0.
@@ -198,6 +196,7 @@ pub fn alloc_nofragment(preferred: Option<ZoneType>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mmlab_engine::mm::zone_layout::{ZoneSpan, arm64_zone_sizes_init, free_area_init};
 
     const GIB: u64 = 1 << 30;
 

@@ -674,7 +674,11 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
             let mut s = pgtables::summary(m, &asp);
             if ptdump {
                 s.push('\n');
-                s.push_str(&pgtables::ptdump(m, &asp, &pgtables::kernel_markers(m.memmap().vmemmap_start())));
+                s.push_str(&mmlab_engine::arch::arm64::pgtable::ptdump::ptdump(
+                    m,
+                    &asp,
+                    &mmlab_engine::arch::arm64::pgtable::ptdump::kernel_markers(m.memmap().vmemmap_start()),
+                ));
             }
             s
         }

@@ -5,10 +5,10 @@
 use crate::error::{AllocError, FreeError};
 use crate::gfp::{ZonePrep, gfp_mt, gfp_to_alloc_flags_cma};
 use crate::page_alloc::PageAllocator;
-use mmlab_buddy::zones::NR_ZONE_TYPES;
 use mmlab_buddy::{AllocFlags, ContigError, Fpi, ZoneFlag, pcp_allowed_order};
 use mmlab_engine::mm::page::{PageExt, StructPage};
 use mmlab_engine::mm::vmstat::VmEvent;
+use mmlab_engine::mm::zone_layout::NR_ZONE_TYPES;
 use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_PCPTYPES, Migratetype, PAGE_ALLOC_COSTLY_ORDER};
 use mmlab_engine::{Cpu, Gfp, PAGE_SHIFT, Pfn, trace};
 

@@ -2,8 +2,8 @@
 //! `gfp_migratetype`), before any zone is looked at.
 
 use mmlab_buddy::AllocFlags;
-use mmlab_buddy::zones::NR_ZONE_TYPES;
 use mmlab_engine::Gfp;
+use mmlab_engine::mm::zone_layout::NR_ZONE_TYPES;
 use mmlab_engine::mm::{Migratetype, ZoneType};
 
 /// `ac->highest_zoneidx = gfp_zone(gfp)` (`prepare_alloc_pages`). A mask

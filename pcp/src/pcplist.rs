@@ -9,10 +9,10 @@ use crate::pageset::{
     pindex_to_order,
 };
 use crate::sizing::PCP_BATCH_SCALE_MAX as S;
-use mmlab_buddy::zones::NR_ZONE_TYPES;
 use mmlab_buddy::{AllocFlags, RmqueueMode, Zone, ZoneFlag};
 use mmlab_engine::mm::page::{PageExt, StructPage};
 use mmlab_engine::mm::vmstat::VmEvent;
+use mmlab_engine::mm::zone_layout::NR_ZONE_TYPES;
 use mmlab_engine::mm::{Migratetype, PAGE_ALLOC_COSTLY_ORDER, ZoneType};
 use mmlab_engine::sync::SpinGuard;
 use mmlab_engine::{Cpu, Pfn, trace};

@@ -1,7 +1,7 @@
 //! [`ContigScan`]: the work counters of the contiguous-range calls, apart
 //! from the code so that the zone's methods can name them.
 
-crate::counter_snapshot! {
+mmlab_engine::counter_snapshot! {
     /// The work of `alloc_contig_pages` / `alloc_contig_range` calls
     /// (mmlab's own, instrumented), accumulated by the caller.
     pub struct ContigScan {

@@ -5,7 +5,7 @@
 
 use mmlab_engine::arch::arm64::memory::{PAGE_OFFSET, VA_BITS};
 use mmlab_engine::arch::arm64::pgtable::desc::PTRS_PER_TABLE;
-pub use mmlab_engine::arch::arm64::pgtable::ptdump::*;
+use mmlab_engine::arch::arm64::pgtable::ptdump::size_str;
 use mmlab_engine::arch::arm64::pgtable::{AddressSpace, DescKind, Level, PgtableStats, stats, walk};
 use mmlab_engine::{Machine, PAGE_SIZE, Pfn};
 use std::fmt::Write as _;

@@ -334,7 +334,7 @@ fn formula(file: &str, key: &str, real: &BTreeMap<String, String>, nr_cpus: usiz
             if rest.ends_with("/batch") {
                 Some(mmlab_pcp::zone_batchsize(managed).to_string())
             } else if rest.ends_with("/vm stats threshold") {
-                Some(procfs::calculate_normal_threshold(managed, nr_cpus).to_string())
+                Some(mmlab_pcp::vmstat::calculate_normal_threshold(managed, nr_cpus).to_string())
             } else if rest.ends_with("/high_min") {
                 let low = num(&format!("{zone}/low"))?;
                 let batch = mmlab_pcp::zone_batchsize(managed);

@@ -22,9 +22,6 @@ use mmlab_engine::Machine;
 use mmlab_pcp::PageAllocator;
 use std::fmt::Write as _;
 
-pub use mmlab_buddy::procfs::PAGETYPEINFO_FREE_CAP;
-pub use mmlab_pcp::vmstat::{MAX_NR_ZONES, calculate_normal_threshold};
-
 /// /proc/buddyinfo ([`mmlab_buddy::procfs::buddyinfo_zones`] of the node).
 pub fn buddyinfo(pa: &PageAllocator<'_>) -> String {
     let zones: Vec<_> = pa.node().zones().iter().collect();
