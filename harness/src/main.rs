@@ -159,6 +159,11 @@ enum Command {
         /// per variant against the published).
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<std::path::PathBuf>,
+        /// One JSON object instead of the text: the run, and per
+        /// reproduction its name, whether it failed, its verdicts and its
+        /// report.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -433,12 +438,29 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
 }
 
 /// `reproduce`; returns whether a test case failed.
-fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::path::Path>) -> Result<bool, String> {
-    use mmlab_harness::reproduce::{self, Length};
-    if cli.globals.machine_given() {
-        return Err("reproduce runs the published configurations; --set, --cpus and --mem do not apply".to_string());
+///
+/// A reproduction boots the published configurations its report names, not
+/// the machine of the global options: those stay at their defaults (the
+/// run header and record show them, with `--seed`), and a `--config`
+/// record re-runs only if it holds the defaults.
+fn run_reproduce(
+    cli: &Cli,
+    what: ReproduceWhat,
+    full: bool,
+    plot: Option<&std::path::Path>,
+    json: bool,
+) -> Result<bool, String> {
+    use mmlab_harness::reproduce::{self, Length, summary};
+    const NOT_HERE: &str = "reproduce runs the published configurations; --set, --cpus and --mem do not apply";
+    if cli.globals.config.is_none() && cli.globals.machine_given() {
+        return Err(NOT_HERE.to_string());
     }
-    let names: Vec<&str> = match what {
+    let c = all_configs(cli)?;
+    let defaults = cli::GlobalOpts::default().configs(MachineDefaults::MACHINE)?;
+    if mmlab_harness::provenance::config_json(&c) != mmlab_harness::provenance::config_json(&defaults) {
+        return Err(format!("--config: the record has another machine or settings; {NOT_HERE}"));
+    }
+    let names: Vec<&'static str> = match what {
         ReproduceWhat::BarrierBatching => vec!["barrier-batching"],
         ReproduceWhat::Contpte => vec!["contpte"],
         ReproduceWhat::PcpDrain => vec!["pcp-drain"],
@@ -457,12 +479,26 @@ fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::
         cli::check_dir_writable("--plot", path)?;
     }
     let len = if full { Length::FULL } else { Length::QUICK };
+    let mode = if full { "full" } else { "quick" };
+    let run = cli.globals.record(&c);
+    if !json {
+        // The header names the global options, as every text output's
+        // does; the machines are each reproduction's own.
+        let header = run.header();
+        write_stdout(&format!(
+            "{} {mode}; machines: each reproduction's own, named in its report\n",
+            header.trim_end()
+        ))?;
+    }
     let t0 = std::time::Instant::now();
     let mut failed = false;
-    for (i, name) in names.iter().enumerate() {
+    let mut done = Vec::new();
+    for (i, &name) in names.iter().enumerate() {
         let r = reproduce::by_name(name, len, cli.globals.seed())?;
         failed |= r.failed;
-        write_stdout(&format!("{}{}", if i > 0 { "\n" } else { "" }, r.text))?;
+        if !json {
+            write_stdout(&format!("{}{}", if i > 0 { "\n" } else { "" }, r.text))?;
+        }
         if let Some(path) = plot {
             for (suffix, svg) in &r.plots {
                 let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("mmlab");
@@ -471,16 +507,25 @@ fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, plot: Option<&std::
                 eprintln!("mmlab reproduce: wrote {}", file.display());
             }
         }
+        if json {
+            done.push((name, r));
+        }
     }
-    write_stdout(&format!(
-        "\n# {} in {:.1} s measured host time ({} mode, seed {}, git {}, host {})\n",
-        names.join(", "),
-        t0.elapsed().as_secs_f64(),
-        if full { "full" } else { "quick" },
-        cli.globals.seed(),
-        mmlab_harness::compare::GIT_REV,
-        std::env::consts::ARCH
-    ))?;
+    let host_seconds = t0.elapsed().as_secs_f64();
+    if json {
+        let report = summary::Report {
+            mode,
+            host_seconds,
+            reproductions: done.iter().map(|(name, r)| summary::Entry::new(name, &r.data, r.failed, &r.text)).collect(),
+        };
+        write_stdout(&run.insert_into(&mmlab_harness::output::json::to_line(&report)))?;
+    } else {
+        write_stdout(&format!(
+            "\n# {} in {host_seconds:.1} s measured host time on {}\n",
+            names.join(", "),
+            std::env::consts::ARCH
+        ))?;
+    }
     Ok(failed)
 }
 
@@ -520,7 +565,7 @@ fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
 fn run(cli: &Cli) -> Result<bool, String> {
     match &cli.command {
         Command::Compare(a) => run_compare(cli, a),
-        Command::Reproduce { what, full, plot } => run_reproduce(cli, *what, *full, plot.as_deref()),
+        Command::Reproduce { what, full, plot, json } => run_reproduce(cli, *what, *full, plot.as_deref(), *json),
         Command::Hugetlb { writes, json } => run_hugetlb(cli, writes, *json),
         Command::Fuzz(a) => run_fuzz(cli, a),
         Command::Replay(a) => run_replay(cli, a),

@@ -66,7 +66,7 @@ impl std::fmt::Display for Agreement {
 }
 
 /// The verdicts of a published table's rows, summed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Tally {
     /// Rows the posting found significant.
     pub significant: usize,

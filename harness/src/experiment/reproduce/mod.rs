@@ -17,7 +17,8 @@
 //! answers), and the rule that says whether they agree ([`agreement`]).
 //! The runner fills the result; [`render`] turns it into the report's text
 //! and plots and nothing else, so that tests and scripts read the numbers
-//! from typed fields rather than from the text.
+//! from typed fields rather than from the text; [`summary`] collects the
+//! verdicts for `mmlab reproduce --json`.
 //!
 //! The verdicts are taken on a deterministic metric ([`model`]): the runs'
 //! counted events (pages from the pcp and from the buddy, zone-lock
@@ -64,6 +65,7 @@ pub mod model;
 pub mod published;
 pub mod render;
 pub mod run;
+pub mod summary;
 
 pub use agreement::{Agreement, H1Verdict, MsleepVerdict, Tally};
 pub use data::Data;

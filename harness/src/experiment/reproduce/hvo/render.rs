@@ -72,7 +72,8 @@ pub fn plot(h: &Hvo) -> String {
     )
 }
 
-fn fix_words(f: FixVerdict) -> &'static str {
+/// The report's words for the fix's verdict.
+pub(in crate::experiment::reproduce) fn fix_words(f: FixVerdict) -> &'static str {
     match f {
         FixVerdict::ParentRecovered => {
             "the regression is gone, as published; the +13.7 % over the parent is not reproduced: here the 6.12 path is the 6.10 path plus a flag test, and the thread does not name the improvement the race fix brought (see the note)"
