@@ -248,12 +248,7 @@ impl std::fmt::Display for CpuError {
 impl std::error::Error for CpuError {}
 
 /// The machine: RAM, memmap, memblock, CPUs, barrier backend, trace clock.
-///
-/// `repr(C)` with `arch` first: a CPU handle's system pointer is then the
-/// machine's own address, so [`Machine::owns`], which every allocator entry
-/// point runs, is one load and one compare.
 #[derive(Debug)]
-#[repr(C)]
 pub struct Machine {
     /// The system-wide arm64 state (features, barrier backend, costs).
     pub(crate) arch: Arm64,
@@ -405,6 +400,7 @@ impl Machine {
             // The struct-page accessor caches vmemmap translations: TLBIs
             // must reach it.
             secondary_tlb: &self.memmap,
+            id: self as *const Machine as usize,
         };
         let arch = ArchCpu::new(id, sys, &data.events);
         Ok(Cpu::new(arch, data, &self.rcu, self.config.lock_stat))
@@ -415,8 +411,7 @@ impl Machine {
     /// write into the other machine's tables.
     #[inline]
     pub fn owns(&self, cpu: &Cpu<'_>) -> bool {
-        // `arch` is the first field (repr(C)): its address is the machine's.
-        std::ptr::eq(cpu.arch() as *const Arm64 as *const u8, self as *const Machine as *const u8)
+        cpu.system_id() == self as *const Machine as usize
     }
     /// Handles of every CPU, in id order.
     ///

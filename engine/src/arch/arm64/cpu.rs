@@ -119,6 +119,7 @@ pub struct ArchCpu<'m> {
     events: &'m VmEvents,
     clock: &'m TraceClock,
     secondary_tlb: &'m dyn SecondaryTlb,
+    system_id: usize,
 }
 
 /// What an [`ArchCpu`] is built from: the system's state, shared by every
@@ -135,6 +136,9 @@ pub struct ArchSystem<'m> {
     pub clock: &'m TraceClock,
     /// The secondary TLB that broadcast TLBIs reach.
     pub secondary_tlb: &'m dyn SecondaryTlb,
+    /// A number naming the system (its owner's address), the same for
+    /// every CPU of it: one compare tells a foreign CPU handle.
+    pub id: usize,
 }
 
 impl<'m> ArchCpu<'m> {
@@ -150,6 +154,7 @@ impl<'m> ArchCpu<'m> {
             events,
             clock: sys.clock,
             secondary_tlb: sys.secondary_tlb,
+            system_id: sys.id,
         }
     }
     /// `smp_processor_id()`.
@@ -197,11 +202,16 @@ impl<'m> ArchCpu<'m> {
     pub fn secondary_tlb(&self) -> &'m dyn SecondaryTlb {
         self.secondary_tlb
     }
+    /// The number naming this CPU's system ([`ArchSystem::id`]).
+    #[inline]
+    pub fn system_id(&self) -> usize {
+        self.system_id
+    }
     /// Whether `other` is a CPU of the same system (and not of another
     /// machine in the same process).
     #[inline]
     pub fn same_system(&self, other: &ArchCpu<'_>) -> bool {
-        std::ptr::eq(self.arch, other.arch)
+        self.system_id == other.system_id
     }
     /// `dmb(opt)` on this CPU, executed by the system's barrier backend.
     #[inline]
