@@ -451,6 +451,10 @@ impl<'m> PageAllocator<'m> {
     #[cold]
     #[inline(never)]
     fn free_pages_still_referenced(&self, cpu: &Cpu<'m>, pfn: Pfn, p: &StructPage, order: u32, mt: Migratetype) {
+        // The first page is an order-0 page of its holder's from now on:
+        // say so before the halves go, so that a holder dropping the last
+        // reference meanwhile frees that page alone.
+        p.set_ext(PageExt::Alloc(0, mt));
         let mut o = order;
         while o > 0 {
             o -= 1;
@@ -458,7 +462,6 @@ impl<'m> PageAllocator<'m> {
             self.m.page(half).set_refcount(0);
             self.free_frozen_pages(cpu, half, self.m.page(half), o);
         }
-        p.set_ext(PageExt::Alloc(0, mt));
         self.after_op();
     }
 

@@ -395,12 +395,25 @@ impl Walker<'_, '_, '_> {
                 // __free_pages(page, 0): drops the reference, frees on the
                 // last. It cannot fail for a page we hold a reference to.
                 let _ = pa.free_pages(&self.cpu, pfn, 0);
-            } else if p.put_testzero() == Some(true)
-                && let PageExt::Alloc(order, _) = p.ext()
-            {
-                // The owner let go in between: the page is ours to free.
-                p.set_refcount(1);
-                let _ = pa.free_pages(&self.cpu, pfn, u32::from(order));
+            } else if p.put_testzero() == Some(true) {
+                // The owner let go in between: `__free_pages()` saw our
+                // reference and leaves the first page to us at order 0. It
+                // marks the page so first; between its own decrement and
+                // that mark the page still reads as the whole block, so
+                // wait for the mark (a few instructions) rather than free
+                // the block a second time.
+                let mut ext = p.ext();
+                for _ in 0..1_000_000 {
+                    if !matches!(ext, PageExt::Alloc(o, _) if o > 0) {
+                        break;
+                    }
+                    std::hint::spin_loop();
+                    ext = p.ext();
+                }
+                if let PageExt::Alloc(order, _) = ext {
+                    p.set_refcount(1);
+                    let _ = pa.free_pages(&self.cpu, pfn, u32::from(order));
+                }
             }
         });
     }
