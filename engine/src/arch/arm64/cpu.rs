@@ -34,6 +34,8 @@ use crate::mm::memblock::MemblockError;
 use crate::mm::vmstat::{VmEvent, VmEvents};
 use crate::trace::TraceClock;
 use crossbeam::utils::CachePadded;
+use std::cell::Cell;
+use std::marker::PhantomData;
 use std::sync::atomic::AtomicBool;
 
 /// The system-wide arm64 state, fixed at boot: CPU features and the boot
@@ -109,7 +111,10 @@ pub trait EarlyAlloc {
 }
 
 /// The arm64 view of one emulated CPU; see the module documentation.
-#[derive(Clone, Copy, Debug)]
+///
+/// Like the kernel's CPU handle that contains it, it is neither `Copy` nor
+/// `Sync`: its counters have one writer, the thread driving the CPU.
+#[derive(Debug)]
 pub struct ArchCpu<'m> {
     id: usize,
     arch: &'m Arm64,
@@ -120,6 +125,7 @@ pub struct ArchCpu<'m> {
     clock: &'m TraceClock,
     secondary_tlb: &'m dyn SecondaryTlb,
     system_id: usize,
+    _not_sync: PhantomData<Cell<()>>,
 }
 
 /// What an [`ArchCpu`] is built from: the system's state, shared by every
@@ -155,6 +161,7 @@ impl<'m> ArchCpu<'m> {
             clock: sys.clock,
             secondary_tlb: sys.secondary_tlb,
             system_id: sys.id,
+            _not_sync: PhantomData,
         }
     }
     /// `smp_processor_id()`.

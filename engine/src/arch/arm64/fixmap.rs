@@ -275,7 +275,7 @@ impl Fixmap {
         early: &dyn EarlyAlloc,
         layout: FixmapLayout,
     ) -> Result<Fixmap, FixmapError> {
-        let m = *cpu;
+        let m = cpu;
         let va = fix_to_virt(layout.end_of_fixed_addresses() - 1);
         let pgd = entry_pa(crate::arch::arm64::pgtable::init_mm(cpu).pgd(), Level::Pgd.index(va));
         let below = |slot: PhysAddr, level: Level| -> Result<PhysAddr, FixmapError> {
