@@ -8,8 +8,7 @@ use serde_json::Value;
 
 /// Run mmlab; (status, stdout, stderr).
 fn mmlab(args: &[&str]) -> (Option<i32>, String, String) {
-    let o = mmlab_command().args(args).output().expect("run mmlab");
-    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    common::output(mmlab_command().args(args))
 }
 
 const WORKLOAD: &[&str] = &["test-vmalloc", "run_test_mask=1", "test_loop_count=50", "nr_pages=16", "--json"];

@@ -12,8 +12,7 @@ use std::process::Stdio;
 
 /// Run mmlab; (status, stdout, stderr).
 fn mmlab(args: &[&str]) -> (Option<i32>, String, String) {
-    let o = mmlab_command().args(args).output().expect("run mmlab");
-    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    common::output(mmlab_command().args(args))
 }
 
 struct TempFile(std::path::PathBuf);

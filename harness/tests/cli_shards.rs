@@ -7,8 +7,7 @@ use common::mmlab_command;
 use std::path::PathBuf;
 
 fn mmlab(args: &[&str]) -> (Option<i32>, String, String) {
-    let o = mmlab_command().args(args).output().expect("run mmlab");
-    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    common::output(mmlab_command().args(args))
 }
 
 const JOB: [&str; 16] = [

@@ -5,9 +5,7 @@ mod common;
 use common::mmlab_command;
 
 fn mmlab(args: &[&str]) -> (Option<i32>, String, String) {
-    let o =
-        mmlab_command().current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).args(args).output().expect("run mmlab");
-    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    common::output(mmlab_command().current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).args(args))
 }
 
 #[test]

@@ -8,6 +8,8 @@
 //! printed. `TRYCMD=overwrite cargo test -p mmlab-harness --test readme`
 //! rewrites the blocks from a run (mask the measured numbers again after).
 
+mod common;
+
 use std::path::PathBuf;
 
 /// The `mmlab` trycmd runs: the built binary, or, on the qemu-user leg of
@@ -15,8 +17,8 @@ use std::path::PathBuf;
 /// starts it through cargo's target runner.
 fn mmlab_bin() -> PathBuf {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_mmlab"));
-    match std::env::var("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER") {
-        Ok(runner) if cfg!(target_arch = "aarch64") && !runner.trim().is_empty() => {
+    match common::target_runner() {
+        Some(runner) => {
             let dir = std::env::temp_dir().join(format!("mmlab-readme-{}", std::process::id()));
             std::fs::create_dir_all(&dir).expect("temp dir");
             let script = dir.join("mmlab");

@@ -54,7 +54,7 @@ impl<'m> Cpu<'m> {
     /// RCU state it reports to, and whether locks keep lock_stat. Comes
     /// online for RCU at once.
     pub(crate) fn new(arch: ArchCpu<'m>, data: &'m CpuData, rcu: &'m RcuState, lock_stat: bool) -> Cpu<'m> {
-        rcu.cpu_online(arch.id(), arch.trace_clock());
+        rcu.cpu_online(arch.id());
         let rcu_data = rcu.cpu(arch.id());
         Cpu { arch, data, rcu, rcu_data, lock_stat, _not_sync: PhantomData }
     }

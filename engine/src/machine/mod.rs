@@ -453,15 +453,6 @@ impl Machine {
     pub fn cpu_vm_events(&self, cpu: usize) -> Option<VmCounts> {
         self.cpus.get(cpu).map(|c| c.events.snapshot())
     }
-    /// The data of CPU `id`, without taking its handle (for broadcasts such
-    /// as TLBIs, and for reports).
-    pub fn cpu_data(&self, id: usize) -> Option<&CpuData> {
-        self.cpus.get(id).map(|c| &**c)
-    }
-    /// Every CPU's data, in id order.
-    pub fn all_cpu_data(&self) -> impl Iterator<Item = &CpuData> + '_ {
-        self.cpus.iter().map(|c| &**c)
-    }
     /// TLBI counts and modelled TLBI time summed over CPUs (each counted on
     /// the issuing CPU).
     pub fn tlbi_counts(&self) -> crate::arch::arm64::tlb::TlbiCounts {

@@ -214,12 +214,6 @@ impl<'m> ArchCpu<'m> {
     pub fn system_id(&self) -> usize {
         self.system_id
     }
-    /// Whether `other` is a CPU of the same system (and not of another
-    /// machine in the same process).
-    #[inline]
-    pub fn same_system(&self, other: &ArchCpu<'_>) -> bool {
-        self.system_id == other.system_id
-    }
     /// `dmb(opt)` on this CPU, executed by the system's barrier backend.
     #[inline]
     pub fn dmb<O: DmbOption>(&self, o: O) {

@@ -241,7 +241,7 @@ impl RcuState {
 
     /// CPU `id`'s handle was taken: mirrors `rcu_cpu_starting()` (online
     /// for GPs that start from now on).
-    pub(crate) fn cpu_online(&self, id: usize, _clock: &TraceClock) {
+    pub(crate) fn cpu_online(&self, id: usize) {
         let rcu = self.cpu(id);
         let mut g = self.inner.lock();
         rcu.nesting.store(0, Relaxed);
