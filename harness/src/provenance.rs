@@ -271,6 +271,7 @@ struct MachineRecord {
     linear_map_variant: mmlab_engine::arch::arm64::mmu::LinearMapVariant,
     rodata: mmlab_engine::arch::arm64::mmu::Rodata,
     debug_pagealloc: bool,
+    kfence_sample_interval: u64,
     kernel_image: Option<bool>,
     boot_state: mmlab_engine::mm::boot_state::BootState,
 }
@@ -292,6 +293,7 @@ impl MachineRecord {
             linear_map_variant,
             rodata,
             debug_pagealloc,
+            kfence_sample_interval,
             kernel_image,
             boot_state,
         } = mc;
@@ -310,6 +312,7 @@ impl MachineRecord {
             linear_map_variant: *linear_map_variant,
             rodata: *rodata,
             debug_pagealloc: *debug_pagealloc,
+            kfence_sample_interval: *kfence_sample_interval,
             kernel_image: *kernel_image,
             boot_state: *boot_state,
         }

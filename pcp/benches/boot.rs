@@ -25,7 +25,7 @@ fn config(mem: &str, variant: LinearMapVariant) -> MachineConfig {
     MachineConfig {
         linear_map: true,
         linear_map_variant: variant,
-        rodata: Rodata::Full,
+        rodata: Rodata::On,
         ..MachineConfig::with(mem, 2).expect("config")
     }
 }

@@ -11,7 +11,7 @@ fn report(variant: LinearMapVariant) -> BootReport {
     let cfg = MachineConfig {
         linear_map: true,
         linear_map_variant: variant,
-        rodata: Rodata::Full,
+        rodata: Rodata::On,
         cost_profile: mmlab_engine::arch::arm64::cost::CostProfile::ampere_altra(),
         barrier_backend: mmlab_engine::arch::arm64::cost::CostProfile::ampere_altra().barrier_backend(),
         ..MachineConfig::with("64M", 2).unwrap()

@@ -45,6 +45,11 @@
 //! writes with `__set_pte_nosync()`: the 16384 PTE pairs go, the fixmap
 //! clear after each table publishes it. TLBIs = `dsb ish` = 34; `dsb ishst`
 //! = 16520 - 16384 = 136; `isb` = 16486 - 16384 = 102.
+//!
+//! **v7.2.** On bare RAM (no kernel image, KFENCE late) the walk is 6.10's:
+//! the table descriptors gain `PMD_TABLE_AF`, which costs nothing, and no
+//! range is mapped twice. What 7.2 changes with the image is derived at
+//! [`kernel_alias_is_mapped_first_and_made_read_only_as_7_2_does`].
 
 use mmlab_engine::arch::arm64::memory::{PAGE_OFFSET, PHYS_OFFSET};
 use mmlab_engine::arch::arm64::mmu::{LinearMapCounts, LinearMapVariant, Rodata, phys_to_virt};
@@ -52,7 +57,15 @@ use mmlab_engine::arch::arm64::pgtable::{self, Level, mmu};
 use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
 
 fn boot(mem: &str, variant: LinearMapVariant, rodata: Rodata) -> Machine {
+    boot_kfence(mem, variant, rodata, 0)
+}
+
+/// As [`boot`] with `kfence.sample_interval`: nonzero (KFENCE starts early)
+/// is what lets `rodata=off` or `noalias` keep blocks
+/// (`can_set_direct_map()`).
+fn boot_kfence(mem: &str, variant: LinearMapVariant, rodata: Rodata, kfence_sample_interval: u64) -> Machine {
     let cfg = MachineConfig {
+        kfence_sample_interval,
         barrier_backend: mmlab_engine::arch::arm64::barrier::BarrierBackend::Count,
         linear_map: true,
         linear_map_variant: variant,
@@ -73,7 +86,8 @@ fn expected_64m(variant: LinearMapVariant) -> LinearMapCounts {
         LinearMapVariant::NoContRemap => (34 + 32, 1, 1, 0, 68, 68, 16554, 16554),
         LinearMapVariant::NoAllocRemap => (32, 1, 1, 0, 34, 34, 16520, 16486),
         LinearMapVariant::LazyUnmap => (32, 1, 1, 32, 34, 4, 16490, 16456),
-        LinearMapVariant::V6_10 => (32, 1, 1, 0, 34, 34, 136, 102),
+        // 7.2 on bare RAM (no image, no KFENCE pool): 6.10's walk.
+        LinearMapVariant::V6_10 | LinearMapVariant::V7_2 => (32, 1, 1, 0, 34, 34, 136, 102),
     };
     LinearMapCounts {
         fixmap_map_pte: pte,
@@ -95,7 +109,7 @@ fn expected_64m(variant: LinearMapVariant) -> LinearMapCounts {
 #[test]
 fn counts_per_variant_match_the_hand_derivation() {
     for v in LinearMapVariant::ALL {
-        let m = boot("64M", v, Rodata::Full);
+        let m = boot("64M", v, Rodata::On);
         let r = m.linear_map_report().expect("map_mem ran");
         assert_eq!(r.counts, expected_64m(v), "variant {}", v.name());
         assert_eq!(r.regions, [(PHYS_OFFSET, PHYS_OFFSET + (64 << 20))]);
@@ -106,7 +120,7 @@ fn counts_per_variant_match_the_hand_derivation() {
 
 #[test]
 fn the_variants_cut_tlbis_as_the_series_says() {
-    let c = |v| boot("64M", v, Rodata::Full).linear_map_report().unwrap().counts;
+    let c = |v| boot("64M", v, Rodata::On).linear_map_report().unwrap().counts;
     let (base, ncr, nar, lazy) = (
         c(LinearMapVariant::Base),
         c(LinearMapVariant::NoContRemap),
@@ -151,13 +165,13 @@ fn check_ends(m: &Machine, expect_level: Level) {
 #[test]
 fn walks_land_on_the_right_pa_for_every_variant() {
     for v in LinearMapVariant::ALL {
-        check_ends(&boot("64M", v, Rodata::Full), Level::Pte);
+        check_ends(&boot("64M", v, Rodata::On), Level::Pte);
     }
 }
 
 #[test]
 fn rodata_full_has_no_block_or_contiguous_entry() {
-    let m = boot("64M", LinearMapVariant::Base, Rodata::Full);
+    let m = boot("64M", LinearMapVariant::Base, Rodata::On);
     let k = m.kernel_as();
     let leaves = pgtable::leaves(&m, &k, PAGE_OFFSET, PAGE_OFFSET + (64 << 20));
     assert_eq!(leaves.iter().map(|(_, len)| len).sum::<u64>(), 64 << 20);
@@ -177,7 +191,9 @@ fn rodata_off_uses_contiguous_pmd_blocks_and_pud_blocks() {
     // 64 MiB: two 32 MiB chunks, each 16 PMD blocks with the contiguous bit;
     // the tables are one PUD and one PMD table, the base kernel zeroes both
     // through FIX_PTE, maps FIX_PMD per chunk and FIX_PUD once: 5 TLBIs.
-    let m = boot("64M", LinearMapVariant::Base, Rodata::Off);
+    // (KFENCE must start early, or can_set_direct_map() forces pages; the
+    // series' variants take that rule but allocate no pool.)
+    let m = boot_kfence("64M", LinearMapVariant::Base, Rodata::Off, 100);
     let c = m.linear_map_report().unwrap().counts;
     assert_eq!((c.pgtable_pud, c.pgtable_pmd, c.pgtable_pte), (1, 1, 0));
     assert_eq!((c.pmd_blocks, c.cont_leaves, c.pte_leaves), (32, 32, 0));
@@ -186,7 +202,7 @@ fn rodata_off_uses_contiguous_pmd_blocks_and_pud_blocks() {
     let leaf = pgtable::walk(&m, &m.kernel_as(), PAGE_OFFSET).leaf.unwrap();
     assert!(leaf.desc.is_cont());
     // 1 GiB at a 1 GiB-aligned PA: one PUD block, no PMD table.
-    let m = boot("1G", LinearMapVariant::NoAllocRemap, Rodata::On);
+    let m = boot_kfence("1G", LinearMapVariant::NoAllocRemap, Rodata::NoAlias, 100);
     let c = m.linear_map_report().unwrap().counts;
     assert_eq!((c.pgtable_pud, c.pgtable_pmd, c.pud_blocks, c.tlbi_total), (1, 0, 1, 1));
     check_ends(&m, Level::Pud);
@@ -210,8 +226,13 @@ fn debug_pagealloc_forces_page_granularity() {
 }
 
 #[test]
-fn default_boot_has_no_linear_map() {
+fn default_boot_builds_the_linear_map_and_it_can_be_left_out() {
     let m = mmlab_tests::machine("64M", 1);
+    let r = m.linear_map_report().expect("every arm64 kernel builds it");
+    assert_eq!((r.variant, r.rodata), (LinearMapVariant::V7_2, Rodata::On));
+    check_ends(&m, Level::Pte);
+    let cfg = MachineConfig { linear_map: false, ..MachineConfig::with("64M", 1).expect("size") };
+    let m = mmlab_tests::boot(cfg).unwrap();
     assert!(m.linear_map_report().is_none());
     assert!(pgtable::walk(&m, &m.kernel_as(), PAGE_OFFSET).leaf.is_none());
     assert!(!m.memblock().reserved().iter().any(|r| r.name == "fixmap"));
@@ -219,7 +240,7 @@ fn default_boot_has_no_linear_map() {
 
 #[test]
 fn linear_map_tables_come_from_memblock_and_are_reserved() {
-    let m = boot("64M", LinearMapVariant::LazyUnmap, Rodata::Full);
+    let m = boot("64M", LinearMapVariant::LazyUnmap, Rodata::On);
     let mb = m.memblock();
     let fixmap = mb.reserved().iter().filter(|r| r.name == "fixmap").map(|r| r.size).sum::<u64>();
     assert_eq!(fixmap, 3 * PAGE_SIZE, "bm_pud, bm_pmd, bm_pte");
@@ -229,7 +250,8 @@ fn linear_map_tables_come_from_memblock_and_are_reserved() {
 }
 
 /// The kernel image in RAM (`arm64.kernel_image=1`, Debian 7.2's sizes at
-/// 0x40200000): `[_text, _end)` reserved; `map_mem()` maps the banks less
+/// 0x40200000) with the linear-map code before 7.2: `[_text, _end)`
+/// reserved; `map_mem()` maps the banks less
 /// `[_stext, __init_begin)` = [0x40210000, 0x42710000) page by page
 /// (rodata=full), then that interval as the alias with `NO_CONT_MAPPINGS`
 /// only: its 2 MiB-aligned interior [0x40400000, 0x42600000) becomes 17
@@ -241,7 +263,7 @@ fn kernel_image_is_carved_out_and_mapped_as_its_alias() {
     use mmlab_engine::arch::arm64::kimage::KernelImage;
     let k = KernelImage::DEBIAN_7_2;
     assert_eq!((k.stext(), k.init_begin()), (0x4021_0000, 0x4271_0000));
-    for v in LinearMapVariant::ALL {
+    for v in LinearMapVariant::SERIES {
         let cfg = MachineConfig {
             barrier_backend: mmlab_engine::arch::arm64::barrier::BarrierBackend::Count,
             linear_map: true,
@@ -254,7 +276,7 @@ fn kernel_image_is_carved_out_and_mapped_as_its_alias() {
         assert_eq!((kernel.base.0, kernel.size), (0x4020_0000, 48128 << 10));
         let r = m.linear_map_report().unwrap();
         assert_eq!(r.regions, [(PHYS_OFFSET, 0x4021_0000), (0x4271_0000, PHYS_OFFSET + (64 << 20))]);
-        assert_eq!(r.kernel_alias, Some((0x4021_0000, 0x4271_0000)));
+        assert_eq!(r.kernel_alias, [(0x4021_0000, 0x4271_0000)]);
         let c = r.counts;
         assert_eq!((c.pgtable_pud, c.pgtable_pmd, c.pgtable_pte), (1, 1, 15), "{}", v.name());
         assert_eq!((c.pmd_blocks, c.cont_leaves), (17, 0));
@@ -272,6 +294,93 @@ fn kernel_image_is_carved_out_and_mapped_as_its_alias() {
         }
         check_ends(&m, Level::Pte);
     }
+}
+
+/// 7.2's `map_mem()` with the image on 64 MiB (rodata=on, KFENCE late: page
+/// granularity). It maps the alias first: `[_text, __init_begin)` =
+/// [0x40200000, 0x42710000) is 9488 PTEs in the PTE tables of PMD entries
+/// 1..=18 (18 tables), then `[__init_end, __bss_stop)` = [0x42ae0000,
+/// 0x430e6000) (`__bss_stop` is `_data` + 5282 KiB rwdata + 884 KiB bss,
+/// page-aligned) is 1542 PTEs in the tables of entries 21..=24 (4 tables);
+/// then all of memory, 16384 PTEs, rewriting the alias's entries with the
+/// same values and adding the tables of the 10 entries left (0, 19, 20,
+/// 25..=31): 32 PTE tables, 27414 PTE writes. Later
+/// `mark_linear_text_alias_ro()` and `mark_rodata_ro()` make the alias of
+/// `[_text, __init_begin)` and of `[__init_end, __bss_stop)` read-only; the
+/// init sections between stay writable (they return to the page allocator).
+#[test]
+fn kernel_alias_is_mapped_first_and_made_read_only_as_7_2_does() {
+    use mmlab_engine::arch::arm64::kimage::KernelImage;
+    let k = KernelImage::DEBIAN_7_2;
+    assert_eq!((k.phys, k.init_begin(), k.init_end(), k.bss_stop()), (0x4020_0000, 0x4271_0000, 0x42ae_0000, 0x430e_6000));
+    let cfg = MachineConfig {
+        barrier_backend: mmlab_engine::arch::arm64::barrier::BarrierBackend::Count,
+        kernel_image: Some(true),
+        ..MachineConfig::with("64M", 1).expect("size")
+    };
+    let m = mmlab_tests::boot(cfg).unwrap();
+    let r = m.linear_map_report().unwrap();
+    assert_eq!(r.variant, LinearMapVariant::V7_2);
+    assert_eq!(r.kernel_alias, [(0x4020_0000, 0x4271_0000), (0x42ae_0000, 0x430e_6000)]);
+    assert_eq!(r.regions, [(PHYS_OFFSET, PHYS_OFFSET + (64 << 20))]);
+    let c = r.counts;
+    assert_eq!((c.pgtable_pud, c.pgtable_pmd, c.pgtable_pte), (1, 1, 32));
+    assert_eq!((c.pmd_blocks, c.cont_leaves, c.pte_leaves), (0, 0, 9488 + 1542 + 16384));
+    let k_as = m.kernel_as();
+    for (pa, ro) in [
+        (0x4000_0000, false),
+        (0x4020_0000, true),
+        (0x4270_f000, true),
+        (0x4271_0000, false),
+        (0x42ad_f000, false),
+        (0x42ae_0000, true),
+        (0x430e_5000, true),
+        (0x430e_6000, false),
+    ] {
+        let leaf = pgtable::walk(&m, &k_as, phys_to_virt(pa)).leaf.expect("mapped");
+        assert_eq!((leaf.level, !leaf.desc.writable()), (Level::Pte, ro), "{pa:#x}");
+    }
+    check_ends(&m, Level::Pte);
+}
+
+/// `rodata=noalias` lets the linear map use blocks only when KFENCE starts
+/// early: with Debian's `kfence.sample_interval=0` late KFENCE still forces
+/// pages (`can_set_direct_map()`); with 100 ms the 2 MiB pool is taken from
+/// memblock (top-down: the last 2 MiB of the 64 MiB, aligned) and mapped
+/// first with pages, and the 31 other 2 MiB ranges become PMD blocks (one
+/// 32 MiB run is contiguous: [0x40000000, 0x42000000); the second run holds
+/// the pool's table, so it stays without the bit).
+#[test]
+fn kfence_pool_is_a_page_mapped_island_with_rodata_noalias() {
+    let boot = |kfence| {
+        let cfg = MachineConfig {
+            rodata: Rodata::NoAlias,
+            kfence_sample_interval: kfence,
+            ..MachineConfig::with("64M", 1).expect("size").bare()
+        };
+        mmlab_tests::boot(cfg).unwrap()
+    };
+    let late = boot(0);
+    let c = late.linear_map_report().unwrap().counts;
+    assert_eq!((c.pmd_blocks, c.pte_leaves), (0, 16384));
+    let m = boot(100);
+    let r = m.linear_map_report().unwrap();
+    let (ps, pe) = r.kfence_pool.expect("early KFENCE allocates its pool");
+    assert_eq!(pe - ps, 2 << 20);
+    assert_eq!(ps % PAGE_SIZE, 0);
+    let c = r.counts;
+    let pool_tables = if ps % (2 << 20) == 0 { 1 } else { 2 };
+    assert_eq!(c.pgtable_pte, pool_tables);
+    assert_eq!(c.pmd_blocks, 32 - pool_tables);
+    // The memory pass writes the pool's 2 MiB ranges again through their
+    // tables (no block over a table).
+    assert_eq!(c.pte_leaves, 512 + 512 * pool_tables);
+    let k_as = m.kernel_as();
+    let pool = pgtable::walk(&m, &k_as, phys_to_virt(ps)).leaf.unwrap();
+    assert_eq!(pool.level, Level::Pte);
+    let block = pgtable::walk(&m, &k_as, PAGE_OFFSET).leaf.unwrap();
+    assert_eq!(block.level, Level::Pmd);
+    assert!(block.desc.is_cont());
 }
 
 /// `reproduce linear-map`'s counts: a 3 GiB Altra machine run in full
@@ -319,7 +428,8 @@ fn kernel_image_is_mapped_at_kimage_vaddr() {
     let cpu = m.cpu(0).unwrap();
     // (pa in the image, writable, executable)
     for (pa, w, x) in [
-        (k.phys, true, false),
+        // The header, read-only since 7.2's mark_rodata_ro().
+        (k.phys, false, false),
         (k.stext() + 0x1234, false, true),
         (k.stext() + k.text + 8, false, false),
         (k.init_begin(), false, true),

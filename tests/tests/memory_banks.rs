@@ -27,7 +27,7 @@ fn boot(mem: &str, linear_map: bool, variant: LinearMapVariant) -> Machine {
         barrier_backend: mmlab_engine::arch::arm64::barrier::BarrierBackend::Count,
         linear_map,
         linear_map_variant: variant,
-        rodata: Rodata::Full,
+        rodata: Rodata::On,
         ..MachineConfig::with(mem, 2).expect("syntax")
     };
     mmlab_tests::boot(cfg).expect("boots")

@@ -33,7 +33,7 @@ fn leaf(m: &Machine, va: u64) -> pgtable::Leaf {
 
 #[test]
 fn page_granular_map_changes_in_place() {
-    let m = boot(Rodata::Full);
+    let m = boot(Rodata::On);
     let cpu = m.cpu(0).unwrap();
     let k = m.kernel_as();
     let va = PAGE_OFFSET + PAGE_SIZE;
@@ -129,7 +129,7 @@ fn bbml2_splits_in_place() {
 
 #[test]
 fn bad_ranges_are_typed_errors() {
-    let m = boot(Rodata::Full);
+    let m = boot(Rodata::On);
     let cpu = m.cpu(0).unwrap();
     for (addr, n) in [(PAGE_OFFSET + 1, 1), (PAGE_END - PAGE_SIZE, 2), (0x1000, 1), (PAGE_OFFSET, u64::MAX)] {
         assert_eq!(

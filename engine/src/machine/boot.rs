@@ -188,6 +188,8 @@ impl Machine {
                     &crate::arch::arm64::pgtable::init_mm(&cpu0),
                     &MemblockTables(&m),
                     &k,
+                    m.config.rodata,
+                    !m.config.linear_map,
                 )
                 .map_err(BootError::Pgtable)
             });
@@ -198,17 +200,8 @@ impl Machine {
             // paging_init() on the boot CPU: early_fixmap_init(), map_mem().
             let (r, p) = m.measure_phase("linear map", "paging_init() -> early_fixmap_init(), map_mem()", || {
                 let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
-                let c = &m.config;
-                let alias = m.kernel_image().map(|k| (k.stext(), k.init_begin()));
-                crate::arch::arm64::mmu::paging_init(
-                    &cpu0,
-                    &m,
-                    c.linear_map_variant,
-                    c.rodata,
-                    c.debug_pagealloc,
-                    alias,
-                )
-                .map_err(BootError::LinearMap)
+                crate::arch::arm64::mmu::paging_init(&cpu0, &m, &m.config.map_mem_options(), m.kernel_image())
+                    .map_err(BootError::LinearMap)
             });
             let (fixmap, report) = r?;
             *m.fixmap.lock() = Some(fixmap);
@@ -230,6 +223,28 @@ impl Machine {
         });
         r?;
         phases.push(p);
+        if let (Some(k), true) = (image, m.config.linear_map) {
+            // smp_cpus_done() -> mark_linear_text_alias_ro(); kernel_init()
+            // -> mark_readonly() -> mark_rodata_ro() when rodata is enabled.
+            let (r, p) = m.measure_phase(
+                "rodata ro",
+                "mark_linear_text_alias_ro(), mark_rodata_ro() (update_mapping_prot())",
+                || -> Result<(), BootError> {
+                    let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
+                    let mut fixmap = m.fixmap.lock();
+                    let fixmap = fixmap.as_mut().ok_or_else(|| BootError::Config("no fixmap".into()))?;
+                    let v = m.config.linear_map_variant;
+                    crate::arch::arm64::mmu::mark_linear_text_alias_ro(&cpu0, fixmap, v, &k)
+                        .map_err(BootError::LinearMap)?;
+                    if m.config.rodata.enabled() {
+                        crate::arch::arm64::mmu::mark_rodata_ro(&cpu0, fixmap, v, &k).map_err(BootError::LinearMap)?;
+                    }
+                    Ok(())
+                },
+            );
+            r?;
+            phases.push(p);
+        }
         if real {
             let (r, p) = m.measure_phase(
                 "end of boot",

@@ -108,14 +108,20 @@ pub struct MachineConfig {
     /// Modelled costs of TLBIs, their completion and grace periods.
     pub cost_profile: crate::arch::arm64::cost::CostProfile,
     /// `arm64.linear_map`: build the linear map at boot (`paging_init()` →
-    /// `map_mem()`, [`crate::arch::arm64::mmu`]). Off by default: nothing
-    /// is mapped at `PAGE_OFFSET`, and every page count stays that of a
-    /// machine without the linear map's tables.
+    /// `map_mem()`, [`crate::arch::arm64::mmu`]), as every arm64 kernel
+    /// does (the default). Off: nothing is mapped at `PAGE_OFFSET` and no
+    /// table page is taken for it (a faster boot for tests that do not
+    /// need it).
     pub linear_map: bool,
     /// `arm64.linear_map_variant`: which version of the linear-map code runs.
     pub linear_map_variant: crate::arch::arm64::mmu::LinearMapVariant,
-    /// `rodata=`: `full` makes the linear map page-granular.
+    /// `rodata=`: `on` (7.2's default, the former `full`) makes the linear
+    /// map page-granular on CPUs without BBML2_NOABORT.
     pub rodata: crate::arch::arm64::mmu::Rodata,
+    /// `kfence.sample_interval=` (ms): nonzero makes `map_mem()` allocate
+    /// and page-map the 2 MiB KFENCE pool early; 0, Debian's default,
+    /// starts KFENCE late, which keeps the linear map page-granular.
+    pub kfence_sample_interval: u64,
     /// `debug_pagealloc=on`: `can_set_direct_map()` holds, so the linear map
     /// is page-granular whatever `rodata=` says.
     pub debug_pagealloc: bool,
@@ -144,10 +150,11 @@ impl Default for MachineConfig {
             // Neoverse N1's unified L2 TLB (Ampere Altra): 1280 entries.
             tlb_entries: 1280,
             cost_profile: crate::arch::arm64::cost::CostProfile::default(),
-            linear_map: false,
+            linear_map: true,
             linear_map_variant: Default::default(),
             rodata: Default::default(),
             debug_pagealloc: false,
+            kfence_sample_interval: 0,
             kernel_image: None,
             boot_state: Default::default(),
         }
@@ -185,6 +192,19 @@ impl MachineConfig {
     /// ([`crate::arch::arm64::cost::CpuFeatures`]).
     pub fn tlbi_range(&self) -> bool {
         self.tlbi_range.unwrap_or(self.cost_profile.features.tlbi_range)
+    }
+
+    /// What `map_mem()` decides from ([`crate::arch::arm64::mmu::MapMemOptions`]):
+    /// the variant, `rodata=`, `debug_pagealloc`, `kfence.sample_interval`
+    /// and whether the cost profile's CPU has BBML2_NOABORT.
+    pub fn map_mem_options(&self) -> crate::arch::arm64::mmu::MapMemOptions {
+        crate::arch::arm64::mmu::MapMemOptions {
+            variant: self.linear_map_variant,
+            rodata: self.rodata,
+            debug_pagealloc: self.debug_pagealloc,
+            kfence_sample_interval: self.kfence_sample_interval,
+            bbml2_noabort: self.cost_profile.features.bbm_level >= 2,
+        }
     }
 
     /// The boot state in force for these banks: `boot.state`, unless the
@@ -514,11 +534,13 @@ impl TableMemory for Machine {
 /// The boot allocator for arch boot code: pages from memblock, marked
 /// reserved (`memblock_phys_alloc()` before the page allocator runs).
 impl EarlyAlloc for Machine {
-    fn alloc_page(&self, what: &'static str) -> Result<PhysAddr, MemblockError> {
-        let pa = self.memblock.lock().alloc(PAGE_SIZE, PAGE_SIZE, what)?;
-        let p = self.memmap.page(pa.pfn());
-        p.set_flag(pg::PG_RESERVED);
-        p.set_ext(PageExt::Reserved);
+    fn alloc(&self, size: u64, align: u64, what: &'static str) -> Result<PhysAddr, MemblockError> {
+        let pa = self.memblock.lock().alloc(size, align, what)?;
+        for pfn in pa.pfn().0..(pa.0 + size).div_ceil(PAGE_SIZE) {
+            let p = self.memmap.page(Pfn(pfn));
+            p.set_flag(pg::PG_RESERVED);
+            p.set_ext(PageExt::Reserved);
+        }
         Ok(pa)
     }
     fn memory(&self) -> Vec<(u64, u64)> {

@@ -15,6 +15,7 @@ use crate::arch::arm64::barrier::BarrierBackend;
 use crate::arch::arm64::cost::CostProfile;
 use crate::bool_knob;
 use crate::kernel::sysctl::{KernelName, Knob, KnobError, KnobTable, Parsed, ValueError, parse_from_str, parse_named};
+use crate::arch::arm64::mmu::Rodata;
 use crate::machine::MachineConfig;
 
 /// The largest TLB model `tlb_entries` takes.
@@ -61,17 +62,18 @@ impl MachineConfig {
             MachineConfig,
             "arm64.linear_map",
             KernelName::Code(
-                "arm64 paging_init() -> map_mem(): the linear map built through the fixmap (opt-in; default 0)"
+                "arm64 paging_init() -> map_mem(): the linear map built through the fixmap (default 1; 0 leaves PAGE_OFFSET \
+                 unmapped)"
             ),
             linear_map
         ),
         Knob {
             key: "arm64.linear_map_variant",
-            values: "base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10",
-            summary: "base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10",
+            values: "base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10|v7.2",
+            summary: "base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10|v7.2",
             kernel: KernelName::Code(
-                "v6.9-rc1 map_mem(), \"Speed up boot with faster linear map creation\" v1 1/3..3/3, or the series as \
-                 merged for 6.10 (mainline's since)",
+                "map_mem() and map_kernel() of v6.9-rc1, \"Speed up boot with faster linear map creation\" v1 1/3..3/3, \
+                 the series as merged for 6.10, or 7.2 (the default)",
             ),
             parser: |key, value| {
                 Ok(Parsed::new(parse_from_str(key, value)?, |c: &mut MachineConfig, v| c.linear_map_variant = v))
@@ -79,10 +81,28 @@ impl MachineConfig {
         },
         Knob {
             key: "rodata",
-            values: "full|on|off",
-            summary: "full|on|off",
-            kernel: KernelName::BootParam("rodata= (full: the linear map is page-granular; arm64 default)"),
-            parser: |key, value| Ok(Parsed::new(parse_from_str(key, value)?, |c: &mut MachineConfig, v| c.rodata = v)),
+            values: "on|noalias|off",
+            summary: "on|noalias|off",
+            kernel: KernelName::BootParam(
+                "rodata= as 7.2 parses it (on, the default: the former full, a page-granular linear map; noalias: \
+                 blocks allowed)",
+            ),
+            parser: |key, value| {
+                Ok(Parsed::new(parse_named(key, value, &Rodata::NAMES)?, |c: &mut MachineConfig, v| c.rodata = v))
+            },
+        },
+        Knob {
+            key: "kfence.sample_interval",
+            values: "0..=4294967295",
+            summary: "",
+            kernel: KernelName::BootParam(
+                "kfence.sample_interval= in ms (Debian: 0, KFENCE starts late; nonzero: map_mem() maps a 2 MiB pool \
+                 page by page)",
+            ),
+            parser: |key, value| {
+                let v: u32 = value.parse().map_err(|e| KnobError::bad_value(key, value, ValueError::NotInt(e)))?;
+                Ok(Parsed::new(u64::from(v), |c: &mut MachineConfig, v| c.kfence_sample_interval = v))
+            },
         },
         Knob {
             key: "boot.state",
@@ -193,17 +213,25 @@ mod tests {
         assert!(c.tlbi_range());
         assert_eq!(set("tlb_entries=48").unwrap().tlb_entries, 48);
         assert!(set("arm64.linear_map=1").unwrap().linear_map);
-        assert!(!MachineConfig::default().linear_map, "the linear map is opt-in");
+        assert!(MachineConfig::default().linear_map, "every arm64 kernel builds the linear map");
+        assert!(!set("arm64.linear_map=0").unwrap().linear_map);
         assert_eq!(
             set("arm64.linear_map_variant=lazy-unmap").unwrap().linear_map_variant,
             crate::arch::arm64::mmu::LinearMapVariant::LazyUnmap
         );
         assert_eq!(
             set("arm64.linear_map_variant=fast").unwrap_err(),
-            "bad value \"fast\" for arm64.linear_map_variant (base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10)"
+            "bad value \"fast\" for arm64.linear_map_variant (base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10|v7.2)"
         );
-        assert_eq!(set("rodata=off").unwrap().rodata, crate::arch::arm64::mmu::Rodata::Off);
-        assert_eq!(set("rodata=no").unwrap_err(), "bad value \"no\" for rodata (full|on|off)");
+        assert_eq!(set("rodata=off").unwrap().rodata, Rodata::Off);
+        assert_eq!(set("rodata=noalias").unwrap().rodata, Rodata::NoAlias);
+        assert_eq!(MachineConfig::default().rodata, Rodata::On);
+        assert_eq!(set("rodata=no").unwrap_err(), "bad value \"no\" for rodata (on|noalias|off); did you mean on?");
+        // 7.2 has no rodata=full (its on is the former full).
+        assert_eq!(set("rodata=full").unwrap_err(), "bad value \"full\" for rodata (on|noalias|off)");
+        assert_eq!(set("kfence.sample_interval=100").unwrap().kfence_sample_interval, 100);
+        assert_eq!(MachineConfig::default().kfence_sample_interval, 0);
+        assert!(set("kfence.sample_interval=-1").is_err());
         assert_eq!(
             set("tlb_entries=x").unwrap_err(),
             "bad value \"x\" for tlb_entries (1..=1048576): invalid digit found in string"

@@ -18,7 +18,7 @@
 
 use mmlab_engine::arch::arm64::fixmap::FixmapCounts;
 use mmlab_engine::arch::arm64::memory::{FIXADDR_TOP, PAGE_END, PAGE_OFFSET, VMEMMAP_END, VMEMMAP_START};
-use mmlab_engine::arch::arm64::mmu::LinearMapReport;
+use mmlab_engine::arch::arm64::mmu::{LinearMapReport, LinearMapVariant};
 use mmlab_engine::arch::arm64::pgtable::table_pages_in;
 use mmlab_engine::mm::banks::MemBank;
 use mmlab_engine::mm::memmap::DeferredInitCounts;
@@ -363,8 +363,13 @@ impl BootReport {
             );
             let regions: Vec<String> = mm.report.regions.iter().map(|(a, b)| format!("{a:#x}-{b:#x}")).collect();
             let _ = write!(s, "  regions: {}", regions.join(", "));
-            if let Some((a, b)) = mm.report.kernel_alias {
-                let _ = write!(s, "; kernel alias {a:#x}-{b:#x} (NO_CONT_MAPPINGS)");
+            if !mm.report.kernel_alias.is_empty() {
+                let alias: Vec<String> = mm.report.kernel_alias.iter().map(|(a, b)| format!("{a:#x}-{b:#x}")).collect();
+                let flags = if mm.report.variant == LinearMapVariant::V7_2 { "first" } else { "last, NO_CONT_MAPPINGS" };
+                let _ = write!(s, "; kernel alias {} ({flags})", alias.join(", "));
+            }
+            if let Some((a, b)) = mm.report.kfence_pool {
+                let _ = write!(s, "; KFENCE pool {a:#x}-{b:#x} (pages)");
             }
             let _ = writeln!(s);
         }

@@ -105,7 +105,16 @@ pub trait EarlyAlloc {
     /// # Errors
     ///
     /// [`MemblockError`] when memblock has no page left.
-    fn alloc_page(&self, what: &'static str) -> Result<crate::addr::PhysAddr, MemblockError>;
+    fn alloc_page(&self, what: &'static str) -> Result<crate::addr::PhysAddr, MemblockError> {
+        self.alloc(crate::addr::PAGE_SIZE, crate::addr::PAGE_SIZE, what)
+    }
+    /// `size` bytes aligned to `align` from memblock, top-down, each page
+    /// marked reserved, not zeroed (`memblock_phys_alloc()`).
+    ///
+    /// # Errors
+    ///
+    /// [`MemblockError`] when memblock has no such range left.
+    fn alloc(&self, size: u64, align: u64, what: &'static str) -> Result<crate::addr::PhysAddr, MemblockError>;
     /// The memory regions as `[start, end)` (`for_each_mem_range()`).
     fn memory(&self) -> Vec<(u64, u64)>;
 }

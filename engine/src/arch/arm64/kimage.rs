@@ -49,6 +49,10 @@ pub struct KernelImage {
     pub inittext: u64,
     /// `[_data, _end)`: data and bss.
     pub data: u64,
+    /// `[_data, __bss_stop)`: the data and bss proper, without the early
+    /// page tables and boot stack that end the segment (`.pgtbl`,
+    /// `init_pg_dir`): "rwdata" plus "bss" of the boot's `Memory:` line.
+    pub data_bss: u64,
 }
 
 const fn seg(kib: u64) -> u64 {
@@ -84,6 +88,7 @@ impl KernelImage {
         init: 3904 << 10,
         inittext: 1088 << 10,
         data: 6272 << 10,
+        data_bss: (5282 + 884) << 10,
     };
 
     /// `__pa_symbol(_stext)`.
@@ -101,6 +106,11 @@ impl KernelImage {
     /// `__pa_symbol(__init_end)` (= `_data`).
     pub const fn init_end(&self) -> u64 {
         self.init_begin() + self.init
+    }
+    /// `__pa_symbol(__bss_stop)`: where 7.2's linear alias of the data ends.
+    /// (`.pgtbl` follows it, page-aligned.)
+    pub const fn bss_stop(&self) -> u64 {
+        (self.init_end() + self.data_bss).next_multiple_of(crate::addr::PAGE_SIZE)
     }
     /// Bytes from `_text` to `_end`.
     pub const fn size(&self) -> u64 {
@@ -146,10 +156,18 @@ impl KernelImage {
     }
 }
 
-/// Mirrors arch/arm64/kernel/pi/map_kernel.c `map_kernel()` (6.9+), as it
-/// leaves the image after boot (module docs): the header RW NX, text ROX
-/// (contiguous runs allowed), rodata read-only, init ROX, data and bss RW
-/// (contiguous runs allowed), at `KIMAGE_VADDR`.
+/// Mirrors arch/arm64/kernel/pi/map_kernel.c `map_kernel()` (7.2) at
+/// `KIMAGE_VADDR`, as `map_range()` places entries (PMD blocks where a
+/// segment covers an aligned 2 MiB, never a PUD block; contiguous runs only
+/// at the PTE level and only where the segment allows them): the header
+/// `[_text, _stext)` RW NX, text ROX with contiguous runs (RWX with
+/// `rodata=off`), rodata RW NX (`mark_rodata_ro()` later makes it and the
+/// header read-only), init text ROX, init data RW NX, data and bss RW NX
+/// with contiguous runs (`ro_now`: the header and rodata read-only at once,
+/// for a machine without the linear map, where the later walk cannot run).
+/// The first pass a relocatable kernel makes (text
+/// writable, then unmapped and mapped again) leaves the same tables and is
+/// not repeated.
 ///
 /// # Errors
 ///
@@ -159,15 +177,24 @@ pub fn map_kernel<'m, C: std::ops::Deref<Target = crate::arch::arm64::cpu::ArchC
     asp: &crate::arch::arm64::pgtable::AddressSpace,
     tables: &dyn crate::arch::arm64::pgtable::PgtableAlloc<C>,
     k: &KernelImage,
+    rodata: crate::arch::arm64::mmu::Rodata,
+    ro_now: bool,
 ) -> Result<(), crate::arch::arm64::pgtable::PgtableError> {
-    use crate::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PAGE_KERNEL_ROX};
+    use crate::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_EXEC, PAGE_KERNEL_RO, PAGE_KERNEL_ROX};
     use crate::arch::arm64::pgtable::{MapFlags, map_range};
+    let text_prot = if rodata.enabled() { PAGE_KERNEL_ROX } else { PAGE_KERNEL_EXEC };
+    // Without the linear map's fixmap walk mmlab cannot run
+    // mark_rodata_ro() later: `ro_now` maps its result at once.
+    let ro_prot = if ro_now && rodata.enabled() { PAGE_KERNEL_RO } else { PAGE_KERNEL };
+    let inittext_begin = k.init_begin();
+    let initdata_begin = inittext_begin + k.inittext;
     let segments = [
-        (k.phys, k.head, PAGE_KERNEL, false),
-        (k.stext(), k.text, PAGE_KERNEL_ROX, true),
-        (k.stext() + k.text, k.rodata, PAGE_KERNEL_RO, false),
-        (k.init_begin(), k.init, PAGE_KERNEL_ROX, false),
-        (k.init_begin() + k.init, k.data, PAGE_KERNEL, true),
+        (k.phys, k.head, ro_prot, false),
+        (k.stext(), k.text, text_prot, true),
+        (k.stext() + k.text, k.rodata, ro_prot, false),
+        (inittext_begin, k.inittext, text_prot, false),
+        (initdata_begin, k.init - k.inittext, PAGE_KERNEL, false),
+        (k.init_end(), k.data, PAGE_KERNEL, true),
     ];
     for (pa, size, prot, cont) in segments {
         // Mapping into empty entries needs no TLB maintenance.

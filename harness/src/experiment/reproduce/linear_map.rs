@@ -134,7 +134,7 @@ fn run_once(gib: u64, variant: LinearMapVariant, profile: CostProfile) -> Result
     let cfg = MachineConfig {
         linear_map: true,
         linear_map_variant: variant,
-        rodata: Rodata::Full,
+        rodata: Rodata::On,
         cost_profile: profile,
         barrier_backend: profile.barrier_backend(),
         nr_cpus: 1,
@@ -204,7 +204,7 @@ pub fn linear_map_on(machines: &[(usize, MachineRow)], full_upto_gib: u64) -> Re
     for &(i, ref mr) in machines {
         let profile = CostProfile::by_name(mr.profile).ok_or("no such profile")?;
         let mut samples = Vec::new();
-        for v in LinearMapVariant::ALL {
+        for v in LinearMapVariant::SERIES {
             let (one, two) = (run(1, v, profile)?, run(2, v, profile)?);
             let predicted = extrapolate(&one, &two, mr.gib - 1);
             let run_in_full = mr.gib <= full_upto_gib;
