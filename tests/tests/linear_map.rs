@@ -312,7 +312,10 @@ fn kernel_image_is_carved_out_and_mapped_as_its_alias() {
 fn kernel_alias_is_mapped_first_and_made_read_only_as_7_2_does() {
     use mmlab_engine::arch::arm64::kimage::KernelImage;
     let k = KernelImage::DEBIAN_7_2;
-    assert_eq!((k.phys, k.init_begin(), k.init_end(), k.bss_stop()), (0x4020_0000, 0x4271_0000, 0x42ae_0000, 0x430e_6000));
+    assert_eq!(
+        (k.phys, k.init_begin(), k.init_end(), k.bss_stop()),
+        (0x4020_0000, 0x4271_0000, 0x42ae_0000, 0x430e_6000)
+    );
     let cfg = MachineConfig {
         barrier_backend: mmlab_engine::arch::arm64::barrier::BarrierBackend::Count,
         kernel_image: Some(true),

@@ -28,7 +28,7 @@
 //! order of initialisation. Simplified: one node, one zone (Normal), one
 //! contiguous memmap (the vmemmap mapping of it arrives with the page tables).
 
-use super::{BootError, Machine, MachineConfig, MemblockTables, NR_CPUS};
+use super::{BootError, ImageTables, Machine, MachineConfig, MemblockTables, NR_CPUS};
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE, Pfn, PhysAddr};
 use crate::arch::arm64::cpu::{ArchCpuData, Arm64};
 use crate::arch::arm64::memory::PHYS_OFFSET;
@@ -36,6 +36,7 @@ use crate::arena::Arena;
 use crate::kernel::cpu::CpuData;
 use crate::mm::PAGEBLOCK_ORDER;
 use crate::mm::banks::check_banks;
+use crate::mm::boot_allocs;
 use crate::mm::boot_state::{self, BootState, BootStateReport};
 use crate::mm::memblock::Memblock;
 use crate::mm::memmap::Memmap;
@@ -101,7 +102,21 @@ impl Machine {
             (banks[0].base, total),
             &mut boot_state.reservations,
         )?;
+        // paging_init() -> map_mem(): the linear map's tables come from
+        // memblock first, top-down, page by page; taken here, at the
+        // kernel's point, and handed to map_mem() when it runs below.
+        let mut table_pool = std::collections::VecDeque::new();
+        if config.linear_map && real {
+            let memory: Vec<(u64, u64)> = mb.memory().iter().map(|r| (r.base.0, r.end())).collect();
+            if let Some(n) = crate::arch::arm64::mmu::map_mem_table_pages(&config.map_mem_options(), &memory) {
+                for _ in 0..n {
+                    table_pool.push_back(mb.alloc(PAGE_SIZE, PAGE_SIZE, "pgtable")?);
+                }
+            }
+        }
+        let nr_cpus = config.nr_cpus as u64;
         if real {
+            boot_allocs::setup_arch_early(&mut mb, nr_cpus, &mut boot_state.reservations)?;
             boot_state.cma =
                 boot_state::dma_contiguous_reserve(&mut mb, arm64_dma_phys_limit, &mut boot_state.reservations);
         }
@@ -115,10 +130,43 @@ impl Machine {
         let nr_pages = span >> PAGE_SHIFT;
         let memmap_pages: u64 = pieces.iter().map(|p| p.end_pfn - p.start_pfn).sum();
         let memmap_bytes = (memmap_pages * STRUCT_PAGE_SIZE).next_multiple_of(PAGE_SIZE);
-        let memmap_pa = mb.alloc(memmap_bytes, 2 << 20, "memmap")?;
         // Pageblock flags (usemap), one byte per pageblock here.
         let nr_pageblocks = nr_pages.div_ceil(1 << PAGEBLOCK_ORDER) as usize;
-        let usemap_pa = mb.alloc((nr_pageblocks as u64).next_multiple_of(64), 64, "usemap")?;
+        let usemap_pa = if real {
+            // sparse_init(): the section roots, the usemap and the vmemmap's
+            // tables, before the memmap's blocks.
+            // (mmlab's own usemap, a byte per pageblock, fits in the
+            // kernel's 88 bytes per section unless holes widen the span.)
+            let usemap_bytes =
+                (memmap_pages.div_ceil(PAGES_PER_SECTION) * boot_allocs::USEMAP_PER_SECTION).max(nr_pageblocks as u64);
+            let (usemap, tables) = boot_allocs::sparse_init_early(
+                &mut mb,
+                section_roots(&bank_pfns),
+                usemap_bytes,
+                memmap_bytes,
+                &mut boot_state.reservations,
+            )?;
+            table_pool.extend(tables);
+            usemap
+        } else {
+            PhysAddr(0)
+        };
+        let memmap_pa = mb.alloc(memmap_bytes, 2 << 20, "memmap")?;
+        let usemap_pa =
+            if real { usemap_pa } else { mb.alloc((nr_pageblocks as u64).next_multiple_of(64), 64, "usemap")? };
+        if real {
+            // free_area_init() counted nr_kernel_pages before
+            // setup_per_cpu_areas() and vfs_caches_init_early() ran.
+            let nr_kernel_pages: u64 =
+                mb.free_ranges().iter().map(|&(s, e)| (e >> PAGE_SHIFT).saturating_sub(s.div_ceil(PAGE_SIZE))).sum();
+            boot_allocs::start_kernel_early(
+                &mut mb,
+                nr_cpus,
+                boot_state::PEER_CMDLINE.len() as u64,
+                nr_kernel_pages,
+                &mut boot_state.reservations,
+            )?;
+        }
 
         let first_deferred = if config.deferred_struct_page_init { first_deferred_pfn(&bank_pfns) } else { u64::MAX };
         // zone_sizes_init() → free_area_init(): the zones' limits (above);
@@ -135,8 +183,12 @@ impl Machine {
         let nr_cpus = config.nr_cpus;
         let cpus = (0..config.nr_cpus).map(|_| CachePadded::new(CpuData::default())).collect();
         let arch_cpus = (0..config.nr_cpus).map(|_| CachePadded::new(ArchCpuData::new(config.tlb_entries))).collect();
-        // swapper_pg_dir: one page, zeroed, from memblock.
-        let swapper_pg_dir = mb.alloc(PAGE_SIZE, PAGE_SIZE, "pgtable")?;
+        // swapper_pg_dir: one page of the image (before __init_begin), or
+        // from memblock on a machine without it; zeroed.
+        let swapper_pg_dir = match &image {
+            Some(k) => PhysAddr(k.init_begin() - PAGE_SIZE),
+            None => mb.alloc(PAGE_SIZE, PAGE_SIZE, "pgtable")?,
+        };
         arena.zero(swapper_pg_dir, PAGE_SIZE);
         let t_memblock = t_start.elapsed();
         let arch = Arm64 {
@@ -164,6 +216,7 @@ impl Machine {
             linear_map: None,
             boot_phases: Vec::new(),
             boot_state,
+            table_pool: Mutex::new(table_pool),
         };
         let ((), p) = m.measure_phase("memmap init", "memmap_init() (struct pages below first_deferred_pfn)", || {
             mm_init::memmap_init(&m.memmap, m.pageblock_flags(), &m.memblock.lock(), &bank_pfns);
@@ -186,7 +239,7 @@ impl Machine {
                 crate::arch::arm64::kimage::map_kernel(
                     &cpu0,
                     &crate::arch::arm64::pgtable::init_mm(&cpu0),
-                    &MemblockTables(&m),
+                    &ImageTables::init_pg_dir(&m, &k),
                     &k,
                     m.config.rodata,
                     !m.config.linear_map,
@@ -200,7 +253,12 @@ impl Machine {
             // paging_init() on the boot CPU: early_fixmap_init(), map_mem().
             let (r, p) = m.measure_phase("linear map", "paging_init() -> early_fixmap_init(), map_mem()", || {
                 let cpu0 = m.cpu(0).map_err(|e| BootError::Config(e.to_string()))?;
-                crate::arch::arm64::mmu::paging_init(&cpu0, &m, &m.config.map_mem_options(), m.kernel_image())
+                let pgtbl = m.kernel_image().map(|k| ImageTables::pgtbl(&m, k));
+                let statics: &dyn crate::arch::arm64::cpu::EarlyAlloc = match &pgtbl {
+                    Some(t) => t,
+                    None => &m,
+                };
+                crate::arch::arm64::mmu::paging_init(&cpu0, &m, statics, &m.config.map_mem_options(), m.kernel_image())
                     .map_err(BootError::LinearMap)
             });
             let (fixmap, report) = r?;
@@ -270,10 +328,10 @@ impl Machine {
     fn end_of_boot(&self, dma_limit: u64) -> Result<(Vec<boot_state::BootReservation>, Vec<(u64, u64)>), BootError> {
         let mut mb = self.memblock.lock();
         let mut swiotlb = Vec::new();
-        boot_state::swiotlb_init(&mut mb, dma_limit, &mut swiotlb)?;
+        boot_state::swiotlb_init(&mut mb, dma_limit, self.config.nr_cpus as u64, &mut swiotlb)?;
         let mut freed: Vec<(u64, u64)> = Vec::new();
         if let Some(r) = self.boot_state.reservations.iter().find(|r| r.name == "initrd") {
-            freed.push((r.base, r.size));
+            freed.push((r.base, r.freed_at_end_of_boot));
         }
         if let Some(k) = &self.boot_state.kernel_image {
             freed.push((k.init_begin(), k.init));
@@ -326,4 +384,22 @@ impl Machine {
         let barriers = self.barrier_counts().delta(&b0);
         (r, BootPhase { name, kernel, host_ns, tlbi, barriers })
     }
+}
+
+/// `PAGES_PER_SECTION`: 128 MiB sections (`SECTION_SIZE_BITS` 27).
+const PAGES_PER_SECTION: u64 = (128 << 20) / PAGE_SIZE;
+/// `SECTIONS_PER_ROOT` with a 32-byte `struct mem_section`.
+const SECTIONS_PER_ROOT: u64 = PAGE_SIZE / 32;
+
+/// How many `mem_section` root pages `sparse_index_init()` allocates: one
+/// per `SECTIONS_PER_ROOT` sections that hold RAM.
+fn section_roots(bank_pfns: &[(u64, u64)]) -> u64 {
+    let mut roots: Vec<u64> = Vec::new();
+    for &(s, e) in bank_pfns {
+        let (first, last) = (s / PAGES_PER_SECTION, (e - 1) / PAGES_PER_SECTION);
+        roots.extend((first..=last).map(|sec| sec / SECTIONS_PER_ROOT));
+    }
+    roots.sort_unstable();
+    roots.dedup();
+    roots.len() as u64
 }

@@ -298,6 +298,12 @@ pub struct Machine {
     pub(crate) boot_phases: Vec<crate::mm::mm_init::BootPhase>,
     /// The boot state the machine was built with ([`crate::mm::boot_state`]).
     pub(crate) boot_state: crate::mm::boot_state::BootStateReport,
+    /// Table pages taken from memblock at the kernel's point in boot, before
+    /// mmlab's own order reaches the code that uses them: the linear map's
+    /// (`early_pgtable_alloc()` in `paging_init()`, top-down) and then the
+    /// vmemmap's (`memmap_alloc()` in `sparse_init()`). Handed out first by
+    /// [`Machine::early_table_page`] and [`EarlyAlloc`].
+    pub(crate) table_pool: Mutex<std::collections::VecDeque<PhysAddr>>,
 }
 
 impl Machine {
@@ -315,7 +321,11 @@ impl Machine {
     ///
     /// [`MemblockError::NoSpace`] if memblock has no free page left.
     pub fn early_table_page(&self) -> Result<PhysAddr, MemblockError> {
-        let pa = self.memblock.lock().alloc(PAGE_SIZE, PAGE_SIZE, "pgtable")?;
+        let pooled = self.table_pool.lock().pop_front();
+        let pa = match pooled {
+            Some(pa) => pa,
+            None => self.memblock.lock().alloc(PAGE_SIZE, PAGE_SIZE, "pgtable")?,
+        };
         self.arena.zero(pa, PAGE_SIZE);
         let p = self.memmap.page(pa.pfn());
         p.set_flag(pg::PG_RESERVED);
@@ -535,7 +545,11 @@ impl TableMemory for Machine {
 /// reserved (`memblock_phys_alloc()` before the page allocator runs).
 impl EarlyAlloc for Machine {
     fn alloc(&self, size: u64, align: u64, what: &'static str) -> Result<PhysAddr, MemblockError> {
-        let pa = self.memblock.lock().alloc(size, align, what)?;
+        let pooled = if (size, what) == (PAGE_SIZE, "pgtable") { self.table_pool.lock().pop_front() } else { None };
+        let pa = match pooled {
+            Some(pa) => pa,
+            None => self.memblock.lock().alloc(size, align, what)?,
+        };
         for pfn in pa.pfn().0..(pa.0 + size).div_ceil(PAGE_SIZE) {
             let p = self.memmap.page(Pfn(pfn));
             p.set_flag(pg::PG_RESERVED);
@@ -545,6 +559,61 @@ impl EarlyAlloc for Machine {
     }
     fn memory(&self) -> Vec<(u64, u64)> {
         self.memblock.lock().memory().iter().map(|r| (r.base.0, r.end())).collect()
+    }
+}
+
+/// The kernel image's own table pages, which are part of the image and
+/// not memblock's (arch/arm64/kernel/vmlinux.lds.S): the fixmap's
+/// `bm_pud`/`bm_pmd`/`bm_pte` in `.pgtbl` right after `__bss_stop`, then
+/// `init_pg_dir` (`INIT_DIR_SIZE`: 12 pages), whose pages after the first
+/// hold `map_kernel()`'s tables. A bump allocator over one of those
+/// ranges, zeroing each page.
+#[derive(Debug)]
+pub(crate) struct ImageTables<'m> {
+    m: &'m Machine,
+    next: std::cell::Cell<u64>,
+    end: u64,
+}
+
+impl<'m> ImageTables<'m> {
+    /// `.pgtbl`: the fixmap's three static tables.
+    pub(crate) fn pgtbl(m: &'m Machine, k: &crate::arch::arm64::kimage::KernelImage) -> Self {
+        ImageTables { m, next: std::cell::Cell::new(k.bss_stop()), end: k.bss_stop() + 3 * PAGE_SIZE }
+    }
+    /// `init_pg_dir` past its root page: `map_kernel()`'s tables.
+    pub(crate) fn init_pg_dir(m: &'m Machine, k: &crate::arch::arm64::kimage::KernelImage) -> Self {
+        let root = k.bss_stop() + 3 * PAGE_SIZE;
+        ImageTables { m, next: std::cell::Cell::new(root + PAGE_SIZE), end: root + 12 * PAGE_SIZE }
+    }
+    fn take(&self, what: &'static str) -> Result<PhysAddr, MemblockError> {
+        let pa = self.next.get();
+        if pa + PAGE_SIZE > self.end {
+            return Err(MemblockError::NoSpace { size: PAGE_SIZE, align: PAGE_SIZE, name: what });
+        }
+        self.next.set(pa + PAGE_SIZE);
+        self.m.arena.zero(PhysAddr(pa), PAGE_SIZE);
+        Ok(PhysAddr(pa))
+    }
+}
+
+impl EarlyAlloc for ImageTables<'_> {
+    fn alloc(&self, size: u64, align: u64, what: &'static str) -> Result<PhysAddr, MemblockError> {
+        if size != PAGE_SIZE || align != PAGE_SIZE {
+            return Err(MemblockError::NoSpace { size, align, name: what });
+        }
+        self.take(what)
+    }
+    fn memory(&self) -> Vec<(u64, u64)> {
+        self.m.memory()
+    }
+}
+
+impl<C: ?Sized> PgtableAlloc<C> for ImageTables<'_> {
+    fn alloc_table(&self, _cpu: &C) -> Option<PhysAddr> {
+        self.take("init_pg_dir").ok()
+    }
+    fn free_table(&self, _cpu: &C, _pa: PhysAddr) {
+        // A page of the image: never freed.
     }
 }
 

@@ -13,9 +13,9 @@
 
 use crate::arch::arm64::barrier::BarrierBackend;
 use crate::arch::arm64::cost::CostProfile;
+use crate::arch::arm64::mmu::Rodata;
 use crate::bool_knob;
 use crate::kernel::sysctl::{KernelName, Knob, KnobError, KnobTable, Parsed, ValueError, parse_from_str, parse_named};
-use crate::arch::arm64::mmu::Rodata;
 use crate::machine::MachineConfig;
 
 /// The largest TLB model `tlb_entries` takes.

@@ -36,9 +36,10 @@
 //! | initrd at `RAM + min(RAM / 2, 128 MiB)` (QEMU `arm_setup_direct_kernel_boot()`), 1,004 KiB: the peer run's busybox initramfs ("Freeing initrd memory: 1004K") | faithful to that machine and initramfs |
 //! | DTB after the initrd, 2 MiB-aligned (QEMU places it so for AArch64), 1 MiB | simplified: the size is QEMU's `FDT_MAX_SIZE` buffer, taken as the blob's `fdt_totalsize` (the peer captures do not show it: unchecked) |
 //! | CMA: 64 MiB below `arm64_dma_phys_limit`, pageblock-aligned, after the image, initrd and DTB | faithful in rule; simplified in what lies above it: the real kernel's early page tables and `NODE_DATA` come first, so on 1 GiB it lands at 0x7bc00000 where mmlab puts it at 0x7c000000 (at 4 and 16 GiB both give 0xfc000000) |
-//! | swiotlb buffer and slot array | faithful in size and rule; the 16-byte areas array is left out |
+//! | swiotlb buffer, slot array and areas array | faithful in size and rule |
 //! | initrd and init freed at the end of boot | faithful: after the page allocator's initcalls (watermarks and pagesets sized without them), with `free_reserved_area()` page by page through the pcp; they stay in memblock's reserved list (arm64 keeps memblock) |
-//! | what is not emulated: percpu chunks, `NODE_DATA`, the printk buffer, the dentry/inode hash tables, ftrace's pages, and every allocation made after the page allocator came up (slab, stacks, page cache) | absent |
+//! | the boot's other memblock allocations (device tree, sparse, the command line, the first percpu chunk, the dentry and inode hash tables): [`crate::mm::boot_allocs`] | faithful sizes and order |
+//! | what is not emulated: every allocation made after the page allocator came up (slab, stacks, page cache) | absent |
 //!
 //! The real state needs the first bank at `PHYS_OFFSET` with at least
 //! [`REAL_BOOT_MIN_BANK`] of RAM (the image alone takes 47 MiB, the CMA
@@ -84,8 +85,13 @@ impl std::str::FromStr for BootState {
 
 /// The smallest first bank the real boot state is emulated on.
 pub const REAL_BOOT_MIN_BANK: u64 = 256 << 20;
-/// The peer run's initramfs, page-rounded.
-pub const INITRD_SIZE: u64 = 1004 << 10;
+/// The peer run's initramfs: between 1,004 and 1,008 KiB (the boot
+/// reserves 0xfc000 bytes, page-rounded out, and frees "1004K", the whole
+/// pages inside); its last page stays reserved.
+pub const INITRD_SIZE: u64 = (1004 << 10) + 2048;
+/// The peer run's kernel command line (`setup_command_line()` keeps two
+/// copies).
+pub const PEER_CMDLINE: &str = "nokaslr no_hash_pointers console=ttyAMA0 rdinit=/init";
 /// The device tree blob QEMU's virt machine hands over.
 pub const DTB_SIZE: u64 = 1 << 20;
 /// `CONFIG_CMA_SIZE_MBYTES=64`.
@@ -225,10 +231,11 @@ pub fn arm64_memblock_init(
             BootReservation {
                 name: "initrd",
                 base: initrd,
-                size: INITRD_SIZE,
+                size: INITRD_SIZE.next_multiple_of(PAGE_SIZE),
                 kernel: "arm64_memblock_init(): the initrd",
                 fidelity: "faithful (the peer run's initramfs)",
-                freed_at_end_of_boot: INITRD_SIZE,
+                // free_initrd_mem() frees the whole pages inside it.
+                freed_at_end_of_boot: INITRD_SIZE & !(PAGE_SIZE - 1),
             },
         )?;
     }
@@ -276,7 +283,12 @@ pub fn dma_contiguous_reserve(mb: &mut Memblock, limit: u64, out: &mut Vec<BootR
 /// # Errors
 ///
 /// [`MemblockError::NoSpace`] if either does not fit (the kernel panics).
-pub fn swiotlb_init(mb: &mut Memblock, dma_limit: u64, out: &mut Vec<BootReservation>) -> Result<(), MemblockError> {
+pub fn swiotlb_init(
+    mb: &mut Memblock,
+    dma_limit: u64,
+    nr_cpus: u64,
+    out: &mut Vec<BootReservation>,
+) -> Result<(), MemblockError> {
     let ram: u64 = mb.memory().iter().map(|r| r.size).sum();
     let max_phys = mb.memory().last().map_or(0, |r| r.end());
     let size = if max_phys > dma_limit {
@@ -304,6 +316,18 @@ pub fn swiotlb_init(mb: &mut Memblock, dma_limit: u64, out: &mut Vec<BootReserva
         base: s.0,
         size: slots,
         kernel: "swiotlb_init_remap(): mem->slots",
+        fidelity: "faithful",
+        freed_at_end_of_boot: 0,
+    });
+    // mem->areas: one 16-byte struct io_tlb_area per area, as many areas
+    // as possible CPUs rounded up to a power of two.
+    let areas = 16 * nr_cpus.max(1).next_power_of_two();
+    let a = mb.alloc(areas, 64, "swiotlb")?;
+    out.push(BootReservation {
+        name: "swiotlb",
+        base: a.0,
+        size: areas,
+        kernel: "swiotlb_init_remap(): mem->areas",
         fidelity: "faithful",
         freed_at_end_of_boot: 0,
     });

@@ -23,6 +23,7 @@
 //!   time, kept coherent by the TLBI hook registered at boot.
 
 pub mod banks;
+pub mod boot_allocs;
 pub mod boot_state;
 pub mod gfp;
 pub mod list;

@@ -365,7 +365,8 @@ impl BootReport {
             let _ = write!(s, "  regions: {}", regions.join(", "));
             if !mm.report.kernel_alias.is_empty() {
                 let alias: Vec<String> = mm.report.kernel_alias.iter().map(|(a, b)| format!("{a:#x}-{b:#x}")).collect();
-                let flags = if mm.report.variant == LinearMapVariant::V7_2 { "first" } else { "last, NO_CONT_MAPPINGS" };
+                let flags =
+                    if mm.report.variant == LinearMapVariant::V7_2 { "first" } else { "last, NO_CONT_MAPPINGS" };
                 let _ = write!(s, "; kernel alias {} ({flags})", alias.join(", "));
             }
             if let Some((a, b)) = mm.report.kfence_pool {

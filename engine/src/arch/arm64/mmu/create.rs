@@ -2,7 +2,9 @@
 //! in each variant of [`super::LinearMapVariant`]: see the parent module's
 //! table for where they differ.
 
-use super::{LinearMapCounts, LinearMapError, LinearMapVariant, NO_BLOCK_MAPPINGS, NO_CONT_MAPPINGS, NO_EXEC_MAPPINGS, addr_end};
+use super::{
+    LinearMapCounts, LinearMapError, LinearMapVariant, NO_BLOCK_MAPPINGS, NO_CONT_MAPPINGS, NO_EXEC_MAPPINGS, addr_end,
+};
 use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::arch::arm64::barrier::ishst;
 use crate::arch::arm64::cpu::{ArchCpu, EarlyAlloc};
@@ -397,4 +399,3 @@ impl<'a, 'm> Walker<'a, 'm> {
         Ok(())
     }
 }
-

@@ -95,10 +95,10 @@ use crate::arch::arm64::kimage::KernelImage;
 use crate::arch::arm64::memory::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
 use crate::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PgProt};
 use crate::arch::arm64::pgtable::{Desc, Level, PgtableError};
-use create::Walker;
 use crate::arch::arm64::tlb::{TlbiCounts, TlbiKind};
 use crate::counters::CounterSet;
 use crate::mm::memblock::MemblockError;
+use create::Walker;
 
 /// `NO_BLOCK_MAPPINGS`: no PUD or PMD blocks.
 pub const NO_BLOCK_MAPPINGS: u32 = 1 << 0;
@@ -213,7 +213,8 @@ pub enum Rodata {
 
 impl Rodata {
     /// The values `rodata=` takes, as `--set` lists them.
-    pub const NAMES: [(Rodata, &'static str); 3] = [(Rodata::On, "on"), (Rodata::NoAlias, "noalias"), (Rodata::Off, "off")];
+    pub const NAMES: [(Rodata, &'static str); 3] =
+        [(Rodata::On, "on"), (Rodata::NoAlias, "noalias"), (Rodata::Off, "off")];
     /// `rodata_full`.
     pub const fn full(self) -> bool {
         matches!(self, Rodata::On)
@@ -235,9 +236,11 @@ impl Rodata {
 impl std::str::FromStr for Rodata {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Self::NAMES.iter().find(|(_, n)| *n == s).map(|(r, _)| *r).ok_or_else(|| {
-            format!("unknown rodata setting {s:?} (on|noalias|off; 7.2's on is the former full)")
-        })
+        Self::NAMES
+            .iter()
+            .find(|(_, n)| *n == s)
+            .map(|(r, _)| *r)
+            .ok_or_else(|| format!("unknown rodata setting {s:?} (on|noalias|off; 7.2's on is the former full)"))
     }
 }
 
@@ -565,8 +568,9 @@ pub fn map_mem(
 
 /// Mirrors the linear-map part of arch/arm64/mm/mmu.c `paging_init()` (with
 /// `early_fixmap_init()` from `setup_arch()` before it): set up the
-/// fixmap, then `map_mem()`. Called from boot when the machine's
-/// `arm64.linear_map` knob is on (the default).
+/// fixmap, its static tables from `statics` (the image's `.pgtbl`, or
+/// memblock on a machine without the image), then `map_mem()`. Called from
+/// boot when the machine's `arm64.linear_map` knob is on (the default).
 ///
 /// # Errors
 ///
@@ -574,12 +578,36 @@ pub fn map_mem(
 pub fn paging_init(
     cpu: &ArchCpu<'_>,
     early: &dyn EarlyAlloc,
+    statics: &dyn EarlyAlloc,
     opts: &MapMemOptions,
     image: Option<&KernelImage>,
 ) -> Result<(Fixmap, LinearMapReport), LinearMapError> {
-    let mut fixmap = Fixmap::early_fixmap_init(cpu, early, opts.variant.fixmap_layout())?;
+    let mut fixmap = Fixmap::early_fixmap_init(cpu, statics, opts.variant.fixmap_layout())?;
     let report = map_mem(cpu, early, &mut fixmap, opts, image)?;
     Ok((fixmap, report))
+}
+
+/// How many table pages `map_mem()` will take from memblock for `memory`
+/// when it maps page by page ([`MapMemOptions::force_pte_mapping`]): one
+/// PTE table per 2 MiB, one PMD table per 1 GiB and one PUD table per
+/// 512 GiB of linear-map address touched. `None` when blocks are allowed
+/// (the count then depends on alignment, the alias and the KFENCE pool).
+pub fn map_mem_table_pages(opts: &MapMemOptions, memory: &[(u64, u64)]) -> Option<u64> {
+    if !opts.force_pte_mapping() {
+        return None;
+    }
+    let mut total = 0;
+    for shift in [Level::Pmd.shift(), Level::Pud.shift(), Level::Pgd.shift()] {
+        let mut blocks: Vec<u64> = Vec::new();
+        for &(s, e) in memory {
+            let (first, last) = ((s - PHYS_OFFSET) >> shift, (e - 1 - PHYS_OFFSET) >> shift);
+            blocks.extend(first..=last);
+        }
+        blocks.sort_unstable();
+        blocks.dedup();
+        total += blocks.len() as u64;
+    }
+    Some(total)
 }
 
 /// Mirrors arch/arm64/mm/mmu.c `update_mapping_prot()`: walk the kernel's
