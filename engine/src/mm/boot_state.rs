@@ -374,13 +374,15 @@ mod tests {
         let mut out = vec![];
         let mut m = mb(4);
         dma_contiguous_reserve(&mut m, 1 << 32, &mut out);
-        swiotlb_init(&mut m, 1 << 32, &mut out).unwrap();
+        swiotlb_init(&mut m, 1 << 32, 2, &mut out).unwrap();
         assert_eq!((out[1].base, out[1].size), (0xf800_0000, 64 << 20));
-        // 32768 slots of 24 bytes.
+        // 32768 slots of 24 bytes; a 16-byte area per CPU (2).
         assert_eq!(out[2].size, 768 << 10);
+        assert_eq!(out[3].size, 32);
         let mut out = vec![];
         let mut m = mb(1);
-        swiotlb_init(&mut m, 1 << 32, &mut out).unwrap();
-        assert_eq!(out[0].size, 1 << 20);
+        // 3 CPUs: 4 areas.
+        swiotlb_init(&mut m, 1 << 32, 3, &mut out).unwrap();
+        assert_eq!((out[0].size, out[2].size), (1 << 20, 64));
     }
 }
