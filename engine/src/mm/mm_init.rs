@@ -97,13 +97,16 @@ mod tests {
         let mb = m.memblock();
         let mut names: Vec<_> = mb.reserved().iter().map(|r| r.name).collect();
         names.sort();
-        // The memmap, the usemap, and the vmemmap's tables: swapper_pg_dir
-        // plus one pud, one pmd and one pte table (64M is a partial section,
-        // mapped with base pages), taken one below the other and merged into
-        // one region as memblock_merge_regions() does.
-        assert_eq!(names, ["memmap", "pgtable", "usemap"]);
-        let tables = mb.reserved().iter().find(|r| r.name == "pgtable").unwrap();
-        assert_eq!(tables.size, 4 * PAGE_SIZE);
+        // The memmap, the usemap, and the tables (64M boots bare: no image,
+        // so they come from memblock): swapper_pg_dir; the fixmap's bm_pud,
+        // bm_pmd and bm_pte; the linear map's one pud, one pmd and 32 pte
+        // tables (2 MiB each, page by page); the vmemmap's pud, pmd and pte
+        // tables (64M is a partial section, mapped with base pages). Each
+        // run taken one below the other is one region, as
+        // memblock_merge_regions() leaves it.
+        assert_eq!(names, ["fixmap", "memmap", "pgtable", "pgtable", "usemap"]);
+        let tables: u64 = mb.reserved().iter().filter(|r| r.name == "pgtable").map(|r| r.size).sum();
+        assert_eq!(tables, (1 + 34 + 3) * PAGE_SIZE);
         // 16384 frames x 64 B = 1 MiB of memmap at the top 2 MiB-aligned slot.
         let memmap = *mb.reserved().iter().find(|r| r.name == "memmap").unwrap();
         assert_eq!(memmap.size, 1 << 20);

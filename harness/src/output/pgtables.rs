@@ -206,12 +206,18 @@ mod tests {
     fn stats_of_4g() {
         let m = boot(4 << 30);
         let st = stats(&m, &m.kernel_as());
-        assert_eq!(st.tables, [1, 1, 1, 0]);
+        // pud: the linear map's (4 GiB < 512 GiB), the vmemmap's, bm_pud;
+        // pmd: the linear map's four (one per GiB), the vmemmap's, bm_pmd;
+        // pte: the linear map's 2048 (one per 2 MiB, rodata=on), bm_pte.
+        assert_eq!(st.tables, [1, 3, 6, 2049]);
         assert_eq!(st.blocks[2], 32);
         let s = summary_of(&m.kernel_as(), &st);
         assert!(s.starts_with("Page tables of swapper_pg_dir at 0x"), "{s}");
-        assert!(s.contains("\npmd              1              0       32        -          0        64M\n"), "{s}");
-        assert!(s.contains("Memory in page tables: 3 pages (12K)"), "{s}");
+        // 2048 + 1 PMD entries point to PTE tables; the vmemmap's 64 MiB
+        // of struct pages are 32 blocks; every page of RAM is one PTE.
+        assert!(s.contains("\npmd              6           2049       32        -          0        64M\n"), "{s}");
+        assert!(s.contains("\npte           2049              -        -  1048576          0         4G\n"), "{s}");
+        assert!(s.contains("Memory in page tables: 2059 pages (8236K)"), "{s}");
     }
 
     #[test]
@@ -236,9 +242,13 @@ mod tests {
         assert!(!faulted);
         assert!(s.lines().any(|l| l.starts_with("pte[") && l.ends_with(" PAGE")), "{s}");
         assert!(s.contains("in a pte page\n"), "{s}");
+        // The linear map ends with RAM: 64 MiB is PMD entries 0..32 of its
+        // one PMD table.
         let (s, faulted) = walk_report(&m, &m.kernel_as(), PAGE_OFFSET);
+        assert!(!faulted, "{s}");
+        let (s, faulted) = walk_report(&m, &m.kernel_as(), PAGE_OFFSET + (64 << 20));
         assert!(faulted);
-        assert!(s.ends_with("=> translation fault at level 0 (pgd[0] is invalid)\n"), "{s}");
+        assert!(s.ends_with("=> translation fault at level 2 (pmd[32] is invalid)\n"), "{s}");
         let (s, _) = walk_report(&m, &m.kernel_as(), VMEMMAP_START - (1 << 30));
         assert!(s.contains("=> translation fault at level 1 (pud["), "{s}");
         assert!(walk_struct_page(&m, 0x1).unwrap_err().contains("not a frame of RAM"));

@@ -13,9 +13,12 @@ const RW: TlbPerms = TlbPerms { writable: true, user: false, exec: false };
 const RO: TlbPerms = TlbPerms { writable: false, user: false, exec: false };
 
 fn machine(tlbi_range: bool) -> Machine {
+    // Without the linear map: its fixmap clears would add their TLBIs to
+    // the machine's totals these tests read.
     let cfg = MachineConfig {
         barrier_backend: BarrierBackend::Count,
         tlbi_range: Some(tlbi_range),
+        linear_map: false,
         ..MachineConfig::with("16M", 2).unwrap()
     };
     Machine::boot(cfg).unwrap()
@@ -423,6 +426,8 @@ fn modelled_cost_follows_the_profile() {
         barrier_backend: BarrierBackend::Model(ModelCosts::default()),
         cost_profile: p,
         tlbi_range: Some(true),
+        // No linear map: the counts below are the test's own TLBIs.
+        linear_map: false,
         ..MachineConfig::with("16M", 2).unwrap()
     };
     let m = Machine::boot(cfg).unwrap();
