@@ -5,8 +5,12 @@
 //!
 //! 1. map the arena (RAM at [`PHYS_OFFSET`]) and register it with memblock;
 //!    with the real boot state (`boot.state=real`), reserve the DTB, the
-//!    kernel image and the initrd, and the CMA area
-//!    ([`crate::mm::boot_state`]);
+//!    kernel image and the initrd, then make the boot's memblock
+//!    allocations in the kernel's order and at its sizes: the linear map's
+//!    tables, the device tree, `NODE_DATA`, the CMA area, sparse's roots,
+//!    usemap and vmemmap tables, the memmap, the command line, the first
+//!    percpu chunk, the dentry and inode hash tables
+//!    ([`crate::mm::boot_state`], [`crate::mm::boot_allocs`]);
 //! 2. allocate the memmap (64 bytes per frame) and the pageblock flags from
 //!    memblock, top-down, as sparse_init/vmemmap_populate and
 //!    `setup_usemap()` do;
@@ -14,8 +18,10 @@
 //!    `__init_single_page()`: zone and node in `flags`, refcount 1, no page
 //!    type, an empty `lru`), mark every pageblock MOVABLE, and mark reserved
 //!    frames PG_reserved (`reserve_bootmem_region()`);
-//! 4. with `arm64.linear_map=1` only, `paging_init()`: `early_fixmap_init()`
+//! 4. unless `arm64.linear_map=0`, `paging_init()`: `early_fixmap_init()`
 //!    and `map_mem()` build the linear map ([`crate::arch::arm64::mmu`]);
+//!    with the image, `mark_linear_text_alias_ro()` and `mark_rodata_ro()`
+//!    follow (the "rodata ro" phase);
 //! 5. map the memmap at the vmemmap (`vmemmap_populate()`);
 //! 6. with the real boot state: `swiotlb_init()`, then what the end of boot
 //!    gives back (the initrd, the init sections) — "end of boot".
@@ -241,7 +247,7 @@ impl Machine {
                     &crate::arch::arm64::pgtable::init_mm(&cpu0),
                     &ImageTables::init_pg_dir(&m, &k),
                     &k,
-                    m.config.rodata,
+                    m.config.rodata.enabled(),
                     !m.config.linear_map,
                 )
                 .map_err(BootError::Pgtable)

@@ -226,7 +226,10 @@ mod tests {
         assert_eq!(set("rodata=off").unwrap().rodata, Rodata::Off);
         assert_eq!(set("rodata=noalias").unwrap().rodata, Rodata::NoAlias);
         assert_eq!(MachineConfig::default().rodata, Rodata::On);
-        assert_eq!(set("rodata=no").unwrap_err(), "bad value \"no\" for rodata (on|noalias|off); did you mean noalias?");
+        assert_eq!(
+            set("rodata=no").unwrap_err(),
+            "bad value \"no\" for rodata (on|noalias|off); did you mean noalias?"
+        );
         // 7.2 has no rodata=full (its on is the former full).
         assert_eq!(set("rodata=full").unwrap_err(), "bad value \"full\" for rodata (on|noalias|off)");
         assert_eq!(set("kfence.sample_interval=100").unwrap().kfence_sample_interval, 100);

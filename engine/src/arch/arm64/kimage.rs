@@ -5,20 +5,23 @@
 //! The image is laid out `_text` (the header) | `_stext` .. `_etext` (text)
 //! | `__start_rodata` .. `__init_begin` (rodata) | `__init_begin` ..
 //! `__init_end` (init text and data) | `_data` .. `_end` (data and bss),
-//! each segment aligned to `SEGMENT_ALIGN` (64 KiB). `arm64_memblock_init()`
-//! reserves `[_text, _end)` in memblock. `map_mem()` marks `[_stext,
-//! __init_begin)` NOMAP while it maps the memory banks (so the text and
-//! rodata get no writable alias), then maps that interval on its own with
-//! `NO_CONT_MAPPINGS` only (blocks allowed: `mark_linear_text_alias_ro()`
-//! later changes its permissions, legal on a block but not on a contiguous
-//! run).
+//! each segment aligned to `SEGMENT_ALIGN` (64 KiB); the data segment ends
+//! with `.pgtbl` (the fixmap's static tables) and `init_pg_dir` after
+//! `__bss_stop`. `arm64_memblock_init()` reserves `[_text, _end)` in
+//! memblock. 7.2's `map_mem()` maps the linear alias of `[_text,
+//! __init_begin)` and `[__init_end, __bss_stop)` before the rest of memory,
+//! and `mark_linear_text_alias_ro()` / `mark_rodata_ro()` make both
+//! read-only later; before 7.2 it marked `[_stext, __init_begin)` NOMAP,
+//! mapped the banks, then that interval alone with `NO_CONT_MAPPINGS`
+//! ([`crate::arch::arm64::mmu`]).
 //!
 //! | piece | fidelity |
 //! |---|---|
 //! | segment boundaries: Debian's arm64 7.2.13 kernel as its /proc/vmallocinfo shows them (`declare_kernel_vmas()`'s areas on the peer run, `tests/data/arm64-peer/`): `[_text, _etext)` 19,200 KiB (64 KiB header + "19136K kernel code"), `[__start_rodata, __inittext_begin)` 18,752 KiB, init text 1,088 KiB, init data 2,816 KiB ("3904K init"), `[_data, _end)` 6,272 KiB | faithful to that kernel |
 //! | load address `PHYS_OFFSET + 2 MiB` (0x40200000, as QEMU's virt loads it; no KASLR) | faithful to that machine |
-//! | the memblock reservation and `map_mem()`'s carve-out and alias | faithful |
-//! | `map_kernel()` at `KIMAGE_VADDR`: the segments with their permissions, contiguous runs in text and data | simplified: the final permissions at once (rodata read-only, as `mark_rodata_ro()` leaves it; the init segment executable as one piece), tables from memblock rather than the image's `init_pg_dir`, written with the run-time barrier rules (the kernel's early C code uses plain stores and one `dsb ishst`) |
+//! | `__bss_stop`: `_data` + "5282K rwdata" + "884K bss", page-aligned | faithful to the boot's `Memory:` line (rounded to KiB there) |
+//! | the memblock reservation and `map_mem()`'s alias | faithful |
+//! | `map_kernel()` at `KIMAGE_VADDR`: 7.2's six segments with their permissions, contiguous runs in text and data, tables in the image's `init_pg_dir` | faithful in the result; simplified: one pass (a relocatable kernel maps text writable first, then unmaps and remaps it), written with the run-time barrier rules (the kernel's early C code uses plain stores and one `dsb ishst`) |
 //! | `declare_kernel_vmas()`: the five `vm_area_add_early()` areas ([`KernelImage::kernel_vmas`]), which vmalloc lists first in /proc/vmallocinfo and allocates after | faithful |
 //!
 //! The image is in RAM with the real boot state (`boot.state=real`, the
@@ -160,8 +163,8 @@ impl KernelImage {
 /// `KIMAGE_VADDR`, as `map_range()` places entries (PMD blocks where a
 /// segment covers an aligned 2 MiB, never a PUD block; contiguous runs only
 /// at the PTE level and only where the segment allows them): the header
-/// `[_text, _stext)` RW NX, text ROX with contiguous runs (RWX with
-/// `rodata=off`), rodata RW NX (`mark_rodata_ro()` later makes it and the
+/// `[_text, _stext)` RW NX, text ROX with contiguous runs (RWX without
+/// `rodata_enabled`, i.e. `rodata=off`), rodata RW NX (`mark_rodata_ro()` later makes it and the
 /// header read-only), init text ROX, init data RW NX, data and bss RW NX
 /// with contiguous runs (`ro_now`: the header and rodata read-only at once,
 /// for a machine without the linear map, where the later walk cannot run).
@@ -177,15 +180,15 @@ pub fn map_kernel<'m, C: std::ops::Deref<Target = crate::arch::arm64::cpu::ArchC
     asp: &crate::arch::arm64::pgtable::AddressSpace,
     tables: &dyn crate::arch::arm64::pgtable::PgtableAlloc<C>,
     k: &KernelImage,
-    rodata: crate::arch::arm64::mmu::Rodata,
+    rodata_enabled: bool,
     ro_now: bool,
 ) -> Result<(), crate::arch::arm64::pgtable::PgtableError> {
     use crate::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_EXEC, PAGE_KERNEL_RO, PAGE_KERNEL_ROX};
     use crate::arch::arm64::pgtable::{MapFlags, map_range};
-    let text_prot = if rodata.enabled() { PAGE_KERNEL_ROX } else { PAGE_KERNEL_EXEC };
+    let text_prot = if rodata_enabled { PAGE_KERNEL_ROX } else { PAGE_KERNEL_EXEC };
     // Without the linear map's fixmap walk mmlab cannot run
     // mark_rodata_ro() later: `ro_now` maps its result at once.
-    let ro_prot = if ro_now && rodata.enabled() { PAGE_KERNEL_RO } else { PAGE_KERNEL };
+    let ro_prot = if ro_now && rodata_enabled { PAGE_KERNEL_RO } else { PAGE_KERNEL };
     let inittext_begin = k.init_begin();
     let initdata_begin = inittext_begin + k.inittext;
     let segments = [

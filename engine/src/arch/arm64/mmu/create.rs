@@ -2,9 +2,8 @@
 //! in each variant of [`super::LinearMapVariant`]: see the parent module's
 //! table for where they differ.
 
-use super::{
-    LinearMapCounts, LinearMapError, LinearMapVariant, NO_BLOCK_MAPPINGS, NO_CONT_MAPPINGS, NO_EXEC_MAPPINGS, addr_end,
-};
+use super::options::{LinearMapVariant, NO_BLOCK_MAPPINGS, NO_CONT_MAPPINGS, NO_EXEC_MAPPINGS};
+use super::report::{LinearMapCounts, LinearMapError};
 use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::arch::arm64::barrier::ishst;
 use crate::arch::arm64::cpu::{ArchCpu, EarlyAlloc};
@@ -398,4 +397,11 @@ impl<'a, 'm> Walker<'a, 'm> {
         }
         Ok(())
     }
+}
+
+/// `p?d_addr_end()`: the next `size` boundary after `addr`, or `end`.
+#[inline]
+const fn addr_end(addr: u64, end: u64, size: u64) -> u64 {
+    let boundary = (addr.wrapping_add(size)) & !(size - 1);
+    if boundary.wrapping_sub(1) < end.wrapping_sub(1) { boundary } else { end }
 }

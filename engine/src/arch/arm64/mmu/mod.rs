@@ -1,7 +1,8 @@
 //! The linear map built at boot (arch/arm64/mm/mmu.c `paging_init()` →
-//! `map_mem()` → `__create_pgd_mapping()`), as in Linux v6.9-rc1 and with
-//! each of the three patches of Ryan Roberts' "Speed up boot with faster
-//! linear map creation" (v1, March 2024) applied in turn.
+//! `map_mem()` → `__create_pgd_mapping()`), as Linux 7.2 builds it (the
+//! default), and as v6.9-rc1, each of the three patches of Ryan Roberts'
+//! "Speed up boot with faster linear map creation" (v1, March 2024) and the
+//! series as merged for 6.10 built it ([`LinearMapVariant`]).
 //!
 //! # The algorithm
 //!
@@ -37,13 +38,22 @@
 //!
 //! | `v6.10` (v3 as merged) | as no-alloc-remap | as no-alloc-remap, and `init_pte()` writes with `__set_pte_nosync()`: no barrier pair per PTE; the fixmap clear that ends the table publishes it |
 //!
-//! `v6.10` is what mainline still does on this path (checked in the 6.12
-//! source and a 6.18 stable tree: only `PMD_TABLE_AF` in the table
-//! descriptors was added), except that since 6.18 a system whose CPUs all
-//! have BBML2_NOABORT keeps blocks with `rodata=full`
-//! (`force_pte_mapping()`) and splits them on demand
-//! ([`super::pageattr`]); Ampere Altra (Neoverse N1) has no BBML2, so its
-//! linear map stays page-granular.
+//! | `v7.2` (the default) | as v6.10 | as v6.10, and: table descriptors carry `PMD_TABLE_AF`; a block is put down only where no table is, a contiguous bit only where the run holds no valid non-contiguous entry (so a range mapped twice keeps what the first pass left) |
+//!
+//! 7.2's `map_mem()` also orders the work differently: the KFENCE pool
+//! first (early KFENCE only, page by page), then the kernel's linear alias
+//! — `[_text, __init_begin)` and `[__init_end, __bss_stop)` with the same
+//! flags as memory — then every memory range, the alias included (its
+//! entries are written again with the same values); no NOMAP carve-out.
+//! `force_pte_mapping()` replaces `can_set_direct_map()` as the test for
+//! page granularity: CPUs that all have BBML2_NOABORT keep blocks and split
+//! them on demand ([`super::pageattr`]); Neoverse N1 has no BBML2, so with
+//! `rodata=on` (7.2's default, the former `full`) or late KFENCE (Debian's
+//! `kfence.sample_interval=0`) its linear map is page-granular. Later in
+//! boot `mark_linear_text_alias_ro()` and `mark_rodata_ro()` make the alias
+//! of `[_text, __init_begin)` and of `[__init_end, __bss_stop)` read-only
+//! through [`update_mapping_prot`] (in the variants before 7.2: the alias
+//! of `[_stext, __init_begin)`, and the image's rodata only).
 //!
 //! Every leaf is written with `__set_pte()` / `set_pmd()` / `set_pud()`,
 //! each followed by `dsb ishst; isb` (the barrier batching of the series'
@@ -61,408 +71,40 @@
 //!
 //! - *Faithful*: the walk, the order of table allocation, fixmap map and
 //!   unmap, the entries and table descriptors written, and every barrier
-//!   and TLBI of all four variants, for 4 KiB pages, 48-bit VA, 4 levels.
-//! - *Simplified*: the kernel image is in RAM only with
-//!   `arm64.kernel_image=1` ([`super::kimage`]): then `[_stext,
-//!   __init_begin)` is left out of the regions and mapped after them as the
-//!   kernel alias with `NO_CONT_MAPPINGS`; KFENCE is not configured, so no
-//!   early pool is mapped; the
-//!   kernel's BUGs (a live entry that cannot change) are errors. `map_mem()`
-//!   runs after the memmap is placed (the [`crate::Machine`] needs it), where the
-//!   kernel runs it before `sparse_init()`: the tables land at other
-//!   addresses, their number and the operations are the same.
+//!   and TLBI of all the variants, for 4 KiB pages, 48-bit VA, 4 levels;
+//!   7.2's order of the KFENCE pool, the alias and memory.
+//! - *Simplified*: the series' variants take 7.2's KFENCE rule for page
+//!   granularity but allocate no pool; the kernel's BUGs (a live entry that
+//!   cannot change) are errors. `map_mem()` runs after the memmap is placed
+//!   (the [`crate::Machine`] needs it), where the kernel runs it before
+//!   `sparse_init()`; with the real boot state the tables it takes are
+//!   reserved at the kernel's point in boot beforehand
+//!   ([`map_mem_table_pages`]), so they land where the kernel's do.
 //! - *Instrumented*: [`LinearMapCounts`], the per-phase counts a tester of
 //!   the series asked for.
 //!
-//! # Opt-in
-//!
-//! The linear map is built only with the machine knob `arm64.linear_map=1`
-//! (`mmlab boot` turns it on unless told otherwise). It stays off by
-//! default because turning it on changes every page count of every boot
-//! (a 256 MiB machine loses 133 pages to its tables, so managed pages,
-//! watermarks, pcp high_max, buddyinfo and every pfn in a trace move) and
-//! the hand-derived numbers of 38 tests across the engine, harness and
-//! integration tests; it also adds about 0.4 s to a 4 GiB boot in a debug
-//! build. Making it the default is a later change with those tests.
+//! The linear map is built on every machine unless `arm64.linear_map=0`
+//! leaves it out (a bare machine for tests that do not want its ~2,000
+//! table pages per 4 GiB).
 
 mod create;
+mod options;
+mod report;
 
-use super::fixmap::{Fixmap, FixmapCounts, FixmapError, FixmapLayout, NR_PTE_SLOTS_LAZY};
-use crate::addr::{PAGE_SIZE, PhysAddr};
-use crate::arch::arm64::barrier::{BarrierCounts, BarrierKind};
+pub use options::*;
+pub use report::*;
+
+use crate::addr::PAGE_SIZE;
+use crate::arch::arm64::barrier::BarrierKind;
 use crate::arch::arm64::cpu::{ArchCpu, EarlyAlloc};
+use crate::arch::arm64::fixmap::{Fixmap, FixmapCounts};
 use crate::arch::arm64::kimage::KernelImage;
 use crate::arch::arm64::memory::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
+use crate::arch::arm64::pgtable::Level;
 use crate::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PgProt};
-use crate::arch::arm64::pgtable::{Desc, Level, PgtableError};
-use crate::arch::arm64::tlb::{TlbiCounts, TlbiKind};
+use crate::arch::arm64::tlb::TlbiKind;
 use crate::counters::CounterSet;
-use crate::mm::memblock::MemblockError;
 use create::Walker;
-
-/// `NO_BLOCK_MAPPINGS`: no PUD or PMD blocks.
-pub const NO_BLOCK_MAPPINGS: u32 = 1 << 0;
-/// `NO_CONT_MAPPINGS`: no contiguous runs.
-pub const NO_CONT_MAPPINGS: u32 = 1 << 1;
-/// `NO_EXEC_MAPPINGS`: PXNTable in the table descriptors.
-pub const NO_EXEC_MAPPINGS: u32 = 1 << 2;
-
-/// Which version of the linear-map code runs: Linux 7.2's (the default),
-/// or the history the "faster linear map creation" reproduction measures:
-/// v6.9-rc1, each of the three patches of its v1 applied on top of the ones
-/// before it, and the series as merged for 6.10.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LinearMapVariant {
-    /// Linux v6.9-rc1.
-    Base,
-    /// v1 1/3 "arm64: mm: Don't remap pgtables per-cont(pte|pmd) block".
-    NoContRemap,
-    /// v1 2/3 "arm64: mm: Don't remap pgtables for allocate vs populate".
-    NoAllocRemap,
-    /// v1 3/3 "arm64: mm: Lazily clear pte table mappings from fixmap".
-    LazyUnmap,
-    /// The series as merged for Linux 6.10 (v3: no-cont-remap, "Batch dsb
-    /// and isb when populating pgtables", no-alloc-remap; no lazy-unmap).
-    #[serde(rename = "v6.10")]
-    V6_10,
-    /// Linux 7.2: 6.10's walk, with `PMD_TABLE_AF` in table descriptors, no
-    /// block over an existing table and no contiguous bit over a valid
-    /// non-contiguous entry; `map_mem()` maps the KFENCE pool first, then
-    /// the kernel's linear alias (`[_text, __init_begin)` and `[__init_end,
-    /// __bss_stop)`) with the memory's flags, then every memory range (no
-    /// NOMAP carve-out); `force_pte_mapping()` decides page granularity
-    /// (BBML2_NOABORT CPUs keep blocks).
-    #[default]
-    #[serde(rename = "v7.2")]
-    V7_2,
-}
-
-impl LinearMapVariant {
-    /// Every variant: the v1 patches in the order they apply, the series as
-    /// merged, then 7.2.
-    pub const ALL: [LinearMapVariant; 6] =
-        [Self::Base, Self::NoContRemap, Self::NoAllocRemap, Self::LazyUnmap, Self::V6_10, Self::V7_2];
-    /// The variants "Speed up boot with faster linear map creation" measured
-    /// (its cover letters' columns): all but 7.2.
-    pub const SERIES: [LinearMapVariant; 5] =
-        [Self::Base, Self::NoContRemap, Self::NoAllocRemap, Self::LazyUnmap, Self::V6_10];
-    /// The variants' names, in [`ALL`](Self::ALL) order.
-    pub const NAMES: [&'static str; 6] = ["base", "no-cont-remap", "no-alloc-remap", "lazy-unmap", "v6.10", "v7.2"];
-
-    /// The variant's name.
-    pub const fn name(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-    /// The fixmap layout it needs (16 PTE slots with lazy-unmap).
-    pub const fn fixmap_layout(self) -> FixmapLayout {
-        FixmapLayout { nr_pte_slots: if matches!(self, Self::LazyUnmap) { NR_PTE_SLOTS_LAZY } else { 1 } }
-    }
-    /// `early_pgtable_alloc()` zeroes a new table through `FIX_PTE` and
-    /// clears the slot again (before no-alloc-remap).
-    const fn zeroes_through_fix_pte(self) -> bool {
-        matches!(self, Self::Base | Self::NoContRemap)
-    }
-    /// `init_pte()` writes with `__set_pte_nosync()`; the fixmap clear that
-    /// ends the table's population publishes them (6.10 on).
-    const fn batches_pte_barriers(self) -> bool {
-        matches!(self, Self::V6_10 | Self::V7_2)
-    }
-    /// Table descriptors carry `PMD_TABLE_AF` (7.2).
-    const fn sets_table_af(self) -> bool {
-        matches!(self, Self::V7_2)
-    }
-    /// A later, coarser mapping keeps what an earlier one left: no block
-    /// over a table, no contiguous bit over a valid non-contiguous entry
-    /// (7.2's `init_pmd()`, `alloc_init_pud()` and `*_range_has_valid_noncont()`).
-    const fn keeps_existing_leaves(self) -> bool {
-        matches!(self, Self::V7_2)
-    }
-}
-
-impl std::str::FromStr for LinearMapVariant {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::NAMES
-            .iter()
-            .position(|n| *n == s)
-            .map(|i| Self::ALL[i])
-            .ok_or_else(|| format!("unknown linear-map variant {s:?} (known: {})", Self::NAMES.join(", ")))
-    }
-}
-
-/// `rodata=` as Linux 7.2 parses it (arch/arm64 `arch_parse_debug_rodata()`):
-/// `on`, the default, sets `rodata_full` too, so `can_set_direct_map()` holds
-/// and, without BBML2_NOABORT, the linear map is page-granular; `noalias`
-/// protects the image but leaves `rodata_full` clear (the linear map may
-/// use blocks unless late KFENCE or debug_pagealloc forces pages); `off`
-/// clears both (the image's text is mapped writable, `mark_rodata_ro()`
-/// does not run). Before 6.15 the same three settings were spelled `full`,
-/// `on` and `off`; 7.2 warns about `full` and keeps the default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Rodata {
-    /// `rodata=on` (`rodata_enabled`, `rodata_full`).
-    #[default]
-    On,
-    /// `rodata=noalias` (`rodata_enabled` only).
-    NoAlias,
-    /// `rodata=off`.
-    Off,
-}
-
-impl Rodata {
-    /// The values `rodata=` takes, as `--set` lists them.
-    pub const NAMES: [(Rodata, &'static str); 3] =
-        [(Rodata::On, "on"), (Rodata::NoAlias, "noalias"), (Rodata::Off, "off")];
-    /// `rodata_full`.
-    pub const fn full(self) -> bool {
-        matches!(self, Rodata::On)
-    }
-    /// `rodata_enabled`.
-    pub const fn enabled(self) -> bool {
-        !matches!(self, Rodata::Off)
-    }
-    /// The `rodata=` spelling.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Rodata::On => "on",
-            Rodata::NoAlias => "noalias",
-            Rodata::Off => "off",
-        }
-    }
-}
-
-impl std::str::FromStr for Rodata {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::NAMES
-            .iter()
-            .find(|(_, n)| *n == s)
-            .map(|(r, _)| *r)
-            .ok_or_else(|| format!("unknown rodata setting {s:?} (on|noalias|off; 7.2's on is the former full)"))
-    }
-}
-
-/// `KFENCE_POOL_SIZE`: `(CONFIG_KFENCE_NUM_OBJECTS + 1) * 2` pages, with
-/// Debian's 255 objects: 2 MiB.
-pub const KFENCE_POOL_SIZE: u64 = (255 + 1) * 2 * PAGE_SIZE;
-
-/// What `map_mem()` decides from: the code version, the boot options and
-/// the CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MapMemOptions {
-    /// `arm64.linear_map_variant`.
-    pub variant: LinearMapVariant,
-    /// `rodata=`.
-    pub rodata: Rodata,
-    /// `debug_pagealloc=on`.
-    pub debug_pagealloc: bool,
-    /// `kfence.sample_interval=` in ms: nonzero allocates the KFENCE pool
-    /// from memblock in `map_mem()` (`kfence_early_init`); 0 (Debian's
-    /// `CONFIG_KFENCE_SAMPLE_INTERVAL`) leaves KFENCE to start late, which
-    /// `can_set_direct_map()` answers with a page-granular linear map.
-    pub kfence_sample_interval: u64,
-    /// The CPUs have BBML2_NOABORT (`system_supports_bbml2_noabort()`).
-    pub bbml2_noabort: bool,
-}
-
-impl MapMemOptions {
-    /// `kfence_early_init`.
-    pub const fn kfence_early_init(&self) -> bool {
-        self.kfence_sample_interval != 0
-    }
-    /// Mirrors arch/arm64/mm/pageattr.c `can_set_direct_map()`:
-    /// `rodata_full`, debug_pagealloc, or late KFENCE
-    /// (`arm64_kfence_can_set_direct_map()`); mmlab has no realm.
-    pub const fn can_set_direct_map(&self) -> bool {
-        self.rodata.full() || self.debug_pagealloc || !self.kfence_early_init()
-    }
-    /// Mirrors arch/arm64/mm/mmu.c `force_pte_mapping()` (6.18+): page
-    /// granularity unless every CPU has BBML2_NOABORT (then blocks are split
-    /// on demand); always with debug_pagealloc. Before 7.2 (the series'
-    /// variants), [`Self::can_set_direct_map`] alone decided.
-    pub const fn force_pte_mapping(&self) -> bool {
-        match self.variant {
-            LinearMapVariant::V7_2 => self.debug_pagealloc || (!self.bbml2_noabort && self.can_set_direct_map()),
-            _ => self.can_set_direct_map(),
-        }
-    }
-    /// The linear-map flags `map_mem()` uses for memory: `NO_EXEC_MAPPINGS`,
-    /// plus page granularity when [`Self::force_pte_mapping`].
-    pub const fn map_mem_flags(&self) -> u32 {
-        if self.force_pte_mapping() {
-            NO_EXEC_MAPPINGS | NO_BLOCK_MAPPINGS | NO_CONT_MAPPINGS
-        } else {
-            NO_EXEC_MAPPINGS
-        }
-    }
-}
-
-crate::counter_snapshot! {
-    /// What `map_mem()` did (mmlab's own, instrumented; the breakdown of
-    /// the series' cover letter and its testers).
-    pub struct LinearMapCounts {
-        /// PUD tables allocated from memblock.
-        pub pgtable_pud: u64,
-        /// PMD tables allocated.
-        pub pgtable_pmd: u64,
-        /// PTE tables allocated.
-        pub pgtable_pte: u64,
-        /// `set_fixmap` of a PTE-table slot (zeroing included).
-        pub fixmap_map_pte: u64,
-        /// `set_fixmap` of `FIX_PMD`.
-        pub fixmap_map_pmd: u64,
-        /// `set_fixmap` of `FIX_PUD`.
-        pub fixmap_map_pud: u64,
-        /// Clears of a PTE-table slot (with or without their own TLBI).
-        pub fixmap_unmap_pte: u64,
-        /// Clears of `FIX_PMD`.
-        pub fixmap_unmap_pmd: u64,
-        /// Clears of `FIX_PUD`.
-        pub fixmap_unmap_pud: u64,
-        /// Of the clears, `clear_fixmap_nosync` ones (lazy-unmap).
-        pub fixmap_unmap_nosync: u64,
-        /// `tlbi vaale1is` issued.
-        pub tlbi_vaale1is: u64,
-        /// TLBIs of every kind issued.
-        pub tlbi_total: u64,
-        /// `dsb ishst` issued.
-        pub dsb_ishst: u64,
-        /// `dsb ish` issued (each a wait for TLBI completion).
-        pub dsb_ish: u64,
-        /// `isb` issued.
-        pub isb: u64,
-        /// 4 KiB leaf PTEs written.
-        pub pte_leaves: u64,
-        /// PMD blocks written.
-        pub pmd_blocks: u64,
-        /// PUD blocks written.
-        pub pud_blocks: u64,
-        /// Leaves written with the contiguous bit.
-        pub cont_leaves: u64,
-    }
-}
-
-impl LinearMapCounts {
-    /// All fixmap maps.
-    pub fn fixmap_maps(&self) -> u64 {
-        self.fixmap_map_pte + self.fixmap_map_pmd + self.fixmap_map_pud
-    }
-    /// All fixmap clears.
-    pub fn fixmap_unmaps(&self) -> u64 {
-        self.fixmap_unmap_pte + self.fixmap_unmap_pmd + self.fixmap_unmap_pud
-    }
-    /// Table pages of every level.
-    pub fn pgtables(&self) -> u64 {
-        self.pgtable_pud + self.pgtable_pmd + self.pgtable_pte
-    }
-}
-
-/// The record of one `map_mem()`.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct LinearMapReport {
-    /// The variant that ran.
-    pub variant: LinearMapVariant,
-    /// `rodata=`.
-    pub rodata: Rodata,
-    /// The `NO_*_MAPPINGS` flags of the memory regions.
-    pub flags: u32,
-    /// The memory regions mapped, `[start, end)` physical (before 7.2: less
-    /// the kernel's text and rodata when the image is in RAM).
-    pub regions: Vec<(u64, u64)>,
-    /// The kernel image's linear alias, mapped on its own: before 7.2
-    /// `[_stext, __init_begin)` after the regions with `NO_CONT_MAPPINGS`
-    /// only; in 7.2 `[_text, __init_begin)` and `[__init_end, __bss_stop)`
-    /// before them, with the memory's flags. Empty without the image.
-    pub kernel_alias: Vec<(u64, u64)>,
-    /// The KFENCE pool (`kfence.sample_interval` nonzero, 7.2), mapped
-    /// first at page granularity.
-    pub kfence_pool: Option<(u64, u64)>,
-    /// Counts of the phase.
-    pub counts: LinearMapCounts,
-    /// TLBIs by kind during the phase.
-    pub tlbi: TlbiCounts,
-    /// Barriers during the phase.
-    pub barriers: BarrierCounts,
-    /// Measured host time of the phase, in ns (not deterministic).
-    pub host_ns: u64,
-}
-
-/// Why the linear map could not be built (the kernel panics or BUGs).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LinearMapError {
-    /// `early_pgtable_alloc()` found no page ("Failed to allocate page table page").
-    Memblock(MemblockError),
-    /// A fixmap operation failed.
-    Fixmap(FixmapError),
-    /// A table write was refused.
-    Pgtable(PgtableError),
-    /// A live entry of the wrong kind where the walk needs a table (the
-    /// kernel's `BUG_ON(pmd_sect(pmd))` and friends).
-    NotATable {
-        /// The entry.
-        entry: PhysAddr,
-        /// What it holds.
-        desc: Desc,
-    },
-    /// A table is missing where the walk has no allocator
-    /// (`update_mapping_prot()`: the kernel's `BUG_ON(!pgtable_alloc)`).
-    NoTableAllocator {
-        /// The level of the table that would be needed.
-        level: Level,
-    },
-    /// A memory region the linear map cannot cover.
-    OutOfRange {
-        /// First byte of the region.
-        start: u64,
-        /// One past its end.
-        end: u64,
-    },
-}
-
-impl std::fmt::Display for LinearMapError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LinearMapError::Memblock(e) => write!(f, "map_mem: failed to allocate page table page: {e}"),
-            LinearMapError::Fixmap(e) => write!(f, "map_mem: {e}"),
-            LinearMapError::Pgtable(e) => write!(f, "map_mem: {e}"),
-            LinearMapError::NotATable { entry, desc } => {
-                write!(f, "map_mem: entry at {entry} holds {:#018x} where a table belongs", desc.0)
-            }
-            LinearMapError::NoTableAllocator { level } => {
-                write!(f, "update_mapping_prot: no {level:?} table where the mapping should already be")
-            }
-            LinearMapError::OutOfRange { start, end } => {
-                write!(f, "map_mem: memory {start:#x}..{end:#x} is outside the linear map")
-            }
-        }
-    }
-}
-impl std::error::Error for LinearMapError {}
-impl From<FixmapError> for LinearMapError {
-    fn from(e: FixmapError) -> Self {
-        LinearMapError::Fixmap(e)
-    }
-}
-impl From<PgtableError> for LinearMapError {
-    fn from(e: PgtableError) -> Self {
-        LinearMapError::Pgtable(e)
-    }
-}
-
-/// `__phys_to_virt()` for the linear map.
-#[inline]
-pub const fn phys_to_virt(pa: u64) -> u64 {
-    (pa - PHYS_OFFSET) | PAGE_OFFSET
-}
-
-/// `p?d_addr_end()`: the next `size` boundary after `addr`, or `end`.
-#[inline]
-const fn addr_end(addr: u64, end: u64, size: u64) -> u64 {
-    let boundary = (addr.wrapping_add(size)) & !(size - 1);
-    if boundary.wrapping_sub(1) < end.wrapping_sub(1) { boundary } else { end }
-}
 
 /// Mirrors arch/arm64/mm/mmu.c `map_mem()` (in the version `opts.variant`
 /// names), under the caller's `fixmap_lock` (the `&mut Fixmap`): every
