@@ -249,8 +249,9 @@ fn read_only_mapping_faults_on_write_and_holes_fault_on_read() {
     // A user access to a kernel page is a permission fault.
     let u = mmu::translate(&cpu, &k, va, Access { write: false, user: true }).unwrap_err();
     assert_eq!(u.kind, FaultKind::Permission { level: Level::Pte });
-    // An address with no table at all faults at the top level.
-    let none = mmu::read_u64(&cpu, &AddressSpace::kernel(k.pgd()), 0xffff_0000_0000_0000).unwrap_err();
+    // An address with no table at all faults at the top level (the linear
+    // map's own PGD entry is 0; 0xffff400000000000 is entry 128).
+    let none = mmu::read_u64(&cpu, &AddressSpace::kernel(k.pgd()), 0xffff_4000_0000_0000).unwrap_err();
     assert!(matches!(none.kind, FaultKind::Translation { .. }));
 }
 

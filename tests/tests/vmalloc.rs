@@ -236,7 +236,10 @@ fn bad_input_changes_nothing() {
     // Every page came back, except the vmalloc range's page tables, which
     // stay (as the kernel's do).
     let tables = pgtable::stats(&m, &m.kernel_as()).tables.iter().sum::<u64>() as i64;
-    let boot_tables = 4; // swapper_pg_dir + the vmemmap's pud, pmd, pte (32M: partial section)
+    // swapper_pg_dir; the vmemmap's pud, pmd, pte (32M: a partial
+    // section); the linear map's pud, pmd and 16 pte tables (one per
+    // 2 MiB); the fixmap's bm_pud, bm_pmd, bm_pte.
+    let boot_tables = 1 + 3 + (1 + 1 + 16) + 3;
     assert_eq!(pa.nr_free_pages() + pa.pcp_pages(), free0 - (tables - boot_tables));
 }
 
