@@ -1,8 +1,10 @@
 //! The real boot state (`boot.state=real`, the default): the early
 //! reservations of Debian's arm64 7.2.13 kernel on QEMU virt and the
 //! kernel image's vmalloc areas, checked against the peer captures under
-//! `tests/data/arm64-peer/` (dmesg and /proc/vmallocinfo), and
-//! `boot.state=bare` giving the machine mmlab had before.
+//! `tests/data/arm64-peer/` (dmesg, /proc/meminfo and /proc/vmallocinfo),
+//! the boot's own memblock allocations (mm/boot_allocs.rs) at the kernel's
+//! sizes, and `boot.state=bare` giving RAM less mmlab's own tables (the
+//! machine mmlab had before when the linear map is off too).
 
 use mmlab_engine::mm::boot_state::BootState;
 use mmlab_engine::mm::page::pg;
@@ -16,13 +18,40 @@ fn peer(run: &str, file: &str) -> String {
     std::fs::read_to_string(p).unwrap()
 }
 
-/// The hex number after `prefix` in the first dmesg line holding it.
-fn dmesg_hex(run: &str, prefix: &str) -> u64 {
+/// What follows `prefix` in the first dmesg line holding it.
+fn dmesg_after(run: &str, prefix: &str) -> String {
     let d = peer(run, "dmesg");
     let line = d.lines().find(|l| l.contains(prefix)).unwrap_or_else(|| panic!("{prefix} in {run}"));
-    let rest = &line[line.find(prefix).unwrap() + prefix.len()..];
+    line[line.find(prefix).unwrap() + prefix.len()..].to_string()
+}
+
+/// The hex number after `prefix` in the first dmesg line holding it.
+fn dmesg_hex(run: &str, prefix: &str) -> u64 {
+    let rest = dmesg_after(run, prefix);
     let hex: String = rest.trim_start_matches("0x").chars().take_while(|c| c.is_ascii_hexdigit()).collect();
     u64::from_str_radix(&hex, 16).unwrap()
+}
+
+/// The decimal number after `prefix` in the first dmesg line holding it.
+fn dmesg_dec(run: &str, prefix: &str) -> u64 {
+    let rest = dmesg_after(run, prefix);
+    rest.chars().take_while(char::is_ascii_digit).collect::<String>().parse().unwrap()
+}
+
+/// The (first byte, bytes) of a `[mem 0xA-0xB]` that follows `prefix` in
+/// dmesg, B being the last byte (`inclusive`, as alloc_node_data() prints
+/// it) or one past it (swiotlb's `mem->end`).
+fn dmesg_range(run: &str, prefix: &str, inclusive: bool) -> (u64, u64) {
+    let start = dmesg_hex(run, prefix);
+    let rest = dmesg_after(run, prefix);
+    let end = rest.split_once('-').unwrap().1.trim_start_matches("0x");
+    let end = u64::from_str_radix(&end[..end.find(']').unwrap()], 16).unwrap();
+    (start, end + u64::from(inclusive) - start)
+}
+
+/// The sizes of the boot's reservations named `name`, in the kernel's order.
+fn sizes(m: &Machine, name: &str) -> Vec<u64> {
+    m.boot_state().reservations.iter().filter(|r| r.name == name).map(|r| r.size).collect()
 }
 
 fn machine(mem: &str, cpus: usize) -> Machine {
@@ -34,28 +63,35 @@ fn reserved(m: &Machine, name: &str) -> Vec<(u64, u64)> {
 }
 
 /// "cma: Reserved 64 MiB at ..." and "software IO TLB: mapped [mem
-/// A-B]" of the 4 and 16 GiB runs; the 1 GiB run's 1 MiB bounce buffer.
+/// A-B]" of the three runs (the 1 GiB run's bounce buffer "adjusted to
+/// 1MB"), and the slot and area arrays that swiotlb_init_remap() takes
+/// after it.
 #[test]
 fn cma_and_swiotlb_where_the_real_kernel_put_them() {
-    for (run, mem, cpus) in [("4G-2cpu", "4G", 2), ("16G-4cpu", "16G", 4)] {
+    for (run, mem, cpus) in [("4G-2cpu", "4G", 2), ("16G-4cpu", "16G", 4), ("1G-1cpu", "1G", 1)] {
         let m = machine(mem, cpus);
+        // On 1 GiB the area lies below the top of RAM, under the linear
+        // map's tables, NODE_DATA and the device tree that the kernel
+        // allocated first: 0x7bc00000 as in the real kernel.
         let cma = dmesg_hex(run, "cma: Reserved 64 MiB at ");
         assert_eq!(m.cma_area(), Some((Pfn(cma / PAGE_SIZE), 16384)), "{run}");
-        let io = dmesg_hex(run, "software IO TLB: mapped [mem ");
-        assert_eq!(reserved(&m, "swiotlb")[0], (io, 64 << 20), "{run}");
         // The CMA pages stay reserved until the allocator frees them as
         // MIGRATE_CMA: memblock_free_all() leaves them out.
         assert!(m.page(Pfn(cma / PAGE_SIZE)).test_flag(pg::PG_RESERVED));
+        let io = dmesg_range(run, "software IO TLB: mapped [mem ", false);
+        assert_eq!(reserved(&m, "swiotlb")[0], io, "{run}");
+        // 64 MiB when RAM reaches past the DMA limit (4 GiB), else 1 MiB
+        // per GiB of RAM.
+        assert_eq!(io.1, if mem == "1G" { 1 << 20 } else { 64 << 20 }, "{run}");
+        // mem->slots: one 24-byte io_tlb_slot per 2 KiB slab, page-aligned
+        // (1 MiB: 512 slots, 12,288 bytes = 3 pages; 64 MiB: 32,768
+        // slots, 768 KiB); mem->areas: one 16-byte io_tlb_area per area
+        // ("software IO TLB: area num N.", the CPU count).
+        let areas = dmesg_dec(run, "software IO TLB: area num ");
+        assert_eq!(areas, cpus as u64, "{run}");
+        let slots = (io.1 >> 11) * 24;
+        assert_eq!(sizes(&m, "swiotlb"), [io.1, slots.next_multiple_of(PAGE_SIZE), 16 * areas], "{run}");
     }
-    let m = machine("1G", 1);
-    // The buffer and its slot array (memblock merges the two neighbours).
-    let sw: Vec<u64> = m.boot_state().reservations.iter().filter(|r| r.name == "swiotlb").map(|r| r.size).collect();
-    assert_eq!(sw, [1 << 20, 3 * PAGE_SIZE], "adjusted to 1MB");
-    assert_eq!(reserved(&m, "swiotlb").iter().map(|r| r.1).sum::<u64>(), (1 << 20) + 3 * PAGE_SIZE);
-    // The real kernel's CMA area is 4 MiB lower (its early page tables
-    // and NODE_DATA came first): simplified, and said so in the docs.
-    assert_eq!(dmesg_hex("1G-1cpu", "cma: Reserved 64 MiB at "), 0x7bc0_0000);
-    assert_eq!(m.cma_area(), Some((Pfn(0x7c000), 16384)));
 }
 
 /// The image, initrd and DTB where QEMU loads them; the initrd and the
@@ -71,8 +107,15 @@ fn image_initrd_dtb_and_what_boot_gives_back() {
     // allocator frees it (free_reserved_area()).
     assert_eq!(reserved(&m, "kernel"), [(0x4020_0000, 0x4310_0000 - 0x4020_0000)]);
     assert_eq!(reserved(&m, "dtb"), [(0x4820_0000, 1 << 20)]);
+    // The initramfs is 1,030,144 bytes (between 1,004 and 1,008 KiB):
+    // reserve_initrd_mem() reserves it rounded out to whole pages, 252
+    // (1,008 KiB), and free_initrd_mem() -> free_reserved_area() frees the
+    // whole pages inside it, 251 ("Freeing initrd memory: 1004K"); the last,
+    // partial page stays reserved.
     let initrd = m.boot_state().reservations.iter().find(|r| r.name == "initrd").unwrap();
-    assert_eq!((initrd.base, initrd.size, initrd.freed_at_end_of_boot), (0x4800_0000, 1004 << 10, 1004 << 10));
+    assert_eq!((initrd.base, initrd.size, initrd.freed_at_end_of_boot), (0x4800_0000, 1008 << 10, 1004 << 10));
+    assert_eq!(dmesg_dec("4G-2cpu", "Freeing initrd memory: ") << 10, initrd.freed_at_end_of_boot);
+    assert_eq!(reserved(&m, "initrd"), [(0x4800_0000, 1008 << 10)]);
     assert_eq!(m.boot_state().given_back, [(0x4800_0000, 1004 << 10), (k.init_begin(), k.init)]);
     for pa in [0x4800_0000, k.init_begin(), k.init_end() - PAGE_SIZE] {
         assert!(m.page(Pfn(pa / PAGE_SIZE)).test_flag(pg::PG_RESERVED), "{pa:#x}");
@@ -82,6 +125,8 @@ fn image_initrd_dtb_and_what_boot_gives_back() {
         assert!(!m.page(Pfn(pa / PAGE_SIZE)).test_flag(pg::PG_RESERVED), "{pa:#x}");
     }
     assert!(m.page(Pfn(k.init_end() / PAGE_SIZE)).test_flag(pg::PG_RESERVED));
+    // The initrd's last page, 0x480fb, was not given back.
+    assert!(m.page(Pfn(0x480fb)).test_flag(pg::PG_RESERVED));
     // The 1,227 pages went through CPU 0's DMA pageset, below its high:
     // a nonzero pageset after boot, as the real kernel's.
     let given_back = (1004 + 3904) / 4;
@@ -93,19 +138,126 @@ fn image_initrd_dtb_and_what_boot_gives_back() {
     assert!(mmlab_engine::arch::arm64::pgtable::walk(&m, &asp, k.va(k.init_end())).leaf.is_some());
 }
 
-/// Every frame is accounted for: what the real state takes from the
-/// allocator is exactly its reservations (and the tables that map the
-/// image), and `boot.state=bare` is the machine mmlab had before
-/// (1,032,188 managed pages at 4 GiB).
+/// The boot's own memblock allocations (mm/boot_allocs.rs), in the
+/// kernel's order and at the kernel's sizes: what the three runs' dmesg
+/// prints (NODE_DATA's place, the command line, "percpu: Embedded 36
+/// pages/cpu", the hash tables' bytes), the rest by the kernel's rules; and
+/// together with the early reservations they leave reserved exactly what
+/// the real kernel's "Memory: ... reserved" line counts.
+#[test]
+fn the_boots_memblock_allocations_at_the_kernels_sizes() {
+    for (run, mem, cpus, gib) in [("1G-1cpu", "1G", 1u64, 1u64), ("4G-2cpu", "4G", 2, 4), ("16G-4cpu", "16G", 4, 16)] {
+        let m = machine(mem, cpus as usize);
+        let mut order: Vec<&str> = m.boot_state().reservations.iter().map(|r| r.name).collect();
+        order.dedup();
+        assert_eq!(
+            order,
+            [
+                "dtb",
+                "kernel",
+                "initrd",
+                "unflatten_device_tree",
+                "NODE_DATA",
+                "bootmem_init",
+                "cma",
+                "bootmem_init",
+                "mem_section",
+                "usemap",
+                "pgtable",
+                "cmdline",
+                "pcpu",
+                "dentry hash",
+                "inode hash",
+                "swiotlb"
+            ],
+            "{run}"
+        );
+        // unflatten_device_tree(): the virt machine's tree, 44,492 bytes
+        // with one CPU node, 1,456 more for the second, 1,344 for each
+        // further one (measured with memblock=debug; boot_allocs.rs).
+        let dt = 44_492 + if cpus >= 2 { 1_456 + 1_344 * (cpus - 2) } else { 0 };
+        assert_eq!(sizes(&m, "unflatten_device_tree"), [dt], "{run}");
+        // alloc_node_data(): sizeof(pg_data_t), where the real kernel put it
+        // ("NODE_DATA(0) allocated [mem A-B]"): top-down below the linear
+        // map's tables and the device tree.
+        let nd = m.boot_state().reservations.iter().find(|r| r.name == "NODE_DATA").unwrap();
+        assert_eq!((nd.base, nd.size), dmesg_range(run, "NODE_DATA(0) allocated [mem ", true), "{run}");
+        assert_eq!(nd.size, 14_336);
+        assert_eq!(sizes(&m, "bootmem_init"), [64, 64], "{run}");
+        // memblocks_present(): the mem_section root array, NR_SECTION_ROOTS
+        // pointers = 2^(48 - 27) sections / 128 per root (32-byte
+        // mem_sections with CONFIG_PAGE_EXTENSION) x 8 B = 128 KiB; then
+        // sparse_index_alloc() one 4 KiB root (128 sections, 16 GiB) per
+        // root in use: RAM [1 GiB, 1 GiB + size) needs one up to 15 GiB,
+        // two at 16 GiB.
+        let roots = if gib >= 16 { 2 } else { 1 };
+        let mut want = vec![128 << 10];
+        want.extend(std::iter::repeat_n(PAGE_SIZE, roots));
+        assert_eq!(sizes(&m, "mem_section"), want, "{run}");
+        // The usemap: per 128 MiB section, a 24-byte mem_section_usage
+        // (rcu_head, 64-bit subsection map) and 64 pageblocks x 8 bits
+        // (NR_PAGEBLOCK_BITS: 5 rounded up): 88 bytes.
+        assert_eq!(sizes(&m, "usemap"), [88 * gib * 8], "{run}");
+        // vmemmap_populate(): a PUD table and one PMD table per GiB of
+        // memmap (16 to 256 MiB here: one).
+        assert_eq!(sizes(&m, "pgtable"), [PAGE_SIZE; 2], "{run}");
+        // setup_command_line(): saved_command_line and static_command_line,
+        // strlen + 1 each.
+        let cmdline = dmesg_after(run, "Kernel command line: ");
+        assert_eq!(cmdline, mmlab_engine::mm::boot_state::PEER_CMDLINE);
+        assert_eq!(sizes(&m, "cmdline"), [cmdline.len() as u64 + 1; 2], "{run}");
+        // pcpu_fc_alloc(): one unit per possible CPU; then
+        // pcpu_setup_first_chunk()'s 13 arrays. pcpu_build_alloc_info()'s
+        // and the areas array's pages were given back (memblock_free()).
+        let unit_pages = dmesg_dec(run, "percpu: Embedded ");
+        assert_eq!(unit_pages, 36);
+        let pcpu = sizes(&m, "pcpu");
+        assert_eq!((pcpu[0], pcpu.len()), (unit_pages * PAGE_SIZE * cpus, 1 + 13), "{run}");
+        // alloc_large_system_hash(): the bytes the kernel printed.
+        for (name, prefix) in
+            [("dentry hash", "Dentry cache hash table entries: "), ("inode hash", "Inode-cache hash table entries: ")]
+        {
+            let line = dmesg_after(run, prefix);
+            let bytes: u64 = line.split(", ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+            assert_eq!(sizes(&m, name), [bytes], "{run} {name}");
+        }
+        // mem_init()'s "Memory: ... NK reserved" is every page neither
+        // managed nor CMA when the page allocator starts, before the initrd
+        // and init are given back: memblock's reserved pages less the CMA
+        // area.
+        let reserved_kb = dmesg_dec(run, "K bss, ");
+        assert_eq!(m.memblock().reserved_pages() - 16_384, reserved_kb / 4, "{run}");
+    }
+}
+
+/// Every frame is accounted for: `boot.state=bare` is RAM less mmlab's
+/// own memmap, usemap and tables (with `arm64.linear_map=0`, the machine
+/// mmlab had before: 1,032,188 managed pages at 4 GiB), and what the real
+/// state takes from the allocator is exactly its reservations, which leave
+/// the real kernel's MemTotal.
 #[test]
 fn bare_is_the_old_machine_and_real_takes_its_reservations() {
+    let frames = (4u64 << 30) / PAGE_SIZE;
+    let old =
+        mmlab_tests::boot(MachineConfig { linear_map: false, ..MachineConfig::with("4G", 2).unwrap().bare() }).unwrap();
+    let pa_old = PageAllocator::boot(&old, AllocatorConfig::default()).unwrap();
+    // The memmap (1,048,576 x 64 B = 16,384 pages), the usemap (2,048
+    // pageblocks, a byte each: one page), swapper_pg_dir and the vmemmap's
+    // PUD and PMD tables (full sections: PMD blocks, no PTE tables).
+    assert_eq!(pa_old.managed_pages(), frames - (16_384 + 1 + 1 + 2));
+    assert_eq!(pa_old.managed_pages(), 1_032_188);
+    drop(pa_old);
+
     let bare = mmlab_tests::boot(MachineConfig::with("4G", 2).unwrap().bare()).unwrap();
     assert_eq!(bare.boot_state().in_force, BootState::Bare);
     assert!(bare.kernel_image().is_none() && bare.cma_area().is_none());
     let names: Vec<&str> = bare.memblock().reserved().iter().map(|r| r.name).collect();
-    assert!(names.iter().all(|n| ["memmap", "usemap", "pgtable"].contains(n)), "{names:?}");
+    assert!(names.iter().all(|n| ["memmap", "usemap", "pgtable", "fixmap"].contains(n)), "{names:?}");
     let pa = PageAllocator::boot(&bare, AllocatorConfig::default()).unwrap();
-    assert_eq!(pa.managed_pages(), 1_032_188);
+    // The linear map (the default) adds the fixmap's 3 tables (no image to
+    // hold them: from memblock) and map_mem()'s 2,053: 2,048 PTE + 4 PMD +
+    // 1 PUD for 4 GiB of 4 KiB pages (rodata=on, no BBML2_NOABORT).
+    assert_eq!(pa.managed_pages(), 1_032_188 - 3 - 2_053);
     let vm = Vmalloc::new(&pa, VmallocConfig::default());
     assert_eq!(vm.vmallocinfo(), "");
 
@@ -120,13 +272,29 @@ fn bare_is_the_old_machine_and_real_takes_its_reservations() {
     let real_managed = pa_real.managed_pages() - cma;
     assert_eq!(real.cma_area().map(|(_, n)| n), Some(cma));
     let res_pages = |m: &Machine| m.memblock().reserved_pages();
-    assert_eq!(1_032_188 + res_pages(&bare) + given_back, real_managed + res_pages(&real));
-    // The image (less init), DTB, CMA and swiotlb: 44,224 + 1,024 + 65,536
-    // + 65,536 + 768 kB, plus the image's page tables.
-    let boot_kb = (44_224 + 1_024 + 65_536 + 65_536 + 768) / 4;
-    let extra_tables = 1_032_188 - real_managed - boot_kb;
-    assert!((1..=8).contains(&extra_tables), "{extra_tables}");
-    assert_eq!(real_managed, 987_909);
+    assert_eq!(pa.managed_pages() + res_pages(&bare), frames);
+    assert_eq!(real_managed + res_pages(&real), frames + given_back);
+    // swapper_pg_dir and the fixmap's tables are pages of the image (the
+    // page before __init_begin; .pgtbl), not memblock's.
+    let k = *real.kernel_image().unwrap();
+    assert_eq!(real.kernel_as().pgd().0, k.init_begin() - PAGE_SIZE);
+    assert!(reserved(&real, "fixmap").is_empty());
+    // What the real state keeps, in pages: the image less init (44,224
+    // kB: 11,056), the initrd's last page (1), the DTB (256), CMA and the
+    // swiotlb buffer (16,384 each), swiotlb's slot array (192), the memmap
+    // (16,384), the linear map's 2,053 tables, the dentry and inode hash
+    // tables (4 + 2 MiB: 1,536), and 125 pages that the smaller allocations
+    // fill (the first percpu chunk's 2 x 36 pages, the mem_section roots'
+    // 128 KiB + one root page, the device tree's 45,948 bytes, NODE_DATA's
+    // 14,336, the usemap's 2,816, the vmemmap's 2 tables, the command lines
+    // and the percpu arrays, packed top-down).
+    let kept = 11_056 + 1 + 256 + 2 * 16_384 + 192 + 16_384 + 2_053 + 1_536 + 125;
+    assert_eq!(real_managed, frames - kept);
+    assert_eq!(real_managed, 984_205);
+    // The real kernel's MemTotal: 4,002,356 kB, CMA included.
+    let memtotal = peer("4G-2cpu", "proc_meminfo");
+    let memtotal: u64 = memtotal.lines().next().unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert_eq!(pa_real.managed_pages() * 4, memtotal);
 }
 
 /// /proc/vmallocinfo starts as the real kernel's does, and the first
@@ -177,7 +345,7 @@ fn small_machines_boot_bare_and_stat_says_so() {
     for want in [
         "\ncma      0x00000000fc000000-0x0000000100000000",
         "\nswiotlb  0x00000000f8000000-0x00000000fc000000",
-        "\ninitrd   0x0000000048000000-0x00000000480fb000",
+        "\ninitrd   0x0000000048000000-0x00000000480fc000     1008K     1004K",
         "CMA area: 64M at 0x00000000fc000000",
         "0xffff8000828e0000-0xffff800082f01000  6426624 _data",
         "\nboot work (pcp/src/boot_work.rs: ",

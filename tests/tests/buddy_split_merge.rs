@@ -1,7 +1,15 @@
 //! Exact split (`expand`) and merge (`__free_one_page`) behaviour of the
 //! buddy lists on a fresh 64 MiB machine, PFN by PFN.
 //!
-//! Layout of the 64 MiB machine, derived by hand from `Machine::boot`:
+//! Layout of the 64 MiB machine, derived by hand from `Machine::boot` on
+//! bare RAM with the linear map off (`.bare()`, `linear_map: false`): the
+//! subject is the buddy allocator's split and merge on bare RAM, and with
+//! the linear map on, `paging_init()` would take the fixmap's 3 tables and
+//! the linear map's 34 (1 PUD + 1 PMD + 32 PTE for 64 MiB of 4 KiB pages)
+//! from memblock below swapper_pg_dir, before the vmemmap's tables: the
+//! free range under them would end 37 pages lower and every small block
+//! below would move.
+//!
 //! RAM is PFN 0x40000..0x44000 (16,384 frames). memblock allocates top-down:
 //! - the memmap (16,384 x 64 B = 1 MiB, 2 MiB aligned): (0x4400_0000 -
 //!   1 MiB) rounded down to 2 MiB = 0x43e0_0000, PFN 0x43e00..0x43f00;
@@ -27,15 +35,18 @@
 
 use mmlab_buddy::{Fpi, LockedZone};
 use mmlab_engine::mm::page::PageExt;
-use mmlab_engine::{Gfp, Machine, Migratetype, Pfn};
+use mmlab_engine::{Gfp, Machine, MachineConfig, Migratetype, Pfn};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
 /// Post-boot buddyinfo of the 64 MiB machine (see the module comment):
 /// one block at each of orders 0, 1, 3..7 and 9, none at 2 or 8, fifteen at 10.
 const BOOT_BUDDYINFO: [u64; 11] = [1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 15];
 
+/// The 64 MiB machine of the module comment: bare RAM, no linear map (its
+/// tables would move every PFN the derivation names).
 fn boot() -> Machine {
-    mmlab_tests::machine("64M", 2)
+    let cfg = MachineConfig { linear_map: false, ..MachineConfig::with("64M", 2).expect("64M").bare() };
+    mmlab_tests::boot(cfg).expect("the 64M machine boots")
 }
 
 fn pa(m: &Machine) -> PageAllocator<'_> {

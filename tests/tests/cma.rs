@@ -74,7 +74,7 @@ fn only_movable_allocations_use_cma_and_first_when_it_is_over_half_of_free() {
 /// `gfp_zone()` and the zonelist: on 4 GiB, GFP_KERNEL is served from
 /// Normal while it passes its watermark, GFP_DMA and GFP_DMA32 only from
 /// DMA; when Normal is exhausted GFP_KERNEL falls back to DMA, which keeps
-/// its lowmem reserve (959 pages) from it.
+/// its lowmem reserve (944 pages) from it.
 #[test]
 fn each_gfp_zone_is_served_from_its_zones() {
     let m = mmlab_tests::machine("4G", 1);
@@ -103,7 +103,20 @@ fn each_gfp_zone_is_served_from_its_zones() {
     let p = fell_back.expect("GFP_KERNEL falls back to DMA");
     let n = pa.zone_of(ZoneType::Normal);
     assert!(n.nr_free_pages() < (n.low_wmark_pages() + 512) as i64, "Normal was below its mark");
-    assert_eq!(pa.zone_of(ZoneType::Dma).lowmem_reserve()[ZoneType::Normal as usize], 959);
+    // setup_per_zone_lowmem_reserve(): DMA keeps Normal's managed pages /
+    // sysctl_lowmem_reserve_ratio[ZONE_DMA] (256) from it. Normal is [4 GiB,
+    // 5 GiB), 262,144 pages, less what memblock placed top-down in it: the
+    // linear map's 2,053 tables (2,048 PTE + 4 PMD + 1 PUD for 4 GiB of 4 KiB
+    // pages), the memmap's 16,384 pages (1,048,576 struct pages x 64 B), the
+    // dentry and inode hash tables (4 and 2 MiB: 1,024 + 512), swiotlb's slot
+    // array (64 MiB / 2 KiB = 32,768 slots x 24 B: 192) and 88 pages of
+    // smaller ones packed together (one CPU: the first percpu chunk's 36
+    // pages and its arrays, 37; the vmemmap's PUD and PMD tables, 2; the
+    // mem_section roots' 128 KiB and one root page, the usemap, NODE_DATA's
+    // 14 KiB, the unflattened device tree's 44,492 bytes and the command
+    // line, 49): 262,144 - 20,253 = 241,891 managed, and 241,891 / 256 = 944.
+    assert_eq!(n.managed_pages(), 241_891);
+    assert_eq!(pa.zone_of(ZoneType::Dma).lowmem_reserve()[ZoneType::Normal as usize], 241_891 / 256);
     pa.free_pages(&cpu, p, 9).unwrap();
     for p in normal {
         pa.free_pages(&cpu, p, 9).unwrap();
