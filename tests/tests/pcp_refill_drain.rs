@@ -2,21 +2,23 @@
 //! order-0 streams, worked out by hand from reference section 2.5 / 2.6.
 //!
 //! Machine: 4 GiB, 2 CPUs. GFP_HIGHUSER_MOVABLE prefers the Normal zone,
-//! [4 GiB, 5 GiB), managed = 245,756 (see pcp_sizing.rs), so batch = 63,
-//! low watermark = 3,351, high_min = max(3,351 / 2, 252) = 1,675, high_max =
-//! max(245,756 / 8 / 2, 252) = 15,359. S = CONFIG_PCP_BATCH_SCALE_MAX = 5.
+//! [4 GiB, 5 GiB), managed = 243,700 (see pcp_sizing.rs: the linear map's
+//! and the fixmap's 2,056 tables come out of it too; 245,756 before the
+//! linear map was built by default), so batch = 63, low watermark = 3,330,
+//! high_min = max(3,330 / 2, 252) = 1,665, high_max = max(243,700 / 8 / 2,
+//! 252) = 15,231. S = CONFIG_PCP_BATCH_SCALE_MAX = 5.
 //!
 //! All pageblocks boot MOVABLE, so GFP_HIGHUSER_MOVABLE order-0 pages use one
 //! pcp list and never fall back; free memory stays far above the high
-//! watermark (4,021), so ZONE_BELOW_HIGH is never set.
+//! watermark (3,996), so ZONE_BELOW_HIGH is never set.
 
 use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::{Gfp, Machine, Pfn};
 use mmlab_pcp::{AllocatorConfig, KernelRules, PageAllocator};
 
 const BATCH: i32 = 63;
-const HIGH_MIN: i32 = 1_675;
-const HIGH_MAX: i32 = 15_359;
+const HIGH_MIN: i32 = 1_665;
+const HIGH_MAX: i32 = 15_231;
 
 /// Allocations of the refill test: 63 + 126 + 252 + 504 + 1,008 + 3 x 2,016
 /// = 8,001, so the stream ends exactly when the 8th refill's pages are used.
@@ -79,18 +81,18 @@ fn order0_refill_sequence() {
     assert_eq!((ps.batch, ps.high_min, ps.high_max, ps.high), (BATCH, HIGH_MIN, HIGH_MAX, 0));
 
     // nr_pcp_alloc, refill k (list empty each time, so count = 0):
-    //  1: high = clamp(0, 1675, 15359) = 1675; b = 63 << 0 = 63; high = 1675 + 63 = 1738;
-    //     m = max(1738 - 0 - 63, 63) = 1675 >= b -> alloc_factor 1; b = 63
-    //  2: b = 63 << 1 = 126; high = 1864; m = 1801; af 2; b = 126
-    //  3: b = 252; high = 2116; m = 2053; af 3
-    //  4: b = 504; high = 2620; m = 2557; af 4
-    //  5: b = 1008; high = 3628; m = 3565; af 5 (= S, stops growing)
-    //  6: b = 63 << 5 = 2016; high = 5644; m = 5581; b = 2016
-    //  7: 2016; high = 7660.   8: 2016; high = 9676 (below high_max 15,359).
+    //  1: high = clamp(0, 1665, 15231) = 1665; b = 63 << 0 = 63; high = 1665 + 63 = 1728;
+    //     m = max(1728 - 0 - 63, 63) = 1665 >= b -> alloc_factor 1; b = 63
+    //  2: b = 63 << 1 = 126; high = 1854; m = 1791; af 2; b = 126
+    //  3: b = 252; high = 2106; m = 2043; af 3
+    //  4: b = 504; high = 2610; m = 2547; af 4
+    //  5: b = 1008; high = 3618; m = 3555; af 5 (= S, stops growing)
+    //  6: b = 63 << 5 = 2016; high = 5634; m = 5571; b = 2016
+    //  7: 2016; high = 7650.   8: 2016; high = 9666 (below high_max 15,231).
     let (pages, refills) = alloc_stream(&pa, &m, &cpu, N);
     assert_eq!(refills, [63, 126, 252, 504, 1008, 2016, 2016, 2016]);
     let ps = pa.pageset(0).unwrap();
-    assert_eq!(ps.high, 9_676);
+    assert_eq!(ps.high, 9_666);
     assert_eq!(ps.count, 0);
     assert_eq!(ps.alloc_factor, 5);
     assert_eq!(ps.free_count, 0);
@@ -98,19 +100,19 @@ fn order0_refill_sequence() {
     assert_eq!(ev(&m, 0, VmEvent::PgallocNormal), N as u64);
     assert_eq!(ev(&m, 0, VmEvent::PgallocDma), 0, "Normal had room: DMA untouched");
     assert_eq!(ev(&m, 0, VmEvent::PcpRefillPages), N as u64);
-    // One more allocation: 9th refill of 2016 raises high to 11,692.
+    // One more allocation: 9th refill of 2016 raises high to 11,682.
     let extra = pa.alloc_pages(&cpu, Gfp::GFP_HIGHUSER_MOVABLE, 0).unwrap();
     let ps = pa.pageset(0).unwrap();
-    assert_eq!((ps.high, ps.count), (11_692, 2_015));
+    assert_eq!((ps.high, ps.count), (11_682, 2_015));
 
     // Free everything on the same CPU: each free halves alloc_factor and
     // bumps free_count (capped once it reaches 63 << 5 = 2016). high is
-    // 11,692 and count ends at 2,015 + 8,002 = 10,017 < 11,692: no drain.
+    // 11,682 and count ends at 2,015 + 8,002 = 10,017 < 11,682: no drain.
     pa.free_pages(&cpu, extra, 0).unwrap();
     let drains = free_stream(&pa, &m, &cpu, &pages);
     assert!(drains.is_empty(), "{drains:?}");
     let ps = pa.pageset(0).unwrap();
-    assert_eq!((ps.count, ps.high, ps.alloc_factor, ps.free_count), (10_017, 11_692, 0, 2_016));
+    assert_eq!((ps.count, ps.high, ps.alloc_factor, ps.free_count), (10_017, 11_682, 0, 2_016));
     // An alloc halves free_count (rmqueue_pcplist), with no refill needed.
     let p = pa.alloc_pages(&cpu, Gfp::GFP_HIGHUSER_MOVABLE, 0).unwrap();
     assert_eq!(pa.pageset(0).unwrap().free_count, 1_008);
@@ -124,23 +126,23 @@ fn order0_refill_sequence() {
 
 /// Expected drains of a pure order-0 free stream of 8,001 pages on a CPU
 /// whose pcp has never been used (high 0, free_count 0):
-///  - free #1675: count 1675 >= high 1675 (lazily clamped to high_min);
-///    free_count = 1675; need = 1675 + 63 = 1738 > high -> high := 1738;
-///    nr_pcp_high returns the pre-raise 1675; to_free = clamp(1675, 63,
-///    1675 - 63 = 1612) = 1612. count -> 63.
-///  - free #3350 (1675 later): count 1738 >= 1738; free_count saturated at
-///    2016; need = 2079 -> high := 2079; to_free = clamp(2016, 63, 1738 - 63
-///    = 1675) = 1675. count -> 63.
-///  - free #5366 (2016 later): count 2079 >= 2079; need 2079, not raised;
+///  - free #1665: count 1665 >= high 1665 (lazily clamped to high_min);
+///    free_count = 1665; need = 1665 + 63 = 1728 > high -> high := 1728;
+///    nr_pcp_high returns the pre-raise 1665; to_free = clamp(1665, 63,
+///    1665 - 63 = 1602) = 1602. count -> 63.
+///  - free #3330 (1665 later): count 1728 >= 1728; free_count saturated at
+///    2016; need = 2079 -> high := 2079; to_free = clamp(2016, 63, 1728 - 63
+///    = 1665) = 1665. count -> 63.
+///  - free #5346 (2016 later): count 2079 >= 2079; need 2079, not raised;
 ///    to_free = clamp(2016, 63, 2016) = 2016. count -> 63.
-///  - free #7382: the same, 2016. Then 619 more frees: count 682.
+///  - free #7362: the same, 2016. Then 639 more frees: count 702.
 ///
-/// 7.2 drains in chunks of batch: 1612 = 25 x 63 + 37 -> 26 calls;
-/// 1675 = 26 x 63 + 37 -> 27 calls; 2016 = 32 x 63 -> 32 calls.
+/// 7.2 drains in chunks of batch: 1602 = 25 x 63 + 27 -> 26 calls;
+/// 1665 = 26 x 63 + 27 -> 27 calls; 2016 = 32 x 63 -> 32 calls.
 const DRAINS_72: [(usize, u64, u64); 4] =
-    [(1_675, 1_612, 26), (3_350, 1_675, 27), (5_366, 2_016, 32), (7_382, 2_016, 32)];
+    [(1_665, 1_602, 26), (3_330, 1_665, 27), (5_346, 2_016, 32), (7_362, 2_016, 32)];
 /// 6.12: the same sizes, one free_pcppages_bulk call each.
-const DRAINS_612: [(usize, u64, u64); 4] = [(1_675, 1_612, 1), (3_350, 1_675, 1), (5_366, 2_016, 1), (7_382, 2_016, 1)];
+const DRAINS_612: [(usize, u64, u64); 4] = [(1_665, 1_602, 1), (3_330, 1_665, 1), (5_346, 2_016, 1), (7_362, 2_016, 1)];
 
 fn free_on_other_cpu(rules: KernelRules) -> Vec<(usize, u64, u64)> {
     let m = boot();
@@ -151,16 +153,16 @@ fn free_on_other_cpu(rules: KernelRules) -> Vec<(usize, u64, u64)> {
     let before = pa.nr_free_pages();
     let drains = free_stream(&pa, &m, &cpus[1], &pages);
     let ps1 = pa.pageset(1).unwrap();
-    assert_eq!((ps1.count, ps1.high, ps1.free_count), (682, 2_079, 2_016));
+    assert_eq!((ps1.count, ps1.high, ps1.free_count), (702, 2_079, 2_016));
     // What left the pcp reached the buddy lists.
     let drained: u64 = drains.iter().map(|d| d.1).sum();
-    assert_eq!(drained, 1_612 + 1_675 + 2 * 2_016);
+    assert_eq!(drained, 1_602 + 1_665 + 2 * 2_016);
     assert_eq!(pa.nr_free_pages() - before, drained as i64);
     assert_eq!(ev(&m, 1, VmEvent::Pgfree), N as u64);
     // CPU 0 is untouched by CPU 1's frees.
     let ps0 = pa.pageset(0).unwrap();
-    assert_eq!((ps0.count, ps0.high), (0, 9_676));
-    // drain_pages_zone empties CPU 1 in rounds of batch << 5 = 2016: 682 in one call.
+    assert_eq!((ps0.count, ps0.high), (0, 9_666));
+    // drain_pages_zone empties CPU 1 in rounds of batch << 5 = 2016: 702 in one call.
     let d0 = ev(&m, 1, VmEvent::PcpDrain);
     pa.drain_local_pages(&cpus[1]);
     assert_eq!(ev(&m, 1, VmEvent::PcpDrain) - d0, 1);
@@ -199,7 +201,7 @@ fn drain_all_pages_rounds_of_batch_shift_s() {
     assert_eq!(ev(&m, 0, VmEvent::DrainAllPages), 1);
     let ps = pa.pageset(0).unwrap();
     // drain_all_pages does not touch high.
-    assert_eq!((ps.count, ps.high), (0, 11_692));
+    assert_eq!((ps.count, ps.high), (0, 11_682));
     pa.check_invariants().unwrap();
 }
 
@@ -212,19 +214,19 @@ fn decay_pcp_high_steps() {
     let cpu = m.cpu(0).unwrap();
     let (pages, _) = alloc_stream(&pa, &m, &cpu, N + 1);
     free_stream(&pa, &m, &cpu, &pages);
-    // count 10,017, high 11,692.
-    // tick 1: max(10,017 - 2,016 = 8,001, 11,692 - 1,461 = 10,231, 1,675) = 10,231;
-    //         count 10,017 < 10,231: nothing drained.
+    // count 10,017, high 11,682.
+    // tick 1: max(10,017 - 2,016 = 8,001, 11,682 - 1,460 = 10,222, 1,665) = 10,222;
+    //         count 10,017 < 10,222: nothing drained.
     assert!(pa.decay_pcp_high(&cpu));
     let ps = pa.pageset(0).unwrap();
-    assert_eq!((ps.high, ps.count), (10_231, 10_017));
-    // tick 2: max(8,001, 10,231 - 1,278 = 8,953, 1,675) = 8,953; drain
-    //         10,017 - 8,953 = 1,064 = 16 x 63 + 56 -> 17 calls.
+    assert_eq!((ps.high, ps.count), (10_222, 10_017));
+    // tick 2: max(8,001, 10,222 - 1,277 = 8,945, 1,665) = 8,945; drain
+    //         10,017 - 8,945 = 1,072 = 17 x 63 + 1 -> 18 calls.
     let d0 = ev(&m, 0, VmEvent::PcpDrain);
     assert!(pa.decay_pcp_high(&cpu));
     let ps = pa.pageset(0).unwrap();
-    assert_eq!((ps.high, ps.count), (8_953, 8_953));
-    assert_eq!(ev(&m, 0, VmEvent::PcpDrain) - d0, 17);
+    assert_eq!((ps.high, ps.count), (8_945, 8_945));
+    assert_eq!(ev(&m, 0, VmEvent::PcpDrain) - d0, 18);
     assert_eq!(ev(&m, 0, VmEvent::PcpDecayDrain), 1);
     // Keep ticking: high never goes below high_min and count follows it.
     for _ in 0..100 {

@@ -11,17 +11,32 @@
 //!   a 2 MiB boundary down);
 //! - swapper_pg_dir: the page below the usemap's (lowest) frame (the rest of
 //!   the usemap's frame is less than a page);
+//! - the fixmap's three tables, the next pages down (`early_fixmap_init()`:
+//!   bm_pud, bm_pmd, bm_pte; pages of the kernel image on a real boot, from
+//!   memblock here, where bare RAM has no image);
+//! - the linear map's tables, the next pages down (`map_mem()`, built by
+//!   default: 7.2's rodata=on with no BBML2_NOABORT CPU forces page
+//!   mappings, `force_pte_mapping()`): one pte table per 2 MiB of RAM, one
+//!   pmd table per 1 GiB (RAM starts at PHYS_OFFSET, 1 GiB aligned) and one
+//!   pud table (the linear map is one pgd entry): N / 512 + N / 262,144
+//!   (rounded up) + 1;
 //! - the vmemmap's tables, one page each, the next pages down: a pud and a
 //!   pmd table (the memmap starts at VMEMMAP_START, 1 GiB aligned, and is at
-//!   most 256 MiB here, so one pmd table of 512 x 2 MiB covers it), plus a
-//!   pte table if the last 128 MiB section is partial.
+//!   most 256 MiB here, so one pmd table of 512 x 2 MiB covers it; the
+//!   vmemmap, the linear map and the fixmap are three different pgd
+//!   entries, so none shares another's pud), plus a pte table if the last
+//!   128 MiB section is partial.
 //!   Only 64M (16,384 < 32,768 frames) has a partial section; 1G, 4G and 16G
 //!   are 8, 32 and 128 full sections, each mapped with one 2 MiB PMD block.
 //!
-//! - 64M:  16,384 - 256 - 1 - 4 = 16,123
-//! - 1G:   262,144 - 4,096 - 1 - 3 = 258,044
-//! - 4G:   1,048,576 - 16,384 - 1 - 3 = 1,032,188
-//! - 16G:  4,194,304 - 65,536 - 2 - 3 = 4,128,763
+//! memmap - usemap - swapper_pg_dir - fixmap - linear map - vmemmap:
+//! - 64M:  16,384 - 256 - 1 - 1 - 3 - (32 + 1 + 1) - 3 = 16,086
+//! - 1G:   262,144 - 4,096 - 1 - 1 - 3 - (512 + 1 + 1) - 2 = 257,527
+//! - 4G:   1,048,576 - 16,384 - 1 - 1 - 3 - (2,048 + 4 + 1) - 2 = 1,030,132
+//! - 16G:  4,194,304 - 65,536 - 2 - 1 - 3 - (8,192 + 16 + 1) - 2 = 4,120,551
+//!
+//! (Before the linear map was built by default, the fixmap and linear-map
+//! tables were not taken: 16,123, 258,044, 1,032,188 and 4,128,763.)
 
 use mmlab_buddy::calculate_min_free_kbytes;
 use mmlab_engine::mm::ZoneType;
@@ -190,8 +205,8 @@ fn check(mem: &str, ncpus: usize, managed_by_hand: [u64; 4]) -> [Option<Expected
 #[test]
 fn sizing_64m() {
     for ncpus in [1, 2, 4] {
-        let e = check("64M", ncpus, [16_123, 0, 0, 0])[0].unwrap();
-        // b = 16,123 >> 12 = 3 -> rounddown_pow2(3 + 1) - 1 = 3; 4 * batch = 12.
+        let e = check("64M", ncpus, [16_086, 0, 0, 0])[0].unwrap();
+        // b = 16,086 >> 12 = 3 -> rounddown_pow2(3 + 1) - 1 = 3; 4 * batch = 12.
         assert_eq!(e.batch, 3);
     }
 }
@@ -199,8 +214,8 @@ fn sizing_64m() {
 #[test]
 fn sizing_1g() {
     for ncpus in [1, 2, 4] {
-        let e = check("1G", ncpus, [258_044, 0, 0, 0])[0].unwrap();
-        // b = min(258,044 >> 12 = 62, 64) = 62 -> 93 -> 64 -> 63.
+        let e = check("1G", ncpus, [257_527, 0, 0, 0])[0].unwrap();
+        // b = min(257,527 >> 12 = 62, 64) = 62 -> 93 -> 64 -> 63.
         assert_eq!(e.batch, 63);
         // One populated zone: 512 × 11 pages = 22,528 kB, as the real 1G kernel.
         assert_eq!(e.min_free_kbytes, 22_528);
@@ -210,9 +225,11 @@ fn sizing_1g() {
 #[test]
 fn sizing_4g() {
     // DMA is [1 GiB, 4 GiB), all free; the memmap and the early tables are
-    // at the top of RAM, in Normal: 262,144 - 16,388 = 245,756.
+    // at the top of RAM, in Normal: 262,144 - 18,444 (16,384 memmap, 1
+    // usemap, 1 swapper_pg_dir, 3 fixmap, 2,053 linear map, 2 vmemmap) =
+    // 243,700.
     for ncpus in [1, 2, 4] {
-        let e = check("4G", ncpus, [786_432, 0, 245_756, 0]);
+        let e = check("4G", ncpus, [786_432, 0, 243_700, 0]);
         assert_eq!(e[0].unwrap().min_free_kbytes, 45_056);
     }
 }
@@ -220,7 +237,9 @@ fn sizing_4g() {
 #[test]
 fn sizing_16g() {
     for ncpus in [1, 4] {
-        check("16G", ncpus, [786_432, 0, 3_342_331, 0]);
+        // Normal: 3,407,872 - 73,753 (65,536 memmap, 2 usemap, 1
+        // swapper_pg_dir, 3 fixmap, 8,209 linear map, 2 vmemmap) = 3,334,119.
+        check("16G", ncpus, [786_432, 0, 3_334_119, 0]);
     }
 }
 
@@ -231,66 +250,68 @@ fn sizing_4g_2cpus_literal() {
     let (dma, z) = (pa.zone_of(ZoneType::Dma), pa.zone());
     assert_eq!(z.zone_type(), ZoneType::Normal, "GFP_KERNEL prefers Normal");
     // DMA [1 GiB, 4 GiB): 786,432 pages, all free. Normal [4 GiB, 5 GiB):
-    // 262,144 - 16,384 (memmap) - 1 (usemap) - 3 (swapper_pg_dir, pud,
-    // pmd) = 245,756. Together 1,032,188.
-    assert_eq!((dma.managed_pages(), z.managed_pages()), (786_432, 245_756));
-    // lowmem_kbytes = 4,128,752; x 16 = 66,060,032; int_sqrt = 8,127; then
+    // 262,144 - 16,384 (memmap) - 1 (usemap) - 1 (swapper_pg_dir) - 3
+    // (fixmap) - 2,053 (the linear map's 2,048 pte, 4 pmd and 1 pud tables)
+    // - 2 (the vmemmap's pud and pmd) = 243,700. Together 1,030,132.
+    assert_eq!((dma.managed_pages(), z.managed_pages()), (786_432, 243_700));
+    // lowmem_kbytes = 4,120,528; x 16 = 65,928,448; int_sqrt = 8,119; then
     // khugepaged: two populated zones, 512 × 2 × 11 = 11,264 pages
-    // (45,056 kB), below 5 % of nr_free_buffer_pages (51,404).
+    // (45,056 kB), below 5 % of nr_free_buffer_pages (1,026,046 / 20 =
+    // 51,302).
     assert_eq!(pa.min_free_kbytes(), 45_056);
     // min: 11,264 pages shared by managed pages: DMA 11,264 × 786,432 /
-    // 1,032,188 = 8,582; Normal 11,264 × 245,756 / 1,032,188 = 2,681.
-    assert_eq!((dma.min_wmark_pages(), z.min_wmark_pages()), (8_582, 2_681));
-    // delta: DMA max(8,582 >> 2 = 2,145, 786) = 2,145; Normal max(670,
-    // mult_frac(245,756, 10, 10,000) = 245) = 670.
-    assert_eq!((dma.low_wmark_pages(), dma.high_wmark_pages()), (10_727, 12_872));
-    assert_eq!((z.low_wmark_pages(), z.high_wmark_pages()), (3_351, 4_021));
-    // protection: DMA keeps Normal's 245,756 / 256 = 959 pages from
+    // 1,030,132 = 8,599; Normal 11,264 × 243,700 / 1,030,132 = 2,664.
+    assert_eq!((dma.min_wmark_pages(), z.min_wmark_pages()), (8_599, 2_664));
+    // delta: DMA max(8,599 >> 2 = 2,149, 786) = 2,149; Normal max(666,
+    // mult_frac(243,700, 10, 10,000) = 243) = 666.
+    assert_eq!((dma.low_wmark_pages(), dma.high_wmark_pages()), (10_748, 12_897));
+    assert_eq!((z.low_wmark_pages(), z.high_wmark_pages()), (3_330, 3_996));
+    // protection: DMA keeps Normal's 243,700 / 256 = 951 pages from
     // allocations that may use Normal (the real kernel: 944 of 241,854).
-    assert_eq!(dma.lowmem_reserve(), [0, 0, 959, 959]);
+    assert_eq!(dma.lowmem_reserve(), [0, 0, 951, 951]);
     assert_eq!(z.lowmem_reserve(), [0; 4]);
     let ps = pa.pageset(0).unwrap();
-    // batch: min(245,756 >> 12 = 59, 64) = 59 -> 88 -> 64 -> 63.
+    // batch: min(243,700 >> 12 = 59, 64) = 59 -> 88 -> 64 -> 63.
     assert_eq!(ps.batch, 63);
-    // high_min = max(3,351 / 2 = 1,675, 252) = 1,675.
-    assert_eq!(ps.high_min, 1_675);
-    // high_max = max(245,756 / 8 = 30,719; / 2 = 15,359, 252) = 15,359.
-    assert_eq!(ps.high_max, 15_359);
+    // high_min = max(3,330 / 2 = 1,665, 252) = 1,665.
+    assert_eq!(ps.high_min, 1_665);
+    // high_max = max(243,700 / 8 = 30,462; / 2 = 15,231, 252) = 15,231.
+    assert_eq!(ps.high_max, 15_231);
     assert_eq!(ps.high, 0);
-    // DMA's pagesets: high_min 10,727 / 2 = 5,363; high_max 786,432 / 16 = 49,152.
+    // DMA's pagesets: high_min 10,748 / 2 = 5,374; high_max 786,432 / 16 = 49,152.
     let d = pa.pageset_of(ZoneType::Dma, 1).unwrap();
-    assert_eq!((d.batch, d.high_min, d.high_max), (63, 5_363, 49_152));
+    assert_eq!((d.batch, d.high_min, d.high_max), (63, 5_374, 49_152));
 
-    // First use of the pcp: nr_pcp_alloc clamps high to high_min (1,675)
-    // and raises it by the refill size batch << 0 = 63 -> 1,738.
+    // First use of the pcp: nr_pcp_alloc clamps high to high_min (1,665)
+    // and raises it by the refill size batch << 0 = 63 -> 1,728.
     let cpu = m.cpu(0).unwrap();
     let p = pa.alloc_pages(&cpu, Gfp::GFP_HIGHUSER_MOVABLE, 0).unwrap();
     assert_eq!(pa.page_zone(p).zone_type(), ZoneType::Normal);
     let ps = pa.pageset(0).unwrap();
-    assert_eq!(ps.high, 1_738);
+    assert_eq!(ps.high, 1_728);
     assert_eq!(ps.count, 62);
     assert_eq!(pa.pageset(1).unwrap().high, 0, "the other CPU's pcp is untouched");
     assert_eq!(pa.pageset_of(ZoneType::Dma, 0).unwrap().high, 0, "DMA's pcp is untouched");
     pa.free_pages(&cpu, p, 0).unwrap();
 
-    // Fraction 8: high_min = high_max = max(30,719 / 2, 252) = 15,359.
+    // Fraction 8: high_min = high_max = max(30,462 / 2, 252) = 15,231.
     pa.set_percpu_pagelist_high_fraction(8).unwrap();
     let ps = pa.pageset(0).unwrap();
-    assert_eq!((ps.high_min, ps.high_max, ps.batch), (15_359, 15_359, 63));
-    // Fraction 16: 245,756 / 16 = 15,359; / 2 = 7,679.
+    assert_eq!((ps.high_min, ps.high_max, ps.batch), (15_231, 15_231, 63));
+    // Fraction 16: 243,700 / 16 = 15,231; / 2 = 7,615.
     pa.set_percpu_pagelist_high_fraction(16).unwrap();
     let ps = pa.pageset(1).unwrap();
-    assert_eq!((ps.high_min, ps.high_max), (7_679, 7_679));
+    assert_eq!((ps.high_min, ps.high_max), (7_615, 7_615));
 
     // 3 is below MIN_PERCPU_PAGELIST_HIGH_FRACTION (8): refused, unchanged.
     assert_eq!(pa.set_percpu_pagelist_high_fraction(3), Err(SysctlError::HighFraction(3)));
     assert_eq!(pa.percpu_pagelist_high_fraction(), 16);
     let ps = pa.pageset(1).unwrap();
-    assert_eq!((ps.high_min, ps.high_max), (7_679, 7_679));
+    assert_eq!((ps.high_min, ps.high_max), (7_615, 7_615));
     assert_eq!(pa.set_percpu_pagelist_high_fraction(7), Err(SysctlError::HighFraction(7)));
     pa.set_percpu_pagelist_high_fraction(0).unwrap();
     let ps = pa.pageset(1).unwrap();
-    assert_eq!((ps.high_min, ps.high_max), (1_675, 15_359));
+    assert_eq!((ps.high_min, ps.high_max), (1_665, 15_231));
 }
 
 #[test]
@@ -318,11 +339,11 @@ fn fraction_at_boot() {
     assert_eq!(PageAllocator::boot(&m, cfg).unwrap_err(), SysctlError::HighFraction(3));
     let cfg = AllocatorConfig { min_free_kbytes: Some(u64::MAX), ..Default::default() };
     assert_eq!(PageAllocator::boot(&m, cfg).unwrap_err(), SysctlError::MinFreeKbytes(u64::MAX));
-    // 1G, fraction 8, 2 CPUs: 258,044 / 8 = 32,255; / 2 = 16,127 (> 4 * 63).
+    // 1G, fraction 8, 2 CPUs: 257,527 / 8 = 32,190; / 2 = 16,095 (> 4 * 63).
     let cfg = AllocatorConfig { percpu_pagelist_high_fraction: 8, ..Default::default() };
     let pa = PageAllocator::boot(&m, cfg).unwrap();
     let ps = pa.pageset(0).unwrap();
-    assert_eq!((ps.batch, ps.high_min, ps.high_max), (63, 16_127, 16_127));
+    assert_eq!((ps.batch, ps.high_min, ps.high_max), (63, 16_095, 16_095));
 }
 
 #[test]
@@ -339,9 +360,9 @@ fn reference_worked_example() {
     assert_eq!(zone_highsize(6_000_000, 10_898, 63, 2, 0, 2, 0), 5_449);
     assert_eq!(zone_highsize(6_000_000, 10_898, 63, 2, 0, 2, 8), 375_000);
     assert_eq!((e.high_min, e.high_max), (5_449, 375_000));
-    // The 4 * batch floor (64M's zone: managed 16,123, low 316, batch 3;
-    // 316 / 64 CPUs = 4 < 12).
-    assert_eq!(zone_highsize(16_123, 316, 3, 64, 0, 64, 0), 12);
+    // The 4 * batch floor (64M's zone without THP: managed 16,086, low
+    // 253 + 63 = 316, batch 3; 316 / 64 CPUs = 4 < 12).
+    assert_eq!(zone_highsize(16_086, 316, 3, 64, 0, 64, 0), 12);
     // Tiny zones: batch 1.
     assert_eq!(zone_batchsize(8_191), 1); // b = 1
     assert_eq!(zone_batchsize(8_192), 1); // b = 2 -> 3 -> 2 -> 1
@@ -363,13 +384,13 @@ fn transparent_hugepage_always_raises_min_free_kbytes_as_khugepaged() {
     // 4 GiB at 1 GiB: DMA and Normal are populated, so khugepaged asks for
     // 512 × 2 × (2 + 3 × 3) = 11,264 pages = 45,056 kB, what the real arm64
     // 7.2 kernel reports for this machine (far below 5 % of the lowmem).
-    // Normal's share of the min is 11,264 × 245,756 / 1,032,188 = 2,681.
+    // Normal's share of the min is 11,264 × 243,700 / 1,030,132 = 2,664.
     let (k, min, _) = boot("4G");
-    assert_eq!((k, min), (45_056, 2_681));
-    // 64 MiB is one DMA zone of 16,123 pages: 512 × 11 = 5,632 pages is
-    // capped at 5 % of nr_free_buffer_pages(): int_sqrt(16,123 × 64) = 1,015
-    // kB gives high = 253 + 2 × 63 = 379, (16,123 − 379) / 20 = 787 pages.
+    assert_eq!((k, min), (45_056, 2_664));
+    // 64 MiB is one DMA zone of 16,086 pages: 512 × 11 = 5,632 pages is
+    // capped at 5 % of nr_free_buffer_pages(): int_sqrt(16,086 × 64) = 1,014
+    // kB gives high = 253 + 2 × 63 = 379, (16,086 − 379) / 20 = 785 pages.
     let (k, min, managed) = boot("64M");
-    assert_eq!(managed, 16_123);
-    assert_eq!((k, min), (787 * 4, 787));
+    assert_eq!(managed, 16_086);
+    assert_eq!((k, min), (785 * 4, 785));
 }
