@@ -1,8 +1,7 @@
 //! `struct zone` and the primitive free-list operations under its lock.
 
-use mmlab_engine::arch::arm64::memory::KERNEL_DATA_LISTS;
 use mmlab_engine::kernel::lockstat::{StatEvents, StatGuard, StatMutex};
-use mmlab_engine::mm::list::ListArray;
+use mmlab_engine::mm::list::{ListArray, ZONE_LIST_HEADS_STRIDE, zone_list_heads};
 use mmlab_engine::mm::page::{PageExt, StructPage};
 use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::mm::{MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, PAGEBLOCK_ORDER, ZoneType};
@@ -137,6 +136,11 @@ pub(crate) const fn pfnblock_flags_migratetype(flags: u8) -> Migratetype {
     }
 }
 
+const _: () = assert!(
+    (NR_PAGE_ORDERS * MIGRATE_TYPES) as u64 * 16 <= ZONE_LIST_HEADS_STRIDE,
+    "a zone's free-area heads fit in its part of the list-head window"
+);
+
 #[inline]
 pub(crate) const fn fl(order: u32, mt: Migratetype) -> usize {
     order as usize * MIGRATE_TYPES + mt as usize
@@ -182,7 +186,7 @@ impl<'m> Zone<'m> {
     pub fn new(m: &'m Machine) -> Zone<'m> {
         let mem = m.memmap();
         let inner = ZoneInner {
-            lists: ListArray::new(mem, KERNEL_DATA_LISTS, NR_PAGE_ORDERS * MIGRATE_TYPES),
+            lists: ListArray::new(mem, zone_list_heads(ZoneType::Normal), NR_PAGE_ORDERS * MIGRATE_TYPES),
             nr_free: [0; NR_PAGE_ORDERS],
             nr_reserved_highatomic: 0,
             nr_isolate_pageblock: 0,
@@ -198,13 +202,12 @@ impl<'m> Zone<'m> {
 
     /// The zone `span` describes, empty (`init_currently_empty_zone` +
     /// `zone_init_free_lists`), as `free_area_init_core` sets up each zone
-    /// of the node. Its free-list heads get their own kernel addresses
-    /// (`node_zones[]` is an array); Normal keeps those of [`Zone::new`].
+    /// of the node. Its free-list heads get their own kernel addresses in
+    /// the list-head window (`node_zones[]` is an array:
+    /// [`zone_list_heads`]); Normal's are those of [`Zone::new`].
     pub fn from_span(m: &'m Machine, span: mmlab_engine::mm::zone_layout::ZoneSpan) -> Zone<'m> {
-        let base = KERNEL_DATA_LISTS
-            + 0x10000 * ((span.zone as u64 + 2) % mmlab_engine::mm::zone_layout::NR_ZONE_TYPES as u64);
         let inner = ZoneInner {
-            lists: ListArray::new(m.memmap(), base, NR_PAGE_ORDERS * MIGRATE_TYPES),
+            lists: ListArray::new(m.memmap(), zone_list_heads(span.zone), NR_PAGE_ORDERS * MIGRATE_TYPES),
             nr_free: [0; NR_PAGE_ORDERS],
             nr_reserved_highatomic: 0,
             nr_isolate_pageblock: 0,
