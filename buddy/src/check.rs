@@ -3,14 +3,22 @@
 use crate::zone::{Zone, fl};
 use mmlab_engine::Pfn;
 use mmlab_engine::mm::page::PageExt;
-use mmlab_engine::mm::{MAX_PAGE_ORDER, MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, PAGEBLOCK_ORDER};
+use mmlab_engine::mm::{
+    MAX_PAGE_ORDER, MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER,
+};
 
 impl Zone<'_> {
     /// Walk every free list and check, for each block: it is PageBuddy with
     /// `private` = its order and ext state `Buddy(order)`, aligned to its
     /// order, inside the zone, on the list of its pageblock's type; its
-    /// buddy is not a free block it should have merged with. Also check
-    /// `nr_free` per order and `NR_FREE_PAGES` against the lists.
+    /// buddy is not a free block it should have merged with (two isolated
+    /// pageblocks' blocks may stay apart: isolating moves, it does not
+    /// merge). Also check `nr_free` per order against the lists, and the
+    /// kernel's counters as `account_freepages()` keeps them:
+    /// `NR_FREE_PAGES` is the pages on every list but the ISOLATE ones,
+    /// `NR_FREE_CMA_PAGES` those on the CMA lists, `nr_free_highatomic`
+    /// those on the HIGHATOMIC lists; and `nr_isolate_pageblock` is the
+    /// zone's pageblocks with the isolate bit set.
     /// Returns every free block as (pfn, order).
     ///
     /// # Errors
@@ -21,6 +29,7 @@ impl Zone<'_> {
         let mut blocks = Vec::new();
         let mut pages: i64 = 0;
         let mut highatomic: i64 = 0;
+        let mut cma: i64 = 0;
         for order in 0..=MAX_PAGE_ORDER {
             let mut n = 0;
             for mt in Migratetype::ALL {
@@ -52,17 +61,23 @@ impl Zone<'_> {
                         if self.spans(b) {
                             let bp = mem.page(b);
                             let bmt = self.pageblock_migratetype(b);
-                            let mergeable =
-                                order < PAGEBLOCK_ORDER || bmt == mt || (bmt.is_mergeable() && mt.is_mergeable());
+                            let both_isolated = order >= PAGEBLOCK_ORDER && mt.is_isolate() && bmt.is_isolate();
+                            let mergeable = !both_isolated
+                                && (order < PAGEBLOCK_ORDER || bmt == mt || (bmt.is_mergeable() && mt.is_mergeable()));
                             if bp.is_buddy() && bp.private() == order as u64 && mergeable {
                                 return Err(format!("{what}: buddy {b} is free at the same order but not merged"));
                             }
                         }
                     }
                     blocks.push((pfn, order));
+                    if mt.is_isolate() {
+                        continue;
+                    }
                     pages += 1 << order;
                     if mt.is_highatomic() {
                         highatomic += 1 << order;
+                    } else if mt.is_cma() {
+                        cma += 1 << order;
                     }
                 }
                 n += list.len() as u64;
@@ -75,7 +90,25 @@ impl Zone<'_> {
             }
         }
         if pages != self.nr_free_pages() {
-            return Err(format!("NR_FREE_PAGES {} but {pages} pages on the lists", self.nr_free_pages()));
+            return Err(format!(
+                "NR_FREE_PAGES {} but {pages} pages on the lists of pageblocks not isolated",
+                self.nr_free_pages()
+            ));
+        }
+        if cma != self.nr_free_cma() {
+            return Err(format!("NR_FREE_CMA_PAGES {} but {cma} pages on the CMA lists", self.nr_free_cma()));
+        }
+        let first = self.zone_start_pfn & !(PAGEBLOCK_NR_PAGES - 1);
+        let isolated = (first..self.zone_end_pfn().0)
+            .step_by(PAGEBLOCK_NR_PAGES as usize)
+            .map(|p| Pfn(p.max(self.zone_start_pfn)))
+            .filter(|&p| mem.pfn_valid(p) && self.get_pageblock_isolate(p))
+            .count() as u64;
+        if isolated != z.nr_isolate_pageblock {
+            return Err(format!(
+                "nr_isolate_pageblock {} but {isolated} pageblocks have the isolate bit",
+                z.nr_isolate_pageblock
+            ));
         }
         if highatomic != self.nr_free_highatomic() {
             return Err(format!("nr_free_highatomic {} but {highatomic} on the lists", self.nr_free_highatomic()));

@@ -33,9 +33,10 @@
 //! contention, optional hold time).
 //!
 //! Fidelity: faithful for the free lists, split, merge, placement, fallbacks,
-//! highatomic reserves and watermarks; simplified in having no CMA, isolation,
-//! compaction capture, page reporting or shuffling; `alloc_contig_range`
-//! cannot migrate, so it fails on a range with pages in use.
+//! highatomic reserves, CMA pageblocks, pageblock isolation (one pageblock at
+//! a time, [`isolation`]) and watermarks; simplified in having no compaction
+//! capture, page reporting or shuffling; `alloc_contig_range` cannot
+//! migrate, so it fails on a range with pages in use.
 //!
 //! # Example
 //!
@@ -71,6 +72,7 @@ mod check;
 mod contig;
 pub mod counters;
 mod free;
+pub mod isolation;
 pub mod node;
 pub mod procfs;
 mod rmqueue;
@@ -79,6 +81,7 @@ mod zone;
 pub mod zones;
 
 pub use contig::{ContigError, ContigScan};
+pub use isolation::{IsolateError, PbIsolateMode};
 pub use node::NodeZones;
 pub use rmqueue::{RmqueueMode, fallbacks, pcp_allowed_order};
 pub use watermark::{WMARK_HIGH, WMARK_LOW, WMARK_MIN, WMARK_PROMO, calculate_min_free_kbytes};

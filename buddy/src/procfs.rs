@@ -4,11 +4,12 @@
 //! /proc/pagetypeinfo. They live next to the free areas they read, as
 //! mm/vmstat.c reads `zone->free_area[]` directly.
 //!
-//! Each function returns the whole file for the zone as a `String`. Only the
-//! four migratetypes mmlab models are listed (Unmovable, Movable,
-//! Reclaimable, HighAtomic): the kernel adds CMA only with `CONFIG_CMA` and
-//! Isolate only with `CONFIG_MEMORY_ISOLATION`; the "Number of mixed
-//! blocks" table, which the kernel prints only with page_owner, is absent.
+//! Each function returns the whole file for the zone as a `String`. All six
+//! migratetypes are listed, as a kernel built with `CONFIG_CMA` and
+//! `CONFIG_MEMORY_ISOLATION` (Debian's arm64 config) lists them; an
+//! isolated pageblock counts as Isolate, its free blocks are on the Isolate
+//! rows. The "Number of mixed blocks" table, which the kernel prints only
+//! with page_owner, is absent.
 
 use crate::Zone;
 use mmlab_engine::mm::{MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, PAGEBLOCK_NR_PAGES, PAGEBLOCK_ORDER};

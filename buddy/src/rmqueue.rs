@@ -155,10 +155,21 @@ impl LockedZone<'_, '_> {
         Some((Pfn(start), free, movable))
     }
 
-    /// `__move_freepages_block()`: move every free block of the pageblock at
-    /// `start` from `old`'s lists to `new`'s and label the pageblock `new`
-    /// (6.12 labels inside, 7.x in every caller: same result). Returns pages moved.
+    /// `__move_freepages_block()` and the caller's
+    /// `set_pageblock_migratetype()`: move every free block of the
+    /// pageblock at `start` from `old`'s lists to `new`'s and label the
+    /// pageblock `new` (6.12 labels inside, 7.x in every caller: same
+    /// result). Returns pages moved.
     pub(crate) fn move_freepages_block_at(&mut self, start: Pfn, old: Migratetype, new: Migratetype) -> u64 {
+        let moved = self.move_freepages_block_unlabelled(start, old, new);
+        self.zone.set_pageblock_migratetype(start, new);
+        moved
+    }
+
+    /// `__move_freepages_block()`: move every free block of the pageblock at
+    /// `start` from `old`'s lists to `new`'s; the pageblock's flags are the
+    /// caller's business (isolation toggles its own bit). Returns pages moved.
+    pub(crate) fn move_freepages_block_unlabelled(&mut self, start: Pfn, old: Migratetype, new: Migratetype) -> u64 {
         let mut moved = 0;
         let mut p = start.0;
         let end = start.0 + PAGEBLOCK_NR_PAGES;
@@ -173,7 +184,6 @@ impl LockedZone<'_, '_> {
             p += 1 << order;
             moved += 1 << order;
         }
-        self.zone.set_pageblock_migratetype(start, new);
         moved
     }
 

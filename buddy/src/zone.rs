@@ -1,8 +1,7 @@
 //! `struct zone` and the primitive free-list operations under its lock.
 
-use mmlab_engine::arch::arm64::memory::KERNEL_DATA_LISTS;
 use mmlab_engine::kernel::lockstat::{StatEvents, StatGuard, StatMutex};
-use mmlab_engine::mm::list::ListArray;
+use mmlab_engine::mm::list::{ListArray, ZONE_LIST_HEADS_STRIDE, zone_list_heads};
 use mmlab_engine::mm::page::{PageExt, StructPage};
 use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::mm::{MIGRATE_TYPES, Migratetype, NR_PAGE_ORDERS, PAGEBLOCK_ORDER, ZoneType};
@@ -112,7 +111,35 @@ pub struct ZoneInner {
     pub(crate) nr_free: [u64; NR_PAGE_ORDERS],
     /// `zone->nr_reserved_highatomic`.
     pub(crate) nr_reserved_highatomic: u64,
+    /// `zone->nr_isolate_pageblock`: pageblocks isolated by
+    /// `set_migratetype_isolate()` and not yet given back.
+    pub(crate) nr_isolate_pageblock: u64,
 }
+
+/// The bits of a pageblock's flags that hold its migratetype
+/// (`PAGEBLOCK_MIGRATETYPE_MASK`, include/linux/pageblock-flags.h).
+pub(crate) const PAGEBLOCK_MIGRATETYPE_MASK: u8 = 0b111;
+/// `BIT(PB_migrate_isolate)`: since Linux 6.16 isolation is a bit of its
+/// own beside the migratetype, which it leaves as it was (bit 3 is
+/// `PB_compact_skip`, not modelled).
+pub(crate) const PB_MIGRATE_ISOLATE: u8 = 1 << 4;
+
+/// The migratetype a pageblock's flags byte stands for, as
+/// `get_pfnblock_migratetype()` reads it: ISOLATE when the isolate bit is
+/// set, else the migratetype bits.
+#[inline(always)]
+pub(crate) const fn pfnblock_flags_migratetype(flags: u8) -> Migratetype {
+    if flags & PB_MIGRATE_ISOLATE != 0 {
+        Migratetype::Isolate
+    } else {
+        Migratetype::from_index((flags & PAGEBLOCK_MIGRATETYPE_MASK) as usize)
+    }
+}
+
+const _: () = assert!(
+    (NR_PAGE_ORDERS * MIGRATE_TYPES) as u64 * 16 <= ZONE_LIST_HEADS_STRIDE,
+    "a zone's free-area heads fit in its part of the list-head window"
+);
 
 #[inline]
 pub(crate) const fn fl(order: u32, mt: Migratetype) -> usize {
@@ -159,9 +186,10 @@ impl<'m> Zone<'m> {
     pub fn new(m: &'m Machine) -> Zone<'m> {
         let mem = m.memmap();
         let inner = ZoneInner {
-            lists: ListArray::new(mem, KERNEL_DATA_LISTS, NR_PAGE_ORDERS * MIGRATE_TYPES),
+            lists: ListArray::new(mem, zone_list_heads(ZoneType::Normal), NR_PAGE_ORDERS * MIGRATE_TYPES),
             nr_free: [0; NR_PAGE_ORDERS],
             nr_reserved_highatomic: 0,
+            nr_isolate_pageblock: 0,
         };
         let span = mmlab_engine::mm::zone_layout::ZoneSpan {
             zone: ZoneType::Normal,
@@ -174,15 +202,15 @@ impl<'m> Zone<'m> {
 
     /// The zone `span` describes, empty (`init_currently_empty_zone` +
     /// `zone_init_free_lists`), as `free_area_init_core` sets up each zone
-    /// of the node. Its free-list heads get their own kernel addresses
-    /// (`node_zones[]` is an array); Normal keeps those of [`Zone::new`].
+    /// of the node. Its free-list heads get their own kernel addresses in
+    /// the list-head window (`node_zones[]` is an array:
+    /// [`zone_list_heads`]); Normal's are those of [`Zone::new`].
     pub fn from_span(m: &'m Machine, span: mmlab_engine::mm::zone_layout::ZoneSpan) -> Zone<'m> {
-        let base = KERNEL_DATA_LISTS
-            + 0x10000 * ((span.zone as u64 + 2) % mmlab_engine::mm::zone_layout::NR_ZONE_TYPES as u64);
         let inner = ZoneInner {
-            lists: ListArray::new(m.memmap(), base, NR_PAGE_ORDERS * MIGRATE_TYPES),
+            lists: ListArray::new(m.memmap(), zone_list_heads(span.zone), NR_PAGE_ORDERS * MIGRATE_TYPES),
             nr_free: [0; NR_PAGE_ORDERS],
             nr_reserved_highatomic: 0,
+            nr_isolate_pageblock: 0,
         };
         Zone::with_lists(m, span, inner)
     }
@@ -324,17 +352,52 @@ impl<'m> Zone<'m> {
         self.flags.fetch_and(!(1 << f as u32), Relaxed);
     }
 
-    /// `get_pfnblock_migratetype()`.
+    /// The flags byte of `pfn`'s pageblock.
+    #[inline(always)]
+    fn pfnblock_flags(&self, pfn: Pfn) -> &AtomicU8 {
+        &self.pageblock_flags[((pfn.0 - self.pb_base_pfn) >> PAGEBLOCK_ORDER) as usize]
+    }
+    /// `get_pfnblock_migratetype()`: MIGRATE_ISOLATE while the pageblock is
+    /// isolated, else its migratetype.
     #[inline(always)]
     pub fn pageblock_migratetype(&self, pfn: Pfn) -> Migratetype {
-        let i = ((pfn.0 - self.pb_base_pfn) >> PAGEBLOCK_ORDER) as usize;
-        Migratetype::from_index(self.pageblock_flags[i].load(Relaxed) as usize)
+        pfnblock_flags_migratetype(self.pfnblock_flags(pfn).load(Relaxed))
     }
-    /// `set_pageblock_migratetype()` (under the zone lock).
+    /// `__get_pfnblock_flags_mask(page, pfn, PAGEBLOCK_MIGRATETYPE_MASK)`:
+    /// the pageblock's migratetype whether or not it is isolated (the type
+    /// it returns to when isolation ends).
+    #[inline]
+    pub fn pageblock_migratetype_unisolated(&self, pfn: Pfn) -> Migratetype {
+        Migratetype::from_index((self.pfnblock_flags(pfn).load(Relaxed) & PAGEBLOCK_MIGRATETYPE_MASK) as usize)
+    }
+    /// `get_pageblock_isolate()`: the pageblock's isolate bit.
+    #[inline]
+    pub fn get_pageblock_isolate(&self, pfn: Pfn) -> bool {
+        self.pfnblock_flags(pfn).load(Relaxed) & PB_MIGRATE_ISOLATE != 0
+    }
+    /// `toggle_pageblock_isolate()` (mm/page_alloc.c): set
+    /// (`set_pageblock_isolate()`) or clear (`clear_pageblock_isolate()`)
+    /// the isolate bit alone; the migratetype bits stay. Under the zone lock.
+    #[inline]
+    pub(crate) fn toggle_pageblock_isolate(&self, pfn: Pfn, isolate: bool) {
+        let f = self.pfnblock_flags(pfn);
+        if isolate {
+            f.fetch_or(PB_MIGRATE_ISOLATE, Relaxed);
+        } else {
+            f.fetch_and(!PB_MIGRATE_ISOLATE, Relaxed);
+        }
+    }
+    /// `set_pageblock_migratetype()` (under the zone lock): the migratetype
+    /// bits, clearing the isolate bit as the kernel's mask does. ISOLATE is
+    /// not a type to set this way (the kernel warns and changes nothing):
+    /// isolation goes through [`Zone::toggle_pageblock_isolate`].
     #[inline]
     pub(crate) fn set_pageblock_migratetype(&self, pfn: Pfn, mt: Migratetype) {
-        let i = ((pfn.0 - self.pb_base_pfn) >> PAGEBLOCK_ORDER) as usize;
-        self.pageblock_flags[i].store(mt as u8, Relaxed);
+        if mt.is_isolate() {
+            debug_assert!(false, "set_pageblock_migratetype(MIGRATE_ISOLATE): use toggle_pageblock_isolate");
+            return;
+        }
+        self.pfnblock_flags(pfn).store(mt as u8, Relaxed);
     }
     /// The pageblock of `pfn` becomes MIGRATE_CMA, under the zone lock
     /// (`init_cma_reserved_pageblock`'s `set_pageblock_migratetype`). Its
@@ -355,7 +418,7 @@ impl<'m> Zone<'m> {
         for (i, b) in self.pageblock_flags[first..last.max(first)].iter().enumerate() {
             let pfn = Pfn(self.pb_base_pfn + (((first + i) as u64) << PAGEBLOCK_ORDER));
             if mem.pfn_valid(pfn.max(Pfn(self.zone_start_pfn))) {
-                c[Migratetype::from_index(b.load(Relaxed) as usize) as usize] += 1;
+                c[pfnblock_flags_migratetype(b.load(Relaxed)) as usize] += 1;
             }
         }
         c
@@ -381,6 +444,23 @@ impl<'m> Zone<'m> {
     /// `zone->nr_reserved_highatomic`.
     pub fn nr_reserved_highatomic(&self) -> u64 {
         self.lock.lock_unaccounted().nr_reserved_highatomic
+    }
+    /// `zone->nr_isolate_pageblock`.
+    pub fn nr_isolate_pageblock(&self) -> u64 {
+        self.lock.lock_unaccounted().nr_isolate_pageblock
+    }
+    /// `zone_page_state(zone, NR_FREE_PAGES_BLOCKS)` (Linux 6.15): free
+    /// pages in blocks of at least `pageblock_order`, those of isolated
+    /// pageblocks left out as `__add_to_free_list()`,
+    /// `__del_page_from_free_list()` and `move_to_free_list()` leave them
+    /// out. Read from the lists under the lock, which gives the counter's
+    /// value.
+    pub fn nr_free_pages_blocks(&self) -> u64 {
+        let z = self.lock.lock_unaccounted();
+        (PAGEBLOCK_ORDER..=mmlab_engine::mm::MAX_PAGE_ORDER)
+            .flat_map(|o| Migratetype::ALL.iter().filter(|mt| !mt.is_isolate()).map(move |&mt| (o, mt)))
+            .map(|(o, mt)| (z.lists.count(fl(o, mt)) as u64) << o)
+            .sum()
     }
 }
 
@@ -413,9 +493,14 @@ impl<'a, 'm> LockedZone<'a, 'm> {
         self.cpu
     }
 
-    /// `account_freepages()`.
+    /// `account_freepages()`: free pages of an isolated pageblock count in
+    /// no counter (the kernel returns before `NR_FREE_PAGES`), so that the
+    /// watermarks never see pages nobody may allocate.
     #[inline(always)]
     pub(crate) fn account_freepages(&self, nr: i64, mt: Migratetype) {
+        if mt.is_isolate() {
+            return;
+        }
         let z = self.zone;
         z.nr_free_pages.store(z.nr_free_pages.load(Relaxed) + nr, Relaxed);
         if mt.is_highatomic() {

@@ -30,20 +30,32 @@
 //!
 //! # TLB maintenance scope
 //!
-//! [`HugeTlbScope`] selects the flush of the break: 6.12's
-//! `flush_tlb_range()` (4 KiB stride, all levels, no level hint: a 32 MiB
-//! run is 8192 strides, past `MAX_DVM_OPS`, so without range TLBIs the
-//! whole address space is flushed), or `__flush_hugetlb_tlb_range()` of
-//! Ryan Roberts' 2025 series (5b3f8917644e, v6.16: the entry size as
-//! stride, last level only, the level as TTL hint: 16 ops for 32 MiB),
-//! which with the same series also skips the break when the run being
-//! replaced is not valid.
+//! [`HugeTlbScope`] selects the release whose TLB maintenance the huge
+//! PTE paths issue. Without FEAT_TLBIRANGE, for one huge page:
+//!
+//! | path | 6.12 | 6.16 to 7.2 |
+//! |------|------|-------------|
+//! | `flush_hugetlb_tlb_range()` (unmap, mprotect) | 2 MiB: 1 op at the PMD stride, hint 2; 1 GiB: 1 op at the PUD stride, hint 1; 64 KiB: 16 ops and 32 MiB: 8192 ops, so `flush_tlb_mm()`, both at 4 KiB with hint 0 | 64 KiB: 16 ops, hint 3; 2 MiB: 1; 32 MiB: 16 at the PMD stride, hint 2; 1 GiB: 1, hint 1 (`vae1is`: not last level) |
+//! | the break of a contiguous run (`clear_flush()`) | `flush_tlb_range()`: 4 KiB stride, all levels (64 KiB: 16 ops; 32 MiB: `flush_tlb_mm()`), even over invalid entries | `__flush_hugetlb_tlb_range()` at the entry size, last level (16 `vale1is` for either), only over a valid run |
+//! | `huge_ptep_clear_flush()` of a block | `ptep_clear_flush()`: one `flush_tlb_page()` if the entry was valid | `get_clear_contig_flush()` at the block size, last level, always: one `vale1is` (one `rvale1is` with range ops) |
+//!
+//! 6.12's `flush_hugetlb_tlb_range()` knew only the PMD and PUD sizes; the
+//! contiguous sizes got their own stride and level in Ryan Roberts' fix
+//! eed6bfa8b282 ("arm64: hugetlb: Fix flush_hugetlb_tlb_range()
+//! invalidation level", v6.14, marked for stable), and 5b3f8917644e
+//! ("arm64: hugetlb: Refine tlb maintenance scope", v6.16) moved that
+//! switch into `__flush_hugetlb_tlb_range()` for the break to use at the
+//! last level; the same series sized `huge_ptep_clear_flush()` from the
+//! hstate (29cb80519689) and skipped the break over an invalid run. 7.2
+//! passes `TLBF_NONE` / `TLBF_NOWALKCACHE` where 6.16 passed
+//! `last_level`: the same TLBIs. Scope `V6_12` is v6.12 as released.
 //!
 //! # Fidelity
 //!
 //! | piece | label |
 //! |-------|-------|
-//! | sizes, contiguous counts, entry formats, break-before-make order, dirty/young gathering, flush placement and scope per release | faithful (6.12; 6.16 scope) |
+//! | sizes, contiguous counts, entry formats, break-before-make order, dirty/young gathering, flush placement and scope per release | faithful (6.12; 6.16 to 7.2) |
+//! | the TTL hint of single (non-range) TLBIs | not encoded (the engine's single ops carry none); range ops carry it |
 //! | `huge_pte_alloc` | simplified: no PMD sharing (`want_pmd_share`) |
 //! | `ptep_clear_flush` of a block | faithful: `flush_tlb_page()` when the entry was valid |
 //! | table freeing ([`free_pgtables`]) | simplified: all tables of an emptied address space at once |
@@ -60,16 +72,19 @@ use mmlab_engine::arch::arm64::pgtable::{
 use mmlab_engine::arch::arm64::tlb::{self, RangeOp, TLBI_TTL_UNKNOWN};
 use mmlab_engine::{Cpu, Machine, PAGE_SIZE, PhysAddr};
 
-/// Which kernel's TLB maintenance the break of a contiguous run uses.
+/// Which kernel's TLB maintenance the huge PTE paths issue (see the
+/// module's table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum HugeTlbScope {
-    /// Linux 6.12: `flush_tlb_range()`, 4 KiB stride, all levels; the break
-    /// is done even over invalid entries.
+    /// Linux 6.12: `flush_hugetlb_tlb_range()` at the PMD or PUD stride for
+    /// those sizes and 4 KiB for the contiguous ones; the break by
+    /// `flush_tlb_range()` (4 KiB stride, all levels), even over invalid
+    /// entries; a block cleared by `ptep_clear_flush()`.
     V6_12,
-    /// Linux 6.16 (5b3f8917644e "arm64: hugetlb: Refine tlb maintenance
-    /// scope" and its series): `__flush_hugetlb_tlb_range()`, the entry size
-    /// as stride, last level, with a level hint; no break over invalid
-    /// entries.
+    /// Linux 6.16 to 7.2 (5b3f8917644e "arm64: hugetlb: Refine tlb
+    /// maintenance scope" and its series): `__flush_hugetlb_tlb_range()`,
+    /// the entry size as stride with a level hint, last level for the
+    /// break and `huge_ptep_clear_flush()`; no break over invalid entries.
     V6_16,
 }
 
@@ -373,13 +388,29 @@ fn flush_hugetlb_tlb_range_stride(cpu: &Cpu<'_>, asid: u16, start: u64, end: u64
     flush_tlb_range_level(cpu, asid, start, end, stride, last_level, ttl);
 }
 
+/// `flush_hugetlb_tlb_range()` of Linux 6.12 (arch/arm64/include/asm/hugetlb.h
+/// before eed6bfa8b282): the PMD and PUD sizes at their own stride with
+/// the level as hint, every other size (64 KiB, 32 MiB) at 4 KiB with hint
+/// 0, which the range ops encode as no hint (the engine's
+/// [`TLBI_TTL_UNKNOWN`]). Not last level.
+fn flush_hugetlb_tlb_range_v6_12(cpu: &Cpu<'_>, asid: u16, start: u64, end: u64, size: u64) {
+    let (stride, ttl) = match size {
+        PMD_SIZE => (PMD_SIZE, 2),
+        PUD_SIZE => (PUD_SIZE, 1),
+        _ => (PAGE_SIZE, TLBI_TTL_UNKNOWN),
+    };
+    flush_tlb_range_level(cpu, asid, start, end, stride, false, ttl);
+}
+
 /// `flush_hugetlb_tlb_range()`: the flush after unmapping or changing huge
 /// pages of `size` in `[start, end)`, as `mmu_gather` and
-/// `hugetlb_change_protection()` call it. 6.12: `flush_tlb_range()` (4 KiB
-/// stride, all levels); 6.16: `__flush_hugetlb_tlb_range(size, false)`.
+/// `hugetlb_change_protection()` call it (`size` is the hstate's,
+/// `huge_page_size(hstate_vma(vma))`). 6.12: PMD or PUD stride for those
+/// sizes, 4 KiB otherwise; 6.16 to 7.2: `__flush_hugetlb_tlb_range(size,
+/// false)` (`TLBF_NONE` in 7.2). Neither is last level.
 pub fn flush_hugetlb_tlb_range(cpu: &Cpu<'_>, asid: u16, start: u64, end: u64, size: u64, scope: HugeTlbScope) {
     match scope {
-        HugeTlbScope::V6_12 => tlb::flush_tlb_range(cpu, asid, start, end, PAGE_SIZE, false),
+        HugeTlbScope::V6_12 => flush_hugetlb_tlb_range_v6_12(cpu, asid, start, end, size),
         HugeTlbScope::V6_16 => flush_hugetlb_tlb_range_stride(cpu, asid, start, end, size, false),
     }
 }
@@ -492,29 +523,41 @@ pub fn huge_ptep_get_and_clear(cpu: &Cpu<'_>, ptep: PhysAddr, size: u64) -> Resu
     Ok(get_clear_contig(cpu, ptep, ncontig))
 }
 
-/// `huge_ptep_clear_flush()`: clear and flush the huge page at `ptep`
-/// (mapping `addr`). A block: `ptep_clear_flush()`, one `flush_tlb_page()`
-/// if it was valid. A contiguous run (sized by [`find_num_contig`]): the
-/// break with its flush. Returns the old first entry (dirty and young
-/// gathered).
+/// `huge_ptep_clear_flush()`: clear and flush the huge page of `size` at
+/// `ptep` (mapping `addr`); returns the old first entry (dirty and young
+/// gathered). 6.12: a block is `ptep_clear_flush()`, one
+/// `flush_tlb_page()` if it was valid; a contiguous run (sized by
+/// [`find_num_contig`]) is the break with its flush. 6.16 to 7.2:
+/// `get_clear_contig_flush()` for every size, its entries from
+/// `num_contig_ptes(size)`, always flushed at the entry size, last level.
+///
+/// # Errors
+/// [`HugePteError::InvalidSize`] for a size arm64 does not offer; nothing
+/// is cleared.
 pub fn huge_ptep_clear_flush(
     cpu: &Cpu<'_>,
     asp: &AddressSpace,
     addr: u64,
     ptep: PhysAddr,
+    size: u64,
     scope: HugeTlbScope,
-) -> Desc {
+) -> Result<Desc, HugePteError> {
+    let (ncontig, pgsize) = num_contig_ptes(size)?;
     let m = cpu.ram();
+    if scope == HugeTlbScope::V6_16 {
+        let start = addr & !(size - 1);
+        return Ok(get_clear_contig_flush(cpu, asp, start, ptep, pgsize, ncontig, scope));
+    }
     if !m.read_desc(ptep).is_cont() {
         let old = pgtable::ptep_get_and_clear(cpu, ptep);
         if old.is_valid() {
             tlb::flush_tlb_page(cpu, asid(asp), addr);
         }
-        return old;
+        return Ok(old);
     }
     let (ncontig, pgsize) = find_num_contig(m, asp, addr, ptep);
     let start = addr & !(pgsize * ncontig as u64 - 1);
-    get_clear_contig_flush(cpu, asp, start, ptep, pgsize, ncontig, scope)
+    Ok(get_clear_contig_flush(cpu, asp, start, ptep, pgsize, ncontig, scope))
 }
 
 /// `free_pgtables()` + `pgd_free()` for an address space whose huge pages

@@ -11,8 +11,8 @@ use crate::rules::KernelRules;
 use crate::sizing::{MIN_FREE_KBYTES_MAX, MIN_PERCPU_PAGELIST_HIGH_FRACTION, zone_batchsize, zone_highsize};
 use crossbeam::utils::CachePadded;
 use mmlab_buddy::{NodeZones, Zone};
-use mmlab_engine::arch::arm64::memory::KERNEL_DATA_LISTS;
 use mmlab_engine::mm::ZoneType;
+use mmlab_engine::mm::list::{LIST_WINDOW_CPUS, PCP_LIST_HEADS_STRIDE, pcp_list_heads};
 use mmlab_engine::mm::zone_layout::NR_ZONE_TYPES;
 use mmlab_engine::sync::SpinLock;
 use mmlab_engine::{Cpu, Machine, PAGE_SHIFT};
@@ -47,6 +47,15 @@ pub struct PageAllocator<'m> {
     /// What the boot's own allocations left (`boot.state=real`).
     pub(crate) boot_work: BootWork,
 }
+
+const _: () = assert!(
+    mmlab_engine::machine::NR_CPUS <= LIST_WINDOW_CPUS,
+    "every CPU's pagesets have heads in the list-head window"
+);
+const _: () = assert!(
+    crate::pageset::NR_PCP_LISTS as u64 * 16 <= PCP_LIST_HEADS_STRIDE,
+    "a pageset's heads fit in its part of the list-head window"
+);
 
 impl<'m> PageAllocator<'m> {
     /// Bring the page allocator up on a booted machine, in the kernel's
@@ -85,8 +94,9 @@ impl<'m> PageAllocator<'m> {
         let nr_cpus = m.nr_cpus();
         let pcp = (0..NR_ZONE_TYPES * nr_cpus)
             .map(|i| {
-                // Each (zone, CPU) pageset gets its own list heads (percpu data).
-                let base = KERNEL_DATA_LISTS + (1 << 20) + (i as u64) * 4096;
+                // Each (zone, CPU) pageset gets its own list heads (percpu
+                // data), in the list-head window.
+                let base = pcp_list_heads(i / nr_cpus, i % nr_cpus).expect("NR_CPUS <= LIST_WINDOW_CPUS");
                 CachePadded::new(SpinLock::new(PerCpuPages::new(m.memmap(), base)))
             })
             .collect();

@@ -406,3 +406,57 @@ fn the_boots_own_allocations_leave_the_real_boots_pageblocks() {
     let pa3 = PageAllocator::boot(&bare, AllocatorConfig::default()).unwrap();
     assert_eq!(pa3.boot_work(), mmlab_pcp::BootWork::default());
 }
+
+/// The heads of the free lists and pcp lists have the addresses of kernel
+/// statics: the list-head window at the start of the image's `[_data, _end)`
+/// (`mmlab_engine::mm::list`), held by the image's `_data` vmalloc area
+/// when the image is in RAM and kept out of vmalloc's free space when it
+/// is not, so that a vmalloc big enough to cover it from wherever it
+/// starts lands clear of it. (Before, the window was at KIMAGE_VADDR +
+/// 128 MiB, in the free vmalloc space of either machine.)
+#[test]
+fn list_heads_are_statics_no_vmalloc_covers() {
+    use mmlab_engine::arch::arm64::memory::{VMALLOC_START, VMEMMAP_END, VMEMMAP_START};
+    use mmlab_engine::mm::list::{KERNEL_DATA_LISTS, KERNEL_DATA_LISTS_SIZE};
+    let (ws, we) = (KERNEL_DATA_LISTS, KERNEL_DATA_LISTS + KERNEL_DATA_LISTS_SIZE);
+    for bare in [false, true] {
+        let cfg = MachineConfig::with("1G", 1).unwrap();
+        let m = mmlab_tests::boot(if bare { cfg.bare() } else { cfg }).unwrap();
+        let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+        let cpu = m.cpu(0).unwrap();
+        // A page on a pcp list, then every link to a head: in the window.
+        let p = pa.alloc_pages(&cpu, mmlab_engine::Gfp::GFP_KERNEL, 0).unwrap();
+        pa.free_pages(&cpu, p, 0).unwrap();
+        let mut heads = 0;
+        let free: Vec<Pfn> = pa.zone().check_free_lists().unwrap().into_iter().map(|(f, _)| f).collect();
+        for pfn in free.into_iter().chain([p]) {
+            for link in [m.page(pfn).lru_prev(), m.page(pfn).lru_next()] {
+                if !(VMEMMAP_START..VMEMMAP_END).contains(&link) {
+                    assert!((ws..we).contains(&link), "head {link:#x} outside {ws:#x}..{we:#x}");
+                    heads += 1;
+                }
+            }
+        }
+        assert!(heads > 2, "bare={bare}: {heads} head links seen");
+        let vm = Vmalloc::new(&pa, VmallocConfig::default());
+        if !bare {
+            let k = *m.kernel_image().unwrap();
+            assert!(k.va(k.init_end()) <= ws && we <= k.va_end());
+            let holders: Vec<_> = vm.areas().into_iter().filter(|a| a.addr <= ws && we <= a.addr + a.size).collect();
+            assert_eq!(holders.len(), 1);
+            assert_eq!(holders[0].kind, AreaKind::Early);
+            assert_eq!(holders[0].addr, k.va(k.init_end()), "the [_data, _end) area");
+        }
+        // From VMALLOC_START to the window's end: on the bare machine it
+        // would start at VMALLOC_START and cover the window; it goes after it.
+        let size = we - VMALLOC_START;
+        let a = vm.vmalloc(&cpu, size).unwrap();
+        assert!(a >= we, "bare={bare}: vmalloc at {a:#x}");
+        // Nor does any other area (the page array's nested vmalloc).
+        let others: Vec<_> = vm.areas().into_iter().filter(|x| x.kind != AreaKind::Early).collect();
+        assert_eq!(others.len(), 2, "the area and its page array");
+        assert!(others.iter().all(|x| x.addr >= we || x.addr + x.size <= ws));
+        vm.vfree(&cpu, a).unwrap();
+        vm.check().unwrap();
+    }
+}

@@ -7,7 +7,7 @@
 //! entry's span is the huge page), found again by `huge_pte_offset`, then
 //! unmapped with `huge_ptep_clear_flush`; the TLBIs of each step by kind, per
 //! size, with 6.12's and 6.16's flush scope and with and without range
-//! TLBIs; the break-before-make checker never refuses a write of these
+//! TLBIs; `flush_hugetlb_tlb_range()` per size and release; the break-before-make checker never refuses a write of these
 //! paths, and does refuse a live remap done without the break; a clear
 //! without flush leaves a stale translation until the flush; every table
 //! and page is given back.
@@ -17,7 +17,7 @@ use mmlab_engine::arch::arm64::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, PAG
 use mmlab_engine::arch::arm64::pgtable::mmu::{self, Access, FaultKind};
 use mmlab_engine::arch::arm64::pgtable::{self, AddressSpace, PgtableError, TableMemory};
 use mmlab_engine::arch::arm64::tlb::TlbiKind;
-use mmlab_engine::{Cpu, Gfp, Machine, MachineConfig, Pfn};
+use mmlab_engine::{Cpu, Gfp, Machine, MachineConfig, Pfn, PhysAddr};
 use mmlab_hugetlb::hugetlbpage::{
     HugePteError, HugeTlbScope, arch_make_huge_pte, flush_hugetlb_tlb_range, free_pgtables, huge_pte_alloc,
     huge_pte_offset, huge_ptep_clear_flush, huge_ptep_get, huge_ptep_get_and_clear, num_contig_ptes, set_huge_pte_at,
@@ -95,7 +95,7 @@ fn map_walk_unmap(tlbi_range: bool, scope: HugeTlbScope) -> Vec<(Tlbis, Tlbis)> 
         assert_eq!(leaf.span(), size);
         assert_eq!(huge_ptep_get(&m, ptep, size).addr(), pfn.phys().0);
         let t0 = m.tlbi_counts();
-        let old = huge_ptep_clear_flush(&cpu, &asp, addr, ptep, scope);
+        let old = huge_ptep_clear_flush(&cpu, &asp, addr, ptep, size, scope).unwrap();
         let unmap = tlbis_since(&m, &t0);
         assert_eq!(old.addr(), pfn.phys().0);
         let (n, pgsize) = num_contig_ptes(size).unwrap();
@@ -145,10 +145,98 @@ fn tlbis_per_size_with_range_ops() {
     let r = map_walk_unmap(true, HugeTlbScope::V6_12);
     assert_eq!(r[0], (vec![("rvae1is", 1)], vec![("rvae1is", 1)]));
     assert_eq!(r[2], (vec![("rvae1is", 1)], vec![("rvae1is", 1)]));
+    // 6.12 unmaps a block with flush_tlb_page(): one single op either way.
+    assert_eq!(r[1], (vec![], vec![("vale1is", 1)]));
     let r = map_walk_unmap(true, HugeTlbScope::V6_16);
     assert_eq!(r[0], (vec![], vec![("rvale1is", 1)]));
-    assert_eq!(r[1], (vec![], vec![("vale1is", 1)]));
+    // 6.16 to 7.2 unmap a block through get_clear_contig_flush(): 512
+    // pages at the 2 MiB stride (262144 at 1 GiB) are more than one page,
+    // so __flush_tlb_range_op() issues one range op.
+    assert_eq!(r[1], (vec![], vec![("rvale1is", 1)]));
     assert_eq!(r[2], (vec![], vec![("rvale1is", 1)]));
+    assert_eq!(r[3], (vec![], vec![("rvale1is", 1)]));
+}
+
+/// Map one huge page of each size and fill the TLB through it, clear it
+/// without a flush (`huge_ptep_get_and_clear`, as `unmap_hugepage_range`
+/// does), then `flush_hugetlb_tlb_range()` over it: the TLBIs of the flush
+/// per size. The stale translation is gone after it.
+fn flush_per_size(tlbi_range: bool, scope: HugeTlbScope) -> Vec<Tlbis> {
+    let m = boot(tlbi_range);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let pfns: Vec<Pfn> = SIZES.iter().rev().map(|&(_, order)| alloc_huge(&pa, &cpu, order)).collect();
+    let asp = AddressSpace::alloc_user(&cpu, &pa, 5).unwrap();
+    let mut out = Vec::new();
+    for (i, (size, order)) in SIZES.into_iter().enumerate() {
+        let pfn = pfns[SIZES.len() - 1 - i];
+        let addr = user_addr(i);
+        let ptep = huge_pte_alloc(&cpu, &asp, &pa, addr, size).unwrap();
+        let pte = arch_make_huge_pte(pfn.phys().0, PAGE_SHARED, size).unwrap();
+        set_huge_pte_at(&cpu, &asp, addr, ptep, pte, size, scope).unwrap();
+        let last = addr + size - 8;
+        assert_eq!(mmu::translate(&cpu, &asp, last, USER).unwrap().0, pfn.phys().0 + size - 8);
+        huge_ptep_get_and_clear(&cpu, ptep, size).unwrap();
+        assert!(mmu::translate(&cpu, &asp, last, USER).is_ok(), "stale until the flush");
+        let t0 = m.tlbi_counts();
+        flush_hugetlb_tlb_range(&cpu, 5, addr, addr + size, size, scope);
+        out.push(tlbis_since(&m, &t0));
+        assert!(mmu::translate(&cpu, &asp, last, USER).is_err(), "size {size:#x}: flushed");
+        free_huge(&pa, &cpu, pfn, order);
+    }
+    free_pgtables(&cpu, &asp, &pa);
+    pa.check_invariants().unwrap();
+    out
+}
+
+/// `flush_hugetlb_tlb_range()` per release, one huge page of each size
+/// (64K, 2M, 32M, 1G), without range TLBIs. 6.12 (asm/hugetlb.h as
+/// released) flushes 2M and 1G at their own stride, one op each, and the
+/// contiguous sizes at 4 KiB: 16 ops for 64K, and for 32M 8192 strides,
+/// MAX_DVM_OPS (512) or more, so flush_tlb_mm(). 6.16 to 7.2 flush 32M at
+/// the PMD stride: 16 ops. None is last level (vae1is). Before this was
+/// modelled, 6.12 flushed every size at 4 KiB: 2M and 1G became
+/// flush_tlb_mm() (aside1is) too.
+#[test]
+fn flush_hugetlb_tlb_range_per_size_and_release() {
+    let v612 = flush_per_size(false, HugeTlbScope::V6_12);
+    assert_eq!(v612, vec![vec![("vae1is", 16)], vec![("vae1is", 1)], vec![("aside1is", 1)], vec![("vae1is", 1)]]);
+    let v616 = flush_per_size(false, HugeTlbScope::V6_16);
+    assert_eq!(v616, vec![vec![("vae1is", 16)], vec![("vae1is", 1)], vec![("vae1is", 16)], vec![("vae1is", 1)]]);
+    // With FEAT_TLBIRANGE every one is a single range op (32M at 4 KiB is
+    // 8192 pages, below MAX_TLBI_RANGE_PAGES).
+    for scope in [HugeTlbScope::V6_12, HugeTlbScope::V6_16] {
+        assert_eq!(flush_per_size(true, scope), vec![vec![("rvae1is", 1)]; 4], "{scope:?}");
+    }
+}
+
+/// `huge_ptep_clear_flush()` of a block whose entry is not valid: 6.12's
+/// `ptep_clear_flush()` flushes only a valid entry; 6.16 to 7.2 flush
+/// whatever the entry was (one vale1is, last level, at the block's stride).
+#[test]
+fn clear_flush_of_an_invalid_block_per_release() {
+    let m = boot(false);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let asp = AddressSpace::alloc_user(&cpu, &pa, 4).unwrap();
+    for (i, size) in [(1, PMD_SIZE), (3, PUD_SIZE)] {
+        let addr = user_addr(i);
+        let ptep = huge_pte_alloc(&cpu, &asp, &pa, addr, size).unwrap();
+        for (scope, n) in [(HugeTlbScope::V6_12, 0), (HugeTlbScope::V6_16, 1)] {
+            let t0 = m.tlbi_counts();
+            let old = huge_ptep_clear_flush(&cpu, &asp, addr, ptep, size, scope).unwrap();
+            assert!(!old.is_valid());
+            let got = tlbis_since(&m, &t0);
+            let expect = if n == 0 { vec![] } else { vec![("vale1is", n)] };
+            assert_eq!(got, expect, "size {size:#x} {scope:?}");
+        }
+    }
+    assert_eq!(
+        huge_ptep_clear_flush(&cpu, &asp, user_addr(1), PhysAddr(0), 4 << 20, HugeTlbScope::V6_16),
+        Err(HugePteError::InvalidSize { size: 4 << 20 })
+    );
+    free_pgtables(&cpu, &asp, &pa);
+    pa.check_invariants().unwrap();
 }
 
 /// Remapping a live huge page: set_huge_pte_at breaks a contiguous run
@@ -192,12 +280,12 @@ fn remap_needs_break_before_make() {
             let e = set_huge_pte_at(&cpu, &asp, addr, ptep, new, size, scope).unwrap_err();
             assert!(matches!(e, HugePteError::Pgtable(PgtableError::BreakBeforeMake { .. })), "{e}");
             assert_eq!(mmu::translate(&cpu, &asp, addr + 8, USER).unwrap().0, a.phys().0 + 8, "unchanged");
-            huge_ptep_clear_flush(&cpu, &asp, addr, ptep, scope);
+            huge_ptep_clear_flush(&cpu, &asp, addr, ptep, size, scope).unwrap();
             set_huge_pte_at(&cpu, &asp, addr, ptep, new, size, scope).unwrap();
         }
         // The old translation is gone everywhere: the flush reached the TLB.
         assert_eq!(mmu::translate(&cpu, &asp, addr + 8, USER).unwrap().0, b.phys().0 + 8);
-        huge_ptep_clear_flush(&cpu, &asp, addr, ptep, scope);
+        huge_ptep_clear_flush(&cpu, &asp, addr, ptep, size, scope).unwrap();
         free_huge(&pa, &cpu, a, order);
         free_huge(&pa, &cpu, b, order);
     }
@@ -270,7 +358,7 @@ fn bad_sizes_and_addresses() {
         huge_pte_alloc(&cpu, &asp, &pa, user_addr(0), CONT_PTE_SIZE),
         Err(HugePteError::LeafInTheWay { .. })
     ));
-    huge_ptep_clear_flush(&cpu, &asp, user_addr(0), ptep, HugeTlbScope::V6_12);
+    huge_ptep_clear_flush(&cpu, &asp, user_addr(0), ptep, PMD_SIZE, HugeTlbScope::V6_12).unwrap();
     free_huge(&pa, &cpu, pfn, 9);
     free_pgtables(&cpu, &asp, &pa);
     pa.check_invariants().unwrap();

@@ -1,5 +1,5 @@
 //! `mmlab test-vmalloc` (lib/test_vmalloc.c): each case alone, on one and on
-//! two workers, classifies as the 6.17 module does and leaves the machine as
+//! two workers, classifies as the 7.2 module does and leaves the machine as
 //! it found it, apart from the page-table pages the vmalloc range gained.
 
 use mmlab_engine::Machine;

@@ -1,7 +1,8 @@
 //! The invariant check of the whole vmalloc range, split out of vmalloc.rs by
 //! job: the free tree's own check, then busy areas, vmap blocks, lazy
-//! areas, node pools and free areas must tile `[VMALLOC_START,
-//! VMALLOC_END)` with no overlap and no gap; `vmap_lazy_nr` must equal the
+//! areas, node pools, free areas and the reserved list-head window (on a
+//! machine without the image) must tile `[VMALLOC_START, VMALLOC_END)`
+//! with no overlap and no gap; `vmap_lazy_nr` must equal the
 //! pages waiting; every vmap block must agree with its live allocations.
 
 use crate::lazy::LazyArea;
@@ -30,6 +31,7 @@ impl Vmalloc<'_, '_> {
                 ranges.extend(pool.iter().map(|&a| (a, a + (i as u64 + 1) * PAGE_SIZE, "pool")));
             }
         }
+        ranges.extend(self.reserved.map(|(s, e)| (s, e, "reserved")));
         ranges.sort();
         let mut cur = VMALLOC_START;
         for (s, e, what) in ranges {

@@ -32,7 +32,10 @@
 //! `declare_kernel_vmas()` segments from `VMALLOC_START`, busy and never
 //! freed ([`AreaKind::Early`]), so the first vmalloc lands after them as on
 //! the real kernel; /proc/vmallocinfo prints node by node as
-//! `vmalloc_info_show()` does (faithful).
+//! `vmalloc_info_show()` does (faithful). The list heads of the kernel's
+//! statics live in the image's `[_data, _end)`; without the image that
+//! window is kept out of the free space ([`reserved`]), so no area ever
+//! covers a list head.
 //!
 //! Fidelity: faithful in the order of steps, sizes, alignment, guard pages,
 //! the huge-mapping decision and fallback, the page orders requested, the
@@ -86,6 +89,7 @@ mod lockstat;
 mod pages;
 pub mod percpu;
 mod procfs;
+pub mod reserved;
 mod vmalloc;
 mod vmap;
 pub mod vmap_area;

@@ -77,6 +77,10 @@ pub struct Vmalloc<'a, 'm> {
     /// the pool locks are spinlocks, as in the kernel; the lazy lists keep
     /// the `sync` facade's mutex, so that loom can check their accounting.
     pub(crate) free: CachePadded<SpinLock<FreeVmapTree>>,
+    /// A range of the vmalloc range that is neither free nor an area: the
+    /// list-head window on a machine without the kernel image
+    /// ([`crate::reserved`]).
+    pub(crate) reserved: Option<(u64, u64)>,
     /// Busy areas per vmap node (`vmap_nodes[i].busy`), by start address.
     pub(crate) busy: Box<[CachePadded<SpinLock<BusyTree>>]>,
     /// Lazily freed areas per vmap node (`vmap_nodes[i].lazy`) and
@@ -125,12 +129,25 @@ pub(crate) const fn fls(x: u64) -> u32 {
     64 - x.leading_zeros()
 }
 
+/// What `vmalloc_init()` leaves: the free tree, the busy areas per node,
+/// and the range kept out of both (the list-head window on a machine
+/// without the image: [`crate::reserved`]).
+pub(crate) type VmallocInit = (FreeVmapTree, Vec<BusyTree>, Option<(u64, u64)>);
+
 /// `vmalloc_init()` → `vmap_init_free_space()`: the vmalloc range less the
 /// early areas (`vmlist`: the kernel image's `declare_kernel_vmas()`
 /// areas when the image is in RAM), which become busy areas of the vmap
 /// node their address falls in (`addr_to_node()`), listed first in
-/// /proc/vmallocinfo.
-pub(crate) fn vmalloc_init(m: &Machine, nodes: usize) -> (FreeVmapTree, Vec<BusyTree>) {
+/// /proc/vmallocinfo; and less the list-head window when no early area
+/// holds it.
+pub(crate) fn vmalloc_init(m: &Machine, nodes: usize) -> VmallocInit {
+    let (mut free, busy) = vmap_init_free_space(m, nodes);
+    let reserved = crate::reserved::reserve_list_head_window(&mut free, &m.boot_state().kernel_vmas);
+    (free, busy, reserved)
+}
+
+/// `vmap_init_free_space()` with the early areas of `vmalloc_init()`.
+fn vmap_init_free_space(m: &Machine, nodes: usize) -> (FreeVmapTree, Vec<BusyTree>) {
     let mut busy: Vec<BusyTree> = (0..nodes).map(|_| BTreeMap::new()).collect();
     let vmas = &m.boot_state().kernel_vmas;
     // The early areas tile [VMALLOC_START, end) (declare_kernel_vmas()
@@ -172,13 +189,14 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     pub fn new(pa: &'a PageAllocator<'m>, cfg: VmallocConfig) -> Vmalloc<'a, 'm> {
         let m = pa.machine();
         let nodes = m.nr_cpus().clamp(1, 128);
-        let (free, busy) = vmalloc_init(m, nodes);
+        let (free, busy, reserved) = vmalloc_init(m, nodes);
         Vmalloc {
             pa,
             m,
             asp: m.kernel_as(),
             cfg,
             free: CachePadded::new(SpinLock::new(free)),
+            reserved,
             busy: busy.into_iter().map(|b| CachePadded::new(SpinLock::new(b))).collect(),
             lazy: LazyAreas::new(nodes),
             purge_lock: Mutex::new(()),

@@ -11,19 +11,79 @@
 //! link is decoded by range: inside the vmemmap window it names a page,
 //! otherwise a head of the array being edited.
 //!
+//! # The list-head window
+//!
+//! The kernel's list heads are statics: `struct zone` sits in the node's
+//! `pglist_data` (`contig_page_data`, a static without NUMA), inside the
+//! image's `[_data, _end)` segment (`.data` and `.bss`), which lies at
+//! `KIMAGE_VADDR` plus the image layout. mmlab's window for them,
+//! [`KERNEL_DATA_LISTS`] to `KERNEL_DATA_LISTS + KERNEL_DATA_LISTS_SIZE`,
+//! is the start of that segment of [`KernelImage::DEBIAN_7_2`], the image
+//! mmlab boots: its first [`KERNEL_DATA_LISTS_SIZE`] bytes from `_data`,
+//! in `.data` (5 MiB of the segment's 6 MiB). Where exactly the kernel's
+//! own objects lie is its link map's business, and its pagesets are
+//! percpu memory; mmlab keeps all the heads together. Inside the window,
+//! each zone's free-area heads take [`ZONE_LIST_HEADS_STRIDE`] bytes (in
+//! zone order, as `node_zones[]`), then each (zone, CPU) pageset's heads
+//! [`PCP_LIST_HEADS_STRIDE`].
+//!
+//! A head's address is thereby one no vmalloc can ever hand out: with the
+//! image in RAM the segment is one of `declare_kernel_vmas()`'s busy
+//! areas; without it (`boot.state=bare`, `arm64.kernel_image=0`) vmalloc
+//! keeps the window out of its free space (`mmlab_vmalloc::reserved`).
+//!
 //! Deleting an entry writes the kernel's poison values (`LIST_POISON1/2` with
 //! the 64-bit `POISON_POINTER_DELTA`) into its links, so a stale use shows up
 //! as an obviously bad address in a dump.
 //!
 //! Faithful in shape (same insertions, same order, same memory touched per
 //! operation); simplified in that heads live in host memory.
-//!
-//! [`KERNEL_DATA_LISTS`]: crate::arch::arm64::memory::KERNEL_DATA_LISTS
 
-use crate::addr::Pfn;
+use crate::addr::{PAGE_SIZE, Pfn};
+use crate::arch::arm64::kimage::KernelImage;
 use crate::arch::arm64::memory::{VMEMMAP_END, VMEMMAP_START};
 use crate::mm::memmap::Memmap;
+use crate::mm::mmzone::ZoneType;
 use crate::mm::page::{LRU_OFFSET, STRUCT_PAGE_SIZE, StructPage};
+use crate::mm::zone_layout::NR_ZONE_TYPES;
+
+/// Bytes of the window one zone's free-area heads may take (`free_area[]`:
+/// `NR_PAGE_ORDERS` × `MIGRATE_TYPES` heads of 16 bytes = 1056).
+pub const ZONE_LIST_HEADS_STRIDE: u64 = 2 << 10;
+/// Bytes of the window one pageset's heads may take (`per_cpu_pages`
+/// `lists[NR_PCP_LISTS]`, 16 heads at most).
+pub const PCP_LIST_HEADS_STRIDE: u64 = 256;
+/// CPUs the window has pageset heads for (the machine's `NR_CPUS` may not
+/// exceed it).
+pub const LIST_WINDOW_CPUS: usize = 256;
+/// Size of the list-head window, page aligned.
+pub const KERNEL_DATA_LISTS_SIZE: u64 = (NR_ZONE_TYPES as u64 * ZONE_LIST_HEADS_STRIDE
+    + (NR_ZONE_TYPES * LIST_WINDOW_CPUS) as u64 * PCP_LIST_HEADS_STRIDE)
+    .next_multiple_of(PAGE_SIZE);
+/// Where mmlab places the heads of the lists the kernel keeps in static
+/// data: `_data`, the start of the image's data segment (module docs).
+pub const KERNEL_DATA_LISTS: u64 = KernelImage::DEBIAN_7_2.va(KernelImage::DEBIAN_7_2.init_end());
+const _: () = assert!(
+    KERNEL_DATA_LISTS.is_multiple_of(PAGE_SIZE)
+        && KERNEL_DATA_LISTS + KERNEL_DATA_LISTS_SIZE <= KernelImage::DEBIAN_7_2.va_end(),
+    "the list-head window must fit in the image's [_data, _end)"
+);
+
+/// The address of zone `zone`'s free-area heads in the window.
+pub const fn zone_list_heads(zone: ZoneType) -> u64 {
+    KERNEL_DATA_LISTS + zone as u64 * ZONE_LIST_HEADS_STRIDE
+}
+
+/// The address of the heads of `cpu`'s pageset of zone `zone` in the
+/// window, `None` for a CPU beyond [`LIST_WINDOW_CPUS`] or a zone index
+/// beyond the zones.
+pub const fn pcp_list_heads(zone: usize, cpu: usize) -> Option<u64> {
+    if zone >= NR_ZONE_TYPES || cpu >= LIST_WINDOW_CPUS {
+        return None;
+    }
+    let i = (zone * LIST_WINDOW_CPUS + cpu) as u64;
+    Some(KERNEL_DATA_LISTS + NR_ZONE_TYPES as u64 * ZONE_LIST_HEADS_STRIDE + i * PCP_LIST_HEADS_STRIDE)
+}
 
 /// `LIST_POISON1` (0x100 + `POISON_POINTER_DELTA`).
 pub const LIST_POISON1: u64 = 0xdead_0000_0000_0100;
@@ -266,5 +326,32 @@ impl ListArray {
             return Err(format!("list {i}: {} entries, count says {}", out.len(), self.heads[i].len));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The window is the start of the image's data segment (Debian's 7.2.13
+    /// image: `_data` at 0xffff8000828e0000, `_end` at 0xffff800082f00000),
+    /// and every zone's and pageset's heads are in it.
+    #[test]
+    fn the_window_is_the_start_of_the_images_data_and_holds_every_head() {
+        let k = KernelImage::DEBIAN_7_2;
+        assert_eq!((k.va(k.init_end()), k.va_end()), (0xffff_8000_828e_0000, 0xffff_8000_82f0_0000));
+        assert_eq!(KERNEL_DATA_LISTS_SIZE, 0x42000);
+        assert_eq!(KERNEL_DATA_LISTS, 0xffff_8000_828e_0000);
+        let end = KERNEL_DATA_LISTS + KERNEL_DATA_LISTS_SIZE;
+        assert!(end <= k.va_end());
+        for z in ZoneType::ALL {
+            let h = zone_list_heads(z);
+            assert!(h >= KERNEL_DATA_LISTS && h + ZONE_LIST_HEADS_STRIDE <= end);
+        }
+        let last = pcp_list_heads(NR_ZONE_TYPES - 1, LIST_WINDOW_CPUS - 1).unwrap();
+        assert_eq!(last + PCP_LIST_HEADS_STRIDE, end, "the pagesets fill the window");
+        assert!(pcp_list_heads(0, 0).unwrap() >= zone_list_heads(ZoneType::Movable) + ZONE_LIST_HEADS_STRIDE);
+        assert_eq!(pcp_list_heads(0, LIST_WINDOW_CPUS), None);
+        assert_eq!(pcp_list_heads(NR_ZONE_TYPES, 0), None);
     }
 }

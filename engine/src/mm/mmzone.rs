@@ -16,7 +16,8 @@ pub const PAGEBLOCK_ORDER: u32 = 9;
 /// `pageblock_nr_pages`.
 pub const PAGEBLOCK_NR_PAGES: u64 = 1 << PAGEBLOCK_ORDER;
 
-/// `enum migratetype` (without CMA and ISOLATE, which mmlab does not model).
+/// `enum migratetype`. ISOLATE is read from its own pageblock bit
+/// (`PB_migrate_isolate`, Linux 6.16); see `mmlab_buddy::isolation`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]
 pub enum Migratetype {

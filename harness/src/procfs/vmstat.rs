@@ -292,10 +292,10 @@ impl Vmstat {
 }
 
 /// `NR_FREE_PAGES_BLOCKS` of one zone: free pages in blocks of at least
-/// `pageblock_order`.
+/// `pageblock_order`, isolated pageblocks left out
+/// ([`mmlab_buddy::Zone::nr_free_pages_blocks`]).
 pub fn nr_free_pages_blocks(z: &mmlab_buddy::Zone<'_>) -> u64 {
-    let pageblock_order = mmlab_engine::mm::PAGEBLOCK_ORDER as usize;
-    z.nr_free_per_order().iter().enumerate().skip(pageblock_order).map(|(o, n)| n << o).sum()
+    z.nr_free_pages_blocks()
 }
 
 impl fmt::Display for Vmstat {

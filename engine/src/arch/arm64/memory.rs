@@ -43,11 +43,6 @@ pub const ARM64_MEMSTART_ALIGN: u64 = 1 << 30;
 /// Physical base of RAM on the emulated machine: 1 GiB, as on QEMU's `virt`
 /// board, so that PFNs do not start at zero and PFN/index mix-ups show.
 pub const PHYS_OFFSET: u64 = 0x4000_0000;
-/// Where mmlab places the heads of lists that the kernel keeps in static
-/// data (free areas in `struct zone`, per-cpu lists): a window in the kernel
-/// image (`KIMAGE_VADDR` + 128 MiB), so a list link in a struct page always
-/// holds a kernel virtual address, as in the kernel.
-pub const KERNEL_DATA_LISTS: u64 = KIMAGE_VADDR + (128 << 20);
 
 #[cfg(test)]
 mod tests {

@@ -119,7 +119,7 @@ fn preamble(o: &Outcome, counters: &[CounterCol], comment: &str) -> String {
     };
     let _ = writeln!(
         s,
-        "{comment}mmlab compare: test_vmalloc (Linux 7.2) on an emulated arm64 machine, {} CPUs, {} MiB; {runs}",
+        "{comment}mmlab compare: lib/test_vmalloc.c (Linux 7.2) on an emulated arm64 machine, {} CPUs, {} MiB; {runs}",
         sp.machine.nr_cpus,
         sp.machine.mem_bytes >> 20,
     );

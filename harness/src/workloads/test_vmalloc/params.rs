@@ -4,9 +4,9 @@
 //! the work of one case, and the modes of test_vmalloc.sh, resolved
 //! together with `--cpus` into the parameters and the machine's CPU count.
 
-/// Number of test cases (7.2: 6.17's eleven, then no_block_alloc_test and
-/// vrealloc_test): the bits `run_test_mask` has, one per entry of the
-/// module's `test_case_array` (`super::cases`).
+/// Number of test cases of 7.2's lib/test_vmalloc.c (its `test_case_array`,
+/// ending with no_block_alloc_test and vrealloc_test): the bits
+/// `run_test_mask` has, one per entry (`super::cases`).
 pub const NR_TEST_CASES: usize = 13;
 
 /// `USHRT_MAX`: the module's bound on `nr_threads`.
@@ -21,8 +21,9 @@ pub struct Params {
     pub sequential_test_order: bool,
     pub nr_pages: i32,
     pub use_huge: bool,
-    /// Objects of pcpu_alloc_test: 35000 in K (a constant); a parameter
-    /// (`nr_pcpu_objects`) in newer kernels (M).
+    /// `nr_pcpu_objects`: the objects pcpu_alloc_test allocates (35000;
+    /// a module parameter in 7.2). mmlab refuses a value below 1, for
+    /// which the module's case fails at its first `vmalloc`.
     pub nr_pcpu_objects: i32,
     /// mmlab extension (instrumented, not in the module): long_busy_list
     /// sleeps this many ms between its two vmallocs and the two vfrees, as

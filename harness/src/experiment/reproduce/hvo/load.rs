@@ -198,7 +198,7 @@ fn fault<'m>(
     let f = ht.alloc_hugetlb_folio(cpu, M2, false).map_err(|e| format!("alloc_hugetlb_folio: {e}"))?;
     copy_user_large_folio(m, f, src);
     let (addr, ptep) = slot_of(pa, cpu, &p.asp, p.held.len())?;
-    huge_ptep_clear_flush(cpu, &p.asp, addr, ptep, HugeTlbScope::V6_12);
+    huge_ptep_clear_flush(cpu, &p.asp, addr, ptep, M2.bytes(), HugeTlbScope::V6_12).map_err(|e| e.to_string())?;
     let pte = arch_make_huge_pte(f.pfn.phys().0, PAGE_SHARED, M2.bytes()).map_err(|e| e.to_string())?;
     set_huge_pte_at(cpu, &p.asp, addr, ptep, pte, M2.bytes(), HugeTlbScope::V6_12).map_err(|e| e.to_string())?;
     p.held.push(f);
