@@ -177,7 +177,11 @@ done_marker=0
 tr -d '\r' <"$OUT/console.raw" | grep -qx '=== mmlab-peer: done ===' && done_marker=1
 status=0
 if [ "$rc" != 0 ]; then
-    echo "boot.sh: qemu exited with status $rc (124: timed out); its last lines:" >&2
+    if [ "$rc" = 124 ]; then
+        echo "boot.sh: qemu timed out (1200 s); the console's last lines:" >&2
+    else
+        echo "boot.sh: qemu exited with status $rc; the console's last lines:" >&2
+    fi
     tail -5 "$OUT/console.raw" >&2
     status=1
 fi
