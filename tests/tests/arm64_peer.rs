@@ -14,8 +14,9 @@
 //! the real kernel, on every capture; and the spread of three boots.
 
 use mmlab_harness::peer::capture::{Capture, KERNEL_PAGE_TABLES, VMALLOCINFO};
+use mmlab_harness::peer::compare::Mark;
 use mmlab_harness::peer::machine::OptionUse;
-use mmlab_harness::peer::{self, Mark, MmlabFiles, ptdump};
+use mmlab_harness::peer::{self, MmlabFiles, ptdump};
 use mmlab_harness::settings::Configs;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

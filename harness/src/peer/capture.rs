@@ -2,8 +2,9 @@
 //! whole before anything is compared: a missing, empty, cut or malformed
 //! file is a [`CaptureError`] naming the file and the line.
 
-use super::fields::{self, Fields, LineError};
-use super::{ptdump, vmallocinfo};
+use super::fields::{Fields, LineError, check_whole, number, parse};
+use super::ptdump::{Dump, PgtablePages, parse as parse_dump, parse_pgtable_pages};
+use super::vmallocinfo::{Area, parse as parse_vmallocinfo};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -98,9 +99,9 @@ pub struct Capture {
     /// The /proc files of [`PROC_FILES`], split into fields.
     pub fields: BTreeMap<&'static str, Fields>,
     /// vmallocinfo.
-    pub vmalloc: Vec<vmallocinfo::Area>,
+    pub vmalloc: Vec<Area>,
     /// The page-table dump and the module's counts, where captured.
-    pub ptdump: Option<(ptdump::Dump, ptdump::PgtablePages)>,
+    pub ptdump: Option<(Dump, PgtablePages)>,
     /// dmesg.
     pub dmesg: String,
 }
@@ -119,7 +120,7 @@ fn read(dir: &Path, file: &str) -> Result<String, CaptureError> {
 
 /// kernel.txt: the package line, the qemu line (`-m`, `-smp`, `-cpu`).
 fn kernel_txt(path: &Path, text: &str) -> Result<(String, RealMachine), CaptureError> {
-    fields::check_whole(text).map_err(|e| CaptureError::new(path, e))?;
+    check_whole(text).map_err(|e| CaptureError::new(path, e))?;
     let kernel = text.lines().next().unwrap_or_default().to_string();
     let (n, line) = text
         .lines()
@@ -131,7 +132,7 @@ fn kernel_txt(path: &Path, text: &str) -> Result<(String, RealMachine), CaptureE
     let bad = |what: String| CaptureError::new(path, LineError::at(n + 1, what));
     let mem = after("-m").ok_or_else(|| bad("no `-m SIZE`".to_string()))?;
     let cpus = after("-smp").ok_or_else(|| bad("no `-smp N`".to_string()))?;
-    let cpus = fields::number(n + 1, cpus).map_err(|e| CaptureError::new(path, e))?;
+    let cpus = number(n + 1, cpus).map_err(|e| CaptureError::new(path, e))?;
     if cpus == 0 {
         return Err(bad("-smp 0".to_string()));
     }
@@ -154,11 +155,11 @@ impl Capture {
         let (kernel, machine) = kernel_txt(&kt, &read(dir, "kernel.txt")?)?;
         let cl = dir.join("proc_cmdline");
         let cmdline_text = read(dir, "proc_cmdline")?;
-        fields::check_whole(&cmdline_text).map_err(|e| CaptureError::new(&cl, e))?;
+        check_whole(&cmdline_text).map_err(|e| CaptureError::new(&cl, e))?;
         let cmdline = cmdline_text.split_whitespace().map(str::to_string).collect();
         let dmesg = read(dir, "dmesg")?;
         let dm = dir.join("dmesg");
-        fields::check_whole(&dmesg).map_err(|e| CaptureError::new(&dm, e))?;
+        check_whole(&dmesg).map_err(|e| CaptureError::new(&dm, e))?;
         // free_initmem() prints it at the end of boot, after every page the
         // formulas need to know about was freed.
         if !dmesg.contains("Freeing unused kernel memory:") {
@@ -168,7 +169,7 @@ impl Capture {
         let mut parsed = BTreeMap::new();
         for file in PROC_FILES {
             let text = read(dir, file)?;
-            let f = fields::parse(file, &text).map_err(|e| CaptureError::new(&dir.join(file), e))?;
+            let f = parse(file, &text).map_err(|e| CaptureError::new(&dir.join(file), e))?;
             parsed.insert(file, f);
         }
         let zi = dir.join("proc_zoneinfo");
@@ -178,11 +179,11 @@ impl Capture {
                 .map_err(|e| CaptureError::new(&dir.join(file), e))?;
         }
         let vmalloc =
-            vmallocinfo::parse(&read(dir, VMALLOCINFO)?).map_err(|e| CaptureError::new(&dir.join(VMALLOCINFO), e))?;
+            parse_vmallocinfo(&read(dir, VMALLOCINFO)?).map_err(|e| CaptureError::new(&dir.join(VMALLOCINFO), e))?;
         let ptdump = if dir.join(KERNEL_PAGE_TABLES).exists() {
-            let d = ptdump::parse(&read(dir, KERNEL_PAGE_TABLES)?)
+            let d = parse_dump(&read(dir, KERNEL_PAGE_TABLES)?)
                 .map_err(|e| CaptureError::new(&dir.join(KERNEL_PAGE_TABLES), e))?;
-            let p = ptdump::parse_pgtable_pages(&read(dir, PGTABLE_PAGES)?)
+            let p = parse_pgtable_pages(&read(dir, PGTABLE_PAGES)?)
                 .map_err(|e| CaptureError::new(&dir.join(PGTABLE_PAGES), e))?;
             Some((d, p))
         } else {

@@ -2,8 +2,44 @@
 //! several boots of the same configuration.
 
 use super::capture::Capture;
-use super::{Mark, MmlabFiles, ptdump, vmallocinfo};
+use super::ptdump::region_of;
+use super::vmallocinfo::caller_of;
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// How a field compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mark {
+    /// The same value.
+    Equal,
+    /// mmlab's formula on the real machine's inputs gives the real value.
+    FormulaEqual,
+    /// Within the values of several boots of the real machine.
+    WithinSpread,
+    /// mmlab does not model the thing.
+    NotModelled,
+    /// The values differ.
+    Different,
+    /// Only the real kernel prints it.
+    OnlyReal,
+    /// Only mmlab prints it.
+    OnlyMmlab,
+}
+
+impl fmt::Display for Mark {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mark::Equal => "equal",
+            Mark::FormulaEqual => "formula-equal",
+            Mark::WithinSpread => "within-spread",
+            Mark::NotModelled => "not-modelled",
+            Mark::Different => "different",
+            Mark::OnlyReal => "only-real",
+            Mark::OnlyMmlab => "only-mmlab",
+        })
+    }
+}
 
 /// vmallocinfo callers mmlab's boot has (the kernel image's areas, which
 /// paging_init() registers): a real caller that mmlab lacks is
@@ -26,8 +62,9 @@ pub struct Sides<'a> {
     pub mmlab: Vec<(String, String)>,
     /// The first boot's capture (for the formulas' inputs).
     pub capture: &'a Capture,
-    /// mmlab's files (what it models).
-    pub ours: &'a MmlabFiles,
+    /// The meminfo and vmstat lines mmlab computes (the others it prints
+    /// as 0).
+    pub modelled: &'a [&'static str],
     /// CPUs.
     pub nr_cpus: usize,
 }
@@ -160,8 +197,8 @@ fn is_counter(name: &str) -> bool {
 /// How a field only the real kernel prints is marked.
 fn absent_mark(file: &str, key: &str, mmlab_groups: &BTreeSet<&str>) -> Mark {
     let group = match file {
-        "proc_vmallocinfo" => vmallocinfo::caller_of(key).filter(|c| !MODELLED_CALLERS.contains(c)),
-        "kernel_page_tables" => ptdump::region_of(key).filter(|r| !MODELLED_REGIONS.contains(r)),
+        "proc_vmallocinfo" => caller_of(key).filter(|c| !MODELLED_CALLERS.contains(c)),
+        "kernel_page_tables" => region_of(key).filter(|r| !MODELLED_REGIONS.contains(r)),
         _ => None,
     };
     match group {
@@ -180,8 +217,8 @@ pub fn compare(s: &Sides<'_>) -> Vec<Compared> {
         .mmlab
         .iter()
         .filter_map(|(k, _)| match s.file {
-            "proc_vmallocinfo" => vmallocinfo::caller_of(k),
-            "kernel_page_tables" => ptdump::region_of(k),
+            "proc_vmallocinfo" => caller_of(k),
+            "kernel_page_tables" => region_of(k),
             _ => None,
         })
         .collect();
@@ -194,7 +231,7 @@ pub fn compare(s: &Sides<'_>) -> Vec<Compared> {
             Some(ov) if ov == rv => Mark::Equal,
             Some(_) if formula(s.file, k, first, s.capture, s.nr_cpus).as_ref() == Some(rv) => Mark::FormulaEqual,
             Some(ov) if within(&values, ov) => Mark::WithinSpread,
-            Some(ov) if prints_zero_unmodelled(s.file, k, ov, &s.ours.modelled) => Mark::NotModelled,
+            Some(ov) if prints_zero_unmodelled(s.file, k, ov, s.modelled) => Mark::NotModelled,
             Some(_) => Mark::Different,
         };
         out.push(Compared {

@@ -40,6 +40,7 @@ pub mod vmallocinfo;
 use crate::procfs::{self, Meminfo, Vmstat};
 use crate::settings::Configs;
 use capture::{Capture, CaptureError, KERNEL_PAGE_TABLES, PROC_FILES, VMALLOCINFO};
+use compare::Mark;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -53,40 +54,6 @@ pub const PEER_FILES: [&str; 7] = [
     VMALLOCINFO,
     KERNEL_PAGE_TABLES,
 ];
-
-/// How a field compares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mark {
-    /// The same value.
-    Equal,
-    /// mmlab's formula on the real machine's inputs gives the real value.
-    FormulaEqual,
-    /// Within the values of several boots of the real machine.
-    WithinSpread,
-    /// mmlab does not model the thing.
-    NotModelled,
-    /// The values differ.
-    Different,
-    /// Only the real kernel prints it.
-    OnlyReal,
-    /// Only mmlab prints it.
-    OnlyMmlab,
-}
-
-impl fmt::Display for Mark {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Mark::Equal => "equal",
-            Mark::FormulaEqual => "formula-equal",
-            Mark::WithinSpread => "within-spread",
-            Mark::NotModelled => "not-modelled",
-            Mark::Different => "different",
-            Mark::OnlyReal => "only-real",
-            Mark::OnlyMmlab => "only-mmlab",
-        })
-    }
-}
 
 /// One field of one file.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -160,7 +127,7 @@ impl PeerReport {
 
 impl fmt::Display for PeerReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "# real: {} ({}, {})", self.boots[0], self.kernel, self.machine)?;
+        writeln!(f, "# real: {}: {} on {}", self.boots[0], self.kernel, self.machine)?;
         if self.boots.len() > 1 {
             writeln!(
                 f,
@@ -353,7 +320,14 @@ pub fn compare(caps: &[Capture], ours: &MmlabFiles, options: Vec<machine::PeerOp
         }
         let mut boots = vec![real];
         boots.extend(caps[1..].iter().filter_map(|c| capture_fields(c, file)));
-        let sides = compare::Sides { file, boots, mmlab: mine, capture: first, ours, nr_cpus: first.machine.cpus };
+        let sides = compare::Sides {
+            file,
+            boots,
+            mmlab: mine,
+            capture: first,
+            modelled: &ours.modelled,
+            nr_cpus: first.machine.cpus,
+        };
         out.extend(compare::compare(&sides).into_iter().map(|x| PeerField {
             file,
             key: x.key,
