@@ -72,12 +72,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Compare a real arm64 kernel's /proc files (captured by
-    /// scripts/arm64-peer/boot.sh into DIR) with this machine's, field by
-    /// field: equal, formula-equal, not-modelled, different.
+    /// Compare a real arm64 kernel's /proc files and page tables (captured
+    /// by scripts/arm64-peer/boot.sh into DIR) with the same machine's in
+    /// mmlab, field by field: equal, formula-equal, within-spread,
+    /// not-modelled, different. The machine (memory, CPUs, options) is the
+    /// capture's; more DIRs are more boots of that configuration, for the
+    /// boot-to-boot spread.
     Peer {
-        /// The capture directory.
-        dir: std::path::PathBuf,
+        /// The capture directory, then optionally more boots of the same
+        /// configuration.
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<std::path::PathBuf>,
         /// One JSON object instead of the table.
         #[arg(long)]
         json: bool,
@@ -572,28 +577,20 @@ fn run(cli: &Cli) -> Result<bool, String> {
         Command::TestVmalloc { params, mode, json } => run_test_vmalloc(cli, params, *mode, *json),
         &Command::Stat { file, after_ops, ptdump } => run_stat(cli, file, after_ops, ptdump),
         &Command::Boot { json } => run_boot(cli, json),
-        Command::Peer { dir, json } => {
+        Command::Peer { dirs, json } => {
             use mmlab_harness::peer;
-            let real = peer::read_capture(dir)?;
-            let c = all_configs(cli)?;
-            if let Some((mem, cpus)) = peer::capture_machine(dir) {
-                let same_mem = MachineConfig::with(&mem, cpus).is_ok_and(|r| r.mem_bytes == c.machine.mem_bytes);
-                if !same_mem || cpus != c.machine.nr_cpus {
-                    return Err(format!(
-                        "{} is a capture of -m {mem} -smp {cpus}: run `mmlab --mem {mem} --cpus {cpus} peer ...`",
-                        dir.display()
-                    ));
-                }
+            let g = &cli.globals;
+            let (mut report, c, sets) = peer::run(dirs, g.mem.as_deref(), g.cpus, &g.set)?;
+            if let Some(r) = &g.recorded {
+                r.check(&c)?;
             }
-            let ours = peer::mmlab_files(&c)?;
-            let mut report = peer::compare(&real, &ours, c.machine.nr_cpus);
-            let tv = dir.join(peer::test_vmalloc::CAPTURE_FILE);
+            let tv = dirs[0].join(peer::test_vmalloc::CAPTURE_FILE);
             if tv.exists() {
                 let text = std::fs::read_to_string(&tv).map_err(|e| format!("{}: {e}", tv.display()))?;
-                let cases = peer::test_vmalloc::parse(&text)?;
-                report.test_vmalloc = Some(peer::test_vmalloc::compare(&c, &cases, cli.globals.seed())?);
+                let cases = peer::test_vmalloc::parse(&text).map_err(|e| format!("{}: {e}", tv.display()))?;
+                report.test_vmalloc = Some(peer::test_vmalloc::compare(&c, &cases, g.seed())?);
             }
-            let run = cli.globals.record(&c);
+            let run = mmlab_harness::provenance::RunRecord::new(&c, &sets, g.seed());
             let text = if *json {
                 run.insert_into(&mmlab_harness::output::json::to_line(&report))
             } else {

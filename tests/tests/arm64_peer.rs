@@ -1,14 +1,18 @@
 //! mmlab against a real arm64 kernel: the captures of Debian's 7.2.13
-//! kernel booted under `qemu-system-aarch64 -M virt -cpu neoverse-n1 -smp 2
-//! -m 4G` (`scripts/arm64-peer/boot.sh`, committed under
-//! `tests/data/arm64-peer/4G-2cpu/`), compared field by field with mmlab's
-//! same machine ([`mmlab_harness::peer`]).
+//! kernel booted under `qemu-system-aarch64 -M virt -cpu neoverse-n1`
+//! (`scripts/arm64-peer/boot.sh`, committed under `tests/data/arm64-peer/`:
+//! 1G-1cpu, 4G-2cpu, 16G-4cpu, two more boots of each under `spread/`, and
+//! 4G-2cpu with rodata=noalias, rodata=on, kfence.sample_interval=100 and
+//! -cpu max), compared field by field with mmlab's same machine
+//! ([`mmlab_harness::peer`]).
 //!
-//! Asserted: the complete meminfo and vmstat layouts, the fields mmlab
-//! computes exactly, the pcp and vmstat formulas on the real zone's own
-//! inputs (formula-equal), the zones' spans, and lib/test_vmalloc.c's pages
-//! per case against the real module's. The boot state's own checks are in
-//! `boot_state.rs`, CMA's in `cma.rs`.
+//! Asserted: the structure of each comparison and its categories; the
+//! fields mmlab computes exactly; the pcp and vmstat formulas on the real
+//! zone's own inputs (formula-equal); that the page-table counts the
+//! harness derives from the ptdump text are the ones the module counted on
+//! the real kernel, on every capture; the spread of three boots; and
+//! lib/test_vmalloc.c's pages per case against the real module's. The boot
+//! state's own checks are in `boot_state.rs`, CMA's in `cma.rs`.
 //!
 //! Since the boot makes the real kernel's memblock allocations
 //! (`boot.state=real`, engine/src/mm/boot_allocs.rs) and builds the linear
@@ -20,19 +24,43 @@
 //! after boot (the free pages, the pcp lists' contents and highs, CMA and
 //! vmalloc pages, slab and the page cache).
 
-use mmlab_harness::peer::{self, Mark};
+use mmlab_harness::peer::capture::{Capture, KERNEL_PAGE_TABLES, VMALLOCINFO};
+use mmlab_harness::peer::compare::Mark;
+use mmlab_harness::peer::machine::OptionUse;
+use mmlab_harness::peer::{self, MmlabFiles, ptdump};
 use mmlab_harness::settings::Configs;
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
-fn capture() -> std::collections::BTreeMap<&'static str, String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/arm64-peer/4G-2cpu");
-    peer::read_capture(&dir).unwrap()
+fn dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/arm64-peer").join(name)
 }
 
-fn report() -> peer::PeerReport {
-    let c = Configs::from_options("4G", Some(2), &[], 2).unwrap();
-    let ours = peer::mmlab_files(&c).unwrap();
-    peer::compare(&capture(), &ours, 2)
+fn capture(name: &str) -> Capture {
+    Capture::read(&dir(name)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Every committed capture (the three machines, their spread boots, the
+/// option captures).
+const ALL: [&str; 13] = [
+    "1G-1cpu",
+    "4G-2cpu",
+    "16G-4cpu",
+    "spread/1G-1cpu/boot2",
+    "spread/1G-1cpu/boot3",
+    "spread/4G-2cpu/boot2",
+    "spread/4G-2cpu/boot3",
+    "spread/16G-4cpu/boot2",
+    "spread/16G-4cpu/boot3",
+    "4G-2cpu-rodata-noalias",
+    "4G-2cpu-rodata-on",
+    "4G-2cpu-kfence",
+    "4G-2cpu-cpu-max",
+];
+
+fn report(names: &[&str]) -> peer::PeerReport {
+    let dirs: Vec<PathBuf> = names.iter().map(|n| dir(n)).collect();
+    peer::run(&dirs, None, None, &[]).unwrap_or_else(|e| panic!("{e}")).0
 }
 
 fn mark(r: &peer::PeerReport, file: &str, key: &str) -> Mark {
@@ -40,24 +68,105 @@ fn mark(r: &peer::PeerReport, file: &str, key: &str) -> Mark {
 }
 
 #[test]
+fn every_capture_reads_and_names_its_machine() {
+    for name in ALL {
+        let c = capture(name);
+        assert!(c.kernel.starts_with("linux-image-7.2.13+deb14-arm64"), "{name}");
+        let want = match name {
+            n if n.contains("1G-1cpu") => ("1G", 1),
+            n if n.contains("16G-4cpu") => ("16G", 4),
+            _ => ("4G", 2),
+        };
+        assert_eq!((c.machine.mem.as_str(), c.machine.cpus), want, "{name}");
+        assert!(c.ptdump.is_some(), "{name}: kernel_page_tables");
+    }
+    assert_eq!(capture("4G-2cpu-cpu-max").options(), ["-cpu max"]);
+    assert_eq!(capture("4G-2cpu-kfence").options(), ["kfence.sample_interval=100"]);
+    assert!(capture("4G-2cpu").options().is_empty());
+}
+
+#[test]
 fn meminfo_and_vmstat_print_every_line_of_the_kernel_in_its_order() {
-    let real = capture();
-    let ours = peer::mmlab_files(&Configs::from_options("4G", Some(2), &[], 2).unwrap()).unwrap();
+    let real = capture("4G-2cpu");
+    let c = Configs::from_options("4G", Some(2), &[], 2).unwrap();
+    let ours = peer::mmlab_proc_fields(&peer::mmlab_files(&c).unwrap()).unwrap();
     for file in ["proc_meminfo", "proc_vmstat"] {
-        let names = |t: &str| -> Vec<String> { peer::fields(file, t).into_iter().map(|(k, _)| k).collect() };
-        let r = names(&real[file]);
-        let o = names(&ours.files[file]);
+        let names = |f: &[(String, String)]| -> Vec<String> { f.iter().map(|(k, _)| k.clone()).collect() };
+        let r = names(&real.fields[file]);
+        let o = names(&ours[file]);
         // vmstat: mmlab's own counters follow the kernel's lines.
         assert_eq!(&o[..r.len()], &r[..], "{file}");
     }
-    // Every line mmlab prints for meminfo is the kernel's.
-    assert_eq!(real["proc_meminfo"].lines().count(), ours.files["proc_meminfo"].lines().count());
+    assert_eq!(real.fields["proc_meminfo"].len(), ours["proc_meminfo"].len());
+}
+
+/// The page-table counts derived from the dump's text (runs at or below a
+/// level cover that level's tables) are the ones the module counted by
+/// walking swapper_pg_dir, per level and per region, on every capture; and
+/// the module's text is the kernel's own ptdump_walk().
+#[test]
+fn tables_derived_from_the_dump_are_the_modules_count() {
+    for name in ALL {
+        let c = capture(name);
+        let (d, p) = c.ptdump.as_ref().unwrap();
+        let (total, by_region) = d.tables();
+        assert_eq!(total, p.tables, "{name}");
+        let derived: Vec<(String, ptdump::Tables)> =
+            by_region.iter().map(|(r, t)| (d.regions[*r].clone(), *t)).collect();
+        assert_eq!(derived, p.regions, "{name}");
+        assert_eq!((d.va_bits(), d.levels()), (p.va_bits, p.levels), "{name}");
+        assert!(p.text.starts_with("the kernel's ptdump_walk(), the same as this module's walk"), "{name}: {}", p.text);
+    }
+}
+
+/// The real kernel's table pages (the 4G/2 numbers of an earlier ad-hoc
+/// capture were 1/4/9/2,064): the linear map all 4K PTEs, one PTE table per
+/// 2 MiB of RAM.
+#[test]
+fn the_real_kernels_table_pages() {
+    let t = |name: &str| capture(name).ptdump.unwrap().1;
+    assert_eq!(t("4G-2cpu").tables, [1, 0, 4, 9, 2064]);
+    assert_eq!(t("1G-1cpu").tables, [1, 0, 4, 6, 526]);
+    assert_eq!(t("16G-4cpu").tables, [1, 0, 4, 21, 8209]);
+    for (name, ram) in [("1G-1cpu", 1u64 << 30), ("4G-2cpu", 4 << 30), ("16G-4cpu", 16 << 30)] {
+        let p = t(name);
+        let lm = &p.regions.iter().find(|(r, _)| r == "Linear Mapping start").unwrap().1;
+        assert_eq!(lm[4], ram >> 21, "{name}: a PTE table per 2M");
+        assert_eq!(lm[3], ram >> 30, "{name}: a PMD table per 1G");
+    }
+    // -cpu max: FEAT_LPA2, 52-bit VAs, five levels, two P4D tables.
+    let lpa2 = capture("4G-2cpu-cpu-max");
+    let (d, p) = lpa2.ptdump.as_ref().unwrap();
+    assert_eq!((p.va_bits, p.levels), (52, 5));
+    assert_eq!(p.tables, [1, 2, 4, 9, 2063]);
+    assert_eq!(d.runs[0].start, 0xfff0_0000_0000_0000, "PAGE_OFFSET");
+    // VMALLOC_END moves down by the vmemmap of the 52-bit linear map:
+    // 70,863,806,464 kB, against 135,288,315,904 kB with 48 bits.
+    assert_eq!(lpa2.field("proc_meminfo", "VmallocTotal"), Some("70863806464"));
+    assert_eq!(capture("4G-2cpu").field("proc_meminfo", "VmallocTotal"), Some("135288315904"));
+}
+
+#[test]
+fn vmallocinfo_by_caller() {
+    let r = report(&["4G-2cpu"]);
+    let real = |k: &str| r.field(VMALLOCINFO, k).and_then(|f| f.real.clone()).unwrap_or_else(|| panic!("{k}"));
+    // The kernel image's five areas first, then the boot's ioremaps,
+    // stacks (kernel_clone: 63 of 4 pages + guard), percpu, bpf.
+    assert_eq!(real("paging_init/areas"), "5");
+    assert_eq!(real("paging_init/rank"), "1");
+    assert_eq!(real("paging_init/kind"), "vmap");
+    assert_eq!(real("kernel_clone/areas"), "63");
+    assert_eq!(real("kernel_clone/sizes"), "20480x63");
+    assert_eq!(real("areas"), "112");
+    assert_eq!(mark(&r, VMALLOCINFO, "kernel_clone/areas"), Mark::NotModelled, "boot-time stacks");
+    // What mmlab emulates is compared, whatever it prints today.
+    assert!(matches!(mark(&r, VMALLOCINFO, "paging_init/areas"), Mark::Equal | Mark::Different));
 }
 
 #[test]
 fn fields_mmlab_emulates_exactly() {
-    let r = report();
-    for key in ["VmallocTotal", "VmallocChunk", "Hugepagesize", "HugePages_Total", "Hugetlb"] {
+    let r = report(&["4G-2cpu"]);
+    for key in ["VmallocTotal", "Hugepagesize", "HugePages_Total", "Hugetlb"] {
         assert_eq!(mark(&r, "proc_meminfo", key), Mark::Equal, "{key}");
     }
     // MemTotal (was within 64 MiB): the managed pages below, 758,735 +
@@ -120,11 +229,13 @@ fn fields_mmlab_emulates_exactly() {
             }
         }
     }
+    assert_eq!(mark(&r, KERNEL_PAGE_TABLES, "va_bits"), Mark::Equal);
+    assert_eq!(mark(&r, KERNEL_PAGE_TABLES, "levels"), Mark::Equal);
 }
 
 #[test]
 fn what_differs_today() {
-    let r = report();
+    let r = report(&["4G-2cpu"]);
     // What the kernel does once it runs: the real boot's page allocations
     // are replayed (pcp/src/boot_work.rs), but not the pcp lists they
     // leave, the real boot's CMA allocations (cma_alloc_success 2: 256
@@ -147,11 +258,162 @@ fn what_differs_today() {
     assert_eq!(mark(&r, "proc_meminfo", "Slab"), Mark::NotModelled);
 }
 
+/// high_max was computed when khugepaged raised min_free_kbytes (a subsys
+/// initcall), before the initrd and the init sections were freed into the
+/// lowest zone: the formula takes the managed pages of that moment.
 #[test]
-fn the_capture_names_its_machine() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/arm64-peer/4G-2cpu");
-    assert_eq!(peer::capture_machine(&dir), Some(("4G".to_string(), 2)));
-    assert_eq!(peer::capture_machine(Path::new("/nonexistent")), None);
+fn high_max_takes_the_managed_pages_before_free_initmem() {
+    for (name, cpus) in [("4G-2cpu", 2u32), ("16G-4cpu", 4), ("1G-1cpu", 1)] {
+        let c = capture(name);
+        let real: BTreeMap<&str, &str> =
+            c.fields["proc_zoneinfo"].iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let managed: u64 = real["zone DMA/managed"].parse().unwrap();
+        let low: u64 = real["zone DMA/low"].parse().unwrap();
+        let high_max = real["zone DMA/cpu 0/high_max"];
+        // "Freeing initrd memory: 1020K", "Freeing unused kernel memory: 3904K".
+        assert_eq!(c.freed_after_pcp_setup(), (1020 + 3904) / 4, "{name}");
+        let f = peer::compare::formula("proc_zoneinfo", "zone DMA/cpu 0/high_max", &real, &c, cpus as usize);
+        assert_eq!(f.as_deref(), Some(high_max), "{name}");
+        // With today's managed pages it would not be.
+        let batch = mmlab_pcp::zone_batchsize(managed);
+        let f8 = mmlab_pcp::MIN_PERCPU_PAGELIST_HIGH_FRACTION;
+        let now = mmlab_pcp::zone_highsize(managed, low, batch, cpus, 0, cpus, f8);
+        assert_ne!(now.to_string(), high_max, "{name}");
+    }
+}
+
+/// The per-node and NUMA counters of zoneinfo that mmlab prints as 0
+/// without computing them are not-modelled, never different.
+#[test]
+fn zero_counters_mmlab_does_not_model_are_not_modelled() {
+    let r = report(&["4G-2cpu"]);
+    let zero_counters: Vec<&peer::PeerField> = r
+        .fields
+        .iter()
+        .filter(|f| f.file == "proc_zoneinfo" && f.mmlab.as_deref() == Some("0") && f.real.as_deref() != Some("0"))
+        .filter(|f| {
+            let name = f.key.rsplit('/').next().unwrap();
+            name.starts_with("numa_") || (f.key.contains("/node/") && name != "nr_vmalloc")
+        })
+        .collect();
+    assert!(zero_counters.len() >= 10, "{zero_counters:?}");
+    for f in zero_counters {
+        assert_eq!(f.mark, Mark::NotModelled, "{f:?}");
+    }
+    assert_eq!(mark(&r, "proc_zoneinfo", "zone Normal/numa_hit"), Mark::NotModelled);
+    assert_eq!(mark(&r, "proc_meminfo", "Slab"), Mark::NotModelled);
+}
+
+/// Three boots: the fields that differ between them carry their spread;
+/// a side whose value is within it is within-spread. "mmlab" here is the
+/// third boot's own files, so every field is equal or within the spread,
+/// none different.
+#[test]
+fn three_boots_give_the_spread() {
+    let names = ["4G-2cpu", "spread/4G-2cpu/boot2", "spread/4G-2cpu/boot3"];
+    let caps: Vec<Capture> = names.iter().map(|n| capture(n)).collect();
+    let files: BTreeMap<&'static str, String> =
+        peer::PEER_FILES.iter().map(|&f| (f, std::fs::read_to_string(dir(names[2]).join(f)).unwrap())).collect();
+    let third = MmlabFiles { files, modelled: Vec::new() };
+    let r = peer::compare(&caps, &third, Vec::new()).unwrap();
+    assert_eq!(r.boots.len(), 3);
+    let mut within = 0;
+    for f in &r.fields {
+        assert!(
+            matches!(f.mark, Mark::Equal | Mark::WithinSpread | Mark::FormulaEqual | Mark::OnlyReal | Mark::OnlyMmlab),
+            "{f:?}"
+        );
+        if f.mark == Mark::WithinSpread {
+            within += 1;
+            assert!(f.spread.is_some(), "{f:?}");
+        }
+        if f.spread.is_none() && f.mark != Mark::OnlyMmlab && f.mark != Mark::OnlyReal {
+            assert_eq!(f.mark, Mark::Equal, "no spread, the same value: {f:?}");
+        }
+    }
+    assert!(within > 20, "{within}");
+    // The boots differ in the page allocator's state and the boot's
+    // vmalloc users, not in the machine: the zones' spans, managed pages,
+    // watermarks and pageset bounds are the same in every boot.
+    for key in ["zone DMA/managed", "zone Normal/managed", "zone Normal/low", "zone DMA/cpu 0/high_max"] {
+        assert_eq!(r.field("proc_zoneinfo", key).unwrap().spread, None, "{key}");
+    }
+    assert_eq!(r.field("proc_meminfo", "MemTotal").unwrap().spread, None);
+    assert_eq!(r.field(KERNEL_PAGE_TABLES, "tables/pte").unwrap().spread.as_deref(), Some("2063..2064"));
+    assert!(r.field("proc_meminfo", "MemFree").unwrap().spread.is_some());
+    assert!(!r.spread_fields(VMALLOCINFO).is_empty());
+}
+
+/// The real boots against mmlab: a field within-spread has mmlab's value
+/// inside the real boots' and not the first boot's.
+#[test]
+fn within_spread_against_mmlab() {
+    let r = report(&["16G-4cpu", "spread/16G-4cpu/boot2", "spread/16G-4cpu/boot3"]);
+    assert_eq!(r.machine.cpus, 4);
+    for f in r.fields.iter().filter(|f| f.mark == Mark::WithinSpread) {
+        let (lo, hi) = f.spread.as_deref().unwrap().split_once("..").unwrap();
+        let v: u64 = f.mmlab.as_deref().unwrap().parse().unwrap();
+        assert!(lo.parse::<u64>().unwrap() <= v && v <= hi.parse::<u64>().unwrap(), "{f:?}");
+        assert_ne!(f.real, f.mmlab, "{f:?}");
+    }
+    let text = r.to_string();
+    assert!(text.contains("fields differ between the 3 boots"), "{text}");
+}
+
+#[test]
+fn boots_of_another_configuration_are_refused() {
+    let dirs = [dir("4G-2cpu"), dir("spread/1G-1cpu/boot2")];
+    let e = peer::run(&dirs, None, None, &[]).unwrap_err();
+    assert!(e.contains("is not a boot of the configuration of"), "{e}");
+    let dirs = [dir("4G-2cpu"), dir("4G-2cpu-rodata-on")];
+    assert!(peer::run(&dirs, None, None, &[]).is_err());
+}
+
+/// Each option of a capture is booted in mmlab where mmlab has the
+/// setting, and named `not modelled` where it has not: never a silent
+/// other machine.
+#[test]
+fn options_are_mapped_or_named_not_modelled() {
+    let used = |name: &str| {
+        let r = report(&[name]);
+        assert_eq!(r.options.len(), 1, "{name}");
+        (r.options[0].used.clone(), r.not_modelled(), r.to_string())
+    };
+    let (u, nm, _) = used("4G-2cpu-rodata-on");
+    assert_eq!(u, OptionUse::Set("rodata=on".to_string()));
+    assert!(nm.is_empty());
+    for (name, option) in [
+        ("4G-2cpu-rodata-noalias", "rodata=noalias"),
+        ("4G-2cpu-kfence", "kfence.sample_interval=100"),
+        ("4G-2cpu-cpu-max", "-cpu max"),
+    ] {
+        let (u, nm, text) = used(name);
+        match u {
+            OptionUse::Set(_) => assert!(nm.is_empty(), "{name}"),
+            OptionUse::NotModelled(_) => {
+                assert_eq!(nm.len(), 1, "{name}");
+                assert!(nm[0].starts_with(&format!("not modelled: {option} (")), "{nm:?}");
+                assert!(text.lines().any(|l| l == nm[0]), "{text}");
+            }
+            OptionUse::Default => panic!("{name}: {option} is not mmlab's default"),
+        }
+    }
+}
+
+/// The page-table counts the harness derives from mmlab's own dump are the
+/// engine's count of its tables.
+#[test]
+fn mmlab_tables_derived_from_its_dump_are_its_tables() {
+    for sets in [vec![], vec!["arm64.linear_map=on".to_string()]] {
+        let c = Configs::from_options("1G", Some(1), &sets, 1).unwrap();
+        let ours = peer::mmlab_files(&c).unwrap();
+        let d = ptdump::parse(&ours.files[KERNEL_PAGE_TABLES]).unwrap();
+        let stack = mmlab_harness::stack::Stack::boot(&c).unwrap();
+        let m = stack.machine();
+        let st = mmlab_engine::arch::arm64::pgtable::stats(m, &m.kernel_as());
+        let (t, _) = d.tables();
+        assert_eq!([t[0], t[2], t[3], t[4]], st.tables, "{sets:?}");
+    }
 }
 
 /// lib/test_vmalloc.c on the real kernel (`PEER_TEST_VMALLOC=1`, the
@@ -162,8 +424,7 @@ fn the_capture_names_its_machine() {
 /// seconds); `mmlab peer` runs all of them.
 #[test]
 fn test_vmalloc_pages_per_case_match_the_real_kernel() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/arm64-peer/4G-2cpu");
-    let text = std::fs::read_to_string(dir.join(peer::test_vmalloc::CAPTURE_FILE)).unwrap();
+    let text = std::fs::read_to_string(dir("4G-2cpu").join(peer::test_vmalloc::CAPTURE_FILE)).unwrap();
     let all = peer::test_vmalloc::parse(&text).unwrap();
     assert_eq!(all.len(), 17, "the baseline and sixteen cases");
     // Under qemu-user (MMLAB_TEST_SCALE > 1) only the three cheapest cases.

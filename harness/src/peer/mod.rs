@@ -1,70 +1,59 @@
-//! `mmlab peer DIR`: mmlab's /proc files beside a real arm64 kernel's, field
-//! by field.
+//! `mmlab peer DIR [DIR...]`: mmlab's /proc files and page tables beside a
+//! real arm64 kernel's, field by field.
 //!
 //! `scripts/arm64-peer/boot.sh` boots Debian's arm64 kernel under
-//! `qemu-system-aarch64 -M virt -cpu neoverse-n1` and writes one file per
-//! captured /proc file into DIR (`proc_meminfo`, `proc_vmstat`,
-//! `proc_zoneinfo`, `proc_buddyinfo`, `proc_pagetypeinfo`). [`mmlab_files`]
-//! boots the same machine in mmlab (the global `--mem`/`--cpus`/`--set`) and
-//! prints the same files; [`compare`] splits both into fields and marks each:
+//! `qemu-system-aarch64 -M virt` and writes one file per captured file into
+//! DIR (`proc_meminfo`, `proc_vmstat`, `proc_zoneinfo`, `proc_buddyinfo`,
+//! `proc_pagetypeinfo`, `proc_vmallocinfo`, and `kernel_page_tables` with
+//! the module's `pgtable_pages`), and the machine in `kernel.txt`. Each
+//! capture is read and checked whole first ([`capture::Capture`]): a
+//! missing, empty, cut or malformed file is an error naming the file and
+//! the line. [`mmlab_files`] boots the same machine in mmlab (memory, CPUs
+//! and options from the capture, [`machine`]) and prints the same files;
+//! [`compare`] splits both into fields and marks each:
 //!
 //! | mark | meaning |
 //! |------|---------|
 //! | `equal` | the same value |
-//! | `formula-equal` | different value, but mmlab's formula applied to the real kernel's own inputs (its `managed` pages, its `MemTotal`, ...) gives the real value: the machines differ, the computation does not |
-//! | `not-modelled` | mmlab prints 0 because it does not model the thing (meminfo, vmstat) |
+//! | `formula-equal` | different value, but mmlab's formula applied to the real kernel's own inputs (its `managed` pages when it sized the pagesets, its `MemTotal`, ...) gives the real value: the machines differ, the computation does not |
+//! | `within-spread` | several boots of the same configuration were given, they differ, and mmlab's value is within theirs (min..max) |
+//! | `not-modelled` | mmlab does not model the thing: it prints 0 for a counter it does not compute (meminfo, vmstat, zoneinfo's per-node and NUMA counters), or lacks a vmallocinfo caller or a ptdump region it does not emulate (boot-time vmalloc users, modules, PCI I/O, fixmap) |
 //! | `different` | anything else |
-//! | `only-real`, `only-mmlab` | the field exists on one side (zones mmlab does not split yet, per-node stats) |
+//! | `only-real`, `only-mmlab` | the field exists on one side only |
 //!
-//! Fields are keyed `zone NAME/field` (zoneinfo, with `cpu N/field` for a
-//! pageset), `zone NAME/order N` (buddyinfo), `zone NAME/TYPE/order N` and
-//! `zone NAME/blocks/TYPE` (pagetypeinfo), the name (meminfo, vmstat).
+//! Fields are keyed as [`fields`] (the /proc files), [`vmallocinfo`] and
+//! [`ptdump`] describe. The first DIR is the capture compared; the others
+//! are more boots of the same configuration (`tests/data/arm64-peer/spread/`)
+//! and give each field its boot-to-boot spread.
 //!
 //! A capture made with `PEER_TEST_VMALLOC=1` also holds lib/test_vmalloc.c's
 //! runs on the real kernel; [`test_vmalloc`] compares them with mmlab's.
 
+pub mod capture;
+pub mod compare;
+pub mod fields;
+pub mod machine;
+pub mod ptdump;
 pub mod test_vmalloc;
+pub mod vmallocinfo;
 
 use crate::procfs::{self, Meminfo, Vmstat};
 use crate::settings::Configs;
+use capture::{Capture, CaptureError, KERNEL_PAGE_TABLES, PROC_FILES, VMALLOCINFO};
+use compare::Mark;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
 
-/// The files compared, as the peer script names them.
-pub const PEER_FILES: [&str; 5] =
-    ["proc_meminfo", "proc_vmstat", "proc_zoneinfo", "proc_buddyinfo", "proc_pagetypeinfo"];
-
-/// How a field compares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mark {
-    /// The same value.
-    Equal,
-    /// mmlab's formula on the real machine's inputs gives the real value.
-    FormulaEqual,
-    /// mmlab prints 0 for something it does not model.
-    NotModelled,
-    /// The values differ.
-    Different,
-    /// Only the real kernel prints it.
-    OnlyReal,
-    /// Only mmlab prints it.
-    OnlyMmlab,
-}
-
-impl fmt::Display for Mark {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Mark::Equal => "equal",
-            Mark::FormulaEqual => "formula-equal",
-            Mark::NotModelled => "not-modelled",
-            Mark::Different => "different",
-            Mark::OnlyReal => "only-real",
-            Mark::OnlyMmlab => "only-mmlab",
-        })
-    }
-}
+/// The files compared, in report order.
+pub const PEER_FILES: [&str; 7] = [
+    "proc_meminfo",
+    "proc_vmstat",
+    "proc_zoneinfo",
+    "proc_buddyinfo",
+    "proc_pagetypeinfo",
+    VMALLOCINFO,
+    KERNEL_PAGE_TABLES,
+];
 
 /// One field of one file.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -73,8 +62,12 @@ pub struct PeerField {
     pub file: &'static str,
     /// The field's key.
     pub key: String,
-    /// The real kernel's value.
+    /// The real kernel's value (the first boot's).
     pub real: Option<String>,
+    /// How the real boots' values spread (`min..max`, or `a|b`), when
+    /// several boots were given and they differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spread: Option<String>,
     /// mmlab's value.
     pub mmlab: Option<String>,
     /// How they compare.
@@ -84,8 +77,19 @@ pub struct PeerField {
 /// Every field of every file, in file order.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct PeerReport {
+    /// The capture directories: the one compared, then the other boots.
+    pub boots: Vec<String>,
+    /// The real machine (kernel.txt).
+    pub machine: capture::RealMachine,
+    /// The kernel package.
+    pub kernel: String,
+    /// The capture's options and what mmlab does with each.
+    pub options: Vec<machine::PeerOption>,
     /// The fields.
     pub fields: Vec<PeerField>,
+    /// The ptdump module's own count of the real kernel's table pages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pgtable_pages: Option<ptdump::PgtablePages>,
     /// lib/test_vmalloc.c's cases, where the capture has them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub test_vmalloc: Option<test_vmalloc::Report>,
@@ -105,23 +109,72 @@ impl PeerReport {
         }
         c
     }
+
+    /// The fields of `file` whose value differs between the real boots.
+    pub fn spread_fields(&self, file: &str) -> Vec<&PeerField> {
+        self.fields.iter().filter(|f| f.file == file && f.spread.is_some()).collect()
+    }
+
+    /// The options mmlab does not model, as printed.
+    pub fn not_modelled(&self) -> Vec<String> {
+        self.options
+            .iter()
+            .filter(|o| matches!(o.used, machine::OptionUse::NotModelled(_)))
+            .map(|o| o.to_string())
+            .collect()
+    }
 }
 
 impl fmt::Display for PeerReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "# real: {}: {} on {}", self.boots[0], self.kernel, self.machine)?;
+        if self.boots.len() > 1 {
+            writeln!(
+                f,
+                "# {} boots of this configuration for the spread: {}",
+                self.boots.len(),
+                self.boots.join(", ")
+            )?;
+        }
+        for o in &self.options {
+            match o.used {
+                machine::OptionUse::NotModelled(_) => writeln!(f, "{o}")?,
+                _ => writeln!(f, "# option {o}")?,
+            }
+        }
+        if let Some(p) = &self.pgtable_pages {
+            let t: Vec<String> = ptdump::LEVEL_KEYS.iter().zip(p.tables).map(|(l, n)| format!("{l} {n}")).collect();
+            writeln!(
+                f,
+                "# pgtable_pages (the real kernel's table pages, counted by the ptdump module): {}",
+                t.join(" ")
+            )?;
+        }
+        writeln!(f)?;
+        let spread = self.boots.len() > 1;
         for file in PEER_FILES {
+            let rows: Vec<&PeerField> = self.fields.iter().filter(|x| x.file == file).collect();
+            if rows.is_empty() {
+                continue;
+            }
             let counts: Vec<String> = self.counts(file).iter().map(|(m, n)| format!("{m} {n}")).collect();
-            writeln!(f, "== {file}: {}", counts.join(", "))?;
-            writeln!(f, "{:<44} {:>16} {:>16}  mark", "field", "real", "mmlab")?;
-            for x in self.fields.iter().filter(|x| x.file == file) {
-                writeln!(
-                    f,
-                    "{:<44} {:>16} {:>16}  {}",
-                    x.key,
-                    x.real.as_deref().unwrap_or("-"),
-                    x.mmlab.as_deref().unwrap_or("-"),
-                    x.mark
-                )?;
+            write!(f, "== {file}: {}", counts.join(", "))?;
+            if spread {
+                let n = rows.iter().filter(|x| x.spread.is_some()).count();
+                write!(f, "; {n} of {} fields differ between the {} boots", rows.len(), self.boots.len())?;
+            }
+            writeln!(f)?;
+            write!(f, "{:<52} {:>18}", "field", "real")?;
+            if spread {
+                write!(f, " {:>24}", "spread")?;
+            }
+            writeln!(f, " {:>18}  mark", "mmlab")?;
+            for x in rows {
+                write!(f, "{:<52} {:>18}", x.key, x.real.as_deref().unwrap_or("-"))?;
+                if spread {
+                    write!(f, " {:>24}", x.spread.as_deref().unwrap_or(""))?;
+                }
+                writeln!(f, " {:>18}  {}", x.mmlab.as_deref().unwrap_or("-"), x.mark)?;
             }
             writeln!(f)?;
         }
@@ -149,6 +202,7 @@ pub struct MmlabFiles {
 ///
 /// A boot that fails (bad memory map, allocator or hugetlb boot).
 pub fn mmlab_files(c: &Configs) -> Result<MmlabFiles, String> {
+    use mmlab_engine::arch::arm64::pgtable::ptdump as engine_ptdump;
     let stack = crate::stack::Stack::boot(c)?;
     let m = stack.machine();
     let pa = stack.allocator()?;
@@ -168,218 +222,159 @@ pub fn mmlab_files(c: &Configs) -> Result<MmlabFiles, String> {
         "Hugepagesize",
         "Hugetlb",
     ]);
+    let markers = engine_ptdump::kernel_markers(m.memmap().vmemmap_start());
     let files = BTreeMap::from([
         ("proc_meminfo", meminfo.to_string()),
         ("proc_vmstat", vmstat.to_string()),
         ("proc_zoneinfo", procfs::zoneinfo_with(&pa, &vmstat)),
         ("proc_buddyinfo", procfs::buddyinfo(&pa)),
         ("proc_pagetypeinfo", procfs::pagetypeinfo(&pa)),
+        (VMALLOCINFO, vm.vmallocinfo()),
+        (KERNEL_PAGE_TABLES, engine_ptdump::ptdump(m, &m.kernel_as(), &markers)),
     ]);
     Ok(MmlabFiles { files, modelled })
 }
 
-/// Read the real kernel's files from `dir`.
+/// The fields of `file` in a capture, or None where it was not captured
+/// (a capture from before the page-table dump).
+fn capture_fields(c: &Capture, file: &str) -> Option<fields::Fields> {
+    match file {
+        VMALLOCINFO => Some(vmallocinfo::fields(&c.vmalloc)),
+        KERNEL_PAGE_TABLES => c.ptdump.as_ref().map(|(d, _)| ptdump::fields(d)),
+        f => c.fields.get(f).cloned(),
+    }
+}
+
+/// The fields of mmlab's `file`.
 ///
 /// # Errors
-///
-/// A file that is missing or unreadable.
-pub fn read_capture(dir: &Path) -> Result<BTreeMap<&'static str, String>, String> {
-    PEER_FILES
-        .iter()
-        .map(|&f| {
-            std::fs::read_to_string(dir.join(f)).map(|s| (f, s)).map_err(|e| format!("{}: {e}", dir.join(f).display()))
-        })
-        .collect()
-}
-
-/// The machine a capture was taken on, from the `qemu-system-aarch64 ...
-/// -smp N -m M` line the peer script writes to `kernel.txt`: (M, N).
-pub fn capture_machine(dir: &Path) -> Option<(String, usize)> {
-    let text = std::fs::read_to_string(dir.join("kernel.txt")).ok()?;
-    let line = text.lines().find(|l| l.starts_with("qemu-system-aarch64"))?;
-    let w: Vec<&str> = line.split_whitespace().collect();
-    let after = |flag: &str| w.iter().position(|x| *x == flag).and_then(|i| w.get(i + 1)).copied();
-    Some((after("-m")?.to_string(), after("-smp")?.parse().ok()?))
-}
-
-/// The fields of one file, in order.
-pub fn fields(file: &str, text: &str) -> Vec<(String, String)> {
+/// mmlab's own file not in the kernel's layout (a bug of mmlab's printer),
+/// or a real file that is a cut copy of the kernel's layout (its lines a
+/// strict prefix of the lines Linux 7.2 prints, which mmlab prints all of).
+fn mmlab_fields(ours: &MmlabFiles, file: &str) -> Result<fields::Fields, String> {
+    let text = ours.files.get(file).map_or("", String::as_str);
+    let own = |e: fields::LineError| format!("mmlab's own {file}: {e} (a bug in mmlab's printer)");
     match file {
-        "proc_meminfo" => text
-            .lines()
-            .filter_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                Some((k.to_string(), v.split_whitespace().next()?.to_string()))
-            })
-            .collect(),
-        "proc_vmstat" => text
-            .lines()
-            .filter_map(|l| {
-                let mut w = l.split_whitespace();
-                Some((w.next()?.to_string(), w.next()?.to_string()))
-            })
-            .collect(),
-        "proc_zoneinfo" => zoneinfo_fields(text),
-        "proc_buddyinfo" => text
-            .lines()
-            .filter_map(|l| {
-                let (_, rest) = l.split_once("zone")?;
-                let mut w = rest.split_whitespace();
-                let zone = w.next()?;
-                Some(
-                    w.enumerate()
-                        .map(move |(o, v)| (format!("zone {zone}/order {o}"), v.to_string()))
-                        .collect::<Vec<_>>(),
-                )
-            })
-            .flatten()
-            .collect(),
-        "proc_pagetypeinfo" => pagetypeinfo_fields(text),
-        _ => Vec::new(),
+        VMALLOCINFO if text.is_empty() => Ok(vec![("areas".into(), "0".into()), ("pages".into(), "0".into())]),
+        VMALLOCINFO => Ok(vmallocinfo::fields(&vmallocinfo::parse(text).map_err(own)?)),
+        KERNEL_PAGE_TABLES => Ok(ptdump::fields(&ptdump::parse(text).map_err(own)?)),
+        f => fields::parse(f, text).map_err(own),
     }
 }
 
-/// zoneinfo: `zone NAME/field` (the first words of a line), `zone
-/// NAME/cpu N/field` inside pagesets, `zone NAME/node/field` for the
-/// per-node stats.
-fn zoneinfo_fields(text: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let (mut zone, mut cpu, mut node_stats) = (String::new(), None::<String>, false);
-    for l in text.lines() {
-        let t = l.trim();
-        if let Some((_, z)) = t.split_once(", zone") {
-            zone = z.trim().to_string();
-            (cpu, node_stats) = (None, false);
-            continue;
-        }
-        if t == "per-node stats" {
-            node_stats = true;
-            continue;
-        }
-        if t == "pagesets" {
-            node_stats = false;
-            continue;
-        }
-        if let Some(c) = t.strip_prefix("cpu:") {
-            cpu = Some(c.trim().to_string());
-            continue;
-        }
-        if let Some(p) = t.strip_prefix("protection:") {
-            out.push((format!("zone {zone}/protection"), p.trim().replace(' ', "")));
-            continue;
-        }
-        let (k, v) = match t.rsplit_once(|c: char| c.is_whitespace()) {
-            Some((k, v)) => (k.trim().trim_end_matches(':').to_string(), v.to_string()),
-            None => continue,
-        };
-        if k == "pages free" {
-            (cpu, node_stats) = (None, false);
-        }
-        let key = match (&cpu, node_stats) {
-            (_, true) => format!("zone {zone}/node/{k}"),
-            (Some(c), _) if k != "vm stats threshold" && l.starts_with("              ") => {
-                format!("zone {zone}/cpu {c}/{k}")
-            }
-            (Some(c), _) if k == "vm stats threshold" => format!("zone {zone}/cpu {c}/{k}"),
-            _ => format!("zone {zone}/{k}"),
-        };
-        out.push((key, v));
+/// A real meminfo or vmstat whose lines are a strict prefix of the lines
+/// Linux 7.2 prints on arm64 (mmlab's meminfo prints every one of them, its
+/// vmstat [`procfs::vmstat::VMSTAT_ITEMS`] then its own) was cut.
+fn check_not_cut(
+    c: &Capture,
+    file: &'static str,
+    real: &fields::Fields,
+    ours: &fields::Fields,
+) -> Result<(), CaptureError> {
+    let kernel: Vec<&str> = match file {
+        "proc_meminfo" => ours.iter().map(|(k, _)| k.as_str()).collect(),
+        "proc_vmstat" => procfs::vmstat::VMSTAT_ITEMS.to_vec(),
+        _ => return Ok(()),
+    };
+    if real.len() < kernel.len() && real.iter().zip(&kernel).all(|((a, _), b)| a == b) {
+        return Err(CaptureError {
+            path: c.dir.join(file),
+            line: Some(real.len()),
+            what: format!("the file ends here; Linux 7.2 prints `{}` next (the capture was cut?)", kernel[real.len()]),
+        });
     }
-    out
+    Ok(())
 }
 
-/// pagetypeinfo: free blocks per type and order, and the pageblock counts.
-fn pagetypeinfo_fields(text: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut block_types: Vec<String> = Vec::new();
-    for l in text.lines() {
-        if let Some(h) = l.strip_prefix("Number of blocks type") {
-            block_types = h.split_whitespace().map(str::to_string).collect();
-            continue;
-        }
-        if let Some((k, v)) = l.split_once(':') {
-            out.push((k.trim().to_string(), v.trim().to_string()));
-            continue;
-        }
-        let Some((_, rest)) = l.split_once(", zone") else { continue };
-        if let Some((z, r)) = rest.split_once(", type") {
-            let mut w = r.split_whitespace();
-            let Some(ty) = w.next() else { continue };
-            for (o, v) in w.enumerate() {
-                out.push((format!("zone {}/{ty}/order {o}", z.trim()), v.to_string()));
-            }
-        } else {
-            let mut w = rest.split_whitespace();
-            let Some(z) = w.next() else { continue };
-            for (ty, v) in block_types.iter().zip(w) {
-                out.push((format!("zone {z}/blocks/{ty}"), v.to_string()));
-            }
+/// Compare the captures (one configuration: the first compared, the others
+/// its spread) with mmlab's files.
+///
+/// # Errors
+/// Captures of different configurations, a real file cut short, or mmlab's
+/// own file not in the kernel's layout.
+pub fn compare(caps: &[Capture], ours: &MmlabFiles, options: Vec<machine::PeerOption>) -> Result<PeerReport, String> {
+    let first = caps.first().ok_or("no capture")?;
+    for c in &caps[1..] {
+        if c.machine != first.machine || c.options() != first.options() || c.kernel != first.kernel {
+            return Err(format!(
+                "{} ({}, {}, options {:?}) is not a boot of the configuration of {} ({}, {}, options {:?})",
+                c.dir.display(),
+                c.kernel,
+                c.machine,
+                c.options(),
+                first.dir.display(),
+                first.kernel,
+                first.machine,
+                first.options()
+            ));
         }
     }
-    out
-}
-
-/// The real value recomputed with mmlab's formula from the real file's own
-/// inputs, for the fields that have one.
-fn formula(file: &str, key: &str, real: &BTreeMap<String, String>, nr_cpus: usize) -> Option<String> {
-    let num = |k: &str| real.get(k).and_then(|v| v.parse::<u64>().ok());
-    match (file, key) {
-        ("proc_meminfo", "CommitLimit") => {
-            let pages = num("MemTotal")? / 4 - num("Hugetlb")? / 4;
-            Some((pages * 50 / 100 * 4).to_string())
-        }
-        ("proc_zoneinfo", k) => {
-            let (zone, rest) = k.split_once('/')?;
-            let managed = num(&format!("{zone}/managed"))?;
-            if rest.ends_with("/batch") {
-                Some(mmlab_pcp::zone_batchsize(managed).to_string())
-            } else if rest.ends_with("/vm stats threshold") {
-                Some(mmlab_pcp::vmstat::calculate_normal_threshold(managed, nr_cpus).to_string())
-            } else if rest.ends_with("/high_min") {
-                let low = num(&format!("{zone}/low"))?;
-                let batch = mmlab_pcp::zone_batchsize(managed);
-                let n = nr_cpus as u32;
-                Some(mmlab_pcp::zone_highsize(managed, low, batch, n, 0, n, 0).to_string())
-            } else if rest.ends_with("/high_max") {
-                let low = num(&format!("{zone}/low"))?;
-                let batch = mmlab_pcp::zone_batchsize(managed);
-                let (n, f) = (nr_cpus as u32, mmlab_pcp::MIN_PERCPU_PAGELIST_HIGH_FRACTION);
-                Some(mmlab_pcp::zone_highsize(managed, low, batch, n, 0, n, f).to_string())
-            } else {
-                None
-            }
-        }
-        _ => None,
-    }
-}
-
-/// Compare the real kernel's files with mmlab's, field by field.
-pub fn compare(real: &BTreeMap<&'static str, String>, ours: &MmlabFiles, nr_cpus: usize) -> PeerReport {
     let mut out = Vec::new();
     for file in PEER_FILES {
-        let r = fields(file, real.get(file).map_or("", String::as_str));
-        let o = fields(file, ours.files.get(file).map_or("", String::as_str));
-        let rmap: BTreeMap<String, String> = r.iter().cloned().collect();
-        let omap: BTreeMap<String, String> = o.iter().cloned().collect();
-        for (k, rv) in &r {
-            let mark = match omap.get(k) {
-                None => Mark::OnlyReal,
-                Some(ov) if ov == rv => Mark::Equal,
-                Some(_) if formula(file, k, &rmap, nr_cpus).as_ref() == Some(rv) => Mark::FormulaEqual,
-                Some(ov)
-                    if matches!(file, "proc_meminfo" | "proc_vmstat")
-                        && ov == "0"
-                        && !ours.modelled.contains(&k.as_str()) =>
-                {
-                    Mark::NotModelled
-                }
-                Some(_) => Mark::Different,
-            };
-            out.push(PeerField { file, key: k.clone(), real: Some(rv.clone()), mmlab: omap.get(k).cloned(), mark });
+        let Some(real) = capture_fields(first, file) else { continue };
+        let mine = mmlab_fields(ours, file)?;
+        for c in caps {
+            if let Some(r) = capture_fields(c, file) {
+                check_not_cut(c, file, &r, &mine)?;
+            }
         }
-        for (k, ov) in o.iter().filter(|(k, _)| !rmap.contains_key(k)) {
-            out.push(PeerField { file, key: k.clone(), real: None, mmlab: Some(ov.clone()), mark: Mark::OnlyMmlab });
-        }
+        let mut boots = vec![real];
+        boots.extend(caps[1..].iter().filter_map(|c| capture_fields(c, file)));
+        let sides = compare::Sides {
+            file,
+            boots,
+            mmlab: mine,
+            capture: first,
+            modelled: &ours.modelled,
+            nr_cpus: first.machine.cpus,
+        };
+        out.extend(compare::compare(&sides).into_iter().map(|x| PeerField {
+            file,
+            key: x.key,
+            real: x.real,
+            spread: x.spread,
+            mmlab: x.mmlab,
+            mark: x.mark,
+        }));
     }
-    PeerReport { fields: out, test_vmalloc: None }
+    Ok(PeerReport {
+        boots: caps.iter().map(|c| c.dir.display().to_string()).collect(),
+        machine: first.machine.clone(),
+        kernel: first.kernel.clone(),
+        options,
+        fields: out,
+        pgtable_pages: first.ptdump.as_ref().map(|(_, p)| p.clone()),
+        test_vmalloc: None,
+    })
+}
+
+/// `mmlab peer`: read every capture, boot the first one's machine (with
+/// `mem`, `cpus` and `sets` from the command line, checked against it),
+/// compare. Returns the report and the machine's configuration and
+/// settings, for the run's record.
+///
+/// # Errors
+/// A capture that cannot be read ([`CaptureError`]), a machine option
+/// other than the capture's, a boot that fails.
+pub fn run(
+    dirs: &[std::path::PathBuf],
+    mem: Option<&str>,
+    cpus: Option<usize>,
+    sets: &[String],
+) -> Result<(PeerReport, Configs, Vec<String>), String> {
+    let caps: Vec<Capture> = dirs.iter().map(|d| Capture::read(d)).collect::<Result<_, _>>()?;
+    let first = caps.first().ok_or("mmlab peer needs a capture directory")?;
+    let (c, options, all_sets) = machine::configs(first, mem, cpus, sets)?;
+    let ours = mmlab_files(&c)?;
+    let report = compare(&caps, &ours, options)?;
+    Ok((report, c, all_sets))
+}
+
+/// The files of [`PROC_FILES`] mmlab prints for `c`'s machine, split into
+/// fields (for tests that compare layouts).
+///
+/// # Errors
+/// As [`mmlab_fields`].
+pub fn mmlab_proc_fields(ours: &MmlabFiles) -> Result<BTreeMap<&'static str, fields::Fields>, String> {
+    PROC_FILES.iter().map(|&f| mmlab_fields(ours, f).map(|x| (f, x))).collect()
 }
