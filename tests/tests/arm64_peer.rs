@@ -187,7 +187,7 @@ fn fields_mmlab_emulates_exactly() {
     // - DMA [1 GiB, 4 GiB): 786,432 - 27,697 reserved = 758,735: the kernel
     //   image's 12,032 pages less the 976 of its init sections freed at the
     //   end of boot, the swiotlb buffer's 16,384, the DTB's 256 and the one
-    //   page the initrd keeps of its 252 (the CMA area's 16,384 pages are
+    //   page the initrd keeps of its 256 (the CMA area's 16,384 pages are
     //   managed);
     // - Normal [4 GiB, 5 GiB): 262,144 - 20,290 reserved = 241,854: the
     //   memmap's 16,384, the linear map's 2,053 tables (2,048 pte, 4 pmd, 1
@@ -204,17 +204,17 @@ fn fields_mmlab_emulates_exactly() {
     }
     // Derived from the managed pages when init_per_zone_wmark_min() and
     // the pagesets ran, now equal (were different):
-    // - lowmem then: DMA 758,735 - 976 - 251 = 757,508 (the init sections
+    // - lowmem then: DMA 758,735 - 976 - 255 = 757,504 (the init sections
     //   and the initrd come back later, without a recomputation) + Normal
-    //   241,854 = 999,362;
+    //   241,854 = 999,358;
     // - min_free_kbytes 45,056 (khugepaged: 512 x 2 zones x 11 pages), so
-    //   min: DMA 11,264 x 757,508 / 999,362 = 8,538, delta 8,538 / 4 =
+    //   min: DMA 11,264 x 757,504 / 999,358 = 8,538, delta 8,538 / 4 =
     //   2,134: low 10,672, high 12,806, promo 14,940; Normal 11,264 x
-    //   241,854 / 999,362 = 2,725, delta 681: 3,406, 4,087, 4,768;
+    //   241,854 / 999,358 = 2,725, delta 681: 3,406, 4,087, 4,768;
     // - protection: DMA keeps Normal's 241,854 / 256 = 944 pages;
     // - pagesets: batch min(managed >> 12, 64) = 64 (DMA) or 59 (Normal)
     //   -> 63; high_min = low / 2 CPUs: DMA 5,336, Normal 1,703; high_max =
-    //   managed / 8 / 2: DMA 757,508 / 16 = 47,344, Normal 15,115 (were
+    //   managed / 8 / 2: DMA 757,504 / 16 = 47,344, Normal 15,115 (were
     //   formula-equal); the vmstat threshold 2 x fls(2) x (1 + fls(managed
     //   >> 15)): DMA 24, Normal 16 (already equal).
     for z in ["DMA", "Normal"] {

@@ -107,16 +107,16 @@ fn image_initrd_dtb_and_what_boot_gives_back() {
     // allocator frees it (free_reserved_area()).
     assert_eq!(reserved(&m, "kernel"), [(0x4020_0000, 0x4310_0000 - 0x4020_0000)]);
     assert_eq!(reserved(&m, "dtb"), [(0x4820_0000, 1 << 20)]);
-    // The initramfs is 1,030,144 bytes (between 1,004 and 1,008 KiB):
-    // reserve_initrd_mem() reserves it rounded out to whole pages, 252
-    // (1,008 KiB), and free_initrd_mem() -> free_reserved_area() frees the
-    // whole pages inside it, 251 ("Freeing initrd memory: 1004K"); the last,
+    // The initramfs is 1,046,528 bytes (between 1,020 and 1,024 KiB):
+    // reserve_initrd_mem() reserves it rounded out to whole pages, 256
+    // (1,024 KiB), and free_initrd_mem() -> free_reserved_area() frees the
+    // whole pages inside it, 255 ("Freeing initrd memory: 1020K"); the last,
     // partial page stays reserved.
     let initrd = m.boot_state().reservations.iter().find(|r| r.name == "initrd").unwrap();
-    assert_eq!((initrd.base, initrd.size, initrd.freed_at_end_of_boot), (0x4800_0000, 1008 << 10, 1004 << 10));
+    assert_eq!((initrd.base, initrd.size, initrd.freed_at_end_of_boot), (0x4800_0000, 1024 << 10, 1020 << 10));
     assert_eq!(dmesg_dec("4G-2cpu", "Freeing initrd memory: ") << 10, initrd.freed_at_end_of_boot);
-    assert_eq!(reserved(&m, "initrd"), [(0x4800_0000, 1008 << 10)]);
-    assert_eq!(m.boot_state().given_back, [(0x4800_0000, 1004 << 10), (k.init_begin(), k.init)]);
+    assert_eq!(reserved(&m, "initrd"), [(0x4800_0000, 1024 << 10)]);
+    assert_eq!(m.boot_state().given_back, [(0x4800_0000, 1020 << 10), (k.init_begin(), k.init)]);
     for pa in [0x4800_0000, k.init_begin(), k.init_end() - PAGE_SIZE] {
         assert!(m.page(Pfn(pa / PAGE_SIZE)).test_flag(pg::PG_RESERVED), "{pa:#x}");
     }
@@ -125,11 +125,11 @@ fn image_initrd_dtb_and_what_boot_gives_back() {
         assert!(!m.page(Pfn(pa / PAGE_SIZE)).test_flag(pg::PG_RESERVED), "{pa:#x}");
     }
     assert!(m.page(Pfn(k.init_end() / PAGE_SIZE)).test_flag(pg::PG_RESERVED));
-    // The initrd's last page, 0x480fb, was not given back.
-    assert!(m.page(Pfn(0x480fb)).test_flag(pg::PG_RESERVED));
-    // The 1,227 pages went through CPU 0's DMA pageset, below its high:
+    // The initrd's last page, 0x480ff, was not given back.
+    assert!(m.page(Pfn(0x480ff)).test_flag(pg::PG_RESERVED));
+    // The 1,231 pages went through CPU 0's DMA pageset, below its high:
     // a nonzero pageset after boot, as the real kernel's.
-    let given_back = (1004 + 3904) / 4;
+    let given_back = (1020 + 3904) / 4;
     assert_eq!(pa.pageset_of(mmlab_engine::mm::ZoneType::Dma, 0).unwrap().count, given_back);
     pa.check_invariants().unwrap();
     // free_initmem() unmapped the init segment at KIMAGE_VADDR; the rest stays.
@@ -265,10 +265,10 @@ fn bare_is_the_old_machine_and_real_takes_its_reservations() {
     let pa_real = PageAllocator::boot(&real, AllocatorConfig::default()).unwrap();
     // The CMA area stays reserved in memblock and its 16,384 pages are
     // managed once cma_init_reserved_areas() has freed them as MIGRATE_CMA.
-    // Likewise the initrd and init sections (1,227 pages) given back at
+    // Likewise the initrd and init sections (1,231 pages) given back at
     // the end of boot: managed, and still in memblock's reserved list.
     let cma = 16_384;
-    let given_back = (1004 + 3904) / 4;
+    let given_back = (1020 + 3904) / 4;
     let real_managed = pa_real.managed_pages() - cma;
     assert_eq!(real.cma_area().map(|(_, n)| n), Some(cma));
     let res_pages = |m: &Machine| m.memblock().reserved_pages();
@@ -345,7 +345,7 @@ fn small_machines_boot_bare_and_stat_says_so() {
     for want in [
         "\ncma      0x00000000fc000000-0x0000000100000000",
         "\nswiotlb  0x00000000f8000000-0x00000000fc000000",
-        "\ninitrd   0x0000000048000000-0x00000000480fc000     1008K     1004K",
+        "\ninitrd   0x0000000048000000-0x0000000048100000     1024K     1020K",
         "CMA area: 64M at 0x00000000fc000000",
         "0xffff8000828e0000-0xffff800082f01000  6426624 _data",
         "\nboot work (pcp/src/boot_work.rs: ",

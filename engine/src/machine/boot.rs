@@ -168,10 +168,13 @@ impl Machine {
             boot_allocs::start_kernel_early(
                 &mut mb,
                 nr_cpus,
-                boot_state::PEER_CMDLINE.len() as u64,
+                config.cmdline().len() as u64,
                 nr_kernel_pages,
                 &mut boot_state.reservations,
             )?;
+            if config.kfence_sample_interval != 0 {
+                boot_allocs::kfence_alloc_metadata(&mut mb, &mut boot_state.reservations)?;
+            }
         }
 
         let first_deferred = if config.deferred_struct_page_init { first_deferred_pfn(&bank_pfns) } else { u64::MAX };

@@ -194,6 +194,24 @@ impl MachineConfig {
         self.tlbi_range.unwrap_or(self.cost_profile.features.tlbi_range)
     }
 
+    /// The kernel command line this machine boots with: the peer runs'
+    /// ([`crate::mm::boot_state::PEER_CMDLINE`]) and the boot parameters
+    /// mmlab models that differ from their defaults. `setup_command_line()`
+    /// keeps two copies in memblock, so its length is part of the boot.
+    pub fn cmdline(&self) -> String {
+        let mut c = crate::mm::boot_state::PEER_CMDLINE.to_string();
+        if self.rodata != crate::arch::arm64::mmu::Rodata::On {
+            c += &format!(" rodata={}", self.rodata.name());
+        }
+        if self.kfence_sample_interval != 0 {
+            c += &format!(" kfence.sample_interval={}", self.kfence_sample_interval);
+        }
+        if self.debug_pagealloc {
+            c += " debug_pagealloc=on";
+        }
+        c
+    }
+
     /// What `map_mem()` decides from ([`crate::arch::arm64::mmu::MapMemOptions`]):
     /// the variant, `rodata=`, `debug_pagealloc`, `kfence.sample_interval`
     /// and whether the cost profile's CPU has BBML2_NOABORT.

@@ -194,6 +194,23 @@ pub fn start_kernel_early(
     Ok(())
 }
 
+/// `KFENCE_METADATA_SIZE` of Debian's build: 255 objects' `struct
+/// kfence_metadata`, page-aligned: 299,008 bytes (73 pages; `memblock=debug`).
+const KFENCE_METADATA_SIZE: u64 = 299_008;
+
+/// `mm_core_init()` → `kfence_alloc_pool_and_metadata()` with early KFENCE:
+/// the objects' metadata from memblock (the pool itself was allocated and
+/// mapped by arm64's `map_mem()`).
+///
+/// # Errors
+///
+/// [`MemblockError::NoSpace`] (the kernel prints an error and runs
+/// without KFENCE; mmlab refuses the machine).
+pub fn kfence_alloc_metadata(mb: &mut Memblock, out: &mut Vec<BootReservation>) -> Result<(), MemblockError> {
+    alloc(mb, out, KFENCE_METADATA_SIZE, PAGE_SIZE, "kfence", "kfence_alloc_pool_and_metadata()", "faithful size")?;
+    Ok(())
+}
+
 /// Mirrors mm/mm_init.c `alloc_large_system_hash()` for a table with no
 /// size given on the command line and no limits: one bucket of
 /// `bucketsize` bytes per `2^scale` bytes of `nr_kernel_pages` (rounded up

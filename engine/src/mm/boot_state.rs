@@ -85,10 +85,11 @@ impl std::str::FromStr for BootState {
 
 /// The smallest first bank the real boot state is emulated on.
 pub const REAL_BOOT_MIN_BANK: u64 = 256 << 20;
-/// The peer run's initramfs: between 1,004 and 1,008 KiB (the boot
-/// reserves 0xfc000 bytes, page-rounded out, and frees "1004K", the whole
-/// pages inside); its last page stays reserved.
-pub const INITRD_SIZE: u64 = (1004 << 10) + 2048;
+/// The peer run's initramfs (busybox, /init and the capture modules):
+/// between 1,020 and 1,024 KiB (the boot frees "1020K", the whole pages
+/// inside it; the reservation is page-rounded out, so its last page stays
+/// reserved).
+pub const INITRD_SIZE: u64 = (1020 << 10) + 2048;
 /// The peer run's kernel command line (`setup_command_line()` keeps two
 /// copies).
 pub const PEER_CMDLINE: &str = "nokaslr no_hash_pointers console=ttyAMA0 rdinit=/init";

@@ -6,7 +6,7 @@
 //!
 //! | option | mmlab setting |
 //! |--------|---------------|
-//! | `rodata=on\|off\|noalias` | `rodata=` (mmlab takes full\|on\|off) |
+//! | `rodata=on\|off\|noalias` | `rodata=` (7.2's values) |
 //! | `kfence.sample_interval=N` | `kfence.sample_interval=N` (0, Debian's default, is the default) |
 //! | `-cpu max` (FEAT_LPA2: 52-bit VA, 5 levels) | `arm64.lpa2=on` |
 //! | anything else | none |

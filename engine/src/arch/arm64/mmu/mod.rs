@@ -7,7 +7,8 @@
 //! # The algorithm
 //!
 //! `map_mem()` maps every memblock memory region at `PAGE_OFFSET + (pa -
-//! PHYS_OFFSET)` in `swapper_pg_dir` with `PAGE_KERNEL` and the flags
+//! PHYS_OFFSET)` in `swapper_pg_dir` with `pgprot_tagged(PAGE_KERNEL)`
+//! (`MT_NORMAL_TAGGED`) and the flags
 //! `NO_EXEC_MAPPINGS` (table descriptors get PXNTable) plus, when
 //! `can_set_direct_map()` (`rodata=full`, the default),
 //! `NO_BLOCK_MAPPINGS | NO_CONT_MAPPINGS`: the whole linear map is then
@@ -101,7 +102,7 @@ use crate::arch::arm64::fixmap::{Fixmap, FixmapCounts};
 use crate::arch::arm64::kimage::KernelImage;
 use crate::arch::arm64::memory::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
 use crate::arch::arm64::pgtable::Level;
-use crate::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PgProt};
+use crate::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PgProt, pgprot_tagged};
 use crate::arch::arm64::tlb::TlbiKind;
 use crate::counters::CounterSet;
 use create::Walker;
@@ -137,7 +138,7 @@ pub fn map_mem(
         if s < PHYS_OFFSET || e <= s || e - PHYS_OFFSET > PAGE_END - PAGE_OFFSET {
             return Err(LinearMapError::OutOfRange { start: s, end: e });
         }
-        w.create_pgd_mapping(s, phys_to_virt(s), e - s, PAGE_KERNEL, flags)
+        w.create_pgd_mapping(s, phys_to_virt(s), e - s, pgprot_tagged(PAGE_KERNEL), flags)
     };
     if v7_2 {
         // arm64_kfence_map_pool(): memblock_phys_alloc(), then pages only.
@@ -173,8 +174,8 @@ pub fn map_mem(
         }
         if let Some(a) = alias {
             // The alias of [_stext, __init_begin): non-executable leaves,
-            // blocks allowed, no contiguous runs, no PXNTable.
-            map(&mut w, a, NO_CONT_MAPPINGS)?;
+            // blocks allowed, no contiguous runs, no PXNTable, untagged.
+            w.create_pgd_mapping(a.0, phys_to_virt(a.0), a.1 - a.0, PAGE_KERNEL, NO_CONT_MAPPINGS)?;
             kernel_alias.push(a);
         }
     }

@@ -190,6 +190,14 @@ pub const fn pgprot_noncached(prot: PgProt) -> PgProt {
     __pgprot_modify(prot, PTE_ATTRINDX_MASK, attrindx(MT_DEVICE_NGNRNE) | PTE_PXN | PTE_UXN)
 }
 
+/// `pgprot_tagged(prot)`: normal memory that may carry MTE tags
+/// (`MT_NORMAL_TAGGED`; without MTE the MAIR gives that index the same
+/// attributes as `MT_NORMAL`). The linear map's memory is mapped so.
+#[inline]
+pub const fn pgprot_tagged(prot: PgProt) -> PgProt {
+    __pgprot_modify(prot, PTE_ATTRINDX_MASK, attrindx(MT_NORMAL_TAGGED))
+}
+
 /// `pgprot_device(prot)`: device memory with early write acknowledgement
 /// (`MT_DEVICE_nGnRE`), never executable.
 #[inline]
@@ -426,17 +434,19 @@ impl fmt::Debug for Desc {
     }
 }
 
-/// `pgattr_change_is_safe()` (arch/arm64/mm/mmu.c): may a live entry go
-/// from `old` to `new` without break-before-make?
+/// `pgattr_change_is_safe()` (arch/arm64/mm/mmu.c, 7.2): may a live entry
+/// go from `old` to `new` without break-before-make? Only the permission
+/// bits, nG -> G never, and Normal <-> Normal-Tagged may change; the
+/// contiguous bit must stay as it is. (Kernels before 6.18 refused every
+/// change to a live contiguous entry; 7.2 allows permission changes on one,
+/// which its `map_mem()` needs: the alias is written again by the memory
+/// pass, and `mark_linear_text_alias_ro()` changes it in place.)
 pub const fn pgattr_change_is_safe(old: u64, new: u64) -> bool {
     let mut mask = PTE_PXN | PTE_RDONLY | PTE_WRITE | PTE_NG | PTE_SWBITS_MASK;
     if old & PTE_VALID == 0 || new & PTE_VALID == 0 {
         return true;
     }
     if (old & PTE_ADDR_MASK) != (new & PTE_ADDR_MASK) {
-        return false;
-    }
-    if (old | new) & PTE_CONT != 0 {
         return false;
     }
     if old & !new & PTE_NG != 0 {
@@ -511,6 +521,11 @@ mod tests {
         assert!(pgattr_change_is_safe(a, Desc::page(0x4000_0000, PAGE_KERNEL_RO).bits()), "permissions may change");
         assert!(!pgattr_change_is_safe(a, Desc::page(0x4000_1000, PAGE_KERNEL).bits()), "pfn change");
         assert!(!pgattr_change_is_safe(a, a | PTE_CONT), "live cont change");
+        // 7.2: a contiguous entry's permissions may change, its bit may not.
+        let c = a | PTE_CONT;
+        assert!(pgattr_change_is_safe(c, Desc::page(0x4000_0000, PAGE_KERNEL_RO).bits() | PTE_CONT));
+        assert!(pgattr_change_is_safe(c, c), "the same value again");
+        assert!(!pgattr_change_is_safe(c, a), "live cont clear");
         assert!(!pgattr_change_is_safe(a | PTE_NG, a), "nG to global");
         assert!(pgattr_change_is_safe(a, a | PTE_NG), "global to nG");
         let dev = (a & !PTE_ATTRINDX_MASK) | attrindx(MT_DEVICE_NGNRE);
