@@ -60,7 +60,7 @@
 //! | module     | what it emulates                                         | fidelity      |
 //! |------------|----------------------------------------------------------|---------------|
 //! | `arena`    | physical RAM (an anonymous `MAP_NORESERVE` mapping)       | faithful      |
-//! | `memblock` | the boot allocator                                       | faithful      |
+//! | `memblock` | the boot allocator                                       | faithful regions, merging and placement; one node, arrays grow without doubling, no memory contents |
 //! | `page`     | `struct page`                                             | faithful layout, instrumented state word |
 //! | `list`     | `struct list_head` through struct pages                  | faithful shape |
 //! | `mm_init`  | boot: memmap init, reservations                           | simplified (one node, one zone) |

@@ -169,7 +169,8 @@ fn invalid_and_reserved_pfns() {
     // Sorted by address: the memmap, the pte, pmd and pud tables and
     // swapper_pg_dir (allocated top-down in the reverse order, merged into
     // one region as memblock_merge_regions() does), the usemap.
-    assert_eq!(reserved.iter().map(|r| r.name).collect::<Vec<_>>(), ["memmap", "pgtable", "usemap"]);
+    let owner = |base| m.memblock().reservations().find(|l| l.base == base).unwrap().name;
+    assert_eq!(reserved.iter().map(|r| owner(r.base)).collect::<Vec<_>>(), ["memmap", "pgtable", "usemap"]);
     let memmap = reserved[0].base.pfn();
     assert_eq!(memmap, Pfn(0x43e00));
     assert_eq!(reserved[1].size, 4 * PAGE_SIZE);

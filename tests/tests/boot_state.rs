@@ -59,7 +59,7 @@ fn machine(mem: &str, cpus: usize) -> Machine {
 }
 
 fn reserved(m: &Machine, name: &str) -> Vec<(u64, u64)> {
-    m.memblock().reserved().iter().filter(|r| r.name == name).map(|r| (r.base.0, r.size)).collect()
+    m.memblock().reservations().filter(|r| r.name == name).map(|r| (r.base.0, r.size)).collect()
 }
 
 /// "cma: Reserved 64 MiB at ..." and "software IO TLB: mapped [mem
@@ -251,7 +251,7 @@ fn bare_is_the_old_machine_and_real_takes_its_reservations() {
     let bare = mmlab_tests::boot(MachineConfig::with("4G", 2).unwrap().bare()).unwrap();
     assert_eq!(bare.boot_state().in_force, BootState::Bare);
     assert!(bare.kernel_image().is_none() && bare.cma_area().is_none());
-    let names: Vec<&str> = bare.memblock().reserved().iter().map(|r| r.name).collect();
+    let names: Vec<&str> = bare.memblock().reservations().map(|r| r.name).collect();
     assert!(names.iter().all(|n| ["memmap", "usemap", "pgtable", "fixmap"].contains(n)), "{names:?}");
     let pa = PageAllocator::boot(&bare, AllocatorConfig::default()).unwrap();
     // The linear map (the default) adds the fixmap's 3 tables (no image to

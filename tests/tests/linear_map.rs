@@ -235,17 +235,17 @@ fn default_boot_builds_the_linear_map_and_it_can_be_left_out() {
     let m = mmlab_tests::boot(cfg).unwrap();
     assert!(m.linear_map_report().is_none());
     assert!(pgtable::walk(&m, &m.kernel_as(), PAGE_OFFSET).leaf.is_none());
-    assert!(!m.memblock().reserved().iter().any(|r| r.name == "fixmap"));
+    assert!(!m.memblock().reservations().any(|r| r.name == "fixmap"));
 }
 
 #[test]
 fn linear_map_tables_come_from_memblock_and_are_reserved() {
     let m = boot("64M", LinearMapVariant::LazyUnmap, Rodata::On);
     let mb = m.memblock();
-    let fixmap = mb.reserved().iter().filter(|r| r.name == "fixmap").map(|r| r.size).sum::<u64>();
+    let fixmap = mb.reservations().filter(|r| r.name == "fixmap").map(|r| r.size).sum::<u64>();
     assert_eq!(fixmap, 3 * PAGE_SIZE, "bm_pud, bm_pmd, bm_pte");
     // swapper + 4 vmemmap tables as before, plus 34 linear-map tables.
-    let tables = mb.reserved().iter().filter(|r| r.name == "pgtable").map(|r| r.size).sum::<u64>();
+    let tables = mb.reservations().filter(|r| r.name == "pgtable").map(|r| r.size).sum::<u64>();
     assert_eq!(tables / PAGE_SIZE, 1 + 3 + 34);
 }
 
@@ -272,7 +272,7 @@ fn kernel_image_is_carved_out_and_mapped_as_its_alias() {
             ..MachineConfig::with("64M", 1).expect("size")
         };
         let m = mmlab_tests::boot(cfg).unwrap();
-        let kernel = *m.memblock().reserved().iter().find(|r| r.name == "kernel").expect("reserved");
+        let kernel = *m.memblock().reservations().find(|r| r.name == "kernel").expect("reserved");
         assert_eq!((kernel.base.0, kernel.size), (0x4020_0000, 48128 << 10));
         let r = m.linear_map_report().unwrap();
         assert_eq!(r.regions, [(PHYS_OFFSET, 0x4021_0000), (0x4271_0000, PHYS_OFFSET + (64 << 20))]);

@@ -455,7 +455,7 @@ fn vmap_and_vm_map_ram_refuse_pages_outside_ram_or_free() {
         pa.free_pages(&cpu, p, 0).unwrap();
         p
     };
-    let memmap = m.memblock().reserved().iter().find(|r| r.name == "memmap").unwrap().base.pfn();
+    let memmap = m.memblock().reservations().find(|r| r.name == "memmap").unwrap().base.pfn();
     let end = m.memmap().end_pfn();
     let stats = pgtable::stats(&m, &k);
     let free_va = vm.free_bytes();

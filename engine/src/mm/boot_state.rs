@@ -175,7 +175,7 @@ pub const fn qemu_virt_initrd_dtb(ram_base: u64, ram_size: u64, image_end: u64) 
 }
 
 fn reserve(mb: &mut Memblock, out: &mut Vec<BootReservation>, r: BootReservation) -> Result<(), MemblockError> {
-    mb.reserve(PhysAddr(r.base), r.size, r.name)?;
+    mb.reserve(PhysAddr(r.base), r.size, r.name);
     out.push(r);
     Ok(())
 }
@@ -186,7 +186,8 @@ fn reserve(mb: &mut Memblock, out: &mut Vec<BootReservation>, r: BootReservation
 ///
 /// # Errors
 ///
-/// [`MemblockError::BadReserve`] if one lies outside RAM or overlaps another.
+/// None today: [`Memblock::reserve`] takes any range, as `memblock_reserve()`
+/// does (overlaps merge).
 pub fn arm64_memblock_init(
     mb: &mut Memblock,
     image: Option<&KernelImage>,

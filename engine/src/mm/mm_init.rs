@@ -95,20 +95,23 @@ mod tests {
     fn boot_lays_out_memmap_and_reservations() {
         let m = Machine::boot(MachineConfig::with("64M", 2).unwrap()).unwrap();
         let mb = m.memblock();
-        let mut names: Vec<_> = mb.reserved().iter().map(|r| r.name).collect();
+        let mut names: Vec<_> = mb.reservations().map(|r| r.name).collect();
         names.sort();
+        names.dedup();
         // The memmap, the usemap, and the tables (64M boots bare: no image,
         // so they come from memblock): swapper_pg_dir; the fixmap's bm_pud,
         // bm_pmd and bm_pte; the linear map's one pud, one pmd and 32 pte
         // tables (2 MiB each, page by page); the vmemmap's pud, pmd and pte
-        // tables (64M is a partial section, mapped with base pages). Each
-        // run taken one below the other is one region, as
-        // memblock_merge_regions() leaves it.
-        assert_eq!(names, ["fixmap", "memmap", "pgtable", "pgtable", "usemap"]);
-        let tables: u64 = mb.reserved().iter().filter(|r| r.name == "pgtable").map(|r| r.size).sum();
+        // tables (64M is a partial section, mapped with base pages). Taken
+        // one below the other, the tables are one region whoever took them,
+        // as memblock_merge_regions() leaves it.
+        assert_eq!(names, ["fixmap", "memmap", "pgtable", "usemap"]);
+        assert_eq!(mb.reserved().len(), 3);
+        assert_eq!(mb.reserved()[1].size, (1 + 3 + 34 + 3) * PAGE_SIZE);
+        let tables: u64 = mb.reservations().filter(|r| r.name == "pgtable").map(|r| r.size).sum();
         assert_eq!(tables, (1 + 34 + 3) * PAGE_SIZE);
         // 16384 frames x 64 B = 1 MiB of memmap at the top 2 MiB-aligned slot.
-        let memmap = *mb.reserved().iter().find(|r| r.name == "memmap").unwrap();
+        let memmap = *mb.reservations().find(|r| r.name == "memmap").unwrap();
         assert_eq!(memmap.size, 1 << 20);
         assert_eq!(memmap.base.0, PHYS_OFFSET + (62 << 20));
         let pfn = memmap.base.pfn();

@@ -229,7 +229,7 @@ impl BootReport {
             modelled_barrier_ms: r.barriers.modelled_ns as f64 / 1e6,
         });
         let mut reserved: Vec<(&'static str, u64)> = Vec::new();
-        for r in m.memblock().reserved() {
+        for r in m.memblock().reservations() {
             match reserved.iter_mut().find(|(n, _)| *n == r.name) {
                 Some((_, b)) => *b += r.size,
                 None => reserved.push((r.name, r.size)),
