@@ -65,8 +65,8 @@ enum Command {
     /// measured and modelled time apart, table pages per level, TLBIs by
     /// kind, barriers, and map_mem() on its own with its fixmap operations.
     /// The machine is the one every command boots for the same options:
-    /// the linear map is off by default and built with --set
-    /// arm64.linear_map=1.
+    /// the linear map is built as Linux 7.2 builds it unless --set
+    /// arm64.linear_map=0.
     Boot {
         /// One JSON object instead of the text.
         #[arg(long)]

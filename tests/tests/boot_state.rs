@@ -343,9 +343,12 @@ fn small_machines_boot_bare_and_stat_says_so() {
     let s = mmlab_harness::output::boot_state::render(&m4, &pa4.boot_work());
     assert!(s.starts_with("boot state: real (boot.state=real)\n"), "{s}");
     for want in [
-        "\ncma      0x00000000fc000000-0x0000000100000000",
-        "\nswiotlb  0x00000000f8000000-0x00000000fc000000",
-        "\ninitrd   0x0000000048000000-0x0000000048100000     1024K     1020K",
+        // The owner column is as wide as the longest owner,
+        // "unflatten_device_tree".
+        "\ncma                   0x00000000fc000000-0x0000000100000000",
+        "\nswiotlb               0x00000000f8000000-0x00000000fc000000",
+        "\ninitrd                0x0000000048000000-0x0000000048100000        1M     1020K",
+        "\ndentry hash           0x000000013b200000-0x000000013b600000        4M",
         "CMA area: 64M at 0x00000000fc000000",
         "0xffff8000828e0000-0xffff800082f01000  6426624 _data",
         "\nboot work (pcp/src/boot_work.rs: ",

@@ -10,9 +10,8 @@ use mmlab_engine::mm::boot_state::BootState;
 use std::fmt::Write as _;
 
 /// What is not emulated of a real boot, as `stat boot-state` lists it.
-pub const NOT_EMULATED: &str = "percpu chunks, NODE_DATA, the printk buffer, the dentry/inode hash tables, \
-     ftrace's pages (memblock allocations before the page allocator came up), ioremaps and the other \
-     vmalloc areas (the boot's vmalloc pages are replayed, not its areas)";
+pub const NOT_EMULATED: &str = "ioremaps and the other vmalloc areas (the boot's vmalloc pages are replayed, not \
+     its areas), and what the page allocator hands out after boot's replay (slab, stacks, page cache)";
 
 /// The one-line note (for stderr) of the boot state machine `m` runs on.
 pub fn note(m: &Machine) -> String {
@@ -65,11 +64,12 @@ pub fn render(m: &Machine, work: &mmlab_pcp::BootWork) -> String {
     }
     if !b.reservations.is_empty() {
         let _ = writeln!(s, "\nemulated early reservations (memblock), in the kernel's order:");
-        let _ = writeln!(s, "{:<8} {:<37} {:>9} {:>9}  {:<58}  fidelity", "owner", "range", "size", "freed", "kernel");
+        let w = b.reservations.iter().map(|r| r.name.len()).max().unwrap_or(0).max(8);
+        let _ = writeln!(s, "{:<w$} {:<37} {:>9} {:>9}  {:<58}  fidelity", "owner", "range", "size", "freed", "kernel");
         for r in &b.reservations {
             let _ = writeln!(
                 s,
-                "{:<8} {:#018x}-{:#018x} {:>9} {:>9}  {:<58}  {}",
+                "{:<w$} {:#018x}-{:#018x} {:>9} {:>9}  {:<58}  {}",
                 r.name,
                 r.base,
                 r.base + r.size,
