@@ -53,6 +53,20 @@ fn alloc(
     Ok(pa)
 }
 
+/// One of `bootmem_init()`'s two 64-byte allocations (callers not
+/// identified: `memblock=debug` prints them as `__memblock_alloc_or_panic`).
+fn bootmem_init_64(mb: &mut Memblock, out: &mut Vec<BootReservation>) -> Result<PhysAddr, MemblockError> {
+    alloc(
+        mb,
+        out,
+        64,
+        SMP_CACHE_BYTES,
+        "bootmem_init",
+        "bootmem_init(): 64 bytes",
+        "simplified (caller not identified)",
+    )
+}
+
 /// `setup_arch()` → `unflatten_device_tree()` (its size by CPU count:
 /// measured at 1, 2 and 4 CPUs, interpolated between and beyond), then
 /// `bootmem_init()` → `arm64_numa_init()` → `alloc_node_data()`
@@ -66,15 +80,7 @@ pub fn setup_arch_early(mb: &mut Memblock, nr_cpus: u64, out: &mut Vec<BootReser
     let dt = UNFLATTENED_DT_1CPU + if nr_cpus >= 2 { 1_456 + 1_344 * (nr_cpus - 2) } else { 0 };
     alloc(mb, out, dt, 8, "unflatten_device_tree", "setup_arch() -> unflatten_device_tree()", "faithful size")?;
     alloc(mb, out, PG_DATA_SIZE, SMP_CACHE_BYTES, "NODE_DATA", "arm64_numa_init() -> alloc_node_data()", "faithful")?;
-    alloc(
-        mb,
-        out,
-        64,
-        SMP_CACHE_BYTES,
-        "bootmem_init",
-        "bootmem_init(): 64 bytes",
-        "simplified (caller not identified)",
-    )?;
+    bootmem_init_64(mb, out)?;
     Ok(())
 }
 
@@ -97,15 +103,7 @@ pub fn sparse_init_early(
     memmap_bytes: u64,
     out: &mut Vec<BootReservation>,
 ) -> Result<(PhysAddr, Vec<PhysAddr>), MemblockError> {
-    alloc(
-        mb,
-        out,
-        64,
-        SMP_CACHE_BYTES,
-        "bootmem_init",
-        "bootmem_init(): 64 bytes",
-        "simplified (caller not identified)",
-    )?;
+    bootmem_init_64(mb, out)?;
     alloc(
         mb,
         out,
