@@ -147,10 +147,12 @@ impl<'m> PageAllocator<'m> {
             pa.boot_work = pa.replay_boot_work(&cpus);
         }
         // free_initrd_mem() (populate_rootfs, rootfs_initcall) and
-        // free_initmem() (kernel_init): free_reserved_area(), each page
-        // with free_reserved_page() through CPU 0's pcp.
+        // free_initmem() (kernel_init): free_reserved_area(), which takes
+        // the range out of memblock.reserved (arm64 keeps memblock), then
+        // frees each page with free_reserved_page() through CPU 0's pcp.
         let cpu0 = m.cpu(0).map_err(|_| SysctlError::BootCpuBusy)?;
         for &(base, size) in &m.boot_state().given_back {
+            m.memblock().free(mmlab_engine::PhysAddr(base), size);
             for pfn in base >> PAGE_SHIFT..(base + size).div_ceil(1 << PAGE_SHIFT) {
                 pa.free_reserved_page(&cpu0, mmlab_engine::Pfn(pfn)).map_err(SysctlError::BootState)?;
             }

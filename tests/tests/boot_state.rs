@@ -265,15 +265,17 @@ fn bare_is_the_old_machine_and_real_takes_its_reservations() {
     let pa_real = PageAllocator::boot(&real, AllocatorConfig::default()).unwrap();
     // The CMA area stays reserved in memblock and its 16,384 pages are
     // managed once cma_init_reserved_areas() has freed them as MIGRATE_CMA.
-    // Likewise the initrd and init sections (1,231 pages) given back at
-    // the end of boot: managed, and still in memblock's reserved list.
+    // The initrd and init sections (1,231 pages) given back at the end of
+    // boot are managed and, as 7.2's free_reserved_area() does on arm64
+    // (which keeps memblock), out of memblock's reserved list.
     let cma = 16_384;
     let given_back = (1020 + 3904) / 4;
     let real_managed = pa_real.managed_pages() - cma;
     assert_eq!(real.cma_area().map(|(_, n)| n), Some(cma));
     let res_pages = |m: &Machine| m.memblock().reserved_pages();
     assert_eq!(pa.managed_pages() + res_pages(&bare), frames);
-    assert_eq!(real_managed + res_pages(&real), frames + given_back);
+    assert_eq!(real_managed + res_pages(&real), frames);
+    assert!(given_back > 0);
     // swapper_pg_dir and the fixmap's tables are pages of the image (the
     // page before __init_begin; .pgtbl), not memblock's.
     let k = *real.kernel_image().unwrap();
