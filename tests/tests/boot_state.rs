@@ -8,7 +8,7 @@
 
 use mmlab_engine::mm::boot_state::BootState;
 use mmlab_engine::mm::page::pg;
-use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE, Pfn};
+use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE, Pfn, PhysAddr};
 use mmlab_pcp::{AllocatorConfig, PageAllocator};
 use mmlab_vmalloc::{AreaKind, Vmalloc, VmallocConfig, VmallocError};
 use std::path::Path;
@@ -275,7 +275,14 @@ fn bare_is_the_old_machine_and_real_takes_its_reservations() {
     let res_pages = |m: &Machine| m.memblock().reserved_pages();
     assert_eq!(pa.managed_pages() + res_pages(&bare), frames);
     assert_eq!(real_managed + res_pages(&real), frames);
-    assert!(given_back > 0);
+    let k0 = *real.kernel_image().unwrap();
+    let mb = real.memblock();
+    assert!(!mb.is_region_reserved(PhysAddr(k0.init_begin()), k0.init));
+    assert!(!mb.is_region_reserved(PhysAddr(0x4800_0000), (given_back - k0.init / PAGE_SIZE) * PAGE_SIZE));
+    // The initrd's last, partial page and the rest of the image stay.
+    assert!(mb.is_region_reserved(PhysAddr(0x480f_f000), PAGE_SIZE));
+    assert!(mb.is_region_reserved(PhysAddr(k0.init_end()), PAGE_SIZE));
+    drop(mb);
     // swapper_pg_dir and the fixmap's tables are pages of the image (the
     // page before __init_begin; .pgtbl), not memblock's.
     let k = *real.kernel_image().unwrap();
