@@ -61,7 +61,8 @@ enum Command {
         struct_page: Option<String>,
     },
     /// Boot the machine and print the per-phase breakdown (memblock, linear
-    /// map, kernel image map, vmemmap, memmap init, end of boot, free into buddy):
+    /// map, kernel image map, vmemmap, memmap init, rodata ro, end of boot,
+    /// free into buddy):
     /// measured and modelled time apart, table pages per level, TLBIs by
     /// kind, barriers, and map_mem() on its own with its fixmap operations.
     /// The machine is the one every command boots for the same options:

@@ -234,7 +234,7 @@ impl Machine {
         let mut phases = vec![
             BootPhase {
                 name: "memblock",
-                kernel: "arm64_memblock_init(), the memmap and usemap placement",
+                kernel: "arm64_memblock_init(), the boot's memblock allocations (boot_allocs), the memmap",
                 host_ns: ns(t_memblock),
                 tlbi: Default::default(),
                 barriers: Default::default(),

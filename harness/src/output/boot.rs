@@ -215,6 +215,11 @@ impl BootReport {
         if let Some(p) = phase("memmap init") {
             phases.push(PhaseRow::from_phase(p, [0; 4]));
         }
+        // smp_cpus_done() and kernel_init(): the alias and rodata made
+        // read-only in place (no table taken).
+        if let Some(p) = phase("rodata ro") {
+            phases.push(PhaseRow::from_phase(p, [0; 4]));
+        }
         // mmlab gives the initrd and init back before memblock_free_all()
         // (mm::boot_state: the same end state), so the row comes first.
         if let Some(p) = phase("end of boot") {
