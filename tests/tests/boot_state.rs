@@ -367,7 +367,8 @@ fn small_machines_boot_bare_and_stat_says_so() {
         assert!(s.contains(want), "{want} in\n{s}");
     }
     // `mmlab boot` lists the end-of-boot step before the free into buddy,
-    // where mmlab runs it.
+    // where mmlab runs it; with the image and the linear map, the alias and
+    // rodata are made read-only before it.
     let m = machine("1G", 1);
     let (pa, free) = m.measure_phase("free into buddy", "memblock_free_all()", || {
         PageAllocator::boot(&m, AllocatorConfig::default()).unwrap()
@@ -376,7 +377,16 @@ fn small_machines_boot_bare_and_stat_says_so() {
     let names: Vec<&str> = r.phases.iter().map(|p| p.phase).collect();
     assert_eq!(
         names,
-        ["memblock", "linear map", "kernel image map", "vmemmap", "memmap init", "end of boot", "free into buddy"]
+        [
+            "memblock",
+            "linear map",
+            "kernel image map",
+            "vmemmap",
+            "memmap init",
+            "rodata ro",
+            "end of boot",
+            "free into buddy"
+        ]
     );
     assert_eq!((r.machine.boot_state, r.machine.kernel_image), ("real", true));
     let mut c = MachineConfig::default();

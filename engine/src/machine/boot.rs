@@ -138,11 +138,12 @@ impl Machine {
         let memmap_bytes = (memmap_pages * STRUCT_PAGE_SIZE).next_multiple_of(PAGE_SIZE);
         // Pageblock flags (usemap), one byte per pageblock here.
         let nr_pageblocks = nr_pages.div_ceil(1 << PAGEBLOCK_ORDER) as usize;
-        let usemap_pa = if real {
-            // sparse_init(): the section roots, the usemap and the vmemmap's
-            // tables, before the memmap's blocks.
-            // (mmlab's own usemap, a byte per pageblock, fits in the
-            // kernel's 88 bytes per section unless holes widen the span.)
+        // sparse_init(): with the real boot state the section roots, the
+        // usemap and the vmemmap's tables come before the memmap's blocks,
+        // as the kernel takes them (mmlab's own usemap, a byte per
+        // pageblock, fits in the kernel's 88 bytes per section unless holes
+        // widen the span); bare, the memmap first and mmlab's usemap.
+        let (memmap_pa, usemap_pa) = if real {
             let usemap_bytes =
                 (memmap_pages.div_ceil(PAGES_PER_SECTION) * boot_allocs::USEMAP_PER_SECTION).max(nr_pageblocks as u64);
             let (usemap, tables) = boot_allocs::sparse_init_early(
@@ -153,13 +154,11 @@ impl Machine {
                 &mut boot_state.reservations,
             )?;
             table_pool.extend(tables);
-            usemap
+            (mb.alloc(memmap_bytes, 2 << 20, "memmap")?, usemap)
         } else {
-            PhysAddr(0)
+            let memmap = mb.alloc(memmap_bytes, 2 << 20, "memmap")?;
+            (memmap, mb.alloc((nr_pageblocks as u64).next_multiple_of(64), 64, "usemap")?)
         };
-        let memmap_pa = mb.alloc(memmap_bytes, 2 << 20, "memmap")?;
-        let usemap_pa =
-            if real { usemap_pa } else { mb.alloc((nr_pageblocks as u64).next_multiple_of(64), 64, "usemap")? };
         if real {
             // free_area_init() counted nr_kernel_pages before
             // setup_per_cpu_areas() and vfs_caches_init_early() ran.
