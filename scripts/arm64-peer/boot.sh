@@ -123,12 +123,13 @@ elif [ "$PTDUMP" = 1 ] || [ "$TEST_VMALLOC" = 1 ]; then
     exit 2
 fi
 printf 'ptdump=%s\ntest_vmalloc=%s\nboot_trace=%s\n' "$PTDUMP" "$TEST_VMALLOC" "$BOOT_TRACE" >"$R/peer.conf"
-# PEER_BOOT_TRACE=1: record every page allocation and free of the boot
-# (kmem events enabled from the command line, before the first initcall),
+# PEER_BOOT_TRACE=1: record every page allocation and free of the boot and
+# the allocator's decisions (pcp refills and drains, zone-locked blocks):
+# kmem events enabled from the command line, before the first initcall,
 # printed by /init as boot_kmem.
 APPEND_TRACE=""
 if [ "$BOOT_TRACE" = 1 ]; then
-    APPEND_TRACE=" trace_event=kmem:mm_page_alloc,kmem:mm_page_free,kmem:mm_page_free_batched trace_buf_size=4M"
+    APPEND_TRACE=" trace_event=kmem:mm_page_alloc,kmem:mm_page_free,kmem:mm_page_free_batched,kmem:mm_page_alloc_zone_locked,kmem:mm_page_pcpu_drain trace_buf_size=4M"
 fi
 chmod 755 "$R/init"
 (cd "$R" && find . | cpio -o -H newc 2>/dev/null | gzip -9) >"$WORK/initrd.gz"

@@ -40,6 +40,7 @@
 //! may differ; after it both lists hold what the same formulas left.
 
 use super::parse::{KEvent, KEventKind, LineError, parse_line};
+use super::phases::{BootFree, BootPhases};
 use crate::trace::event::Collector;
 use crate::trace::{EventFilter, EventLayer};
 use mmlab_engine::{Cpu, Gfp, Pfn};
@@ -153,7 +154,10 @@ pub mod warn {
     pub const MALFORMED: &str = "malformed line";
     pub const UNKNOWN_EVENT: &str = "unknown event";
     pub const PFN_OUTSIDE: &str = "pfn outside the traced machine";
-    pub const CPU_OUTSIDE: &str = "CPU outside the booted machine";
+    /// Not a warning: always an error (the trace's CPU count is wrong).
+    pub const CPU_OUTSIDE: &str = "event on a CPU outside the traced machine";
+    /// Not a warning: always an error (mmlab has not the pages the trace implies).
+    pub const ADOPT_FAILED: &str = "mmlab could not adopt the pages the trace frees without allocating them";
     pub const FREE_UNKNOWN: &str = "free of a page the trace never allocated";
     pub const ALLOC_LIVE: &str = "allocation of a pfn already live (its free was not traced)";
     pub const MMLAB_ALLOC_FAILED: &str = "mmlab could not allocate";
@@ -176,6 +180,11 @@ pub struct ReplayOutcome {
     pub unattributed_drains: u64,
     /// Pages put on the pcp lists before the replay (warm start).
     pub warm_start_pages: u64,
+    /// A from-boot capture: pages of the boot's own frees not replayed,
+    /// by kind ("deferred init", "CMA activation"): mmlab's boot freed them.
+    pub boot_free_pages: BTreeMap<&'static str, u64>,
+    /// Pages the kernel drained right after those frees (not attributed).
+    pub boot_free_drained_pages: u64,
     pub warnings: Warnings,
 }
 
@@ -185,6 +194,8 @@ struct Run<'a, 'm> {
     cpus: &'a [Cpu<'m>],
     /// Each CPU's pcp count when the trace started, if the trace says.
     start_counts: Vec<Option<u64>>,
+    /// A from-boot capture's boot frees (lines), not replayed.
+    boot_frees: std::collections::HashMap<usize, BootFree>,
     out: ReplayOutcome,
 }
 
@@ -265,8 +276,16 @@ pub fn replay<'m>(
     max_pfn: Option<u64>,
     start_counts: &[Option<u64>],
     opts: Options,
+    boot: Option<&BootPhases>,
 ) -> Result<ReplayOutcome, ReplayError> {
-    let mut run = Run { opts, pa, cpus, start_counts: start_counts.to_vec(), out: ReplayOutcome::default() };
+    let mut run = Run {
+        opts,
+        pa,
+        cpus,
+        start_counts: start_counts.to_vec(),
+        boot_frees: boot.map(|b| b.boot_frees.clone()).unwrap_or_default(),
+        out: ReplayOutcome::default(),
+    };
     let mut evs = Vec::new();
     for (i, l) in text.lines().enumerate() {
         run.out.lines += 1;
@@ -284,7 +303,15 @@ pub fn replay<'m>(
     let mut kept = Vec::with_capacity(evs.len());
     for e in evs {
         if e.cpu >= cpus.len() {
-            run.warn(e.line, warn::CPU_OUTSIDE, format!("cpu {} (mmlab has {})", e.cpu, cpus.len()))?;
+            return Err(ReplayError {
+                line: e.line,
+                message: format!(
+                    "{}: CPU {} on a machine of {} CPUs (the trace's `# mmlab: cpus=` or --cpus is wrong)",
+                    warn::CPU_OUTSIDE,
+                    e.cpu,
+                    cpus.len()
+                ),
+            });
         } else if let Some(max) = max_pfn
             && e.pfn >= max
         {
@@ -320,9 +347,25 @@ impl Run<'_, '_> {
         let mut pre = vec![Decisions::default(); n];
         let mut last_op: Vec<Option<usize>> = vec![None; n];
         let mut batched: HashMap<(usize, u64), u32> = HashMap::new();
+        // A CPU whose last event was a boot free that is not replayed.
+        let mut after_boot_free = vec![false; n];
         col.take();
         for (i, e) in evs.iter().enumerate() {
             let c = e.cpu;
+            if let Some(kind) = self.boot_frees.get(&e.line)
+                && let KEventKind::Free { order } = e.kind
+            {
+                let name = match kind {
+                    BootFree::DeferredInit => "deferred init",
+                    BootFree::Cma => "CMA activation",
+                };
+                *self.out.boot_free_pages.entry(name).or_default() += 1 << order;
+                after_boot_free[c] = true;
+                continue;
+            }
+            if !matches!(e.kind, KEventKind::PcpuDrain { .. }) {
+                after_boot_free[c] = false;
+            }
             match &e.kind {
                 KEventKind::ZoneLocked { percpu_refill, .. } => {
                     if *percpu_refill {
@@ -371,6 +414,9 @@ impl Run<'_, '_> {
                     let order = batched.remove(&(c, e.pfn)).unwrap_or(0);
                     self.free(e, order, &mut live, &mut last_op, col)?;
                 }
+                KEventKind::PcpuDrain { order, .. } if after_boot_free[c] => {
+                    self.out.boot_free_drained_pages += 1 << order;
+                }
                 KEventKind::PcpuDrain { order, .. } => match last_op[c] {
                     Some(j) => self.out.ops[j].kernel.drained_pages += 1 << order,
                     None => self.out.unattributed_drains += 1,
@@ -416,7 +462,7 @@ impl Run<'_, '_> {
         let mut allocated: std::collections::HashSet<u64> = std::collections::HashSet::new();
         let mut want: Vec<(usize, u64, u32)> = Vec::new();
         let mut batched_order: HashMap<u64, u32> = HashMap::new();
-        for e in evs {
+        for e in evs.iter().filter(|e| !self.boot_frees.contains_key(&e.line)) {
             match e.kind {
                 KEventKind::Alloc { .. } if !e.null_page => {
                     allocated.insert(e.pfn);
@@ -446,7 +492,19 @@ impl Run<'_, '_> {
                     live.insert(pfn, (p, order));
                     self.out.adopted_pages += 1 << order;
                 }
-                None => self.warn(line, warn::MMLAB_ALLOC_FAILED, format!("adopting pfn {pfn:#x} order {order}"))?,
+                None => {
+                    return Err(ReplayError {
+                        line,
+                        message: format!(
+                            "{}: pfn {pfn:#x} order {order}, after {} pages adopted of {} free (the trace frees more \
+                             memory it never allocated than mmlab has; a capture from boot needs `# mmlab: \
+                             boot_trace=1` so that the boot's own frees are recognised)",
+                            warn::ADOPT_FAILED,
+                            self.out.adopted_pages,
+                            self.out.adopted_pages + self.pa.nr_free_pages().max(0) as u64
+                        ),
+                    });
+                }
             }
         }
         Ok(())
