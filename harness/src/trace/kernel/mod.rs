@@ -185,7 +185,7 @@ pub struct ClassCount {
 }
 
 /// Kernel decisions of one class matched by mmlab decisions of the same
-/// class on the same CPU within [`LAG_WINDOW`] operations (either way):
+/// class on the same CPU within [`position::LAG_WINDOW`] operations (either way):
 /// the same decision, made a little earlier or later because the pcp
 /// lists' contents at the start of the trace were not known exactly.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -198,8 +198,7 @@ pub struct LagMatch {
     pub mean_lag: f64,
 }
 
-/// The window of [`LagMatch`], in operations of one CPU: two pcp batches.
-pub const LAG_WINDOW: usize = 128;
+use position::LAG_WINDOW;
 
 /// Greedy in-order matching of the kernel's and mmlab's `class` decisions.
 fn lag_match(ops: &[OpRecord], class: &str) -> LagMatch {
@@ -326,7 +325,7 @@ pub fn analyse(g: &GlobalOpts, a: &KernelArgs, text: &str) -> Result<Report, Tra
         }
     }
     let boot_trace = traced.get("boot_trace") == Some("1");
-    let phases = boot_trace.then(|| phases::recognise(&evs));
+    let phases = if boot_trace { Some(phases::recognise(&evs, header_num("batch")?)) } else { None };
     let mut sets = Vec::new();
     if let Some(f) = traced.get("percpu_pagelist_high_fraction")
         && !g.set.iter().any(|s| s.starts_with("percpu_pagelist_high_fraction="))
@@ -493,6 +492,13 @@ pub fn render(r: &Report, text: &str, a: &KernelArgs) -> String {
             if freed.is_empty() { "none".to_owned() } else { freed.join(", ") },
             o.boot_free_drained_pages
         );
+        if let Some((line, pages)) = o.resync {
+            let _ = writeln!(
+                s,
+                "resync:         at line {line} (the kernel's pagesets become the end of boot's, mmlab's): mmlab's pcp \
+                 lists emptied and filled with {pages} pages (inferred)"
+            );
+        }
     }
     for (kind, n) in &o.warnings.counts {
         let _ = writeln!(s, "warning:        {n} x {kind}");
@@ -540,9 +546,9 @@ pub fn render(r: &Report, text: &str, a: &KernelArgs) -> String {
             p.mmlab,
             if misses.is_empty() { "none".to_owned() } else { misses.join(", ") }
         );
-        if !p.misses_by_phase.is_empty() {
-            let by: Vec<String> = p.misses_by_phase.iter().map(|(k, n)| format!("{n} in {k}")).collect();
-            let _ = writeln!(s, "  missed {class}s by phase: {}", by.join(", "));
+        if !p.by_phase.is_empty() {
+            let by: Vec<String> = p.by_phase.iter().map(|(k, (n, exact))| format!("{k} {exact} of {n}")).collect();
+            let _ = writeln!(s, "  by phase, exact of the kernel's: {}", by.join(", "));
         }
     }
     match r.first_divergence {

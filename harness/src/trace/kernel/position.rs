@@ -8,14 +8,13 @@
 //!
 //! | category | meaning |
 //! |---|---|
-//! | `earlier` | mmlab made the decision at an earlier operation of the CPU (within [`super::LAG_WINDOW`]) and not again by i: its list ran out (reached high) sooner |
+//! | `earlier` | mmlab made the decision at an earlier operation of the CPU (within [`LAG_WINDOW`]) and not again by i: its list ran out (reached high) sooner |
 //! | `later` | mmlab makes it at a later operation of the CPU within the window: its list held more (less) than the kernel's |
 //! | `absent` | none within the window either way: the lists' states parted further (or mmlab's pcp high differs in that phase) |
 //!
 //! A miss is also counted by the phase of its line when the capture is from
 //! boot ([`super::phases`]).
 
-use super::LAG_WINDOW;
 use super::phases::BootPhases;
 use super::replay::OpRecord;
 use serde::Serialize;
@@ -36,9 +35,15 @@ pub struct Positions {
     pub misses: BTreeMap<&'static str, u64>,
     /// Misses by phase (from-boot captures).
     pub misses_by_phase: BTreeMap<&'static str, u64>,
+    /// Kernel decisions and exact agreements by phase (from-boot captures).
+    pub by_phase: BTreeMap<&'static str, (u64, u64)>,
     /// The trace lines of the first misses.
     pub first_misses: Vec<(usize, &'static str)>,
 }
+
+/// The window of the lag matching (`trace kernel`'s "matched within") and
+/// of the miss categories, in operations of one CPU: two pcp batches.
+pub const LAG_WINDOW: usize = 128;
 
 /// How many missed lines are kept.
 const FIRST_MISSES: usize = 8;
@@ -61,6 +66,12 @@ pub fn positions(ops: &[OpRecord], class: &str, phases: Option<&BootPhases>) -> 
                 continue;
             }
             p.kernel += 1;
+            let phase = phases.and_then(|b| b.phase_of(o.line));
+            if let Some(ph) = phase {
+                let e = p.by_phase.entry(ph.name()).or_default();
+                e.0 += 1;
+                e.1 += u64::from(is_m(o));
+            }
             if is_m(o) {
                 p.exact += 1;
                 p.exact_size += u64::from(o.kernel == o.mmlab);
@@ -80,7 +91,7 @@ pub fn positions(ops: &[OpRecord], class: &str, phases: Option<&BootPhases>) -> 
                 "absent"
             };
             *p.misses.entry(cat).or_default() += 1;
-            if let Some(ph) = phases.and_then(|b| b.phase_of(o.line)) {
+            if let Some(ph) = phase {
                 *p.misses_by_phase.entry(ph.name()).or_default() += 1;
             }
             if p.first_misses.len() < FIRST_MISSES {
