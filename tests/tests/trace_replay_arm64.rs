@@ -67,9 +67,14 @@ fn boot_frees_are_recognised_not_adopted() {
     // Still warned, not replayed: 1,222 frees (1,182 of them by `cat`,
     // committed by mm_page_free_batched) of pages the kernel took with
     // alloc_pages_bulk(), which has no mm_page_alloc event (vmalloc'd
-    // buffers), after the same pfn had been freed before; and 155
-    // allocations of a pfn the replay still holds (adopted, or its free
-    // not traced).
+    // buffers), on pfns the trace also allocates with mm_page_alloc at other
+    // times; and 155 such allocations: adoption is by pfn, so a pfn whose
+    // bulk-allocated free comes later is adopted at the start and given
+    // back at its first traced allocation (warned), and its bulk free then
+    // finds nothing (one of the 1,222). Net, each bulk page's allocation and
+    // free are both left out, which keeps the pcp counts as the kernel's
+    // (its -1 and +1); its refill events fall to the CPU's next traced
+    // allocation.
     assert_eq!(o.warnings.counts.get(warn::FREE_UNKNOWN), Some(&1_222));
     assert_eq!(o.warnings.counts.get(warn::ALLOC_LIVE), Some(&155));
     let phases: Vec<Phase> = r.phases.as_ref().unwrap().segments.iter().map(|s| s.phase).collect();
