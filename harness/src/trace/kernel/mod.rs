@@ -56,13 +56,16 @@ pub struct KernelArgs {
     /// The trace: ftrace text or `trace-cmd report` output.
     pub file: PathBuf,
     /// A line or event the replay cannot take (malformed, unknown event, a
-    /// pfn or CPU outside the machine, a free of a page never allocated
-    /// with --mid-run skip): skip it with a counted warning, or stop with
-    /// its line number.
+    /// pfn outside the machine, a free of a page never allocated with
+    /// --mid-run skip): skip it with a counted warning, or stop with its
+    /// line number. An event on a CPU the header does not have is always
+    /// an error.
     #[arg(long, value_enum, default_value = "skip")]
     pub on_error: OnError,
     /// Frees of pages the trace never allocated (it started mid-run):
-    /// allocate them in mmlab before the replay (adopt), or skip them.
+    /// allocate them in mmlab before the replay (adopt), or skip them. In a
+    /// from-boot capture the frees of deferred init and of the CMA area are
+    /// the boot's own and neither: they are counted, not replayed.
     #[arg(long, value_enum, default_value = "adopt")]
     pub mid_run: MidRun,
     /// Start with empty pcp lists instead of filling them as the trace
