@@ -18,7 +18,7 @@ the command line), `entries`/`written` (ftrace's own count: equal when none
 was lost), and from /proc/zoneinfo (at the end of boot; for a workload,
 just before the events were switched on, with each CPU's pcp count as
 `pcp_count_cpuN`) the zone with managed pages and its pageset bounds
-(batch, high_min, high_max).
+(batch, high_min, high_max), and vm.percpu_pagelist_high_fraction.
 """
 import os
 import re
@@ -73,7 +73,8 @@ def main(d):
         z = {k: v for k, v in z.items() if not k.startswith("pcp_count")}
     print("# mmlab: kernel=" + pkg + " machine=virt cpu=neoverse-n1 mem=" + mem + " cpus=" + cpus
           + (" boot_trace=1" if boot else ""))
-    print(f"# mmlab: entries={entries} written={written} events={len(events)}")
+    fraction = open(os.path.join(d, "proc_sys_vm_percpu_pagelist_high_fraction")).read().strip()
+    print(f"# mmlab: entries={entries} written={written} events={len(events)} percpu_pagelist_high_fraction={fraction}")
     print("# mmlab: " + " ".join(f"{k}={v}" for k, v in z.items()))
     print(f"# from scripts/arm64-peer/boot.sh with PEER_BOOT_TRACE={1 if boot else 2} (kernel command line: "
           + open(os.path.join(d, "proc_cmdline")).read().strip() + "),")

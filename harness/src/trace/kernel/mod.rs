@@ -554,6 +554,21 @@ pub fn render(r: &Report, text: &str, a: &KernelArgs) -> String {
             let _ = writeln!(s, "  by phase, exact of the kernel's: {}", by.join(", "));
         }
     }
+    if r.positions.values().any(|p| !p.misses.is_empty()) {
+        let _ = writeln!(
+            s,
+            "misses: earlier = mmlab made it at an earlier operation of the CPU (within {LAG_WINDOW}), later = at a \
+             later one, absent = neither"
+        );
+        if r.phases.is_some() {
+            let _ = writeln!(
+                s,
+                "        before the resync the kernel's pagesets are not mmlab's: the boot pageset (batch 1, high 0) \
+                 in start_kernel until setup_per_cpu_pageset(), then pagesets sized from the memory before deferred \
+                 init; after it, the lists' contents and pcp->alloc_factor are inferred, not traced"
+            );
+        }
+    }
     match r.first_divergence {
         None => {
             let _ = writeln!(s, "no divergence");
