@@ -56,10 +56,11 @@ fn bad_input_is_refused() {
     let dir = std::env::temp_dir().join(format!("mmlab-cli-trace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.trace");
-    std::fs::write(&bad, "# tracer: nop\n t-1 [000] ..... 1.0: mm_page_free: page=1 pfn=zz order=0\n").unwrap();
+    std::fs::write(&bad, "# mmlab: cpus=1\n# tracer: nop\n t-1 [000] ..... 1.0: mm_page_free: page=1 pfn=zz order=0\n")
+        .unwrap();
     let (code, _, err) = mmlab(&["trace", "kernel", bad.to_str().unwrap(), "--on-error", "stop"]);
     assert_eq!(code, Some(2));
-    assert!(err.contains("line 2: malformed line"), "{err}");
+    assert!(err.contains("line 3: malformed line"), "{err}");
     let (code, out, err) = mmlab(&["trace", "kernel", bad.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("warning:        1 x malformed line"), "{out}");

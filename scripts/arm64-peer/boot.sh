@@ -101,7 +101,7 @@ VMLINUZ=$(find "$WORK/k" -name 'vmlinuz*' -type f | head -1)
 R="$WORK/root"
 mkdir -p "$R/bin" "$R/proc" "$R/sys" "$R/dev"
 cp "$(find "$WORK/bb" -name busybox -type f -perm -u+x | head -1)" "$R/bin/busybox"
-for a in sh mount cat ls poweroff echo find sleep uname dmesg grep sed; do ln -s busybox "$R/bin/$a"; done
+for a in sh mount cat ls poweroff echo find sleep uname dmesg grep sed dd rm; do ln -s busybox "$R/bin/$a"; done
 cp "$HERE/init" "$R/init"
 # The modules (ptdump/ and test_vmalloc/, built once per kernel into the
 # cache) are in every initramfs, whether they run or not, so that every
@@ -110,9 +110,10 @@ cp "$HERE/init" "$R/init"
 # says, tells /init what to run.
 BOOT_TRACE=${PEER_BOOT_TRACE:-0}
 TEST_VMALLOC=${PEER_TEST_VMALLOC:-0}
-for v in "$PTDUMP" "$BOOT_TRACE" "$TEST_VMALLOC"; do
-    case $v in 0|1) ;; *) echo "boot.sh: PEER_PTDUMP, PEER_BOOT_TRACE and PEER_TEST_VMALLOC take 0 or 1, not '$v'" >&2; exit 2 ;; esac
+for v in "$PTDUMP" "$TEST_VMALLOC"; do
+    case $v in 0|1) ;; *) echo "boot.sh: PEER_PTDUMP and PEER_TEST_VMALLOC take 0 or 1, not '$v'" >&2; exit 2 ;; esac
 done
+case $BOOT_TRACE in 0|1|2) ;; *) echo "boot.sh: PEER_BOOT_TRACE takes 0, 1 or 2, not '$BOOT_TRACE'" >&2; exit 2 ;; esac
 if [ "${PEER_MODULES:-1}" = 1 ]; then
     cp "$("$HERE/ptdump/build.sh" "$CACHE" "$PEER_KERNEL")" "$R/mmlab_ptdump.ko"
     cp "$("$HERE/test_vmalloc/build.sh" "$CACHE" "$PEER_KERNEL")" "$R/test_vmalloc.ko"
@@ -123,12 +124,16 @@ elif [ "$PTDUMP" = 1 ] || [ "$TEST_VMALLOC" = 1 ]; then
     exit 2
 fi
 printf 'ptdump=%s\ntest_vmalloc=%s\nboot_trace=%s\n' "$PTDUMP" "$TEST_VMALLOC" "$BOOT_TRACE" >"$R/peer.conf"
-# PEER_BOOT_TRACE=1: record every page allocation and free of the boot
-# (kmem events enabled from the command line, before the first initcall),
-# printed by /init as boot_kmem.
+# PEER_BOOT_TRACE=1: record every page allocation and free of the boot and
+# the allocator's decisions (pcp refills and drains, zone-locked blocks):
+# kmem events enabled from the command line, before the first initcall,
+# printed by /init as boot_kmem. PEER_BOOT_TRACE=2: the same events switched
+# on after boot by /init around a small workload (4 MiB written to a
+# ramfs file and removed, twice), printed as workload_kmem, with
+# /proc/zoneinfo just before as workload_zoneinfo.
 APPEND_TRACE=""
 if [ "$BOOT_TRACE" = 1 ]; then
-    APPEND_TRACE=" trace_event=kmem:mm_page_alloc,kmem:mm_page_free,kmem:mm_page_free_batched trace_buf_size=4M"
+    APPEND_TRACE=" trace_event=kmem:mm_page_alloc,kmem:mm_page_free,kmem:mm_page_free_batched,kmem:mm_page_alloc_zone_locked,kmem:mm_page_pcpu_drain trace_buf_size=4M"
 fi
 chmod 755 "$R/init"
 (cd "$R" && find . | cpio -o -H newc 2>/dev/null | gzip -9) >"$WORK/initrd.gz"
@@ -141,7 +146,7 @@ QEMU="qemu-system-aarch64 -M virt -cpu $CPU -smp $CPUS -m $MEM -nic none"
 for f in console.raw kernel.txt proc_zoneinfo proc_buddyinfo proc_pagetypeinfo proc_meminfo proc_vmstat \
     proc_vmallocinfo proc_cmdline proc_version proc_sys_vm_min_free_kbytes proc_sys_vm_lowmem_reserve_ratio \
     proc_sys_vm_percpu_pagelist_high_fraction sys_kernel_mm_hugepages dmesg kernel_page_tables pgtable_pages \
-    boot_kmem test_vmalloc; do
+    boot_kmem workload_kmem workload_zoneinfo test_vmalloc; do
     rm -f "$OUT/$f"
 done
 rc=0
@@ -168,6 +173,7 @@ EXPECTED="proc_zoneinfo proc_buddyinfo proc_pagetypeinfo proc_meminfo proc_vmsta
     proc_sys_vm_percpu_pagelist_high_fraction sys_kernel_mm_hugepages dmesg"
 [ "$PTDUMP" = 1 ] && EXPECTED="$EXPECTED kernel_page_tables pgtable_pages"
 [ "$BOOT_TRACE" = 1 ] && EXPECTED="$EXPECTED boot_kmem"
+[ "$BOOT_TRACE" = 2 ] && EXPECTED="$EXPECTED workload_kmem workload_zoneinfo"
 [ "$TEST_VMALLOC" = 1 ] && EXPECTED="$EXPECTED test_vmalloc"
 missing=""
 for f in $EXPECTED; do

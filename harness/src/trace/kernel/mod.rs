@@ -15,21 +15,36 @@
 //! `# mmlab: key=value ...` comment lines in the trace describe the traced
 //! machine (`scripts/capture-kernel-trace.sh` writes them): `kernel`,
 //! `cpus`, `zone`, `managed`, `batch`, `high_min`, `high_max`,
-//! `percpu_pagelist_high_fraction`, `max_pfn`, `pcp_count_cpuN`. mmlab boots with those CPUs
-//! (else one more than the highest CPU in the trace), `--mem` if given
-//! (else 2G: the pcp sizes depend on the zone only through `batch`, which
-//! is 63 from about 1 GiB of zone on, and through `high`, which a set
-//! `percpu_pagelist_high_fraction` makes small and equal on both), the
-//! traced `percpu_pagelist_high_fraction`, and mmlab's default pcp rules
-//! (7.2) unless `--set pcp.rules=6.12` is given. The report prints both
-//! machines' pcp sizes side by side.
+//! `percpu_pagelist_high_fraction`, `max_pfn`, `pcp_count_cpuN`, and for a
+//! capture of mmlab's own machine (scripts/arm64-peer/boot-kmem-trace.py)
+//! `mem`, `boot_trace=1` (from boot, [`phases`]). mmlab boots, through the
+//! one stack ([`crate::stack::Stack`]), the traced machine: `cpus=` and
+//! `mem=` (so its zones are the kernel's, from the zone layout); `--cpus`
+//! and `--mem` may be given only if they agree; without `cpus=` they are
+//! needed (an error says so; the CPUs are never guessed from the events).
+//! A trace without `mem=` (a host's, whose machine mmlab does not
+//! emulate) boots 2G: the pcp sizes depend on the zone only through
+//! `batch`, which is 63 from about 1 GiB of zone on, and through `high`,
+//! which a set `percpu_pagelist_high_fraction` makes small and equal on
+//! both. Then the traced `percpu_pagelist_high_fraction`, and mmlab's
+//! default pcp rules (7.2) unless `--set pcp.rules=6.12` is given. The
+//! header is checked against the events ([`TraceError`]): an event on a CPU
+//! the header does not have, more pages live at once than `managed=`, and
+//! for a capture of mmlab's machine a managed count mmlab's boot does not
+//! reproduce, are errors. The report prints both machines' pcp sizes side
+//! by side, and where each kernel refill and drain landed
+//! ([`position`]).
 
 pub mod parse;
+pub mod phases;
+pub mod position;
 pub mod replay;
 
 use super::configs;
 use crate::cli::GlobalOpts;
-use replay::{MidRun, OnError, OpRecord, Options, ReplayOutcome};
+use phases::BootPhases;
+use position::Positions;
+use replay::{MidRun, OnError, OpRecord, Options, ReplayError, ReplayOutcome};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -41,13 +56,16 @@ pub struct KernelArgs {
     /// The trace: ftrace text or `trace-cmd report` output.
     pub file: PathBuf,
     /// A line or event the replay cannot take (malformed, unknown event, a
-    /// pfn or CPU outside the machine, a free of a page never allocated
-    /// with --mid-run skip): skip it with a counted warning, or stop with
-    /// its line number.
+    /// pfn outside the machine, a free of a page never allocated with
+    /// --mid-run skip): skip it with a counted warning, or stop with its
+    /// line number. An event on a CPU the header does not have is always
+    /// an error.
     #[arg(long, value_enum, default_value = "skip")]
     pub on_error: OnError,
     /// Frees of pages the trace never allocated (it started mid-run):
-    /// allocate them in mmlab before the replay (adopt), or skip them.
+    /// allocate them in mmlab before the replay (adopt), or skip them. In a
+    /// from-boot capture the frees of deferred init and of the CMA area are
+    /// the boot's own and neither: they are counted, not replayed.
     #[arg(long, value_enum, default_value = "adopt")]
     pub mid_run: MidRun,
     /// Start with empty pcp lists instead of filling them as the trace
@@ -92,10 +110,66 @@ impl TracedMachine {
     }
 }
 
+/// Why a trace cannot be replayed: its header disagrees with its events or
+/// with the command line, or the machine cannot be booted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TraceError {
+    /// The trace does not say how many CPUs the machine had, and `--cpus` was not given.
+    NoCpuCount,
+    /// `--cpus` or `--mem` disagrees with the trace's header.
+    MachineOption { option: &'static str, given: String, traced: String },
+    /// A header value is not a number (or a size).
+    BadHeader { key: &'static str, value: String },
+    /// More pages live at once (allocated in the trace, not yet freed) than
+    /// the header's managed pages.
+    ManagedTooSmall { line: usize, live: u64, managed: u64 },
+    /// mmlab's boot of the traced machine does not have the kernel's managed pages.
+    ManagedDiffers { traced: u64, mmlab: u64 },
+    /// The machine did not boot.
+    Boot(String),
+    /// The replay stopped at a line ([`replay::warn`] names the kind).
+    Replay { file: String, error: ReplayError },
+}
+
+impl std::fmt::Display for TraceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TraceError::NoCpuCount => write!(
+                f,
+                "the trace does not say how many CPUs the traced machine had (no `# mmlab: cpus=N`); give --cpus"
+            ),
+            TraceError::MachineOption { option, given, traced } => {
+                write!(f, "{option} {given} disagrees with the trace's machine ({traced}); leave it out")
+            }
+            TraceError::BadHeader { key, value } => write!(f, "the trace's header: {key}={value} is not valid"),
+            TraceError::ManagedTooSmall { line, live, managed } => {
+                write!(f, "line {line}: {live} pages allocated and not freed, more than the header's managed={managed}")
+            }
+            TraceError::ManagedDiffers { traced, mmlab } => write!(
+                f,
+                "mmlab's boot of the traced machine has {mmlab} managed pages, the kernel's {traced}: not the same \
+                 machine"
+            ),
+            TraceError::Boot(e) => write!(f, "booting the traced machine: {e}"),
+            TraceError::Replay { file, error } => write!(f, "{file}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+impl From<TraceError> for String {
+    fn from(e: TraceError) -> String {
+        e.to_string()
+    }
+}
+
 /// The configuration mmlab booted.
 #[derive(Clone, Debug, Serialize)]
 pub struct Booted {
     pub mem: String,
+    /// The populated zones and their managed pages, lowest first.
+    pub zones: Vec<(String, u64)>,
     pub cpus: usize,
     pub sets: Vec<String>,
     pub pcp_rules: String,
@@ -114,7 +188,7 @@ pub struct ClassCount {
 }
 
 /// Kernel decisions of one class matched by mmlab decisions of the same
-/// class on the same CPU within [`LAG_WINDOW`] operations (either way):
+/// class on the same CPU within [`position::LAG_WINDOW`] operations (either way):
 /// the same decision, made a little earlier or later because the pcp
 /// lists' contents at the start of the trace were not known exactly.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -127,8 +201,7 @@ pub struct LagMatch {
     pub mean_lag: f64,
 }
 
-/// The window of [`LagMatch`], in operations of one CPU: two pcp batches.
-pub const LAG_WINDOW: usize = 128;
+use position::LAG_WINDOW;
 
 /// Greedy in-order matching of the kernel's and mmlab's `class` decisions.
 fn lag_match(ops: &[OpRecord], class: &str) -> LagMatch {
@@ -173,6 +246,10 @@ pub struct Report {
     pub first_divergence: Option<usize>,
     /// Refills, drains and zone-lock allocations matched within the window.
     pub lag_matches: BTreeMap<String, LagMatch>,
+    /// A from-boot capture's phases.
+    pub phases: Option<BootPhases>,
+    /// Refills and drains at exactly the kernel's operation ([`position`]).
+    pub positions: BTreeMap<String, Positions>,
 }
 
 impl Report {
@@ -182,13 +259,76 @@ impl Report {
     }
 }
 
-/// Boot, replay, compare. Stops (Err) only on bad input with `--on-error stop`.
-pub fn analyse(g: &GlobalOpts, a: &KernelArgs, text: &str) -> Result<Report, String> {
+/// The most pages allocated in the trace and not yet freed, and the line
+/// where that was first reached.
+fn peak_live(evs: &[parse::KEvent]) -> (u64, usize) {
+    let mut live: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
+    let (mut now, mut peak, mut at) = (0u64, 0u64, 0usize);
+    for e in evs {
+        match e.kind {
+            parse::KEventKind::Alloc { order, .. }
+                if !e.null_page && order < 32 && live.insert(e.pfn, order).is_none() =>
+            {
+                now += 1 << order;
+            }
+            parse::KEventKind::Free { .. } => {
+                if let Some(o) = live.remove(&e.pfn) {
+                    now -= 1 << o;
+                }
+            }
+            _ => {}
+        }
+        if now > peak {
+            (peak, at) = (now, e.line);
+        }
+    }
+    (peak, at)
+}
+
+/// Boot, replay, compare. Stops (Err) on a header that disagrees with the
+/// events or the command line, and on bad input with `--on-error stop`.
+pub fn analyse(g: &GlobalOpts, a: &KernelArgs, text: &str) -> Result<Report, TraceError> {
     let traced = TracedMachine::from_text(text);
-    let max_cpu = text.lines().filter_map(|l| parse::parse_line(0, l).ok().flatten()).map(|e| e.cpu).max();
-    let cpus = g.cpus.or(traced.num("cpus").map(|c| c as usize)).unwrap_or(max_cpu.map_or(1, |c| c + 1));
-    let cpus = cpus.clamp(1, mmlab_engine::machine::NR_CPUS);
-    let mem = g.mem.clone().unwrap_or_else(|| "2G".to_owned());
+    let evs: Vec<parse::KEvent> =
+        text.lines().enumerate().filter_map(|(i, l)| parse::parse_line(i + 1, l).ok().flatten()).collect();
+    let header_num = |key: &'static str| -> Result<Option<u64>, TraceError> {
+        match traced.get(key) {
+            None => Ok(None),
+            Some(v) => traced.num(key).map(Some).ok_or(TraceError::BadHeader { key, value: v.to_owned() }),
+        }
+    };
+    let traced_cpus = header_num("cpus")?;
+    let cpus = match (g.cpus, traced_cpus) {
+        (Some(c), Some(t)) if c as u64 != t => {
+            return Err(TraceError::MachineOption {
+                option: "--cpus",
+                given: c.to_string(),
+                traced: format!("cpus={t}"),
+            });
+        }
+        (Some(c), _) => c,
+        (None, Some(t)) => usize::try_from(t).unwrap_or(usize::MAX),
+        (None, None) => return Err(TraceError::NoCpuCount),
+    };
+    if cpus == 0 || cpus > mmlab_engine::machine::NR_CPUS {
+        return Err(TraceError::BadHeader { key: "cpus", value: cpus.to_string() });
+    }
+    let mem = match (&g.mem, traced.get("mem")) {
+        (Some(m), Some(t)) if m != t => {
+            return Err(TraceError::MachineOption { option: "--mem", given: m.clone(), traced: format!("mem={t}") });
+        }
+        (Some(m), _) => m.clone(),
+        (None, Some(t)) => t.to_owned(),
+        (None, None) => "2G".to_owned(),
+    };
+    if let Some(managed) = header_num("managed")? {
+        let (live, line) = peak_live(&evs);
+        if live > managed {
+            return Err(TraceError::ManagedTooSmall { line, live, managed });
+        }
+    }
+    let boot_trace = traced.get("boot_trace") == Some("1");
+    let phases = if boot_trace { Some(phases::recognise(&evs, header_num("batch")?)) } else { None };
     let mut sets = Vec::new();
     if let Some(f) = traced.get("percpu_pagelist_high_fraction")
         && !g.set.iter().any(|s| s.starts_with("percpu_pagelist_high_fraction="))
@@ -203,14 +343,15 @@ pub fn analyse(g: &GlobalOpts, a: &KernelArgs, text: &str) -> Result<Report, Str
         seed: g.seed,
         ..GlobalOpts::default()
     };
-    let c = configs(&g2, cpus)?;
+    let c = configs(&g2, cpus).map_err(TraceError::Boot)?;
     let pcp_rules = c.allocator.rules.to_string();
-    let stack = crate::stack::Stack::boot(&c)?;
+    let stack = crate::stack::Stack::boot(&c).map_err(|e| TraceError::Boot(e.to_string()))?;
     let m = stack.machine();
-    let pa = stack.allocator()?;
+    let pa = stack.allocator().map_err(|e| TraceError::Boot(e.to_string()))?;
     let ps = pa.pageset(0).unwrap_or_default();
     let booted = Booted {
         mem,
+        zones: pa.populated_zones().map(|z| (z.zone_type().name().to_owned(), z.managed_pages())).collect(),
         cpus,
         sets,
         pcp_rules,
@@ -219,11 +360,17 @@ pub fn analyse(g: &GlobalOpts, a: &KernelArgs, text: &str) -> Result<Report, Str
         high_min: ps.high_min,
         high_max: ps.high_max,
     };
-    let hw = m.all_cpus().map_err(|e| e.to_string())?;
+    if traced.get("mem").is_some()
+        && let Some(managed) = header_num("managed")?
+        && managed != booted.managed
+    {
+        return Err(TraceError::ManagedDiffers { traced: managed, mmlab: booted.managed });
+    }
+    let hw = m.all_cpus().map_err(|e| TraceError::Boot(e.to_string()))?;
     let start_counts: Vec<Option<u64>> = (0..cpus).map(|c| traced.num(&format!("pcp_count_cpu{c}"))).collect();
     let opts = Options { on_error: a.on_error, mid_run: a.mid_run, warm_start: !a.cold_start };
-    let outcome = replay::replay(text, &pa, &hw, traced.num("max_pfn"), &start_counts, opts)
-        .map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let outcome = replay::replay(text, &pa, &hw, traced.num("max_pfn"), &start_counts, opts, phases.as_ref())
+        .map_err(|error| TraceError::Replay { file: a.file.display().to_string(), error })?;
     let mut classes: BTreeMap<String, ClassCount> = BTreeMap::new();
     let (mut equal, mut equal_sizes, mut first) = (0, 0, None);
     for (i, op) in outcome.ops.iter().enumerate() {
@@ -252,6 +399,11 @@ pub fn analyse(g: &GlobalOpts, a: &KernelArgs, text: &str) -> Result<Report, Str
             .map(|c| (c.to_string(), lag_match(&outcome.ops, c)))
             .filter(|(_, m)| m.kernel > 0)
             .collect(),
+        positions: ["refill", "drain"]
+            .iter()
+            .map(|c| (c.to_string(), position::positions(&outcome.ops, c, phases.as_ref())))
+            .collect(),
+        phases,
         outcome,
     })
 }
@@ -306,6 +458,8 @@ pub fn render(r: &Report, text: &str, a: &KernelArgs) -> String {
         b.high_min,
         b.high_max
     );
+    let zones: Vec<String> = b.zones.iter().map(|(z, n)| format!("{z} {n}")).collect();
+    let _ = writeln!(s, "mmlab zones:    {} (managed pages)", zones.join(", "));
     let o = &r.outcome;
     let allocs = o.ops.iter().filter(|op| op.alloc).count();
     let _ = writeln!(
@@ -322,6 +476,33 @@ pub fn render(r: &Report, text: &str, a: &KernelArgs) -> String {
         o.warm_start_pages,
         o.kernel_failed_allocs
     );
+    if let Some(p) = &r.phases {
+        let _ = writeln!(s, "from boot:      phases recognised (trace lines):");
+        for seg in &p.segments {
+            let _ = writeln!(
+                s,
+                "  {:<15} lines {:>6}..{:<6} {:>6} events",
+                seg.phase.name(),
+                seg.first_line,
+                seg.last_line,
+                seg.events
+            );
+        }
+        let freed: Vec<String> = o.boot_free_pages.iter().map(|(k, n)| format!("{n} pages of {k}")).collect();
+        let _ = writeln!(
+            s,
+            "boot's frees:   not replayed (mmlab's boot freed them): {}; the kernel drained {} pages after them",
+            if freed.is_empty() { "none".to_owned() } else { freed.join(", ") },
+            o.boot_free_drained_pages
+        );
+        if let Some((line, pages)) = o.resync {
+            let _ = writeln!(
+                s,
+                "resync:         at line {line} (the kernel's pagesets become the end of boot's, mmlab's): mmlab's pcp \
+                 lists emptied and filled with {pages} pages (inferred)"
+            );
+        }
+    }
     for (kind, n) in &o.warnings.counts {
         let _ = writeln!(s, "warning:        {n} x {kind}");
     }
@@ -352,6 +533,41 @@ pub fn render(r: &Report, text: &str, a: &KernelArgs) -> String {
             100.0 * m.matched as f64 / m.kernel as f64,
             m.mean_lag
         );
+    }
+    for (class, p) in &r.positions {
+        if p.kernel == 0 {
+            continue;
+        }
+        let misses: Vec<String> = p.misses.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let _ = writeln!(
+            s,
+            "kernel {class}s at exactly the same operation in mmlab: {} of {} ({} with the same size); mmlab made {}; \
+             missed: {}",
+            p.exact,
+            p.kernel,
+            p.exact_size,
+            p.mmlab,
+            if misses.is_empty() { "none".to_owned() } else { misses.join(", ") }
+        );
+        if !p.by_phase.is_empty() {
+            let by: Vec<String> = p.by_phase.iter().map(|(k, (n, exact))| format!("{k} {exact} of {n}")).collect();
+            let _ = writeln!(s, "  by phase, exact of the kernel's: {}", by.join(", "));
+        }
+    }
+    if r.positions.values().any(|p| !p.misses.is_empty()) {
+        let _ = writeln!(
+            s,
+            "misses: earlier = mmlab made it at an earlier operation of the CPU (within {LAG_WINDOW}), later = at a \
+             later one, absent = neither"
+        );
+        if r.phases.is_some() {
+            let _ = writeln!(
+                s,
+                "        before the resync the kernel's pagesets are not mmlab's: the boot pageset (batch 1, high 0) \
+                 in start_kernel until setup_per_cpu_pageset(), then pagesets sized from the memory before deferred \
+                 init; after it, the lists' contents and pcp->alloc_factor are inferred, not traced"
+            );
+        }
     }
     match r.first_divergence {
         None => {

@@ -39,6 +39,8 @@ pub struct KEvent {
     pub pfn: u64,
     /// Whether the page field was NULL (a failed allocation).
     pub null_page: bool,
+    /// The task's command name (`pgdatinit0`, `kworker/u12:1`, `<idle>`).
+    pub comm: String,
     pub kind: KEventKind,
 }
 
@@ -75,8 +77,9 @@ pub fn meta_line(line: &str) -> Option<BTreeMap<String, String>> {
     )
 }
 
-/// The `[NNN]` CPU column: its value and the rest of the line after it.
-fn cpu_column(line: &str) -> Option<(usize, &str)> {
+/// The `[NNN]` CPU column: its value, the text before it (the task) and
+/// the rest of the line after it.
+fn cpu_column(line: &str) -> Option<(usize, &str, &str)> {
     let mut from = 0;
     while let Some(i) = line[from..].find('[') {
         let at = from + i;
@@ -84,7 +87,7 @@ fn cpu_column(line: &str) -> Option<(usize, &str)> {
         if let Some(j) = rest.find(']') {
             let inner = &rest[..j];
             if !inner.is_empty() && inner.bytes().all(|b| b.is_ascii_digit()) {
-                return Some((inner.parse().ok()?, &rest[j + 1..]));
+                return Some((inner.parse().ok()?, &line[..at], &rest[j + 1..]));
             }
         }
         from = at + 1;
@@ -114,7 +117,7 @@ pub fn parse_line(line_no: usize, line: &str) -> Result<Option<KEvent>, LineErro
         return Ok(None);
     }
     // `CPU:N [LOST EVENTS]`-style notes of trace-cmd, and the like.
-    let Some((cpu, rest)) = cpu_column(t) else {
+    let Some((cpu, task, rest)) = cpu_column(t) else {
         return Err(LineError::Malformed("no [CPU] column".to_owned()));
     };
     let mut words = rest.split_whitespace().peekable();
@@ -163,10 +166,21 @@ pub fn parse_line(line_no: usize, line: &str) -> Result<Option<KEvent>, LineErro
         "mm_page_pcpu_drain" => KEventKind::PcpuDrain { order: order()?, migratetype: mt()? },
         other => return Err(LineError::UnknownEvent(other.to_owned())),
     };
-    let page = get("page")?;
-    let null_page = page.trim_start_matches("0x").bytes().all(|b| b == b'0') || page == "(nil)";
     let pfn = num("pfn", get("pfn")?)?;
-    Ok(Some(KEvent { line: line_no, cpu, ts_us, pfn, null_page, kind }))
+    // `page=` may be left out (the compacted captures of
+    // scripts/arm64-peer/boot-kmem-trace.py): then a failed allocation is
+    // the pfn the tracepoint prints for a NULL page, 0 or -1.
+    let null_page = match f.get("page") {
+        Some(page) => page.trim_start_matches("0x").bytes().all(|b| b == b'0') || *page == "(nil)",
+        None => pfn == 0 || pfn == u64::MAX,
+    };
+    // `comm-pid` (ftrace) or `comm` (compacted): the command name.
+    let task = task.trim();
+    let comm = match task.rsplit_once('-') {
+        Some((c, pid)) if !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) => c,
+        _ => task,
+    };
+    Ok(Some(KEvent { line: line_no, cpu, ts_us, pfn, null_page, comm: comm.to_owned(), kind }))
 }
 
 #[cfg(test)]
@@ -183,6 +197,7 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!((a.line, a.cpu, a.ts_us, a.pfn, a.null_page), (3, 1, 12_345_678_901, 0x1286cb, false));
+        assert_eq!(a.comm, "touch");
         assert_eq!(
             a.kind,
             KEventKind::Alloc { order: 0, migratetype: 1, gfp: "GFP_HIGHUSER_MOVABLE|__GFP_ZERO".to_owned() }
@@ -225,6 +240,12 @@ mod tests {
             parse_line(1, "a-1 [000] ..... 1.0: mm_page_free: page=1 order=0"),
             Err(LineError::Malformed(_))
         ));
+        // Compacted: no pid, no flags, no page=.
+        let c =
+            parse_line(2, "init [001] 0.062600: mm_page_alloc: pfn=0x439f8 order=2 migratetype=0 gfp_flags=GFP_KERNEL")
+                .unwrap()
+                .unwrap();
+        assert_eq!((c.cpu, c.pfn, c.null_page, c.comm.as_str()), (1, 0x439f8, false, "init"));
         assert_eq!(meta_line("# mmlab: cpus=2 kernel=6.18").unwrap()["cpus"], "2");
         assert!(meta_line("# tracer: nop").is_none());
     }

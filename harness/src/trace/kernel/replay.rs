@@ -40,6 +40,7 @@
 //! may differ; after it both lists hold what the same formulas left.
 
 use super::parse::{KEvent, KEventKind, LineError, parse_line};
+use super::phases::{BootFree, BootPhases};
 use crate::trace::event::Collector;
 use crate::trace::{EventFilter, EventLayer};
 use mmlab_engine::{Cpu, Gfp, Pfn};
@@ -153,7 +154,10 @@ pub mod warn {
     pub const MALFORMED: &str = "malformed line";
     pub const UNKNOWN_EVENT: &str = "unknown event";
     pub const PFN_OUTSIDE: &str = "pfn outside the traced machine";
-    pub const CPU_OUTSIDE: &str = "CPU outside the booted machine";
+    /// Not a warning: always an error (the trace's CPU count is wrong).
+    pub const CPU_OUTSIDE: &str = "event on a CPU outside the traced machine";
+    /// Not a warning: always an error (mmlab has not the pages the trace implies).
+    pub const ADOPT_FAILED: &str = "mmlab could not adopt the pages the trace frees without allocating them";
     pub const FREE_UNKNOWN: &str = "free of a page the trace never allocated";
     pub const ALLOC_LIVE: &str = "allocation of a pfn already live (its free was not traced)";
     pub const MMLAB_ALLOC_FAILED: &str = "mmlab could not allocate";
@@ -176,6 +180,14 @@ pub struct ReplayOutcome {
     pub unattributed_drains: u64,
     /// Pages put on the pcp lists before the replay (warm start).
     pub warm_start_pages: u64,
+    /// A from-boot capture: pages of the boot's own frees not replayed,
+    /// by kind ("deferred init", "CMA activation"): mmlab's boot freed them.
+    pub boot_free_pages: BTreeMap<&'static str, u64>,
+    /// Pages the kernel drained right after those frees (not attributed).
+    pub boot_free_drained_pages: u64,
+    /// A from-boot capture: the line where mmlab's pcp lists were emptied
+    /// and filled as the kernel's are implied to be, and the pages put on them.
+    pub resync: Option<(usize, u64)>,
     pub warnings: Warnings,
 }
 
@@ -185,6 +197,10 @@ struct Run<'a, 'm> {
     cpus: &'a [Cpu<'m>],
     /// Each CPU's pcp count when the trace started, if the trace says.
     start_counts: Vec<Option<u64>>,
+    /// A from-boot capture's boot frees (lines), not replayed.
+    boot_frees: std::collections::HashMap<usize, BootFree>,
+    /// A from-boot capture's resync line ([`BootPhases::resync_line`]).
+    resync_line: Option<usize>,
     out: ReplayOutcome,
 }
 
@@ -265,8 +281,17 @@ pub fn replay<'m>(
     max_pfn: Option<u64>,
     start_counts: &[Option<u64>],
     opts: Options,
+    boot: Option<&BootPhases>,
 ) -> Result<ReplayOutcome, ReplayError> {
-    let mut run = Run { opts, pa, cpus, start_counts: start_counts.to_vec(), out: ReplayOutcome::default() };
+    let mut run = Run {
+        opts,
+        pa,
+        cpus,
+        start_counts: start_counts.to_vec(),
+        boot_frees: boot.map(|b| b.boot_frees.clone()).unwrap_or_default(),
+        resync_line: boot.and_then(BootPhases::resync_line),
+        out: ReplayOutcome::default(),
+    };
     let mut evs = Vec::new();
     for (i, l) in text.lines().enumerate() {
         run.out.lines += 1;
@@ -284,7 +309,15 @@ pub fn replay<'m>(
     let mut kept = Vec::with_capacity(evs.len());
     for e in evs {
         if e.cpu >= cpus.len() {
-            run.warn(e.line, warn::CPU_OUTSIDE, format!("cpu {} (mmlab has {})", e.cpu, cpus.len()))?;
+            return Err(ReplayError {
+                line: e.line,
+                message: format!(
+                    "{}: CPU {} on a machine of {} CPUs (the trace's `# mmlab: cpus=` or --cpus is wrong)",
+                    warn::CPU_OUTSIDE,
+                    e.cpu,
+                    cpus.len()
+                ),
+            });
         } else if let Some(max) = max_pfn
             && e.pfn >= max
         {
@@ -307,22 +340,41 @@ impl Run<'_, '_> {
         if self.opts.mid_run == MidRun::Adopt {
             self.adopt(evs, &mut live)?;
         }
-        let warm = if self.opts.warm_start { self.warm_start_alloc(evs)? } else { Vec::new() };
+        let warm = if self.opts.warm_start { self.warm_start_alloc(evs, 0, true)? } else { Vec::new() };
         // Empty every pcp list, then put the warm-start pages back on theirs.
-        self.pa.drain_all_pages(&self.cpus[0]);
-        for (c, pages) in warm.into_iter().enumerate() {
-            for p in pages {
-                let _ = self.pa.free_pages(&self.cpus[c], p, 0);
-                self.out.warm_start_pages += 1;
-            }
-        }
+        self.out.warm_start_pages = self.fill_lists(warm);
         let n = self.cpus.len();
         let mut pre = vec![Decisions::default(); n];
         let mut last_op: Vec<Option<usize>> = vec![None; n];
         let mut batched: HashMap<(usize, u64), u32> = HashMap::new();
+        // A CPU whose last event was a boot free that is not replayed.
+        let mut after_boot_free = vec![false; n];
         col.take();
         for (i, e) in evs.iter().enumerate() {
             let c = e.cpu;
+            if let Some(line) = self.resync_line
+                && e.line >= line
+                && self.out.resync.is_none()
+            {
+                let pages = self.warm_start_alloc(evs, i, false)?;
+                let n = self.fill_lists(pages);
+                col.take();
+                self.out.resync = Some((e.line, n));
+            }
+            if let Some(kind) = self.boot_frees.get(&e.line)
+                && let KEventKind::Free { order } = e.kind
+            {
+                let name = match kind {
+                    BootFree::DeferredInit => "deferred init",
+                    BootFree::Cma => "CMA activation",
+                };
+                *self.out.boot_free_pages.entry(name).or_default() += 1 << order;
+                after_boot_free[c] = true;
+                continue;
+            }
+            if !matches!(e.kind, KEventKind::PcpuDrain { .. }) {
+                after_boot_free[c] = false;
+            }
             match &e.kind {
                 KEventKind::ZoneLocked { percpu_refill, .. } => {
                     if *percpu_refill {
@@ -371,6 +423,9 @@ impl Run<'_, '_> {
                     let order = batched.remove(&(c, e.pfn)).unwrap_or(0);
                     self.free(e, order, &mut live, &mut last_op, col)?;
                 }
+                KEventKind::PcpuDrain { order, .. } if after_boot_free[c] => {
+                    self.out.boot_free_drained_pages += 1 << order;
+                }
                 KEventKind::PcpuDrain { order, .. } => match last_op[c] {
                     Some(j) => self.out.ops[j].kernel.drained_pages += 1 << order,
                     None => self.out.unattributed_drains += 1,
@@ -416,7 +471,7 @@ impl Run<'_, '_> {
         let mut allocated: std::collections::HashSet<u64> = std::collections::HashSet::new();
         let mut want: Vec<(usize, u64, u32)> = Vec::new();
         let mut batched_order: HashMap<u64, u32> = HashMap::new();
-        for e in evs {
+        for e in evs.iter().filter(|e| !self.boot_frees.contains_key(&e.line)) {
             match e.kind {
                 KEventKind::Alloc { .. } if !e.null_page => {
                     allocated.insert(e.pfn);
@@ -446,18 +501,32 @@ impl Run<'_, '_> {
                     live.insert(pfn, (p, order));
                     self.out.adopted_pages += 1 << order;
                 }
-                None => self.warn(line, warn::MMLAB_ALLOC_FAILED, format!("adopting pfn {pfn:#x} order {order}"))?,
+                None => {
+                    return Err(ReplayError {
+                        line,
+                        message: format!(
+                            "{}: pfn {pfn:#x} order {order}, after {} pages adopted of {} free (the trace frees more \
+                             memory it never allocated than mmlab has; a capture from boot needs `# mmlab: \
+                             boot_trace=1` so that the boot's own frees are recognised)",
+                            warn::ADOPT_FAILED,
+                            self.out.adopted_pages,
+                            self.out.adopted_pages + self.pa.nr_free_pages().max(0) as u64
+                        ),
+                    });
+                }
             }
         }
         Ok(())
     }
 
-    /// Infer how many order-0 pages each CPU's list of each migratetype
-    /// held when the trace started, and allocate that many pages per CPU
-    /// (to be freed onto the lists after they are emptied). When the trace
-    /// gives the CPU's pcp count at its start, the pages not accounted for
-    /// by the lists the trace uses are added as unmovable pages, so the
-    /// count that `high` is compared with starts the same.
+    /// Infer how many pages each CPU's pcp list of each order and
+    /// migratetype held at the event `from` of `evs` (the trace's start,
+    /// or a from-boot capture's resync point), and allocate that many
+    /// pages per CPU (to be freed onto the lists after they are emptied).
+    /// At the trace's start, when it gives the CPU's pcp count, the pages
+    /// not accounted for by the lists the trace uses are added as
+    /// unmovable order-0 pages, so the count that `high` is compared with
+    /// starts the same.
     ///
     /// Until a list is first refilled or drained, its length is its start
     /// length plus the frees to it minus the allocations from it, and it
@@ -465,66 +534,109 @@ impl Run<'_, '_> {
     /// allocations minus frees at that refill (exact), or the largest
     /// excess of allocations over frees seen before a drain or the end (a
     /// lower bound). A free goes to the list of its page's migratetype as
-    /// the trace allocated it (movable for pages allocated before the trace).
-    fn warm_start_alloc(&mut self, evs: &[KEvent]) -> Result<Vec<Vec<Pfn>>, ReplayError> {
-        const MTS: usize = 3;
+    /// the trace allocated it (movable for pages allocated before the
+    /// trace, and for MIGRATE_CMA pages, as `free_frozen_page_commit()`
+    /// puts them). The lists are those of the orders the pcp keeps
+    /// (0 to `PAGE_ALLOC_COSTLY_ORDER`, and `pageblock_order`).
+    fn warm_start_alloc(
+        &mut self,
+        evs: &[KEvent],
+        from: usize,
+        with_counts: bool,
+    ) -> Result<Vec<Vec<(Pfn, u32)>>, ReplayError> {
+        type List = (usize, u32, usize);
+        let pcp_order = |o: u32| o <= 3 || o == 9;
+        let pcp_mt = |mt: i32| if (0..3).contains(&mt) { mt as usize } else { 1 };
         let n = self.cpus.len();
-        let mut bal = vec![[0i64; MTS]; n];
-        let mut need = vec![[0i64; MTS]; n];
-        let mut done = vec![[false; MTS]; n];
+        let mut bal: BTreeMap<List, i64> = BTreeMap::new();
+        let mut need: BTreeMap<List, i64> = BTreeMap::new();
+        let mut done: std::collections::HashSet<List> = std::collections::HashSet::new();
+        let mut drained = vec![false; n];
         let mut mt_of: HashMap<u64, usize> = HashMap::new();
-        for e in evs {
+        let mut order_of: HashMap<u64, u32> = HashMap::new();
+        for e in &evs[..from] {
+            if let KEventKind::Alloc { migratetype, .. } = e.kind {
+                mt_of.insert(e.pfn, pcp_mt(migratetype));
+            }
+        }
+        for e in &evs[from..] {
             let c = e.cpu;
+            if drained[c] {
+                continue;
+            }
             match e.kind {
-                KEventKind::Alloc { order: 0, migratetype, .. } if !e.null_page => {
-                    let mt = (migratetype.max(0) as usize).min(MTS - 1);
-                    mt_of.insert(e.pfn, mt);
-                    if !done[c][mt] {
-                        bal[c][mt] -= 1;
-                        need[c][mt] = need[c][mt].max(-bal[c][mt]);
+                KEventKind::Alloc { order, migratetype, .. } if !e.null_page && pcp_order(order) => {
+                    let l = (c, order, pcp_mt(migratetype));
+                    mt_of.insert(e.pfn, l.2);
+                    if !done.contains(&l) {
+                        let b = bal.entry(l).or_default();
+                        *b -= 1;
+                        let b = *b;
+                        let nd = need.entry(l).or_default();
+                        *nd = (*nd).max(-b);
                     }
                 }
-                KEventKind::Free { order: 0 } | KEventKind::FreeBatched => {
-                    let mt = mt_of.get(&e.pfn).copied().unwrap_or(1);
-                    if !done[c][mt] {
-                        bal[c][mt] += 1;
+                KEventKind::Free { .. } | KEventKind::FreeBatched => {
+                    // A batched commit repeats the mm_page_free before it: counted once.
+                    let order = match e.kind {
+                        KEventKind::Free { order } => {
+                            order_of.insert(e.pfn, order);
+                            order
+                        }
+                        _ if order_of.remove(&e.pfn).is_some() => continue,
+                        _ => 0,
+                    };
+                    let l = (c, order, mt_of.get(&e.pfn).copied().unwrap_or(1));
+                    if pcp_order(order) && !done.contains(&l) {
+                        *bal.entry(l).or_default() += 1;
                     }
                 }
-                KEventKind::ZoneLocked { order: 0, migratetype, percpu_refill: true } => {
-                    let mt = (migratetype.max(0) as usize).min(MTS - 1);
-                    if !done[c][mt] {
-                        need[c][mt] = (-bal[c][mt]).max(0);
-                        done[c][mt] = true;
+                KEventKind::ZoneLocked { order, migratetype, percpu_refill: true } => {
+                    let l = (c, order, pcp_mt(migratetype));
+                    if done.insert(l) {
+                        need.insert(l, (-bal.get(&l).copied().unwrap_or(0)).max(0));
                     }
                 }
-                KEventKind::PcpuDrain { .. } => done[c] = [true; MTS],
+                KEventKind::PcpuDrain { .. } => drained[c] = true,
                 _ => {}
             }
         }
         // Pages the lists held that the trace never touches: the rest of
         // the CPU's count, as unmovable order-0 pages.
-        for (c, need) in need.iter_mut().enumerate() {
-            if let Some(Some(count)) = self.start_counts.get(c) {
+        for c in 0..n {
+            if with_counts && let Some(Some(count)) = self.start_counts.get(c) {
                 // Below high, so that putting them back drains nothing.
                 let high = self.pa.pageset(c).map_or(0, |p| i64::from(p.high.max(p.high_min)));
-                let known: i64 = need.iter().sum();
-                need[0] += ((*count as i64).min(high - 1) - known).max(0);
+                let known: i64 = need.iter().filter(|(l, _)| l.0 == c).map(|(l, k)| k << l.1).sum();
+                *need.entry((c, 0, 0)).or_default() += ((*count as i64).min(high - 1) - known).max(0);
             }
         }
         let mut pages = vec![Vec::new(); n];
-        for c in 0..n {
-            for (mt, &k) in need[c].iter().enumerate() {
-                for _ in 0..k {
-                    match self.pa.alloc_pages(&self.cpus[c], gfp_of(mt as i32), 0) {
-                        Some(p) => pages[c].push(p),
-                        None => {
-                            self.warn(0, warn::MMLAB_ALLOC_FAILED, format!("warm start of cpu {c}"))?;
-                            break;
-                        }
+        for (&(c, order, mt), &k) in &need {
+            for _ in 0..k {
+                match self.pa.alloc_pages(&self.cpus[c], gfp_of(mt as i32), order) {
+                    Some(p) => pages[c].push((p, order)),
+                    None => {
+                        self.warn(0, warn::MMLAB_ALLOC_FAILED, format!("warm start of cpu {c}"))?;
+                        break;
                     }
                 }
             }
         }
         Ok(pages)
+    }
+
+    /// Empty every pcp list and put `pages` on their CPUs' lists.
+    fn fill_lists(&mut self, pages: Vec<Vec<(Pfn, u32)>>) -> u64 {
+        self.pa.drain_all_pages(&self.cpus[0]);
+        let mut n = 0;
+        for (c, pages) in pages.into_iter().enumerate() {
+            for (p, order) in pages {
+                if self.pa.free_pages(&self.cpus[c], p, order).is_ok() {
+                    n += 1 << order;
+                }
+            }
+        }
+        n
     }
 }
