@@ -17,6 +17,7 @@
 //! allocation of that order (`prep_new_page` of the head); anything else is
 //! refused (`-EINVAL`). [`ContigScan`] counts the work of each call.
 
+mod cma;
 mod error;
 mod scan;
 

@@ -634,7 +634,9 @@ fn run_boot(cli: &Cli, json: bool) -> Result<bool, String> {
     let stack = Stack::boot(&c)?;
     let m = stack.machine();
     let (pa, free) =
-        m.measure_phase("free into buddy", "memblock_free_all(), deferred_init_memmap()", || stack.allocator());
+        m.measure_phase("free into buddy", "memblock_free_all(), deferred_init_memmap(); the boot's work", || {
+            stack.allocator()
+        });
     let pa = pa?;
     let report = BootReport::collect(m, &pa, &free);
     let run = cli.globals.record(&c);
@@ -671,10 +673,11 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
         eprintln!("{}", mmlab_harness::output::boot_state::note(m));
     }
     let pa = stack.allocator()?;
-    // The boot-time pools (hugepages=), as hugetlb_init grows them.
+    // vmalloc_init() and the boot's vmalloc areas, then the boot-time pools
+    // (hugepages=), as hugetlb_init grows them.
+    let vm = stack.vmalloc(&pa);
     let (ht, _) = stack.hugetlb(&pa)?;
     let vmalloc_file = |print: fn(&Vmalloc<'_, '_>) -> String| -> Result<String, String> {
-        let vm = stack.vmalloc(&pa);
         if let Some(n) = after_ops {
             vmalloc_workload(m, &vm, n, cli.globals.seed())?;
         }
@@ -687,7 +690,6 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
     let text = match file {
         StatFile::Vmallocinfo => vmalloc_file(|vm| vm.vmallocinfo())?,
         StatFile::Meminfo => {
-            let vm = stack.vmalloc(&pa);
             if let Some(n) = after_ops {
                 vmalloc_workload(m, &vm, n, cli.globals.seed())?;
             }
@@ -701,16 +703,17 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
         StatFile::Zoneinfo => {
             page_workload()?;
             let hugetlb_pages = ht.meminfo().hugetlb_kb / (mmlab_engine::PAGE_SIZE >> 10);
-            procfs::zoneinfo_with(&pa, &procfs::Vmstat::collect(&m.vm_events(), &pa, 0, hugetlb_pages))
+            let nr_vmalloc = vm.meminfo_counts().nr_vmalloc;
+            procfs::zoneinfo_with(&pa, &procfs::Vmstat::collect(&m.vm_events(), &pa, nr_vmalloc, hugetlb_pages))
         }
         StatFile::Pagetypeinfo => page_workload().map(|()| procfs::pagetypeinfo(&pa))?,
         StatFile::Vmstat => {
             page_workload()?;
             let hugetlb_pages = ht.meminfo().hugetlb_kb / (mmlab_engine::PAGE_SIZE >> 10);
-            procfs::Vmstat::collect(&m.vm_events(), &pa, 0, hugetlb_pages).to_string()
+            procfs::Vmstat::collect(&m.vm_events(), &pa, vm.meminfo_counts().nr_vmalloc, hugetlb_pages).to_string()
         }
         StatFile::Costs => page_workload().map(|()| procfs::costs(m))?,
-        StatFile::BootState => mmlab_harness::output::boot_state::render(m, &pa.boot_work()),
+        StatFile::BootState => mmlab_harness::output::boot_state::render(m, &pa, &vm),
         StatFile::Pagetables => {
             page_workload()?;
             let asp = m.kernel_as();

@@ -6,10 +6,18 @@
 //!
 //! ```text
 //! Stack::boot        Machine::boot          setup_arch(), mm_core_init() up to the memmap
-//! Stack::allocator   PageAllocator::boot    memblock_free_all(): the pages into the buddy
-//! Stack::vmalloc     Vmalloc::new           vmalloc_init()
+//! Stack::allocator   PageAllocator::boot    memblock_free_all(): the pages into the buddy,
+//!                                           and the boot's own page allocations
+//! Stack::vmalloc     Vmalloc::boot          vmalloc_init(), and the boot's vmalloc areas
 //! Stack::hugetlb     Hugetlb::new + init    hugetlb_init(): the pools of `hugepages=`
 //! ```
+//!
+//! On a `boot.state=real` machine the boot's vmalloc areas (stacks,
+//! ioremaps, DMA pools, a percpu chunk) are made while the allocator boots,
+//! before the end of boot frees the initrd and the init sections
+//! (`PageAllocator::boot_with`), and kept in the allocator until vmalloc
+//! comes up over it ([`Stack::vmalloc`], or any `Vmalloc::new`): a command
+//! that never looks at vmalloc still runs on the machine those areas leave.
 //!
 //! The layers borrow the one below (`PageAllocator<'m>` borrows the
 //! machine, `Vmalloc` and `Hugetlb` the allocator), so the stack owns the
@@ -125,12 +133,28 @@ impl Stack {
     /// # Errors
     /// [`StackError::PageAllocator`].
     pub fn allocator(&self) -> Result<PageAllocator<'_>, StackError> {
-        PageAllocator::boot(&self.machine, self.configs.allocator.clone()).map_err(StackError::PageAllocator)
+        let cfg = self.configs.vmalloc;
+        PageAllocator::boot_with(&self.machine, self.configs.allocator.clone(), |pa| {
+            // vmalloc_init() and the boot's vmalloc areas (mm_core_init(),
+            // the initcalls), before the end of boot.
+            if let Err(e) = Vmalloc::boot_before_end_of_boot(pa, cfg) {
+                tracing::warn!(target: "mmlab::stack", "{e}: vmalloc without the boot's areas");
+            }
+        })
+        .map_err(StackError::PageAllocator)
     }
 
-    /// vmalloc over `pa` (`vmalloc_init()`).
+    /// vmalloc over `pa`: the first time, vmalloc as [`Stack::allocator`]
+    /// left it (`vmalloc_init()` and the boot's areas); over an allocator
+    /// booted elsewhere, `Vmalloc::boot` (which makes the boot's areas
+    /// once per allocator). If a CPU's handle is held elsewhere the areas
+    /// cannot be made: vmalloc comes up without them, and says so.
     pub fn vmalloc<'a, 'm>(&self, pa: &'a PageAllocator<'m>) -> Vmalloc<'a, 'm> {
-        Vmalloc::new(pa, self.configs.vmalloc)
+        let cfg = self.configs.vmalloc;
+        Vmalloc::boot(pa, cfg).unwrap_or_else(|e| {
+            tracing::warn!(target: "mmlab::stack", "{e}: vmalloc without the boot's areas");
+            Vmalloc::new(pa, cfg)
+        })
     }
 
     /// hugetlb over `pa` with its boot pools (`hugepages=`) grown on CPU 0,
@@ -155,8 +179,10 @@ impl Stack {
     ) -> Result<R, E> {
         let stack = Stack::boot(configs)?;
         let pa = stack.allocator()?;
-        let (hugetlb, pools) = stack.hugetlb(&pa)?;
+        // vmalloc_init() and the boot's areas come before hugetlb_init(),
+        // a subsys_initcall.
         let vmalloc = stack.vmalloc(&pa);
+        let (hugetlb, pools) = stack.hugetlb(&pa)?;
         f(Layers { machine: stack.machine(), allocator: &pa, vmalloc, hugetlb, pools })
     }
 }

@@ -144,3 +144,47 @@ impl std::fmt::Display for SysctlError {
     }
 }
 impl std::error::Error for SysctlError {}
+
+/// Why `cma_alloc()` or `cma_release()` failed; nothing changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmaError {
+    /// The machine has no CMA area (a bare or small machine).
+    NoArea,
+    /// `count` 0 or larger than the area.
+    BadCount {
+        /// The pages asked for.
+        count: u64,
+    },
+    /// No free aligned range of `count` pages (`cma_alloc_fail`).
+    NoRange {
+        /// The pages asked for.
+        count: u64,
+    },
+    /// `cma_release()` of pages the area did not hand out.
+    NotAllocated {
+        /// The first frame given.
+        pfn: Pfn,
+        /// The pages given.
+        count: u64,
+    },
+    /// The CPU handle belongs to another machine.
+    ForeignCpu {
+        /// The handle's CPU id.
+        cpu: usize,
+    },
+}
+
+impl std::fmt::Display for CmaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CmaError::NoArea => write!(f, "cma: the machine has no CMA area"),
+            CmaError::BadCount { count } => write!(f, "cma: bad page count {count}"),
+            CmaError::NoRange { count } => write!(f, "cma: no free range of {count} pages"),
+            CmaError::NotAllocated { pfn, count } => {
+                write!(f, "cma: {count} pages at pfn {:#x} were not allocated from the area", pfn.0)
+            }
+            CmaError::ForeignCpu { cpu } => write!(f, "cpu {cpu} is a handle of another machine"),
+        }
+    }
+}
+impl std::error::Error for CmaError {}

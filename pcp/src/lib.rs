@@ -46,15 +46,18 @@
 //!
 //! [`PageAllocator::boot`] brings the allocator up in the kernel's order
 //! (its doc lists the steps); on a `boot.state=real` machine that includes
-//! the CMA area, the boot's own allocations ([`BootWork`]) and the pages
-//! the end of boot gives back.
+//! the CMA area, the boot's own allocations for the machine's size
+//! ([`BootWork`], [`boot_work::rules`]) and the pages the end of boot gives
+//! back; [`PageAllocator::cma_alloc`] hands out ranges of the CMA area as
+//! mm/cma.c does.
 //!
 //! | piece | fidelity |
 //! |---|---|
 //! | pcp sizing, refill, drain, decay; zonelist walk, watermarks, lowmem reserve, NOFRAGMENT, CMA rules | faithful |
 //! | slow path (no reclaim, compaction or OOM) | simplified |
 //! | `drain_all_pages` run on the calling CPU | simplified |
-//! | boot work (a recorded boot's requests, mmlab's placement) | instrumented |
+//! | boot work (a recorded boot's requests with rules for the machine's size, mmlab's placement) | instrumented; the rules faithful or fitted ([`boot_work::rules`]) |
+//! | `cma_alloc` (bitmap, alignment, the pageblock's excess freed, no pgalloc) | faithful; no migration |
 //!
 //! Contiguous ranges for gigantic pages (`alloc_contig_pages`, with or
 //! without `__GFP_COMP`), `folio_put` of an allocation above
@@ -92,8 +95,9 @@
 #![deny(missing_docs)]
 
 mod alloc;
-mod boot_work;
+pub mod boot_work;
 mod check;
+mod cma;
 mod config;
 mod contig;
 mod error;
@@ -107,9 +111,9 @@ mod rules;
 mod sizing;
 pub mod vmstat;
 
-pub use boot_work::BootWork;
+pub use boot_work::{BootRuleWork, BootWork};
 pub use config::{AllocatorConfig, Thp};
-pub use error::{AllocError, FreeError, SysctlError};
+pub use error::{AllocError, CmaError, FreeError, SysctlError};
 pub use fault::{FaultAttr, FaultAttrError};
 pub use page_alloc::PageAllocator;
 pub use pageset::{

@@ -1,7 +1,7 @@
 //! `struct PageAllocator`: the node's zones and every (zone, CPU) pageset,
 //! brought up in the kernel's order (mm/page_alloc.c, mm/mm_init.c).
 
-use crate::boot_work::BootWork;
+use crate::boot_work::{BootRuleWork, BootWork};
 use crate::config::AllocatorConfig;
 use crate::error::SysctlError;
 use crate::fault::{self, FaultAttr, FaultAttrError};
@@ -46,6 +46,17 @@ pub struct PageAllocator<'m> {
     min_free_kbytes: std::sync::atomic::AtomicU64,
     /// What the boot's own allocations left (`boot.state=real`).
     pub(crate) boot_work: BootWork,
+    /// What each rule of the boot's work added.
+    pub(crate) boot_rules: Vec<BootRuleWork>,
+    /// The CMA area's bitmap (`struct cma`'s `bitmap`, one entry per page:
+    /// `cma_alloc`).
+    pub(crate) cma: SpinLock<Vec<bool>>,
+    /// The boot state of a layer above, kept for its first user
+    /// ([`PageAllocator::keep_boot_state`]).
+    above: SpinLock<KeptState>,
+    /// Whether vmalloc has made the boot's vmalloc areas on this allocator
+    /// ([`PageAllocator::claim_boot_vmalloc`]).
+    boot_vmalloc: AtomicBool,
 }
 
 const _: () = assert!(
@@ -74,6 +85,22 @@ impl<'m> PageAllocator<'m> {
     /// elsewhere; or [`SysctlError::AlreadyBooted`] for a second allocator
     /// on one machine. Nothing is changed in any of these cases.
     pub fn boot(m: &'m Machine, cfg: AllocatorConfig) -> Result<PageAllocator<'m>, SysctlError> {
+        Self::boot_with(m, cfg, |_| {})
+    }
+
+    /// [`PageAllocator::boot`], with `before_end_of_boot` run on the
+    /// allocator after its own boot work and before the end of boot frees
+    /// the initrd and the init sections: where the layers above make their
+    /// boot work (vmalloc's areas, `Vmalloc::boot`), so that it lands
+    /// before those frees as on the real boot.
+    ///
+    /// # Errors
+    /// As [`PageAllocator::boot`].
+    pub fn boot_with(
+        m: &'m Machine,
+        cfg: AllocatorConfig,
+        before_end_of_boot: impl FnOnce(&PageAllocator<'m>),
+    ) -> Result<PageAllocator<'m>, SysctlError> {
         if cfg.percpu_pagelist_high_fraction != 0
             && cfg.percpu_pagelist_high_fraction < MIN_PERCPU_PAGELIST_HIGH_FRACTION
         {
@@ -122,6 +149,10 @@ impl<'m> PageAllocator<'m> {
             zone_prep,
             min_free_kbytes: Default::default(),
             boot_work: BootWork::default(),
+            boot_rules: Vec::new(),
+            cma: SpinLock::new(Vec::new()),
+            above: SpinLock::new(KeptState(None)),
+            boot_vmalloc: AtomicBool::new(false),
         };
         // setup_per_cpu_pageset() (start_kernel): the pagesets are sized
         // while every watermark is still 0, so high_min is 4 × batch.
@@ -140,12 +171,14 @@ impl<'m> PageAllocator<'m> {
         let min_free = pa.node.init_per_zone_wmark_min(cfg.min_free_kbytes, thp);
         pa.min_free_kbytes.store(min_free, Relaxed);
         pa.zone_pcp_update(0);
-        // The boot's own allocations and frees (slab, stacks, page tables,
-        // the initramfs), replayed from a real boot's record.
+        // The boot's own allocations and frees (slab, hash tables, page
+        // tables, the initramfs): a real boot's record with the rules of
+        // this machine's size.
         if m.boot_state().in_force == mmlab_engine::mm::boot_state::BootState::Real {
             let cpus = m.all_cpus().map_err(|_| SysctlError::BootCpuBusy)?;
-            pa.boot_work = pa.replay_boot_work(&cpus);
+            (pa.boot_work, pa.boot_rules) = pa.replay_boot_work(&cpus);
         }
+        before_end_of_boot(&pa);
         // free_initrd_mem() (populate_rootfs, rootfs_initcall) and
         // free_initmem() (kernel_init): free_reserved_area(), which takes
         // the range out of memblock.reserved (arm64 keeps memblock), then
@@ -160,6 +193,33 @@ impl<'m> PageAllocator<'m> {
         drop(cpu0);
         pa.debug_checks.store(cfg.debug_checks, Relaxed);
         Ok(pa)
+    }
+
+    /// Claim the boot's vmalloc work (`Vmalloc::boot`): true the first
+    /// time on a `boot.state=real` machine, so that a second vmalloc over
+    /// the same allocator does not allocate the boot's areas again.
+    pub fn claim_boot_vmalloc(&self) -> bool {
+        self.m.boot_state().in_force == mmlab_engine::mm::boot_state::BootState::Real
+            && !self.boot_vmalloc.swap(true, Relaxed)
+    }
+
+    /// Whether [`PageAllocator::claim_boot_vmalloc`] has been answered true.
+    pub fn boot_vmalloc_claimed(&self) -> bool {
+        self.boot_vmalloc.load(Relaxed)
+    }
+
+    /// Keep `state`, the boot work of a layer above that ran before the end
+    /// of boot ([`PageAllocator::boot_with`]), for that layer's first user
+    /// over this allocator ([`PageAllocator::take_boot_state`]). The
+    /// layers borrow the allocator, so what vmalloc made while it booted
+    /// waits here (the kernel has one vmalloc per machine, made once).
+    pub fn keep_boot_state(&self, state: Box<dyn std::any::Any + Send>) {
+        self.above.lock().0 = Some(state);
+    }
+
+    /// Take what [`PageAllocator::keep_boot_state`] kept, once.
+    pub fn take_boot_state(&self) -> Option<Box<dyn std::any::Any + Send>> {
+        self.above.lock().0.take()
     }
 
     /// The machine.
@@ -380,5 +440,14 @@ impl<'m> mmlab_engine::arch::arm64::pgtable::PgtableAlloc<Cpu<'m>> for PageAlloc
         // A table page this allocator handed out: a failure here is a bug
         // in the caller, and the page is then left as it was.
         let _ = self.free_pages(cpu, pa.pfn(), 0);
+    }
+}
+
+/// A layer's boot state kept by the allocator (opaque to it).
+struct KeptState(Option<Box<dyn std::any::Any + Send>>);
+
+impl std::fmt::Debug for KeptState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "KeptState(Some(..))" } else { "KeptState(None)" })
     }
 }

@@ -553,3 +553,56 @@ fn vrealloc_grows_by_copy_and_shrinks_in_place() {
     vm.check().unwrap();
     pa.check_invariants().unwrap();
 }
+
+/// The vmalloc-range mappings the boot makes besides vmalloc: an ioremap
+/// aligned to its size's power of two, with a guard page, `phys=` and
+/// `ioremap` in /proc/vmallocinfo, lazily freed by `iounmap`; a DMA remap
+/// (`dma-coherent`, no `pages=`); a percpu chunk's area at the top of the
+/// range, without a guard page and without pages of its own.
+#[test]
+fn ioremap_dma_remap_and_percpu_areas_print_as_the_kernels() {
+    let m = mmlab_tests::bare_machine("64M", 1);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let cpu = m.cpu(0).unwrap();
+    // GICD on the virt machine: 64 KiB at 0x08000000.
+    let gic = vm.ioremap(&cpu, 0x0800_0000, 0x1_0000, "__ioremap_prot+0x6c/0xe0").unwrap();
+    assert_eq!(gic % 0x1_0000, 0);
+    // The page offset is kept; the area is one page and a guard page.
+    let uart = vm.ioremap(&cpu, 0x0900_0010, 0x100, "__ioremap_prot+0x6c/0xe0").unwrap();
+    assert_eq!(uart % PAGE_SIZE, 0x10);
+    let info = vm.vmallocinfo();
+    assert!(info.contains(&format!(
+        "0x{gic:016x}-0x{:016x}   69632 __ioremap_prot+0x6c/0xe0 phys=0x0000000008000000 ioremap\n",
+        gic + 0x1_1000
+    )));
+    let pages: Vec<_> = (0..4).map(|_| pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 0).unwrap()).collect();
+    pa.free_pages(&cpu, pages[1], 0).unwrap();
+    let first = pa.alloc_pages(&cpu, Gfp::GFP_KERNEL, 2).unwrap();
+    pa.split_page(first, 2).unwrap();
+    let dma = vm.dma_common_contiguous_remap(&cpu, first, 4, "dma_common_contiguous_remap+0x9c/0xd0").unwrap();
+    assert!(vm.vmallocinfo().contains(&format!(
+        "0x{dma:016x}-0x{:016x}   20480 dma_common_contiguous_remap+0x9c/0xd0 dma-coherent\n",
+        dma + 5 * PAGE_SIZE
+    )));
+    let end = mmlab_engine::arch::arm64::memory::VMALLOC_END;
+    let chunk = vm.pcpu_get_vm_areas(&cpu, 2 * 147_456, PAGE_SIZE).unwrap();
+    assert_eq!(chunk, end - 2 * 147_456);
+    assert!(
+        vm.vmallocinfo()
+            .ends_with(&format!("0x{chunk:016x}-0x{end:016x}  294912 pcpu_get_vm_areas+0x0/0x10c8 vmalloc\n"))
+    );
+    vm.pcpu_map_pages(&cpu, chunk, &pages[2..]).unwrap();
+    assert_eq!(vm.pcpu_map_pages(&cpu, gic, &pages[2..]), Err(VmallocError::NotVmalloc { addr: gic }));
+    // None of them is vmalloc's: vfree refuses them, nr_vmalloc has none.
+    assert_eq!(vm.vfree(&cpu, gic), Err(VmallocError::WrongKind { addr: gic }));
+    assert_eq!(vm.meminfo_counts().nr_vmalloc, 0);
+    vm.iounmap(&cpu, uart).unwrap();
+    assert!(vm.vmallocinfo().contains(&format!(
+        "0x{:016x}-0x{:016x}    8192 unpurged vm_area\n",
+        uart - 0x10,
+        uart - 0x10 + 2 * PAGE_SIZE
+    )));
+    assert_eq!(vm.iounmap(&cpu, dma), Err(VmallocError::WrongKind { addr: dma }));
+    vm.check().unwrap();
+}

@@ -16,10 +16,14 @@ bitflags::bitflags! {
     /// (include/linux/vmalloc.h) that mmlab uses, with the kernel's values.
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
     pub struct VmFlags: u32 {
+        /// `VM_IOREMAP`: an ioremap area (`ioremap()` and friends).
+        const VM_IOREMAP = 0x0000_0001;
         /// `VM_ALLOC`: a vmalloc area.
         const VM_ALLOC = 0x0000_0002;
         /// `VM_MAP`: a vmap area.
         const VM_MAP = 0x0000_0004;
+        /// `VM_DMA_COHERENT`: a DMA remap (`dma_common_contiguous_remap`).
+        const VM_DMA_COHERENT = 0x0000_0010;
         /// `VM_NO_GUARD`: no guard page after the area.
         const VM_NO_GUARD = 0x0000_0040;
         /// `VM_ALLOW_HUGE_VMAP`: huge mappings allowed (`vmalloc_huge`).
@@ -27,6 +31,10 @@ bitflags::bitflags! {
     }
 }
 
+/// `VM_IOREMAP`: an ioremap area.
+pub const VM_IOREMAP: VmFlags = VmFlags::VM_IOREMAP;
+/// `VM_DMA_COHERENT`: a DMA remap.
+pub const VM_DMA_COHERENT: VmFlags = VmFlags::VM_DMA_COHERENT;
 /// `VM_ALLOC`: a vmalloc area.
 pub const VM_ALLOC: VmFlags = VmFlags::VM_ALLOC;
 /// `VM_MAP`: a vmap area.
@@ -49,6 +57,14 @@ pub enum AreaKind {
     /// `vm_area_add_early()`: a static `vm_struct` registered before
     /// vmalloc exists (the kernel image's segments, `VM_MAP`); never freed.
     Early,
+    /// `ioremap()` (`VM_IOREMAP`, no pages): `iounmap` unmaps it.
+    Ioremap,
+    /// `dma_common_contiguous_remap()` (`VM_DMA_COHERENT`): the pages are
+    /// the DMA allocation's and not recorded in the area.
+    DmaCoherent,
+    /// `pcpu_get_vm_areas()` (`VM_ALLOC`, no pages of its own): a percpu
+    /// chunk's units, mapped page by page as the chunk is populated.
+    Percpu,
 }
 
 /// `struct vm_struct` with its `vmap_area`.
@@ -98,6 +114,8 @@ mod tests {
 
     #[test]
     fn kernel_values_and_flag_operations() {
+        assert_eq!(VM_IOREMAP.bits(), 0x1);
+        assert_eq!(VM_DMA_COHERENT.bits(), 0x10);
         assert_eq!(VM_ALLOC.bits(), 0x2);
         assert_eq!(VM_MAP.bits(), 0x4);
         assert_eq!(VM_NO_GUARD.bits(), 0x40);

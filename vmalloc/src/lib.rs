@@ -35,7 +35,12 @@
 //! `vmalloc_info_show()` does (faithful). The list heads of the kernel's
 //! statics live in the image's `[_data, _end)`; without the image that
 //! window is kept out of the free space ([`reserved`]), so no area ever
-//! covers a list head.
+//! covers a list head. On a real-boot machine
+//! [`Vmalloc::boot`] also makes the areas a real boot leaves ([`boot`]:
+//! IRQ and task stacks, ioremaps, the atomic DMA pools, a percpu chunk,
+//! ...), through the same calls a user of the crate has: `ioremap`,
+//! `dma_common_contiguous_remap` and `pcpu_get_vm_areas` besides the
+//! vmalloc family.
 //!
 //! Fidelity: faithful in the order of steps, sizes, alignment, guard pages,
 //! the huge-mapping decision and fallback, the page orders requested, the
@@ -79,10 +84,12 @@
 #![deny(missing_docs)]
 
 mod area;
+pub mod boot;
 mod check;
 mod config;
 mod counts;
 mod error;
+mod ioremap;
 mod kvfree;
 mod lazy;
 mod lockstat;
@@ -96,10 +103,15 @@ pub mod vmap_area;
 mod vmap_block;
 mod vrealloc;
 
-pub use area::{AreaKind, VM_ALLOC, VM_ALLOW_HUGE_VMAP, VM_MAP, VM_NO_GUARD, VmArea, VmFlags};
+pub use area::{
+    AreaKind, VM_ALLOC, VM_ALLOW_HUGE_VMAP, VM_DMA_COHERENT, VM_IOREMAP, VM_MAP, VM_NO_GUARD, VmArea, VmFlags,
+};
+pub use boot::{VmallocBootError, VmallocBootRule, VmallocBootWork};
 pub use config::VmallocConfig;
+pub use ioremap::IOREMAP_MAX_ORDER;
+
 pub use counts::{VmallocCounts, VmallocMeminfo};
 pub use error::VmallocError;
 pub use lockstat::{LockClassStat, LockStatRow, VmallocLockStat, VmapLockClass};
-pub use vmalloc::{MAX_VA_SIZE_PAGES, Vmalloc};
+pub use vmalloc::{MAX_VA_SIZE_PAGES, Vmalloc, VmallocState};
 pub use vmap_block::{VMAP_BBMAP_BITS, VMAP_BLOCK_SIZE, VMAP_MAX_ALLOC};

@@ -10,6 +10,7 @@
 
 use crate::area::VM_ALLOC;
 use crate::area::VM_MAP;
+use crate::area::{VM_DMA_COHERENT, VM_IOREMAP};
 use crate::counts::VmallocMeminfo;
 use crate::lazy::LazyArea;
 use crate::vmalloc::Vmalloc;
@@ -35,11 +36,17 @@ impl Vmalloc<'_, '_> {
             if let Some(pa) = a.phys_addr {
                 let _ = write!(l, " phys={pa:#018x}");
             }
+            if a.flags.contains(VM_IOREMAP) {
+                l.push_str(" ioremap");
+            }
             if a.flags.contains(VM_ALLOC) {
                 l.push_str(" vmalloc");
             }
             if a.flags.contains(VM_MAP) {
                 l.push_str(" vmap");
+            }
+            if a.flags.contains(VM_DMA_COHERENT) {
+                l.push_str(" dma-coherent");
             }
             if a.array_area.is_some() {
                 l.push_str(" vpages");

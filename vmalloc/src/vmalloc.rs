@@ -109,6 +109,8 @@ pub struct Vmalloc<'a, 'm> {
     /// lock_stat's counts of vmalloc's lock classes (see the `lockstat`
     /// module), per CPU.
     pub(crate) lock_stats: LockStats,
+    /// What the boot's vmalloc work made ([`Vmalloc::boot`]).
+    pub(crate) boot: Mutex<crate::boot::report::BootVmalloc>,
 }
 
 impl fmt::Debug for Vmalloc<'_, '_> {
@@ -186,7 +188,15 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// `vmalloc_init()`: the whole vmalloc range free less the early areas
     /// (the kernel image's, when it is in RAM), one vmap node per CPU
     /// (`nr_vmap_nodes` = clamp(CPUs, 1, 128)).
+    ///
+    /// If vmalloc already made the boot's areas while the allocator booted
+    /// (`Vmalloc::boot_before_end_of_boot`), the first `new` over that
+    /// allocator picks them up instead ([`Vmalloc::resume`]): one vmalloc
+    /// per machine, as in the kernel.
     pub fn new(pa: &'a PageAllocator<'m>, cfg: VmallocConfig) -> Vmalloc<'a, 'm> {
+        if let Some(state) = pa.take_boot_state().and_then(|b| b.downcast::<VmallocState>().ok()) {
+            return Vmalloc::resume(pa, cfg, *state);
+        }
         let m = pa.machine();
         let nodes = m.nr_cpus().clamp(1, 128);
         let (free, busy, reserved) = vmalloc_init(m, nodes);
@@ -211,6 +221,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             kvfree_pending: Mutex::new(Vec::new()),
             kvfree_nr: AtomicUsize::new(0),
             lock_stats: LockStats::new(m.nr_cpus()),
+            boot: Mutex::new(Default::default()),
         }
     }
 
@@ -812,5 +823,108 @@ impl<'m> Vmalloc<'_, 'm> {
     #[inline(always)]
     pub(crate) fn count_call(&self, cpu: &Cpu<'m>, which: CallCount, n: u64) {
         this_cpu_add(&self.pcpu_counts[cpu.id()][which as usize], n);
+    }
+}
+
+/// vmalloc's state without the allocator it borrows: the boot's vmalloc
+/// areas are made while the page allocator is still booting (before the end
+/// of boot frees the initrd and the init sections, as on the real boot:
+/// `PageAllocator::boot_with`), by a [`Vmalloc`] that cannot outlive that
+/// step; [`Vmalloc::into_state`] keeps what it made and
+/// [`Vmalloc::resume`] picks it up over the booted allocator.
+/// Everything a [`Vmalloc`] holds but its borrows and its configuration:
+/// the free tree, the busy areas, the lazy lists, the node pools, the vmap
+/// blocks, the counters, the boot's report.
+pub struct VmallocState {
+    free: crossbeam::utils::CachePadded<mmlab_engine::sync::SpinLock<crate::vmap_area::FreeVmapTree>>,
+    busy: Box<[crossbeam::utils::CachePadded<mmlab_engine::sync::SpinLock<crate::vmalloc::BusyTree>>]>,
+    lazy: crate::lazy::LazyAreas,
+    counts: mmlab_engine::sync::Mutex<crate::VmallocCounts>,
+    pcpu_counts: Box<[crossbeam::utils::CachePadded<[std::sync::atomic::AtomicU64; crate::counts::NR_CALL_COUNTS]>]>,
+    blocks: mmlab_engine::sync::Mutex<std::collections::BTreeMap<u64, crate::vmap_block::VmapBlock>>,
+    pools: Box<[crossbeam::utils::CachePadded<mmlab_engine::sync::SpinLock<crate::vmalloc::NodePools>>]>,
+    kvfree_pending: mmlab_engine::sync::Mutex<Vec<crate::vmalloc::KvfreeQueued>>,
+    kvfree_nr: std::sync::atomic::AtomicUsize,
+    lock_stats: crate::lockstat::LockStats,
+    boot: mmlab_engine::sync::Mutex<crate::boot::report::BootVmalloc>,
+}
+
+impl fmt::Debug for VmallocState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VmallocState").field("lazy_nr", &self.lazy.nr()).finish()
+    }
+}
+
+impl<'a, 'm> Vmalloc<'a, 'm> {
+    /// Keep this vmalloc's state, to [`resume`](Vmalloc::resume) it over
+    /// the same machine's allocator later.
+    pub fn into_state(self) -> VmallocState {
+        let Vmalloc {
+            free,
+            busy,
+            lazy,
+            counts,
+            pcpu_counts,
+            blocks,
+            pools,
+            kvfree_pending,
+            kvfree_nr,
+            lock_stats,
+            boot,
+            ..
+        } = self;
+        VmallocState {
+            free,
+            busy,
+            lazy,
+            counts,
+            pcpu_counts,
+            blocks,
+            pools,
+            kvfree_pending,
+            kvfree_nr,
+            lock_stats,
+            boot,
+        }
+    }
+
+    /// vmalloc over `pa` with `state`, which a [`Vmalloc`] over the same
+    /// machine's allocator left ([`Vmalloc::into_state`]); `vmalloc_init()`
+    /// is not run again. A state of another machine is a caller's bug the
+    /// tables would not survive: `pa`'s machine must be the one it was
+    /// made on.
+    pub fn resume(pa: &'a PageAllocator<'m>, cfg: crate::VmallocConfig, state: VmallocState) -> Vmalloc<'a, 'm> {
+        let m = pa.machine();
+        let VmallocState {
+            free,
+            busy,
+            lazy,
+            counts,
+            pcpu_counts,
+            blocks,
+            pools,
+            kvfree_pending,
+            kvfree_nr,
+            lock_stats,
+            boot,
+        } = state;
+        Vmalloc {
+            pa,
+            m,
+            asp: m.kernel_as(),
+            cfg,
+            free,
+            busy,
+            lazy,
+            purge_lock: mmlab_engine::sync::Mutex::new(()),
+            counts,
+            pcpu_counts,
+            blocks,
+            pools,
+            kvfree_pending,
+            kvfree_nr,
+            lock_stats,
+            boot,
+        }
     }
 }

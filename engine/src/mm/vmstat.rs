@@ -124,6 +124,10 @@ vm_events! {
     HighatomicReserve => highatomic_reserve,
     /// Pages zeroed for `__GFP_ZERO`.
     PgZero => pgzero,
+    /// `cma_alloc()` calls that got their range (`CMA_ALLOC_SUCCESS`).
+    CmaAllocSuccess => cma_alloc_success,
+    /// `cma_alloc()` calls that found no free range (`CMA_ALLOC_FAIL`).
+    CmaAllocFail => cma_alloc_fail,
     /// Atomic read-modify-writes of the lazy-MMU thread flags (arm64, the
     /// 6.16 form the barrier-batching series merged): `set_thread_flag(
     /// TIF_LAZY_MMU)` on entering a section and `clear_thread_flag` on

@@ -1,58 +1,65 @@
-//! The replay of the boot's record through the allocator (module docs of
+//! The replay of the boot's program through the allocator (module docs of
 //! the parent).
 
-use super::{BOOT_WORK_4G_2CPU, Block, BootWork};
+use super::program::{Op, build};
+use super::rules::{BootMachine, MEMORY_BLOCK_SIZE};
+use super::{BOOT_WORK_BASE, Block, BootRuleWork, BootWork};
 use crate::page_alloc::PageAllocator;
-use mmlab_engine::{Cpu, Gfp};
+use mmlab_engine::{Cpu, PAGE_SHIFT};
 
 impl<'m> PageAllocator<'m> {
-    /// Replay the boot's allocations and frees on `cpus` (module docs).
-    pub(crate) fn replay_boot_work(&self, cpus: &[Cpu<'m>]) -> BootWork {
-        let mut gfps: Vec<Gfp> = Vec::new();
+    /// The machine as the rules see it: its CPUs, `nr_kernel_pages` (the
+    /// pages `memblock_free_all()` handed over, CMA left out, and the
+    /// swiotlb buffer, which `mem_init()` carves out after
+    /// `free_area_init()` counted; the kernel's count is a little higher
+    /// still: the percpu first chunk and the VFS hash tables come after
+    /// it too, and the tables round to powers of two) and its memory
+    /// blocks.
+    pub fn boot_machine(&self) -> BootMachine {
+        let cma: u64 = self.node.zones().iter().map(|z| z.cma_pages()).sum();
+        let swiotlb: u64 =
+            self.m.boot_state().reservations.iter().filter(|r| r.name == "swiotlb").map(|r| r.size >> PAGE_SHIFT).sum();
+        let present: u64 = self.node.zones().iter().map(|z| z.present_pages()).sum();
+        BootMachine {
+            cpus: self.nr_cpus as u64,
+            nr_kernel_pages: self.managed_pages().saturating_sub(cma) + swiotlb,
+            memory_blocks: (present << PAGE_SHIFT).div_ceil(MEMORY_BLOCK_SIZE),
+        }
+    }
+
+    /// Build the machine's program and replay it on `cpus` (module docs).
+    pub(crate) fn replay_boot_work(&self, cpus: &[Cpu<'m>]) -> (BootWork, Vec<BootRuleWork>) {
+        let program = build(BOOT_WORK_BASE, &self.boot_machine());
+        let mut rules = program.rules;
         let mut blocks: Vec<Option<Block>> = Vec::new();
         let mut w = BootWork::default();
-        let mut held = 0u64;
-        let n = |s: Option<&str>| s.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        for line in BOOT_WORK_4G_2CPU.lines() {
-            let mut f = line.split_whitespace();
-            match f.next() {
-                Some("g") => {
-                    let _ = f.next();
-                    gfps.push(f.next().and_then(|s| s.parse::<Gfp>().ok()).unwrap_or_default());
-                }
-                Some("a") => {
-                    let cpu = &cpus[n(f.next()) as usize % cpus.len()];
-                    let order = n(f.next()) as u32;
-                    let mt = n(f.next());
-                    let gfp = gfps.get(n(f.next()) as usize).copied().unwrap_or_default();
-                    // The migratetype the trace printed decides the mobility
-                    // bits (early boot masks some gfp bits out of the print).
-                    let mut gfp = Gfp::from_bits_retain(
-                        gfp.bits() & !(Gfp::__GFP_MOVABLE.bits() | Gfp::__GFP_RECLAIMABLE.bits()),
-                    ) | Gfp::__GFP_NOWARN;
-                    gfp |= match mt {
-                        1 => Gfp::__GFP_MOVABLE,
-                        2 => Gfp::__GFP_RECLAIMABLE,
-                        _ => Gfp::empty(),
-                    };
-                    let got = self.alloc_pages(cpu, gfp, order);
+        for op in program.ops {
+            match op {
+                Op::Alloc { cpu, order, gfp, rule } => {
+                    let got = self.alloc_pages(&cpus[cpu % cpus.len()], gfp, order);
                     w.allocations += 1;
                     match got {
-                        Some(_) => held += 1 << order,
+                        Some(_) => {
+                            w.pages_allocated += 1 << order;
+                            if let Some(r) = rule.and_then(|r| rules.get_mut(r)) {
+                                r.allocations += 1;
+                                r.pages += 1 << order;
+                            }
+                        }
                         None => w.failed += 1,
                     }
                     blocks.push(got.map(|pfn| Block { pfn, order, split: false }));
                 }
-                Some("s") => {
-                    if let Some(Some(b)) = blocks.get_mut(n(f.next()) as usize)
+                Op::Split { k } => {
+                    if let Some(Some(b)) = blocks.get_mut(k)
+                        && !b.split
                         && self.split_page(b.pfn, b.order).is_ok()
                     {
                         b.split = true;
                     }
                 }
-                Some("f") => {
-                    let cpu = &cpus[n(f.next()) as usize % cpus.len()];
-                    let (k, off, order) = (n(f.next()) as usize, n(f.next()), n(f.next()) as u32);
+                Op::Free { cpu, k, off, order } => {
+                    let cpu = &cpus[cpu % cpus.len()];
                     let Some(Some(b)) = blocks.get(k).copied() else { continue };
                     let ok = if b.split {
                         (0..1u64 << order).all(|i| self.free_pages(cpu, b.pfn.add(off + i), 0).is_ok())
@@ -61,18 +68,22 @@ impl<'m> PageAllocator<'m> {
                     };
                     if ok {
                         w.frees += 1;
-                        held -= 1 << order;
+                        w.pages_freed += 1 << order;
                     }
                 }
-                _ => {}
             }
         }
-        w.held_pages = held;
-        w
+        w.held_pages = w.pages_allocated - w.pages_freed;
+        (w, rules)
     }
 
     /// What the boot-work replay did at boot (all 0 on a bare machine).
     pub fn boot_work(&self) -> BootWork {
         self.boot_work
+    }
+
+    /// What each rule added to the replay (empty on a bare machine).
+    pub fn boot_rules(&self) -> &[BootRuleWork] {
+        &self.boot_rules
     }
 }

@@ -608,6 +608,8 @@ pub fn contpte(len: Length, seed: u64) -> Result<Contpte, String> {
     let stack = Stack::boot_machine(mc)?;
     let m = stack.machine();
     let pa = stack.allocator()?;
+    // One vmalloc (with the boot's areas), its switches set per mapping.
+    let mut state = stack.vmalloc(&pa).into_state();
     let cpu = m.cpu(0).map_err(|e| e.to_string())?;
     let mut tlb = Vec::new();
     for shift in 16..=23 {
@@ -615,12 +617,13 @@ pub fn contpte(len: Length, seed: u64) -> Result<Contpte, String> {
         let mut counts = [TlbCount::default(); 3];
         for (slot, mapping) in counts.iter_mut().zip(Mapping::ALL) {
             let (vc, huge) = mapping.config();
-            let vm = Vmalloc::new(&pa, vc);
+            let vm = Vmalloc::resume(&pa, vc, state);
             let va = if huge { vm.vmalloc_huge(&cpu, size, Gfp::GFP_KERNEL) } else { vm.vmalloc(&cpu, size) }
                 .map_err(|e| e.to_string())?;
             *slot = touch_twice(m, &cpu, va, size)?;
             vm.vfree(&cpu, va).map_err(|e| e.to_string())?;
             vm.purge_vmap_area_lazy(&cpu).expect("a CPU of this machine");
+            state = vm.into_state();
         }
         tlb.push(TlbRow { size, counts });
     }

@@ -100,8 +100,10 @@ impl<'a, 'm> Executor<'a, 'm> {
         let vmalloc: u64 =
             self.vm.areas().iter().filter(|a| a.flags.contains(VM_ALLOC)).map(|a| a.pages.len() as u64).sum();
         let tables = self.pgtable_pages();
-        // The boot's own kernel memory (boot.state=real) is allocated too.
-        let boot = self.pa.boot_work().held_pages;
+        // The boot's own kernel memory (boot.state=real) is allocated too:
+        // the page allocator's boot work, and the DMA pools' and percpu
+        // chunk's pages of vmalloc's boot work (outside any area's pages).
+        let boot = self.pa.boot_work().held_pages + self.vm.boot_work().pages_outside_areas();
         if held + vmalloc + tables + boot != allocated {
             return v(
                 ViolationKind::Conservation,
@@ -177,7 +179,7 @@ impl<'a, 'm> Executor<'a, 'm> {
         let tables = self.pgtable_pages();
         let vmalloc: u64 = self.vm.areas().iter().map(|a| a.pages.len() as u64).sum();
         // What the boot's own allocations hold stays (boot.state=real).
-        let boot = self.pa.boot_work().held_pages;
+        let boot = self.pa.boot_work().held_pages + self.vm.boot_work().pages_outside_areas();
         let free = self.pa.nr_free_pages() as u64;
         let managed = self.pa.managed_pages();
         if self.pa.pcp_pages() != 0 || free + tables + vmalloc + boot != managed {

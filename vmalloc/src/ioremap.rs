@@ -1,0 +1,259 @@
+//! The vmalloc-range mappings that are not vmalloc: `ioremap_prot()` /
+//! `iounmap()` (mm/ioremap.c, arch/arm64/mm/ioremap.c),
+//! `dma_common_contiguous_remap()` (kernel/dma/remap.c) and the areas of a
+//! percpu chunk (`pcpu_get_vm_areas()` in mm/vmalloc.c, with
+//! `pcpu_populate_chunk()` of mm/percpu-vm.c).
+//!
+//! An ioremap takes an area aligned to its size's power of two (up to
+//! `IOREMAP_MAX_ORDER`, a PUD on arm64) plus a guard page and maps the
+//! physical range with the device memory type (`pgprot_device`), in the
+//! largest pieces the alignment allows (`vmap_range_noflush()` with
+//! `ioremap_max_page_shift`): PMD blocks, contiguous PTE runs, PTEs. It
+//! holds no pages (`phys=` in /proc/vmallocinfo). A DMA remap maps pages
+//! the caller got from CMA, with `VM_DMA_COHERENT` and without recording
+//! them in the area (`nr_pages` 0: /proc/vmallocinfo prints no `pages=`).
+//! A percpu chunk's area is found top down, from the end of the vmalloc
+//! range, without a guard page; its pages belong to the chunk (`VM_ALLOC`
+//! with `nr_pages` 0).
+//!
+//! Fidelity: faithful in sizes, alignment, flags, the mapping granules and
+//! the /proc/vmallocinfo lines; simplified in that `pcpu_get_vm_areas()`
+//! takes one group (the kernel's can place several).
+
+use crate::area::{AreaKind, VM_ALLOC, VM_DMA_COHERENT, VM_IOREMAP, VM_NO_GUARD, VmArea};
+use crate::error::VmallocError;
+use crate::vmalloc::{CONT_PTE_SHIFT, PMD_SHIFT, Vmalloc};
+use mmlab_engine::arch::arm64::memory::{VMALLOC_END, VMALLOC_START};
+use mmlab_engine::arch::arm64::pgtable::desc::{PAGE_KERNEL, PgProt, pgprot_device, pgprot_nx};
+use mmlab_engine::arch::arm64::pgtable::{self, PgtableError};
+use mmlab_engine::arch::arm64::tlb::TlbFlush;
+use mmlab_engine::{Cpu, PAGE_SHIFT, PAGE_SIZE, Pfn};
+
+/// `IOREMAP_MAX_ORDER` on arm64 with 4K pages: `PUD_SHIFT`.
+pub const IOREMAP_MAX_ORDER: u32 = 30;
+
+impl<'m> Vmalloc<'_, 'm> {
+    /// Map `pfns` (frames in order, any memory) at a fresh area of
+    /// `va_size` bytes aligned to `align`, in pieces of up to `2^max_shift`;
+    /// the area is recorded with `flags`, `kind`, `caller` and `phys`.
+    #[allow(clippy::too_many_arguments)]
+    fn map_area(
+        &self,
+        cpu: &Cpu<'m>,
+        pfns: &[Pfn],
+        va_size: u64,
+        align: u64,
+        prot: PgProt,
+        max_shift: u32,
+        flags: crate::area::VmFlags,
+        kind: AreaKind,
+        caller: &'static str,
+        phys: Option<u64>,
+    ) -> Result<u64, VmallocError> {
+        let size = pfns.len() as u64 * PAGE_SIZE;
+        let addr = self.alloc_vmap_area(cpu, va_size, align.max(PAGE_SIZE))?;
+        let base = pfns.first().map_or(0, |p| p.phys().0);
+        let contiguous = pfns.iter().enumerate().all(|(i, p)| p.phys().0 == base + i as u64 * PAGE_SIZE);
+        let aligned = |shift: u32| contiguous && size >= 1 << shift && (addr | base).is_multiple_of(1 << shift);
+        let shift = if max_shift >= PMD_SHIFT && aligned(PMD_SHIFT) {
+            PMD_SHIFT
+        } else if max_shift >= CONT_PTE_SHIFT && self.cfg.contpte && aligned(CONT_PTE_SHIFT) {
+            CONT_PTE_SHIFT
+        } else {
+            PAGE_SHIFT
+        };
+        let entries = match self.vmap_pages_range(cpu, addr, pfns, prot, shift) {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = pgtable::unmap_range(cpu, &self.asp, addr, size).map(TlbFlush::ignore);
+                self.free_vmap_area_noflush(cpu, addr, va_size, self.cpu_node(cpu));
+                return Err(match e {
+                    PgtableError::NoMemory => VmallocError::NoMemory { size },
+                    other => VmallocError::Map(other),
+                });
+            }
+        };
+        let area = VmArea {
+            addr,
+            size: va_size,
+            flags,
+            kind,
+            pages: Vec::new(),
+            requested_size: size,
+            leaf_entries: entries,
+            page_order: 0,
+            caller,
+            array_area: None,
+            vn: self.cpu_node(cpu),
+            phys_addr: phys,
+        };
+        self.busy_lock(cpu, addr).insert(addr, Box::new(area));
+        Ok(addr)
+    }
+
+    /// `ioremap_prot(phys, size, pgprot_device(PAGE_KERNEL))` as
+    /// `__ioremap_prot()` → `generic_ioremap_prot()` does it: the page
+    /// offset of `phys` kept, the size page-rounded, an area aligned to
+    /// `1 << clamp(get_count_order(size), PAGE_SHIFT, IOREMAP_MAX_ORDER)`
+    /// with a guard page, mapped with device memory. Returns the address
+    /// of `phys`.
+    ///
+    /// # Errors
+    /// [`VmallocError::ZeroSize`], [`VmallocError::NoVmapSpace`], [`VmallocError::NoMemory`] for a
+    /// page table, [`VmallocError::ForeignCpu`]. Nothing is taken on error.
+    pub fn ioremap(&self, cpu: &Cpu<'m>, phys: u64, size: u64, caller: &'static str) -> Result<u64, VmallocError> {
+        self.this_machine(cpu)?;
+        if size == 0 {
+            return Err(VmallocError::ZeroSize);
+        }
+        let offset = phys % PAGE_SIZE;
+        let start = phys - offset;
+        let size = (size + offset).checked_next_multiple_of(PAGE_SIZE).ok_or(VmallocError::TooLarge { size })?;
+        if size > VMALLOC_END - VMALLOC_START {
+            return Err(VmallocError::TooLarge { size });
+        }
+        let order = size.next_power_of_two().trailing_zeros().clamp(PAGE_SHIFT, IOREMAP_MAX_ORDER);
+        let pfns: Vec<Pfn> = (0..size / PAGE_SIZE).map(|i| Pfn((start >> PAGE_SHIFT) + i)).collect();
+        let prot = pgprot_device(PAGE_KERNEL);
+        let addr = self.map_area(
+            cpu,
+            &pfns,
+            size + PAGE_SIZE,
+            1 << order,
+            prot,
+            IOREMAP_MAX_ORDER,
+            VM_IOREMAP,
+            AreaKind::Ioremap,
+            caller,
+            Some(start),
+        )?;
+        Ok(addr + offset)
+    }
+
+    /// `iounmap(addr)`: unmap an ioremap area; the range goes lazy.
+    ///
+    /// # Errors
+    /// As [`Vmalloc::vunmap`], [`VmallocError::WrongKind`] for an area
+    /// that ioremap did not make. Nothing is changed.
+    pub fn iounmap(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
+        self.this_machine(cpu)?;
+        let start = addr - addr % PAGE_SIZE;
+        let area = self.find_unlink(cpu, start)?;
+        if area.kind != AreaKind::Ioremap {
+            self.busy[self.node_of(start)].lock().insert(start, area);
+            return Err(VmallocError::WrongKind { addr });
+        }
+        self.remove_vm_area(cpu, &area);
+        Ok(())
+    }
+
+    /// `dma_common_contiguous_remap(page, size, prot, caller)`: map the
+    /// `count` pages from `first` (CMA pages of a DMA pool) with
+    /// `VM_DMA_COHERENT` through `vmap()` (no execute permission, a guard
+    /// page), the pages not recorded in the area.
+    ///
+    /// # Errors
+    /// [`VmallocError::ZeroSize`], [`VmallocError::PageNotAllocated`] for a page that is not
+    /// allocated, [`VmallocError::NoVmapSpace`], [`VmallocError::NoMemory`],
+    /// [`VmallocError::ForeignCpu`]. Nothing is taken on error.
+    pub fn dma_common_contiguous_remap(
+        &self,
+        cpu: &Cpu<'m>,
+        first: Pfn,
+        count: u64,
+        caller: &'static str,
+    ) -> Result<u64, VmallocError> {
+        self.this_machine(cpu)?;
+        if count == 0 {
+            return Err(VmallocError::ZeroSize);
+        }
+        let pfns: Vec<Pfn> = (0..count).map(|i| first.add(i)).collect();
+        for &p in &pfns {
+            self.pa.check_allocated(p).map_err(|_| VmallocError::PageNotAllocated { pfn: p })?;
+        }
+        // pgprot_dmacoherent(PAGE_KERNEL): Normal non-cacheable; the memory
+        // type is not modelled apart from the flags, so PAGE_KERNEL.
+        let prot = pgprot_nx(PAGE_KERNEL);
+        self.map_area(
+            cpu,
+            &pfns,
+            (count + 1) * PAGE_SIZE,
+            PAGE_SIZE,
+            prot,
+            PAGE_SHIFT,
+            VM_DMA_COHERENT,
+            AreaKind::DmaCoherent,
+            caller,
+            None,
+        )
+    }
+
+    /// `pcpu_get_vm_areas()` for one group of `size` bytes aligned to
+    /// `align`: the highest free range of the vmalloc space that fits
+    /// (`pvm_find_va_enclose_addr(vmalloc_end)` and down), no guard page,
+    /// recorded as a `VM_ALLOC` area of kind [`AreaKind::Percpu`] without
+    /// pages, caller `pcpu_get_vm_areas+0x0/0x10c8`.
+    ///
+    /// # Errors
+    /// [`VmallocError::ZeroSize`], [`VmallocError::BadAlign`], [`VmallocError::NoVmapSpace`],
+    /// [`VmallocError::ForeignCpu`]. Nothing is taken on error.
+    pub fn pcpu_get_vm_areas(&self, cpu: &Cpu<'m>, size: u64, align: u64) -> Result<u64, VmallocError> {
+        self.this_machine(cpu)?;
+        if size == 0 || !size.is_multiple_of(PAGE_SIZE) {
+            return Err(VmallocError::ZeroSize);
+        }
+        if !align.is_power_of_two() {
+            return Err(VmallocError::BadAlign { align });
+        }
+        let align = align.max(PAGE_SIZE);
+        let addr = {
+            let mut free = self.free.lock();
+            let base = free
+                .iter()
+                .filter_map(|a| {
+                    let base = a.end.checked_sub(size)? & !(align - 1);
+                    (base >= a.start).then_some(base)
+                })
+                .last()
+                .ok_or(VmallocError::NoVmapSpace { size, align })?;
+            free.alloc(size, align, base, base + size).map_err(|_| VmallocError::NoVmapSpace { size, align })?
+        };
+        let area = VmArea {
+            addr,
+            size,
+            flags: VM_ALLOC | VM_NO_GUARD,
+            kind: AreaKind::Percpu,
+            pages: Vec::new(),
+            requested_size: size,
+            leaf_entries: 0,
+            page_order: 0,
+            caller: "pcpu_get_vm_areas+0x0/0x10c8",
+            array_area: None,
+            vn: self.cpu_node(cpu),
+            phys_addr: None,
+        };
+        self.busy_lock(cpu, addr).insert(addr, Box::new(area));
+        Ok(addr)
+    }
+
+    /// `pcpu_map_pages()` → `__pcpu_map_pages()`: map `pages` (the chunk's,
+    /// allocated by the caller) at `addr` inside a percpu area
+    /// (`vmap_pages_range_noflush`, then one flush).
+    ///
+    /// # Errors
+    /// [`VmallocError::NotVmalloc`] for an address outside a percpu area,
+    /// [`VmallocError::NoMemory`] for a page table, [`VmallocError::ForeignCpu`].
+    pub fn pcpu_map_pages(&self, cpu: &Cpu<'m>, addr: u64, pages: &[Pfn]) -> Result<(), VmallocError> {
+        self.this_machine(cpu)?;
+        let inside = self.areas().into_iter().any(|a| {
+            a.kind == AreaKind::Percpu && addr >= a.addr && addr + pages.len() as u64 * PAGE_SIZE <= a.addr + a.size
+        });
+        if !inside {
+            return Err(VmallocError::NotVmalloc { addr });
+        }
+        self.vmap_pages_range(cpu, addr, pages, PAGE_KERNEL, PAGE_SHIFT).map(|_| ()).map_err(|e| match e {
+            PgtableError::NoMemory => VmallocError::NoMemory { size: pages.len() as u64 * PAGE_SIZE },
+            other => VmallocError::Map(other),
+        })
+    }
+}
