@@ -31,7 +31,8 @@ Page record (`pages`), one line per step, allocations numbered from 0:
   s <k>                       alloc #k was split into order-0 pages first
   r <rule> [arg]              the work of a rule goes here (early, hash NAME,
                               futex, percpu, memory_blocks, ftrace_free)
-Left out: the trace's ring buffers (the observer); every page of a vmalloc
+Left out: the trace's ring buffers and /init's `mount -t tracefs` (the
+observer); every page of a vmalloc
 area, of a percpu chunk, and every kernel page table of the vmalloc range
 (mmlab's vmalloc allocates those itself); the hash tables, futex queues,
 memory-block devices (rule markers instead); frees of memory the page
@@ -91,6 +92,23 @@ def until_vmstat(evs):
     return out
 
 
+def tracefs_mount_pid(evs):
+    """The pid of the `mount -t tracefs` a tracing /init runs before its
+    first trace marker (the last `mount` to exit before it): the observer,
+    which an untraced boot does not run."""
+    pid = None
+    for e in evs:
+        if e["ev"] == "tracing_mark_write":
+            break
+        if e["ev"] == "sched_process_exit" and e["f"].get("comm") == "mount":
+            pid = e["f"].get("pid")
+    return pid
+
+
+def task_pid(e):
+    return e["task"].rsplit("-", 1)[-1]
+
+
 def has(e, *names):
     return any(f in names for f in e["stack"])
 
@@ -129,6 +147,7 @@ SMP_INIT_AFTER = ("driver_init", "smp_init", "sched_init_smp", "page_alloc_init_
 
 def pages(path, kernel_txt):
     evs = until_vmstat(parse(path))
+    observer = tracefs_mount_pid(evs)
     gfps, out = {}, []
     owner = {}  # pfn -> ("keep", k) | ("drop", None)
     blocks = {}  # k -> [head, order, split]
@@ -149,6 +168,8 @@ def pages(path, kernel_txt):
             kind = None
             if is_ring(e):
                 kind = "ring"
+            elif observer is not None and task_pid(e) == observer:
+                kind = "tracefs mount"
             elif is_vmalloc_page(e):
                 kind = "vmalloc"
             elif has(e, "alloc_large_system_hash"):
@@ -243,6 +264,7 @@ def vmallocinfo_phys(path):
 def vmalloc(path, kernel_txt):
     import os
     evs = until_vmstat(parse(path))
+    observer = tracefs_mount_pid(evs)
     phys = vmallocinfo_phys(os.path.join(os.path.dirname(path), "proc_vmallocinfo"))
     out = [("r", "irq_stacks")]
     tasks = {}  # pid -> task number
@@ -295,6 +317,8 @@ def vmalloc(path, kernel_txt):
                 out.append(("u", e["cpu"], ioremaps[va]))
         elif ev == "sched_process_fork":
             child, pid = f.get("child_comm", ""), f.get("child_pid")
+            if pid == observer:
+                continue
             m = PERCPU_KTHREAD.match(child)
             n = next((g for g in (m.groups() if m else ()) if g is not None), None)
             if n is not None and int(n) > 0:

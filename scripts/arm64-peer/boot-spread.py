@@ -48,9 +48,10 @@ def row(d):
 
 
 if __name__ == "__main__":
-    print("# Real boots of Debian 7.2.13 arm64 under qemu -M virt -cpu neoverse-n1 (virtio-net, no option ROM),")
-    print("# scripts/arm64-peer/boot.sh, summarised by scripts/arm64-peer/boot-spread.py; 'arm64-peer' rows are")
-    print("# the committed captures (2026-12-01), the r<n> rows boots of 2026-12-02.")
+    print("# Real boots of Debian 7.2.13 arm64 under qemu -M virt -cpu neoverse-n1 -nic none by")
+    print("# scripts/arm64-peer/boot.sh (the initramfs with both modules, /init of 2026-12-02), summarised by")
+    print("# scripts/arm64-peer/boot-spread.py: the committed captures (run: arm64-peer, boot2, boot3) and")
+    print("# boots of the same scripts on 2026-12-02 (run: n<k>).")
     print("\t".join(["mem", "cpus", "run", "pgalloc", "pgfree", "managed", "pgfree_rt", "held", "nr_free_pages", "pcp",
                      "nr_vmalloc", "vmalloc_used_kb", "nr_free_cma", "cma_alloc_success", "vmallocinfo_lines"] + CALLERS))
     for d in sys.argv[1:]:

@@ -367,7 +367,7 @@ fn small_machines_boot_bare_and_stat_says_so() {
         "\nhash TCP established                  1     64  tcp_init() (net/ipv4/tcp.c)",
         "\nboot vmalloc areas (vmalloc/src/boot.rs: ",
         "\nirq_stacks            2      8  init_IRQ() -> init_irq_stacks()",
-        "\n    11 __ioremap_prot                                0 pages\n",
+        "\n     7 __ioremap_prot                                0 pages\n",
         "\nnot emulated: ",
     ] {
         assert!(s.contains(want), "{want} in\n{s}");

@@ -847,6 +847,7 @@ pub struct VmallocState {
     kvfree_nr: std::sync::atomic::AtomicUsize,
     lock_stats: crate::lockstat::LockStats,
     boot: mmlab_engine::sync::Mutex<crate::boot::report::BootVmalloc>,
+    reserved: Option<(u64, u64)>,
 }
 
 impl fmt::Debug for VmallocState {
@@ -871,6 +872,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             kvfree_nr,
             lock_stats,
             boot,
+            reserved,
             ..
         } = self;
         VmallocState {
@@ -885,6 +887,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             kvfree_nr,
             lock_stats,
             boot,
+            reserved,
         }
     }
 
@@ -907,6 +910,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             kvfree_nr,
             lock_stats,
             boot,
+            reserved,
         } = state;
         Vmalloc {
             pa,
@@ -925,6 +929,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             kvfree_nr,
             lock_stats,
             boot,
+            reserved,
         }
     }
 }
