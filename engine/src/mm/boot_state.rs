@@ -35,11 +35,11 @@
 //! | kernel image: Debian 7.2.13's segments at 0x40200000 ([`crate::arch::arm64::kimage`]) | faithful to that kernel |
 //! | initrd at `RAM + min(RAM / 2, 128 MiB)` (QEMU `arm_setup_direct_kernel_boot()`), 1,004 KiB: the peer run's busybox initramfs ("Freeing initrd memory: 1004K") | faithful to that machine and initramfs |
 //! | DTB after the initrd, 2 MiB-aligned (QEMU places it so for AArch64), 1 MiB | simplified: the size is QEMU's `FDT_MAX_SIZE` buffer, taken as the blob's `fdt_totalsize` (the peer captures do not show it: unchecked) |
-//! | CMA: 64 MiB below `arm64_dma_phys_limit`, pageblock-aligned, after the image, initrd and DTB | faithful in rule; simplified in what lies above it: the real kernel's early page tables and `NODE_DATA` come first, so on 1 GiB it lands at 0x7bc00000 where mmlab puts it at 0x7c000000 (at 4 and 16 GiB both give 0xfc000000) |
+//! | CMA: 64 MiB below `arm64_dma_phys_limit`, pageblock-aligned, after the linear map's tables, the device tree and `NODE_DATA` (as the kernel takes them) | faithful: 0x7bc00000 at 1 GiB, 0xfc000000 at 4 and 16 GiB, as the peer boots print |
 //! | swiotlb buffer, slot array and areas array | faithful in size and rule |
 //! | initrd and init freed at the end of boot | faithful: after the page allocator's initcalls (watermarks and pagesets sized without them), with `free_reserved_area()` page by page through the pcp; they stay in memblock's reserved list (arm64 keeps memblock) |
 //! | the boot's other memblock allocations (device tree, sparse, the command line, the first percpu chunk, the dentry and inode hash tables): [`crate::mm::boot_allocs`] | faithful sizes and order |
-//! | what is not emulated: every allocation made after the page allocator came up (slab, stacks, page cache) | absent |
+//! | the page allocations and vmalloc areas of the rest of boot (slab, stacks, hash tables, ioremaps, the DMA pools from CMA) | the allocator crates' boot work (`pcp` and `vmalloc`), per machine size and CPU count |
 //!
 //! The real state needs the first bank at `PHYS_OFFSET` with at least
 //! [`REAL_BOOT_MIN_BANK`] of RAM (the image alone takes 47 MiB, the CMA
@@ -271,7 +271,7 @@ pub fn dma_contiguous_reserve(mb: &mut Memblock, limit: u64, out: &mut Vec<BootR
         base: addr.0,
         size,
         kernel: "dma_contiguous_reserve() -> cma_declare_contiguous_nid()",
-        fidelity: "faithful rule (what lies above it: simplified)",
+        fidelity: "faithful",
         freed_at_end_of_boot: 0,
     });
     Some((addr.pfn().0, size / PAGE_SIZE))
