@@ -139,7 +139,14 @@ impl<'r, 'm> Replay<'r, '_, 'm> {
     }
 
     fn ioremap(&mut self, c: usize, phys: u64, size: u64, caller: &'static str) {
-        let r = self.vm.ioremap(self.cpu(c), phys, size, caller).ok();
+        // pci_host_common_probe() -> pci_ecam_create() -> pci_remap_cfgspace():
+        // the virt machine's PCIe configuration space (QEMU's
+        // VIRT_HIGH_PCIE_ECAM, 256 MiB at 0x4010000000) is non-posted.
+        let r = if (phys, size) == (VIRT_HIGH_PCIE_ECAM, 256 << 20) {
+            self.vm.ioremap_np(self.cpu(c), phys, size, caller).ok()
+        } else {
+            self.vm.ioremap(self.cpu(c), phys, size, caller).ok()
+        };
         match r {
             Some(_) => {
                 self.work.areas += 1;
@@ -162,6 +169,9 @@ impl<'r, 'm> Replay<'r, '_, 'm> {
 
 /// The callers of the base record's plain vmallocs, as /proc/vmallocinfo
 /// prints them (the record names them so; an unknown one is skipped).
+/// QEMU virt's `VIRT_HIGH_PCIE_ECAM` base.
+const VIRT_HIGH_PCIE_ECAM: u64 = 0x40_1000_0000;
+
 const CALLERS: [&str; 4] = [
     "bpf_prog_alloc_no_stats+0x4c/0x258",
     "bpf_jit_alloc_exec+0x20/0x38",

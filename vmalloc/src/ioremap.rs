@@ -24,7 +24,9 @@ use crate::area::{AreaKind, VM_ALLOC, VM_DMA_COHERENT, VM_IOREMAP, VM_NO_GUARD, 
 use crate::error::VmallocError;
 use crate::vmalloc::{CONT_PTE_SHIFT, PMD_SHIFT, Vmalloc};
 use mmlab_engine::arch::arm64::memory::{VMALLOC_END, VMALLOC_START};
-use mmlab_engine::arch::arm64::pgtable::desc::{PAGE_KERNEL, PgProt, pgprot_device, pgprot_nx};
+use mmlab_engine::arch::arm64::pgtable::desc::{
+    PAGE_KERNEL, PgProt, pgprot_device, pgprot_dmacoherent, pgprot_noncached,
+};
 use mmlab_engine::arch::arm64::pgtable::{self, PgtableError};
 use mmlab_engine::arch::arm64::tlb::TlbFlush;
 use mmlab_engine::{Cpu, PAGE_SHIFT, PAGE_SIZE, Pfn};
@@ -102,6 +104,28 @@ impl<'m> Vmalloc<'_, 'm> {
     /// [`VmallocError::ZeroSize`], [`VmallocError::NoVmapSpace`], [`VmallocError::NoMemory`] for a
     /// page table, [`VmallocError::ForeignCpu`]. Nothing is taken on error.
     pub fn ioremap(&self, cpu: &Cpu<'m>, phys: u64, size: u64, caller: &'static str) -> Result<u64, VmallocError> {
+        self.ioremap_prot(cpu, phys, size, pgprot_device(PAGE_KERNEL), caller)
+    }
+
+    /// `ioremap_np()`: as [`Vmalloc::ioremap`] with non-posted device
+    /// memory (`MT_DEVICE_nGnRnE`), which `pci_remap_cfgspace()` uses for
+    /// PCI configuration space.
+    ///
+    /// # Errors
+    /// As [`Vmalloc::ioremap`].
+    pub fn ioremap_np(&self, cpu: &Cpu<'m>, phys: u64, size: u64, caller: &'static str) -> Result<u64, VmallocError> {
+        self.ioremap_prot(cpu, phys, size, pgprot_noncached(PAGE_KERNEL), caller)
+    }
+
+    /// `__ioremap_prot()` with the memory type `prot`.
+    fn ioremap_prot(
+        &self,
+        cpu: &Cpu<'m>,
+        phys: u64,
+        size: u64,
+        prot: PgProt,
+        caller: &'static str,
+    ) -> Result<u64, VmallocError> {
         self.this_machine(cpu)?;
         if size == 0 {
             return Err(VmallocError::ZeroSize);
@@ -114,7 +138,6 @@ impl<'m> Vmalloc<'_, 'm> {
         }
         let order = size.next_power_of_two().trailing_zeros().clamp(PAGE_SHIFT, IOREMAP_MAX_ORDER);
         let pfns: Vec<Pfn> = (0..size / PAGE_SIZE).map(|i| Pfn((start >> PAGE_SHIFT) + i)).collect();
-        let prot = pgprot_device(PAGE_KERNEL);
         let addr = self.map_area(
             cpu,
             &pfns,
@@ -171,9 +194,8 @@ impl<'m> Vmalloc<'_, 'm> {
         for &p in &pfns {
             self.pa.check_allocated(p).map_err(|_| VmallocError::PageNotAllocated { pfn: p })?;
         }
-        // pgprot_dmacoherent(PAGE_KERNEL): Normal non-cacheable; the memory
-        // type is not modelled apart from the flags, so PAGE_KERNEL.
-        let prot = pgprot_nx(PAGE_KERNEL);
+        // pgprot_dmacoherent(PAGE_KERNEL): Normal non-cacheable.
+        let prot = pgprot_dmacoherent(PAGE_KERNEL);
         self.map_area(
             cpu,
             &pfns,

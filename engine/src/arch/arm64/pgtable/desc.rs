@@ -190,6 +190,14 @@ pub const fn pgprot_noncached(prot: PgProt) -> PgProt {
     __pgprot_modify(prot, PTE_ATTRINDX_MASK, attrindx(MT_DEVICE_NGNRNE) | PTE_PXN | PTE_UXN)
 }
 
+/// `pgprot_dmacoherent(prot)`: Normal non-cacheable memory
+/// (`MT_NORMAL_NC`), never executable, as coherent DMA buffers are
+/// remapped on arm64 without hardware coherency.
+#[inline]
+pub const fn pgprot_dmacoherent(prot: PgProt) -> PgProt {
+    __pgprot_modify(prot, PTE_ATTRINDX_MASK, attrindx(MT_NORMAL_NC) | PTE_PXN | PTE_UXN)
+}
+
 /// `pgprot_tagged(prot)`: normal memory that may carry MTE tags
 /// (`MT_NORMAL_TAGGED`; without MTE the MAIR gives that index the same
 /// attributes as `MT_NORMAL`). The linear map's memory is mapped so.
