@@ -109,7 +109,7 @@ use create::Walker;
 
 /// Mirrors arch/arm64/mm/mmu.c `map_mem()` (in the version `opts.variant`
 /// names), under the caller's `fixmap_lock` (the `&mut Fixmap`): every
-/// memblock memory region at `PAGE_OFFSET` with `PAGE_KERNEL`
+/// memblock memory region at `PAGE_OFFSET` with `pgprot_tagged(PAGE_KERNEL)`
 /// (`__map_memblock()` → `__create_pgd_mapping()`), with the kernel image's
 /// alias handled as that version does (module docs). Returns what the phase
 /// did.
