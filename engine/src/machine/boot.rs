@@ -45,8 +45,8 @@ use crate::mm::banks::check_banks;
 use crate::mm::boot_allocs;
 use crate::mm::boot_state::{self, BootState, BootStateReport};
 use crate::mm::memblock::Memblock;
-use crate::mm::memmap::Memmap;
-use crate::mm::memmap::MemmapPiece;
+use crate::mm::memmap::{Memmap, MemmapPiece, PAGES_PER_SECTION};
+
 use crate::mm::mm_init::{self, BootPhase, first_deferred_pfn};
 use crate::mm::page::{NODES_PGSHIFT, PageExt, STRUCT_PAGE_SIZE, pg};
 use crate::mm::zone_layout;
@@ -394,8 +394,6 @@ impl Machine {
     }
 }
 
-/// `PAGES_PER_SECTION`: 128 MiB sections (`SECTION_SIZE_BITS` 27).
-const PAGES_PER_SECTION: u64 = (128 << 20) / PAGE_SIZE;
 /// `SECTIONS_PER_ROOT` with a 32-byte `struct mem_section`.
 const SECTIONS_PER_ROOT: u64 = PAGE_SIZE / 32;
 

@@ -339,15 +339,8 @@ impl Machine {
     ///
     /// [`MemblockError::NoSpace`] if memblock has no free page left.
     pub fn early_table_page(&self) -> Result<PhysAddr, MemblockError> {
-        let pooled = self.table_pool.lock().pop_front();
-        let pa = match pooled {
-            Some(pa) => pa,
-            None => self.memblock.lock().alloc(PAGE_SIZE, PAGE_SIZE, "pgtable")?,
-        };
+        let pa = EarlyAlloc::alloc(self, PAGE_SIZE, PAGE_SIZE, "pgtable")?;
         self.arena.zero(pa, PAGE_SIZE);
-        let p = self.memmap.page(pa.pfn());
-        p.set_flag(pg::PG_RESERVED);
-        p.set_ext(PageExt::Reserved);
         Ok(pa)
     }
 

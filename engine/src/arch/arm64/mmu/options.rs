@@ -129,11 +129,7 @@ impl Rodata {
     }
     /// The `rodata=` spelling.
     pub const fn name(self) -> &'static str {
-        match self {
-            Rodata::On => "on",
-            Rodata::NoAlias => "noalias",
-            Rodata::Off => "off",
-        }
+        Self::NAMES[self as usize].1
     }
 }
 
