@@ -610,7 +610,7 @@ fn run(cli: &Cli) -> Result<bool, String> {
             } else {
                 let va = va.as_deref().ok_or("walk needs a virtual address or --struct-page PFN")?;
                 let va = pgtables::parse_number("virtual address", va)?;
-                pgtables::check_kernel_va(va)?;
+                pgtables::check_kernel_va(va, c.machine.va_layout())?;
                 let stack = Stack::boot(&c)?;
                 let m = stack.machine();
                 pgtables::walk_report(m, &m.kernel_as(), va)
@@ -723,7 +723,7 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
                 s.push_str(&mmlab_engine::arch::arm64::pgtable::ptdump::ptdump(
                     m,
                     &asp,
-                    &mmlab_engine::arch::arm64::pgtable::ptdump::kernel_markers(m.memmap().vmemmap_start()),
+                    &mmlab_engine::arch::arm64::pgtable::ptdump::kernel_markers(m.va_layout()),
                 ));
             }
             s

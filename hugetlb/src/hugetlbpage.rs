@@ -64,7 +64,7 @@
 use mmlab_engine::arch::arm64::barrier::ishst;
 use mmlab_engine::arch::arm64::pgtable::desc::bits::{PTE_AF, PTE_DIRTY, PTE_RDONLY, PTE_WRITE};
 use mmlab_engine::arch::arm64::pgtable::desc::{
-    CONT_PMD_SIZE, CONT_PMDS, CONT_PTE_SIZE, CONT_PTES, PMD_SIZE, PTRS_PER_TABLE, PUD_SIZE, USER_TABLE,
+    CONT_PMD_SIZE, CONT_PMDS, CONT_PTE_SIZE, CONT_PTES, PMD_SIZE, PUD_SIZE, USER_TABLE,
 };
 use mmlab_engine::arch::arm64::pgtable::{
     self, AddressSpace, Desc, DescKind, Level, PgProt, PgtableAlloc, PgtableError, TableMemory, entry_pa,
@@ -174,7 +174,7 @@ const fn huge_level(size: u64) -> Level {
 /// sharing a table with `addr`'s, when a walk finds no table.
 pub const fn hugetlb_mask_last_page(size: u64) -> u64 {
     match size {
-        PUD_SIZE => Level::Pgd.entry_size() - PUD_SIZE,
+        PUD_SIZE => Level::P4d.entry_size() - PUD_SIZE,
         CONT_PMD_SIZE => PUD_SIZE - CONT_PMD_SIZE,
         PMD_SIZE => PUD_SIZE - PMD_SIZE,
         CONT_PTE_SIZE => PMD_SIZE - CONT_PTE_SIZE,
@@ -221,7 +221,7 @@ fn table_below<'m>(
             let t = alloc.alloc_table(cpu).ok_or(HugePteError::NoMemory)?;
             let desc = Desc::table(t.0, USER_TABLE);
             let r =
-                if level == Level::Pgd { pgtable::set_pgd(cpu, slot, desc) } else { pgtable::set_pmd(cpu, slot, desc) };
+                if level <= Level::P4d { pgtable::set_pgd(cpu, slot, desc) } else { pgtable::set_pmd(cpu, slot, desc) };
             if let Err(e) = r {
                 alloc.free_table(cpu, t);
                 return Err(e.into());
@@ -259,8 +259,8 @@ pub fn huge_pte_alloc<'m>(
     size: u64,
 ) -> Result<PhysAddr, HugePteError> {
     check_user_range(asp, addr, size)?;
-    let pgdp = entry_pa(asp.pgd(), Level::Pgd.index(addr));
-    let pud_t = table_below(cpu, alloc, pgdp, Level::Pgd, addr)?;
+    let p4dp = asp.p4d_offset(addr, |pgdp| table_below(cpu, alloc, pgdp, Level::Pgd, addr))?;
+    let pud_t = table_below(cpu, alloc, p4dp, Level::P4d, addr)?;
     let pudp = entry_pa(pud_t, Level::Pud.index(addr));
     if size == PUD_SIZE {
         return Ok(pudp);
@@ -280,11 +280,12 @@ pub fn huge_pte_alloc<'m>(
 /// the first PTE slot of the run for 64 KiB; `None` when a table on the way
 /// is missing.
 pub fn huge_pte_offset(m: &(impl TableMemory + ?Sized), asp: &AddressSpace, addr: u64, size: u64) -> Option<PhysAddr> {
-    let pgd = m.read_desc(entry_pa(asp.pgd(), Level::Pgd.index(addr)));
-    if pgd.kind(Level::Pgd) != DescKind::Table {
-        return None;
-    }
-    let pudp = entry_pa(PhysAddr(pgd.addr()), Level::Pud.index(addr));
+    let table = |slot: PhysAddr, level: Level| {
+        let d = m.read_desc(slot);
+        (d.kind(level) == DescKind::Table).then_some(PhysAddr(d.addr())).ok_or(())
+    };
+    let p4dp = asp.p4d_offset(addr, |pgdp| table(pgdp, Level::Pgd)).ok()?;
+    let pudp = entry_pa(table(p4dp, Level::P4d).ok()?, Level::Pud.index(addr));
     let pud = m.read_desc(pudp);
     match pud.kind(Level::Pud) {
         DescKind::Invalid if size != PUD_SIZE && pud.0 == 0 => return None,
@@ -561,7 +562,7 @@ pub fn huge_ptep_clear_flush(
 }
 
 /// `free_pgtables()` + `pgd_free()` for an address space whose huge pages
-/// are all unmapped: give every table (PUD, PMD, PTE and the pgd) back to
+/// are all unmapped: give every table (P4D, PUD, PMD, PTE and the pgd) back to
 /// `alloc`. Leaves still present are not touched (their memory is the
 /// huge pages', not the tables'). Returns the tables freed.
 pub fn free_pgtables<'m>(cpu: &Cpu<'m>, asp: &AddressSpace, alloc: &dyn PgtableAlloc<Cpu<'m>>) -> u64 {
@@ -569,7 +570,7 @@ pub fn free_pgtables<'m>(cpu: &Cpu<'m>, asp: &AddressSpace, alloc: &dyn PgtableA
         let m = cpu.ram();
         let mut n = 0;
         if let Some(next) = level.next() {
-            for i in 0..PTRS_PER_TABLE {
+            for i in 0..level.ptrs() {
                 let e = entry_pa(table, i);
                 let d = m.read_desc(e);
                 if d.kind(level) == DescKind::Table {
@@ -581,5 +582,5 @@ pub fn free_pgtables<'m>(cpu: &Cpu<'m>, asp: &AddressSpace, alloc: &dyn PgtableA
         alloc.free_table(cpu, table);
         n + 1
     }
-    free_below(cpu, alloc, asp.pgd(), Level::Pgd)
+    free_below(cpu, alloc, asp.pgd(), asp.root_level())
 }

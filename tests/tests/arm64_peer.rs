@@ -420,7 +420,7 @@ fn mmlab_tables_derived_from_its_dump_are_its_tables() {
         let m = stack.machine();
         let st = mmlab_engine::arch::arm64::pgtable::stats(m, &m.kernel_as());
         let (t, _) = d.tables();
-        assert_eq!([t[0], t[2], t[3], t[4]], st.tables, "{sets:?}");
+        assert_eq!(t, st.tables, "{sets:?}");
     }
 }
 

@@ -448,7 +448,8 @@ fn the_boots_own_allocations_leave_the_real_boots_pageblocks() {
 /// 128 MiB, in the free vmalloc space of either machine.)
 #[test]
 fn list_heads_are_statics_no_vmalloc_covers() {
-    use mmlab_engine::arch::arm64::memory::{VMALLOC_START, VMEMMAP_END, VMEMMAP_START};
+    use mmlab_engine::arch::arm64::memory::{VMALLOC_START, VMEMMAP_END, VaLayout};
+    const VMEMMAP_START: u64 = VaLayout::VA48.vmemmap_start();
     use mmlab_engine::mm::list::{KERNEL_DATA_LISTS, KERNEL_DATA_LISTS_SIZE};
     let (ws, we) = (KERNEL_DATA_LISTS, KERNEL_DATA_LISTS + KERNEL_DATA_LISTS_SIZE);
     for bare in [false, true] {

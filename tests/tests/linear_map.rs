@@ -51,8 +51,9 @@
 //! range is mapped twice. What 7.2 changes with the image is derived at
 //! [`kernel_alias_is_mapped_first_and_made_read_only_as_7_2_does`].
 
-use mmlab_engine::arch::arm64::memory::{PAGE_OFFSET, PHYS_OFFSET};
-use mmlab_engine::arch::arm64::mmu::{LinearMapCounts, LinearMapVariant, Rodata, phys_to_virt};
+use mmlab_engine::arch::arm64::memory::{PHYS_OFFSET, VaLayout};
+const PAGE_OFFSET: u64 = VaLayout::VA48.page_offset();
+use mmlab_engine::arch::arm64::mmu::{LinearMapCounts, LinearMapVariant, Rodata};
 use mmlab_engine::arch::arm64::pgtable::{self, Level, mmu};
 use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
 
@@ -145,7 +146,7 @@ fn check_ends(m: &Machine, expect_level: Level) {
     let k = m.kernel_as();
     let mem = m.config().mem_bytes;
     for pa in [PHYS_OFFSET, PHYS_OFFSET + mem - PAGE_SIZE] {
-        let va = phys_to_virt(pa);
+        let va = VaLayout::VA48.phys_to_virt(pa);
         let w = pgtable::walk(m, &k, va + 0x18);
         let leaf = w.leaf.unwrap_or_else(|| panic!("{va:#x} is not mapped"));
         assert_eq!(leaf.pa.0, pa + 0x18);
@@ -157,9 +158,9 @@ fn check_ends(m: &Machine, expect_level: Level) {
             0xfeed_0000 ^ pa
         );
     }
-    assert_eq!(phys_to_virt(PHYS_OFFSET), PAGE_OFFSET);
+    assert_eq!(VaLayout::VA48.phys_to_virt(PHYS_OFFSET), PAGE_OFFSET);
     // Nothing beyond the end of RAM.
-    assert!(pgtable::walk(m, &k, phys_to_virt(PHYS_OFFSET + mem)).leaf.is_none());
+    assert!(pgtable::walk(m, &k, VaLayout::VA48.phys_to_virt(PHYS_OFFSET + mem)).leaf.is_none());
 }
 
 #[test]
@@ -289,7 +290,7 @@ fn kernel_image_is_carved_out_and_mapped_as_its_alias() {
             (0x4270_f000, Level::Pte),
             (0x4271_0000, Level::Pte),
         ] {
-            let leaf = pgtable::walk(&m, &k_as, phys_to_virt(pa) + 8).leaf.expect("mapped");
+            let leaf = pgtable::walk(&m, &k_as, VaLayout::VA48.phys_to_virt(pa) + 8).leaf.expect("mapped");
             assert_eq!((leaf.pa.0, leaf.level), (pa + 8, level), "{pa:#x}");
         }
         check_ends(&m, Level::Pte);
@@ -340,7 +341,7 @@ fn kernel_alias_is_mapped_first_and_made_read_only_as_7_2_does() {
         (0x430e_5000, true),
         (0x430e_6000, false),
     ] {
-        let leaf = pgtable::walk(&m, &k_as, phys_to_virt(pa)).leaf.expect("mapped");
+        let leaf = pgtable::walk(&m, &k_as, VaLayout::VA48.phys_to_virt(pa)).leaf.expect("mapped");
         assert_eq!((leaf.level, !leaf.desc.writable()), (Level::Pte, ro), "{pa:#x}");
     }
     check_ends(&m, Level::Pte);
@@ -379,7 +380,7 @@ fn kfence_pool_is_a_page_mapped_island_with_rodata_noalias() {
     // tables (no block over a table).
     assert_eq!(c.pte_leaves, 512 + 512 * pool_tables);
     let k_as = m.kernel_as();
-    let pool = pgtable::walk(&m, &k_as, phys_to_virt(ps)).leaf.unwrap();
+    let pool = pgtable::walk(&m, &k_as, VaLayout::VA48.phys_to_virt(ps)).leaf.unwrap();
     assert_eq!(pool.level, Level::Pte);
     let block = pgtable::walk(&m, &k_as, PAGE_OFFSET).leaf.unwrap();
     assert_eq!(block.level, Level::Pmd);

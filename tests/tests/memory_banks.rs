@@ -10,7 +10,8 @@
 //!   written at first touch, and read exactly as those of a machine that
 //!   initialised all of them at boot.
 
-use mmlab_engine::arch::arm64::mmu::{LinearMapVariant, Rodata, phys_to_virt};
+use mmlab_engine::arch::arm64::memory::VaLayout;
+use mmlab_engine::arch::arm64::mmu::{LinearMapVariant, Rodata};
 use mmlab_engine::arch::arm64::pgtable::{self, Level, mmu};
 use mmlab_engine::machine::BootError;
 use mmlab_engine::mm::ZoneType;
@@ -51,7 +52,7 @@ fn two_banks_are_two_memblock_regions_and_the_linear_map_skips_the_hole() {
         let k = m.kernel_as();
         for b in &banks {
             for pa in [b.base, b.end() - PAGE_SIZE] {
-                let va = phys_to_virt(pa) + 0x28;
+                let va = VaLayout::VA48.phys_to_virt(pa) + 0x28;
                 let leaf = pgtable::walk(&m, &k, va).leaf.unwrap_or_else(|| panic!("{va:#x} unmapped"));
                 assert_eq!((leaf.pa.0, leaf.level), (pa + 0x28, Level::Pte));
                 mmu::write_u64(&cpu, &k, va, pa ^ 0x5a5a).unwrap();
@@ -61,8 +62,8 @@ fn two_banks_are_two_memblock_regions_and_the_linear_map_skips_the_hole() {
         }
         // The hole is not mapped: just past bank 0, just below bank 1.
         for pa in [0x4400_0000, (1u64 << 32) - PAGE_SIZE] {
-            assert!(pgtable::walk(&m, &k, phys_to_virt(pa)).leaf.is_none(), "{pa:#x}");
-            assert!(mmu::read_u64(&cpu, &k, phys_to_virt(pa)).is_err());
+            assert!(pgtable::walk(&m, &k, VaLayout::VA48.phys_to_virt(pa)).leaf.is_none(), "{pa:#x}");
+            assert!(mmu::read_u64(&cpu, &k, VaLayout::VA48.phys_to_virt(pa)).is_err());
         }
     }
 }

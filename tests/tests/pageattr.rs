@@ -14,8 +14,9 @@
 //! nothing more (already a non-contiguous PTE boundary). One table, one
 //! leaf changed.
 
-use mmlab_engine::arch::arm64::memory::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
-use mmlab_engine::arch::arm64::mmu::{Rodata, phys_to_virt};
+use mmlab_engine::arch::arm64::memory::{PAGE_END, PHYS_OFFSET, VaLayout};
+const PAGE_OFFSET: u64 = VaLayout::VA48.page_offset();
+use mmlab_engine::arch::arm64::mmu::Rodata;
 use mmlab_engine::arch::arm64::pageattr::{PageattrCounts, PageattrError, SplitMode, set_memory_ro, set_memory_rw};
 use mmlab_engine::arch::arm64::pgtable::{self, Level, mmu};
 use mmlab_engine::machine::MemblockTables;
@@ -144,7 +145,7 @@ fn bad_ranges_are_typed_errors() {
             PageattrError::BadRange { addr, numpages: n }
         );
     }
-    let beyond = phys_to_virt(PHYS_OFFSET + (64 << 20));
+    let beyond = VaLayout::VA48.phys_to_virt(PHYS_OFFSET + (64 << 20));
     assert_eq!(
         set_memory_ro(&cpu, &MemblockTables(&m), beyond - PAGE_SIZE, 2, SplitMode::Bbml2NoAbort).unwrap_err(),
         PageattrError::NotMapped { addr: beyond }

@@ -2,7 +2,8 @@
 //! break-before-make, TLB entries needed per mapping kind, faults, and the
 //! vmemmap routing of struct-page access.
 
-use mmlab_engine::arch::arm64::memory::{VMALLOC_START, VMEMMAP_START};
+use mmlab_engine::arch::arm64::memory::{VMALLOC_START, VaLayout};
+const VMEMMAP_START: u64 = VaLayout::VA48.vmemmap_start();
 use mmlab_engine::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PAGE_SHARED};
 use mmlab_engine::arch::arm64::pgtable::mmu::{self, Access, FaultKind};
 use mmlab_engine::arch::arm64::pgtable::{
@@ -251,7 +252,7 @@ fn read_only_mapping_faults_on_write_and_holes_fault_on_read() {
     assert_eq!(u.kind, FaultKind::Permission { level: Level::Pte });
     // An address with no table at all faults at the top level (the linear
     // map's own PGD entry is 0; 0xffff400000000000 is entry 128).
-    let none = mmu::read_u64(&cpu, &AddressSpace::kernel(k.pgd()), 0xffff_4000_0000_0000).unwrap_err();
+    let none = mmu::read_u64(&cpu, &AddressSpace::kernel(k.pgd(), k.layout()), 0xffff_4000_0000_0000).unwrap_err();
     assert!(matches!(none.kind, FaultKind::Translation { .. }));
 }
 

@@ -585,7 +585,7 @@ fn ioremap_dma_remap_and_percpu_areas_print_as_the_kernels() {
         "0x{dma:016x}-0x{:016x}   20480 dma_common_contiguous_remap+0x9c/0xd0 dma-coherent\n",
         dma + 5 * PAGE_SIZE
     )));
-    let end = mmlab_engine::arch::arm64::memory::VMALLOC_END;
+    let end = mmlab_engine::arch::arm64::memory::VaLayout::VA48.vmalloc_end();
     let chunk = vm.pcpu_get_vm_areas(&cpu, 2 * 147_456, PAGE_SIZE).unwrap();
     assert_eq!(chunk, end - 2 * 147_456);
     assert!(

@@ -9,7 +9,6 @@ use crate::lazy::LazyArea;
 use crate::vmalloc::Vmalloc;
 use crate::vmap_block::VMAP_BLOCK_SIZE;
 use mmlab_engine::PAGE_SIZE;
-use mmlab_engine::arch::arm64::memory::VMALLOC_END;
 use mmlab_engine::arch::arm64::memory::VMALLOC_START;
 impl Vmalloc<'_, '_> {
     /// Check the free tree and that busy, lazy and free ranges tile the
@@ -40,7 +39,7 @@ impl Vmalloc<'_, '_> {
             }
             cur = e;
         }
-        if cur != VMALLOC_END {
+        if cur != self.vmalloc_end() {
             return Err(format!("ranges end at {cur:#x}, not VMALLOC_END"));
         }
         let waiting: i64 = lazy.iter().map(LazyArea::pages).sum();

@@ -23,7 +23,7 @@
 use crate::area::{AreaKind, VM_ALLOC, VM_DMA_COHERENT, VM_IOREMAP, VM_NO_GUARD, VmArea};
 use crate::error::VmallocError;
 use crate::vmalloc::{CONT_PTE_SHIFT, PMD_SHIFT, Vmalloc};
-use mmlab_engine::arch::arm64::memory::{VMALLOC_END, VMALLOC_START};
+use mmlab_engine::arch::arm64::memory::VMALLOC_START;
 use mmlab_engine::arch::arm64::pgtable::desc::{
     PAGE_KERNEL, PgProt, pgprot_device, pgprot_dmacoherent, pgprot_noncached,
 };
@@ -133,7 +133,7 @@ impl<'m> Vmalloc<'_, 'm> {
         let offset = phys % PAGE_SIZE;
         let start = phys - offset;
         let size = (size + offset).checked_next_multiple_of(PAGE_SIZE).ok_or(VmallocError::TooLarge { size })?;
-        if size > VMALLOC_END - VMALLOC_START {
+        if size > self.vmalloc_end() - VMALLOC_START {
             return Err(VmallocError::TooLarge { size });
         }
         let order = size.next_power_of_two().trailing_zeros().clamp(PAGE_SHIFT, IOREMAP_MAX_ORDER);

@@ -16,7 +16,6 @@ use crate::lazy::LazyArea;
 use crate::vmalloc::Vmalloc;
 use crate::vmap_block::VMAP_BLOCK_SIZE;
 use mmlab_engine::PAGE_SIZE;
-use mmlab_engine::arch::arm64::memory::VMALLOC_END;
 use mmlab_engine::arch::arm64::memory::VMALLOC_START;
 impl Vmalloc<'_, '_> {
     /// `/proc/vmallocinfo` (`vmalloc_info_show`): node by node, each
@@ -101,7 +100,7 @@ impl Vmalloc<'_, '_> {
     pub fn meminfo_counts(&self) -> VmallocMeminfo {
         let used: u64 = self.areas().iter().filter(|a| a.flags.contains(VM_ALLOC)).map(|a| a.pages.len() as u64).sum();
         VmallocMeminfo {
-            vmalloc_total_kb: (VMALLOC_END - VMALLOC_START) >> 10,
+            vmalloc_total_kb: (self.vmalloc_end() - VMALLOC_START) >> 10,
             vmalloc_used_kb: used * (PAGE_SIZE >> 10),
             vmalloc_chunk_kb: 0,
             nr_vmalloc: used,

@@ -40,7 +40,7 @@ pub(crate) fn reserve_list_head_window(free: &mut FreeVmapTree, vmas: &[KernelVm
 mod tests {
     use super::*;
     use crate::{AreaKind, Vmalloc, VmallocConfig, VmallocError};
-    use mmlab_engine::arch::arm64::memory::{VMALLOC_END, VMALLOC_START};
+    use mmlab_engine::arch::arm64::memory::VMALLOC_START;
     use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
     use mmlab_pcp::{AllocatorConfig, PageAllocator};
 
@@ -55,7 +55,7 @@ mod tests {
     /// for the whole range cannot be had at all.
     fn take_everything(vm: &Vmalloc<'_, '_>, m: &Machine) -> usize {
         let cpu = m.cpu(0).unwrap();
-        let whole = VMALLOC_END - VMALLOC_START;
+        let whole = m.va_layout().vmalloc_end() - VMALLOC_START;
         assert!(matches!(vm.alloc_vmap_area(&cpu, whole, PAGE_SIZE), Err(VmallocError::NoVmapSpace { .. })));
         let mut taken = Vec::new();
         loop {
@@ -102,7 +102,7 @@ mod tests {
         let vm = Vmalloc::new(&pa, VmallocConfig::default());
         assert_eq!(vm.reserved, Some(LIST_HEAD_WINDOW));
         assert_eq!(vm.vmallocinfo(), "", "no area is listed for it");
-        assert_eq!(vm.free_bytes(), VMALLOC_END - VMALLOC_START - KERNEL_DATA_LISTS_SIZE);
+        assert_eq!(vm.free_bytes(), m.va_layout().vmalloc_end() - VMALLOC_START - KERNEL_DATA_LISTS_SIZE);
         vm.check().unwrap();
         // The free space is the two sides of the window: two requests.
         assert_eq!(take_everything(&vm, &m), 2);

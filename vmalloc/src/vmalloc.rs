@@ -15,7 +15,7 @@ use crate::lockstat::VmapLockClass;
 use crate::vmap_area::FreeVmapTree;
 use crate::vmap_block::VmapBlock;
 use crossbeam::utils::CachePadded;
-use mmlab_engine::arch::arm64::memory::{VMALLOC_END, VMALLOC_START};
+use mmlab_engine::arch::arm64::memory::VMALLOC_START;
 use mmlab_engine::arch::arm64::pgtable::desc::{CONT_PTE_SIZE, CONT_PTES, PAGE_KERNEL, PMD_SIZE, PgProt};
 use mmlab_engine::arch::arm64::pgtable::{
     self, AddressSpace, Desc, PgtableError, arch_enter_lazy_mmu_mode, arch_leave_lazy_mmu_mode, pmd_alloc,
@@ -177,11 +177,11 @@ fn vmap_init_free_space(m: &Machine, nodes: usize) -> (FreeVmapTree, Vec<BusyTre
         busy[((v.addr >> 16) % nodes as u64) as usize].insert(v.addr, Box::new(area));
     }
     if end > VMALLOC_START
-        && let Ok(t) = FreeVmapTree::new(end, VMALLOC_END)
+        && let Ok(t) = FreeVmapTree::new(end, m.va_layout().vmalloc_end())
     {
         return (t, busy);
     }
-    (FreeVmapTree::vmalloc_range(), (0..nodes).map(|_| BTreeMap::new()).collect())
+    (FreeVmapTree::vmalloc_range(m.va_layout().vmalloc_end()), (0..nodes).map(|_| BTreeMap::new()).collect())
 }
 
 impl<'a, 'm> Vmalloc<'a, 'm> {
@@ -363,10 +363,10 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         // PAGE_ALIGN(size) without wrapping: a size within a page of 2^64
         // is simply too large (the kernel's `size > totalram` test).
         let real_size = size.checked_next_multiple_of(PAGE_SIZE).ok_or(VmallocError::TooLarge { size })?;
-        if real_size > self.pa.managed_pages() * PAGE_SIZE || real_size > VMALLOC_END - VMALLOC_START {
+        if real_size > self.pa.managed_pages() * PAGE_SIZE || real_size > self.vmalloc_end() - VMALLOC_START {
             return Err(VmallocError::TooLarge { size });
         }
-        if align > VMALLOC_END - VMALLOC_START {
+        if align > self.vmalloc_end() - VMALLOC_START {
             return Err(VmallocError::NoVmapSpace { size, align });
         }
         let huge_ok = self.cfg.vmap_allow_huge && (vm_flags.contains(VM_ALLOW_HUGE_VMAP) || self.cfg.huge_by_default);
@@ -487,11 +487,16 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         Ok(addr)
     }
 
+    /// `VMALLOC_END` of the machine's VA layout.
+    pub(crate) fn vmalloc_end(&self) -> u64 {
+        self.m.va_layout().vmalloc_end()
+    }
+
     /// `alloc_vmap_area()`: cut `size` out of the free tree; on failure purge
     /// the lazy areas and retry once.
     pub(crate) fn alloc_vmap_area(&self, cpu: &Cpu<'m>, size: u64, align: u64) -> Result<u64, VmallocError> {
         let r = self.alloc_vmap_area_inner(cpu, size, align);
-        let addr = *r.as_ref().unwrap_or(&VMALLOC_END);
+        let addr = *r.as_ref().unwrap_or(&self.vmalloc_end());
         trace::alloc_vmap_area(
             cpu.id(),
             self.m.trace_clock(),
@@ -499,7 +504,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             size,
             align,
             VMALLOC_START,
-            VMALLOC_END,
+            self.vmalloc_end(),
             r.is_err(),
         );
         r
@@ -510,7 +515,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
             return Ok(a);
         }
         for attempt in 0..2 {
-            if let Ok(a) = self.free_lock(cpu).alloc(size, align, VMALLOC_START, VMALLOC_END) {
+            if let Ok(a) = self.free_lock(cpu).alloc(size, align, VMALLOC_START, self.vmalloc_end()) {
                 return Ok(a);
             }
             if attempt == 0 {

@@ -85,7 +85,7 @@
 use std::fmt;
 
 use mmlab_engine::PAGE_SIZE;
-use mmlab_engine::arch::arm64::memory::{VMALLOC_END, VMALLOC_START};
+use mmlab_engine::arch::arm64::memory::VMALLOC_START;
 
 mod check;
 
@@ -309,12 +309,13 @@ impl FreeVmapTree {
     }
 
     /// The tree of the real arm64 vmalloc range,
-    /// `[VMALLOC_START, VMALLOC_END)`, all free.
-    pub fn vmalloc_range() -> Self {
+    /// `[VMALLOC_START, vmalloc_end)`, all free (`VMALLOC_END` depends on the
+    /// VA layout: [`VaLayout::vmalloc_end`](mmlab_engine::arch::arm64::memory::VaLayout::vmalloc_end)).
+    pub fn vmalloc_range(vmalloc_end: u64) -> Self {
         let nodes = vec![Node {
             start: VMALLOC_START,
-            end: VMALLOC_END,
-            max: VMALLOC_END - VMALLOC_START,
+            end: vmalloc_end,
+            max: vmalloc_end - VMALLOC_START,
             height: 1,
             left: NIL,
             right: NIL,
@@ -329,9 +330,9 @@ impl FreeVmapTree {
             head: 0,
             tail: 0,
             count: 1,
-            free_bytes: VMALLOC_END - VMALLOC_START,
+            free_bytes: vmalloc_end - VMALLOC_START,
             range_start: VMALLOC_START,
-            range_end: VMALLOC_END,
+            range_end: vmalloc_end,
             stats: SearchStats::default(),
         }
     }

@@ -4,7 +4,9 @@
 //! of 10 000 fragments.
 
 use mmlab_engine::PAGE_SIZE;
-use mmlab_engine::arch::arm64::memory::{VMALLOC_END, VMALLOC_START};
+use mmlab_engine::arch::arm64::memory::{VMALLOC_START, VaLayout};
+
+const VMALLOC_END: u64 = VaLayout::VA48.vmalloc_end();
 use mmlab_vmalloc::vmap_area::{FitType, FreeArea, FreeVmapTree, VmapError};
 
 const P: u64 = PAGE_SIZE;
@@ -42,7 +44,7 @@ fn new_tree_is_one_free_area() {
 
 #[test]
 fn real_vmalloc_range_allocates_from_its_start() {
-    let mut t = FreeVmapTree::vmalloc_range();
+    let mut t = FreeVmapTree::vmalloc_range(VMALLOC_END);
     ok(&t);
     assert_eq!(t.free_bytes(), VMALLOC_END - VMALLOC_START);
     assert_eq!(t.alloc(3 * P, P, VMALLOC_START, VMALLOC_END), Ok(VMALLOC_START));

@@ -186,7 +186,9 @@ impl Machine {
         // `arena` (2 MiB-aligned, as long as the pieces' struct pages rounded
         // up to a page); the Machine owns the arena and drops it after the
         // Memmap (field order), and the mapping never moves.
-        let memmap = unsafe { Memmap::new(memmap_pa, &pieces, first_deferred, init_flags, max_zone_pfn, &arena) };
+        let memmap = unsafe {
+            Memmap::new(memmap_pa, &pieces, first_deferred, init_flags, max_zone_pfn, &arena, config.va_layout())
+        };
 
         let nr_cpus = config.nr_cpus;
         let cpus = (0..config.nr_cpus).map(|_| CachePadded::new(CpuData::default())).collect();
@@ -205,6 +207,7 @@ impl Machine {
             tlbi_range: config.tlbi_range(),
             cost_profile: config.cost_profile,
             swapper_pg_dir,
+            va: config.va_layout(),
         };
         let mut m = Machine {
             config,

@@ -103,6 +103,10 @@ pub struct MachineConfig {
     /// (range TLBIs). `None`: the cost profile's machine decides
     /// ([`MachineConfig::tlbi_range`]).
     pub tlbi_range: Option<bool>,
+    /// `arm64.lpa2` when set explicitly: the CPUs have FEAT_LPA2, so the
+    /// kernel runs with 52-bit VA and five levels
+    /// ([`MachineConfig::va_layout`]). `None`: the cost profile's CPU decides.
+    pub lpa2: Option<bool>,
     /// Entries in each CPU's TLB model (a contiguous run or a block is one).
     pub tlb_entries: usize,
     /// Modelled costs of TLBIs, their completion and grace periods.
@@ -147,6 +151,7 @@ impl Default for MachineConfig {
             lock_stat: false,
             lazy_mmu_barrier_batching: true,
             tlbi_range: None,
+            lpa2: None,
             // Neoverse N1's unified L2 TLB (Ampere Altra): 1280 entries.
             tlb_entries: 1280,
             cost_profile: crate::arch::arm64::cost::CostProfile::default(),
@@ -192,6 +197,13 @@ impl MachineConfig {
     /// ([`crate::arch::arm64::cost::CpuFeatures`]).
     pub fn tlbi_range(&self) -> bool {
         self.tlbi_range.unwrap_or(self.cost_profile.features.tlbi_range)
+    }
+
+    /// The VA layout the kernel picks at boot: 52-bit VA and five levels
+    /// when the CPUs have FEAT_LPA2 (`arm64.lpa2` if set, else the cost
+    /// profile's CPU), 48-bit and four otherwise.
+    pub fn va_layout(&self) -> crate::arch::arm64::memory::VaLayout {
+        crate::arch::arm64::memory::VaLayout::new(self.lpa2.unwrap_or(self.cost_profile.features.lpa2))
     }
 
     /// The kernel command line this machine boots with: the peer runs'
@@ -325,10 +337,15 @@ pub struct Machine {
 }
 
 impl Machine {
+    /// The VA layout the kernel runs with (`vabits_actual`, levels).
+    pub fn va_layout(&self) -> crate::arch::arm64::memory::VaLayout {
+        self.arch.va
+    }
+
     /// The kernel's address space (`init_mm`: `swapper_pg_dir`, no ASID).
     #[inline]
     pub fn kernel_as(&self) -> crate::arch::arm64::pgtable::AddressSpace {
-        crate::arch::arm64::pgtable::AddressSpace::kernel(self.arch.swapper_pg_dir)
+        crate::arch::arm64::pgtable::AddressSpace::kernel(self.arch.swapper_pg_dir, self.arch.va)
     }
 
     /// `early_pgtable_alloc()`: a zeroed page from memblock for a table,

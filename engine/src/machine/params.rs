@@ -60,6 +60,15 @@ impl MachineConfig {
         ),
         bool_knob!(
             MachineConfig,
+            "arm64.lpa2",
+            KernelName::Code(
+                "arm64 FEAT_LPA2 (qemu -cpu max): vabits_actual 52, five levels of tables, no SH bits in descriptors \
+                 (default: the cost profile's CPU, 0 for all three)",
+            ),
+            |c, v| c.lpa2 = Some(v)
+        ),
+        bool_knob!(
+            MachineConfig,
             "arm64.linear_map",
             KernelName::Code(
                 "arm64 paging_init() -> map_mem(): the linear map built through the fixmap (default 1; 0 leaves PAGE_OFFSET \
@@ -207,6 +216,8 @@ mod tests {
         assert!(!set("cost_profile=ampere-altra").unwrap().tlbi_range());
         assert!(set("cost_profile=apple-m2").unwrap().tlbi_range());
         assert!(!MachineConfig::default().tlbi_range());
+        assert_eq!(MachineConfig::default().va_layout(), crate::arch::arm64::memory::VaLayout::VA48);
+        assert_eq!(set("arm64.lpa2=1").unwrap().va_layout(), crate::arch::arm64::memory::VaLayout::VA52);
         let mut c = MachineConfig::default();
         MachineConfig::KNOBS.apply(&mut c, "arm64.tlbi_range=1").unwrap();
         MachineConfig::KNOBS.apply(&mut c, "cost_profile=ampere-altra").unwrap();

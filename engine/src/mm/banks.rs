@@ -23,7 +23,7 @@
 //! starts with less memory than was asked for.
 
 use crate::addr::{PAGE_SIZE, memparse};
-use crate::arch::arm64::memory::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
+use crate::arch::arm64::memory::{PHYS_OFFSET, VaLayout};
 
 /// Fewest bytes of RAM a machine boots with.
 pub const MIN_MEM: u64 = 16 << 20;
@@ -36,8 +36,9 @@ pub const MAX_SPAN: u64 = 4 << 40;
 /// Most banks (the kernel's static memblock array has 128 regions).
 pub const MAX_BANKS: usize = 64;
 /// Bytes of physical address space the linear map covers from
-/// `PHYS_OFFSET` (`PAGE_END - PAGE_OFFSET`: 2^47 with 48-bit VA).
-pub const LINEAR_MAP_SIZE: u64 = PAGE_END - PAGE_OFFSET;
+/// `PHYS_OFFSET` (`PAGE_END - PAGE_OFFSET`) with 48-bit VA: 2^47. Banks are
+/// checked before the CPU is known, so against the smaller linear map.
+pub const LINEAR_MAP_SIZE: u64 = VaLayout::VA48.linear_map_size();
 
 /// One bank of RAM: a `reg` entry of the memory node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

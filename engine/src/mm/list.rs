@@ -41,7 +41,7 @@
 
 use crate::addr::{PAGE_SIZE, Pfn};
 use crate::arch::arm64::kimage::KernelImage;
-use crate::arch::arm64::memory::{VMEMMAP_END, VMEMMAP_START};
+use crate::arch::arm64::memory::VMEMMAP_END;
 use crate::mm::memmap::Memmap;
 use crate::mm::mmzone::ZoneType;
 use crate::mm::page::{LRU_OFFSET, STRUCT_PAGE_SIZE, StructPage};
@@ -114,6 +114,8 @@ enum Link {
 pub struct ListArray {
     base_va: u64,
     vmemmap_pfn0: u64,
+    /// The struct page of `vmemmap_pfn0` ([`Memmap::vmemmap_start`]).
+    vmemmap_base: u64,
     heads: Box<[Head]>,
 }
 
@@ -121,14 +123,15 @@ impl ListArray {
     /// `n` empty lists whose heads sit at `base_va`, `base_va + 16`, ...
     /// (`INIT_LIST_HEAD` on each). `mem` fixes how page links are encoded.
     pub fn new(mem: &Memmap, base_va: u64, n: usize) -> ListArray {
-        assert!(!(VMEMMAP_START..VMEMMAP_END).contains(&base_va));
+        let vmemmap_base = mem.vmemmap_start();
+        assert!(!(vmemmap_base..VMEMMAP_END).contains(&base_va));
         let heads = (0..n)
             .map(|i| {
                 let va = base_va + i as u64 * HEAD_SIZE;
                 Head { next: va, prev: va, len: 0 }
             })
             .collect();
-        ListArray { base_va, vmemmap_pfn0: mem.vmemmap_pfn0(), heads }
+        ListArray { base_va, vmemmap_pfn0: mem.vmemmap_pfn0(), vmemmap_base, heads }
     }
 
     /// Number of lists.
@@ -146,7 +149,7 @@ impl ListArray {
     }
     #[inline(always)]
     fn page_link(&self, pfn: Pfn) -> u64 {
-        VMEMMAP_START + (pfn.0 - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE + LRU_OFFSET
+        self.vmemmap_base + (pfn.0 - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE + LRU_OFFSET
     }
     /// The head a non-page link names (panics, bounds-checked, on a corrupt link).
     #[inline(always)]
@@ -157,8 +160,8 @@ impl ListArray {
     }
     #[inline(always)]
     fn decode(&self, va: u64) -> Link {
-        if va.wrapping_sub(VMEMMAP_START) < VMEMMAP_END - VMEMMAP_START {
-            Link::Page(Pfn((va - VMEMMAP_START - LRU_OFFSET) / STRUCT_PAGE_SIZE + self.vmemmap_pfn0))
+        if va.wrapping_sub(self.vmemmap_base) < VMEMMAP_END - self.vmemmap_base {
+            Link::Page(Pfn((va - self.vmemmap_base - LRU_OFFSET) / STRUCT_PAGE_SIZE + self.vmemmap_pfn0))
         } else {
             Link::Head((va.wrapping_sub(self.base_va) / HEAD_SIZE) as usize)
         }
@@ -245,7 +248,7 @@ impl ListArray {
         let h = &mut self.heads[i];
         h.next = next;
         h.len -= 1;
-        Some(Pfn((first - VMEMMAP_START - LRU_OFFSET) / STRUCT_PAGE_SIZE + self.vmemmap_pfn0))
+        Some(Pfn((first - self.vmemmap_base - LRU_OFFSET) / STRUCT_PAGE_SIZE + self.vmemmap_pfn0))
     }
 
     /// `list_move_tail()` from list `from` to list `to`.

@@ -136,6 +136,11 @@ pub struct Memmap {
     start_pfn: u64,
     nr_pages: u64,
     vmemmap_pfn0: u64,
+    /// The vmemmap address of `vmemmap_pfn0`'s struct page
+    /// ([`VaLayout::vmemmap_start`](crate::arch::arm64::memory::VaLayout::vmemmap_start)).
+    vmemmap_base: u64,
+    /// The kernel's VA layout (the walk of the vmemmap starts at its root level).
+    va: crate::arch::arm64::memory::VaLayout,
     /// Host address backing each 4 KiB vmemmap page (64 struct pages), or 0
     /// if no translation is cached (then the next access walks the tables,
     /// or initialises the page first if it is still uninitialised).
@@ -205,6 +210,7 @@ impl Memmap {
         init_flags: u64,
         max_zone_pfn: [u64; crate::mm::zone_layout::NR_ZONE_TYPES],
         arena: &crate::arena::Arena,
+        va: crate::arch::arm64::memory::VaLayout,
     ) -> Memmap {
         let start_pfn = pieces.first().map_or(0, |p| p.start_pfn);
         let end_pfn = pieces.last().map_or(0, |p| p.end_pfn);
@@ -251,13 +257,15 @@ impl Memmap {
             vmemmap_pfn0: ((start_pfn << crate::addr::PAGE_SHIFT)
                 & !(crate::arch::arm64::memory::ARM64_MEMSTART_ALIGN - 1))
                 >> crate::addr::PAGE_SHIFT,
+            vmemmap_base: va.vmemmap_start(),
+            va,
         }
     }
 
     /// `virt_to_page(PAGE_OFFSET)`: the vmemmap address of the struct page
     /// of `memstart_addr`'s frame (ptdump's "vmemmap start").
     pub fn vmemmap_start(&self) -> u64 {
-        self.page_va(crate::addr::Pfn(self.vmemmap_pfn0))
+        self.vmemmap_base
     }
 
     /// The flag [`Memmap::note_vmemmap_change`] sets.
@@ -388,7 +396,7 @@ impl Memmap {
     /// (`pfn_to_page()` as a kernel pointer; what `page=%p` prints).
     #[inline]
     pub fn page_va(&self, pfn: Pfn) -> u64 {
-        crate::arch::arm64::memory::VMEMMAP_START + (pfn.0 - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE
+        self.vmemmap_base + (pfn.0 - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE
     }
 
     /// `pfn_to_page()`: the struct page of `pfn`.
@@ -467,8 +475,7 @@ impl Memmap {
         {
             return host;
         }
-        let va =
-            crate::arch::arm64::memory::VMEMMAP_START + (idx + self.start_pfn - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE;
+        let va = self.vmemmap_base + (idx + self.start_pfn - self.vmemmap_pfn0) * STRUCT_PAGE_SIZE;
         let va = va & !(4096 - 1);
         let pgd = self.pgd.load(Relaxed);
         if pgd == 0 {
@@ -480,7 +487,7 @@ impl Memmap {
         }
         let leaf = crate::arch::arm64::pgtable::walk_with(
             |pa| self.read_phys_u64(pa.0),
-            crate::addr::PhysAddr(pgd),
+            &crate::arch::arm64::pgtable::AddressSpace::kernel(crate::addr::PhysAddr(pgd), self.va),
             va,
             |_| {},
         );
@@ -555,8 +562,8 @@ impl Memmap {
     /// and one bounds check: the list code's hot path.
     #[inline(always)]
     pub fn page_by_lru_va(&self, va: u64) -> Option<&StructPage> {
-        let off = va.wrapping_sub(crate::arch::arm64::memory::VMEMMAP_START + LRU_OFFSET);
-        if off >= crate::arch::arm64::memory::VMEMMAP_SIZE {
+        let off = va.wrapping_sub(self.vmemmap_base + LRU_OFFSET);
+        if off >= crate::arch::arm64::memory::VMEMMAP_END - self.vmemmap_base {
             return None;
         }
         let idx = (off / STRUCT_PAGE_SIZE).wrapping_add(self.vmemmap_pfn0).wrapping_sub(self.start_pfn);
@@ -588,7 +595,7 @@ impl Memmap {
             return pfn;
         }
         let va = head - 1;
-        match va.checked_sub(crate::arch::arm64::memory::VMEMMAP_START) {
+        match va.checked_sub(self.vmemmap_base) {
             Some(off) if off.is_multiple_of(STRUCT_PAGE_SIZE) => Pfn(off / STRUCT_PAGE_SIZE + self.vmemmap_pfn0),
             _ => pfn,
         }

@@ -125,7 +125,7 @@ mod tests {
         assert_eq!(m.zone_spans()[2].spanned_pages, 0);
         assert_eq!(free.refcount(), 1);
         assert_eq!(m.pageblock_flags().len(), 32);
-        assert_eq!(m.memmap().page_va(Pfn(0x40001)), crate::arch::arm64::memory::VMEMMAP_START + 64);
+        assert_eq!(m.memmap().page_va(Pfn(0x40001)), crate::arch::arm64::memory::VaLayout::VA48.vmemmap_start() + 64);
     }
 
     #[test]

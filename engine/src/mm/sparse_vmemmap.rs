@@ -1,5 +1,5 @@
 //! The vmemmap's population at boot (mm/sparse-vmemmap.c, arch/arm64/mm/mmu.c
-//! `vmemmap_populate`): the memmap mapped at `VMEMMAP_START` by the
+//! `vmemmap_populate`): the memmap mapped at the vmemmap by the
 //! kernel's own tables.
 //!
 //! Every present 128 MiB section (each piece of the memmap, see
@@ -12,7 +12,7 @@
 //! ([`crate::mm::vmemmap`]).
 
 use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
-use crate::arch::arm64::memory::{VMEMMAP_END, VMEMMAP_START};
+use crate::arch::arm64::memory::VMEMMAP_END;
 use crate::arch::arm64::pgtable::{AddressSpace, MapFlags, PgtableAlloc, PgtableError, desc, map_range};
 use crate::kernel::cpu::Cpu;
 use crate::mm::memmap::Memmap;
@@ -46,6 +46,6 @@ pub(crate) fn vmemmap_populate<'m>(
             s += n;
         }
     }
-    mem.vmemmap_sync(cpu.ram(), asp, VMEMMAP_START, VMEMMAP_END);
+    mem.vmemmap_sync(cpu.ram(), asp, mem.vmemmap_start(), VMEMMAP_END);
     Ok(())
 }

@@ -14,7 +14,7 @@
 
 use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
 use crate::arch::arm64::cpu::SecondaryTlb;
-use crate::arch::arm64::memory::{VMEMMAP_END, VMEMMAP_START};
+use crate::arch::arm64::memory::VMEMMAP_END;
 use crate::arch::arm64::pgtable::{AddressSpace, TableMemory, walk};
 use crate::mm::memmap::{Memmap, PAGES_PER_VMEMMAP_PAGE};
 
@@ -31,7 +31,7 @@ impl Memmap {
     /// translations in that range, so the next access to each walks the
     /// tables, as a TLB miss would. Cheap when nothing changed.
     fn vmemmap_tlbi(&self, start: u64, end: u64) {
-        if end <= VMEMMAP_START
+        if end <= self.vmemmap_start()
             || start >= VMEMMAP_END
             || !self.vmemmap_dirty().load(std::sync::atomic::Ordering::Acquire)
         {
@@ -45,7 +45,7 @@ impl Memmap {
         if lo < hi {
             mem.invalidate(((lo - first_va) / PAGE_SIZE) as usize, ((hi - 1 - first_va) / PAGE_SIZE) as usize);
         }
-        if start <= VMEMMAP_START && end >= VMEMMAP_END {
+        if start <= self.vmemmap_start() && end >= VMEMMAP_END {
             self.vmemmap_dirty().store(false, std::sync::atomic::Ordering::Release);
         }
     }

@@ -17,7 +17,7 @@
 //! otherwise its row says so.
 
 use mmlab_engine::arch::arm64::fixmap::FixmapCounts;
-use mmlab_engine::arch::arm64::memory::{FIXADDR_TOP, PAGE_END, PAGE_OFFSET, VMEMMAP_END, VMEMMAP_START};
+use mmlab_engine::arch::arm64::memory::{FIXADDR_TOP, PAGE_END, VMEMMAP_END};
 use mmlab_engine::arch::arm64::mmu::{LinearMapReport, LinearMapVariant};
 use mmlab_engine::arch::arm64::pgtable::table_pages_in;
 use mmlab_engine::mm::banks::MemBank;
@@ -46,10 +46,11 @@ pub struct PhaseRow {
     pub modelled_tlbi_ms: f64,
     /// Of the modelled time, the barriers', ms.
     pub modelled_barrier_ms: f64,
-    /// Table pages per level (pgd, pud, pmd, pte) under the phase's region
-    /// (the linear map's with the fixmap's three `bm_*` tables; the
-    /// memmap's part of the vmemmap; swapper_pg_dir counts for memblock).
-    pub table_pages: [u64; 4],
+    /// Table pages per level (pgd, p4d, pud, pmd, pte: `TABLE_NAMES`) under
+    /// the phase's region (the linear map's with the fixmap's three `bm_*`
+    /// tables; the memmap's part of the vmemmap; swapper_pg_dir counts for
+    /// memblock).
+    pub table_pages: [u64; 5],
     /// TLBIs by kind (kernel spelling), and in all.
     pub tlbi: Vec<(String, u64)>,
     /// TLBIs of every kind.
@@ -61,7 +62,7 @@ pub struct PhaseRow {
 }
 
 impl PhaseRow {
-    fn from_phase(p: &BootPhase, table_pages: [u64; 4]) -> PhaseRow {
+    fn from_phase(p: &BootPhase, table_pages: [u64; 5]) -> PhaseRow {
         let ms = |ns: u64| ns as f64 / 1e6;
         PhaseRow {
             phase: p.name,
@@ -88,7 +89,7 @@ impl PhaseRow {
             modelled_ms: 0.0,
             modelled_tlbi_ms: 0.0,
             modelled_barrier_ms: 0.0,
-            table_pages: [0; 4],
+            table_pages: [0; 5],
             tlbi: Vec::new(),
             tlbi_total: 0,
             barriers: Vec::new(),
@@ -139,6 +140,8 @@ pub struct BootMachine {
     pub boot_state: &'static str,
     /// `CONFIG_DEFERRED_STRUCT_PAGE_INIT`.
     pub deferred_struct_page_init: bool,
+    /// Levels of translation tables (5 with FEAT_LPA2's 52-bit VA).
+    pub pgtable_levels: u32,
 }
 
 /// The whole `mmlab boot` report.
@@ -173,15 +176,16 @@ impl BootReport {
         let phase = |name: &str| m.boot_phases().iter().find(|p| p.name == name);
         let mut phases = Vec::new();
         if let Some(p) = phase("memblock") {
-            phases.push(PhaseRow::from_phase(p, [1, 0, 0, 0]));
+            phases.push(PhaseRow::from_phase(p, [1, 0, 0, 0, 0]));
         }
         match phase("linear map") {
             Some(p) => {
-                let mut t = table_pages_in(m, &k, PAGE_OFFSET, PAGE_END);
+                let mut t = table_pages_in(m, &k, m.va_layout().page_offset(), PAGE_END);
                 t[0] = 0; // swapper_pg_dir is memblock's phase's
-                // early_fixmap_init()'s bm_pud, bm_pmd, bm_pte.
+                // early_fixmap_init()'s bm_pud, bm_pmd, bm_pte (a p4d above
+                // them is map_kernel()'s).
                 let fx = table_pages_in(m, &k, FIXADDR_TOP - (4 << 20), FIXADDR_TOP);
-                for l in 1..4 {
+                for l in 2..5 {
                     t[l] += fx[l];
                 }
                 phases.push(PhaseRow::from_phase(p, t));
@@ -208,24 +212,24 @@ impl BootReport {
             // last PGD entry of the vmemmap window).
             let mem = m.memmap();
             let (lo, hi) = (mem.page_va(mem.start_pfn()), mem.page_va(mem.end_pfn()));
-            let mut t = table_pages_in(m, &k, lo.max(VMEMMAP_START), hi.min(VMEMMAP_END));
+            let mut t = table_pages_in(m, &k, lo.max(m.va_layout().vmemmap_start()), hi.min(VMEMMAP_END));
             t[0] = 0;
             phases.push(PhaseRow::from_phase(p, t));
         }
         if let Some(p) = phase("memmap init") {
-            phases.push(PhaseRow::from_phase(p, [0; 4]));
+            phases.push(PhaseRow::from_phase(p, [0; 5]));
         }
         // smp_cpus_done() and kernel_init(): the alias and rodata made
         // read-only in place (no table taken).
         if let Some(p) = phase("rodata ro") {
-            phases.push(PhaseRow::from_phase(p, [0; 4]));
+            phases.push(PhaseRow::from_phase(p, [0; 5]));
         }
         // mmlab gives the initrd and init back before memblock_free_all()
         // (mm::boot_state: the same end state), so the row comes first.
         if let Some(p) = phase("end of boot") {
-            phases.push(PhaseRow::from_phase(p, [0; 4]));
+            phases.push(PhaseRow::from_phase(p, [0; 5]));
         }
-        phases.push(PhaseRow::from_phase(free, [0; 4]));
+        phases.push(PhaseRow::from_phase(free, [0; 5]));
         let map_mem = m.linear_map_report().map(|r| MapMemRow {
             report: r.clone(),
             fixmap: m.fixmap_counts().unwrap_or_default(),
@@ -255,6 +259,7 @@ impl BootReport {
                 kernel_image: m.kernel_image().is_some(),
                 boot_state: m.boot_state().in_force.name(),
                 deferred_struct_page_init: cfg.deferred_struct_page_init,
+                pgtable_levels: m.va_layout().pgtable_levels(),
             },
             total_measured_ms: phases.iter().map(|p| p.measured_ms).sum(),
             total_modelled_ms: phases.iter().map(|p| p.modelled_ms).sum(),
@@ -295,10 +300,14 @@ impl BootReport {
             s,
             "measured = host time of the emulation; modelled = TLBIs + completion waits (+ barriers with the model backend), priced by the cost profile\n"
         );
+        // Four levels: the p4d is folded (never a table of its own), so
+        // its column is left out, as the kernel's own counts do.
+        let five = mc.pgtable_levels == 5;
+        let tables_head = if five { "tables pgd/p4d/pud/pmd/pte" } else { "tables pgd/pud/pmd/pte" };
         let _ = writeln!(
             s,
             "{:<17} {:>11} {:>11}  {:>22}  {:>9}  {:>9}  kernel",
-            "phase", "measured ms", "modelled ms", "tables pgd/pud/pmd/pte", "TLBIs", "barriers"
+            "phase", "measured ms", "modelled ms", tables_head, "TLBIs", "barriers"
         );
         for p in &self.phases {
             if !p.emulated {
@@ -316,7 +325,11 @@ impl BootReport {
                 p.phase,
                 p.measured_ms,
                 p.modelled_ms,
-                format!("{}/{}/{}/{}", t[0], t[1], t[2], t[3]),
+                if five {
+                    format!("{}/{}/{}/{}/{}", t[0], t[1], t[2], t[3], t[4])
+                } else {
+                    format!("{}/{}/{}/{}", t[0], t[2], t[3], t[4])
+                },
                 p.tlbi_total,
                 p.barriers_total,
                 p.kernel

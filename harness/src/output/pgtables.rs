@@ -3,7 +3,7 @@
 //! The ptdump printer lives with the tables, in the engine
 //! ([`mmlab_engine::arch::arm64::pgtable::ptdump`]), and is re-exported here.
 
-use mmlab_engine::arch::arm64::memory::{PAGE_OFFSET, VA_BITS};
+use mmlab_engine::arch::arm64::memory::VaLayout;
 use mmlab_engine::arch::arm64::pgtable::desc::PTRS_PER_TABLE;
 use mmlab_engine::arch::arm64::pgtable::ptdump::size_str;
 use mmlab_engine::arch::arm64::pgtable::{AddressSpace, DescKind, Level, PgtableStats, stats, walk};
@@ -27,9 +27,12 @@ pub fn summary_of(asp: &AddressSpace, st: &PgtableStats) -> String {
             let _ = writeln!(s, "Page tables of the user address space with ASID {a}, pgd at {}", asp.pgd());
         }
     }
+    let levels = asp.layout().pgtable_levels();
+    let root = if levels == 5 { " (the pgd: 16 entries)" } else { "" };
     let _ = writeln!(
         s,
-        "{VA_BITS}-bit VA, 4K granule, 4 levels, {PTRS_PER_TABLE} entries of 8 bytes per table (one page)\n"
+        "{}-bit VA, 4K granule, {levels} levels, {PTRS_PER_TABLE} entries of 8 bytes per table (one page){root}\n",
+        asp.va_bits()
     );
     let _ = writeln!(
         s,
@@ -38,21 +41,23 @@ pub fn summary_of(asp: &AddressSpace, st: &PgtableStats) -> String {
     );
     let dash = |ok: bool, v: u64| if ok { v.to_string() } else { "-".to_string() };
     let mut mapped_total = 0;
-    for level in Level::ALL {
-        let i = level as usize;
+    let mut next = Some(asp.root_level());
+    while let Some(level) = next {
+        next = level.next();
+        let i = asp.name_index(level);
         let leaves = if level == Level::Pte { st.pages } else { st.blocks[i] };
         let mapped = leaves * level.entry_size();
         mapped_total += mapped;
         let _ = writeln!(
             s,
             "{:<6} {:>11} {:>14} {:>8} {:>8} {:>10} {:>10}",
-            level.name(),
+            asp.level_name(level),
             st.tables[i],
             dash(level != Level::Pte, st.table_entries[i]),
             dash(matches!(level, Level::Pud | Level::Pmd), st.blocks[i]),
             dash(level == Level::Pte, st.pages),
             dash(matches!(level, Level::Pmd | Level::Pte), st.cont_runs[i]),
-            if level == Level::Pgd { "-".to_string() } else { size_str(mapped) },
+            if level <= Level::P4d { "-".to_string() } else { size_str(mapped) },
         );
     }
     let tables: u64 = st.tables.iter().sum();
@@ -84,16 +89,15 @@ pub fn parse_number(what: &str, s: &str) -> Result<u64, String> {
     r.map_err(|_| format!("bad {what} {s:?}: expected a hexadecimal number with 0x or a decimal number"))
 }
 
-/// Check that `va` is a kernel (TTBR1) address of the 48-bit layout.
-pub fn check_kernel_va(va: u64) -> Result<(), String> {
-    if va >= PAGE_OFFSET {
+/// Check that `va` is a kernel (TTBR1) address of layout `layout`.
+pub fn check_kernel_va(va: u64, layout: VaLayout) -> Result<(), String> {
+    let (start, bits) = (layout.page_offset(), layout.va_bits());
+    if va >= start {
         Ok(())
-    } else if va < 1 << VA_BITS {
-        Err(format!(
-            "{va:#018x} is a user (TTBR0) address: the kernel's tables (TTBR1) map {PAGE_OFFSET:#018x} and above"
-        ))
+    } else if va < 1 << bits {
+        Err(format!("{va:#018x} is a user (TTBR0) address: the kernel's tables (TTBR1) map {start:#018x} and above"))
     } else {
-        Err(format!("{va:#018x} is not canonical for {VA_BITS}-bit virtual addresses"))
+        Err(format!("{va:#018x} is not canonical for {bits}-bit virtual addresses"))
     }
 }
 
@@ -122,11 +126,11 @@ pub fn walk_report(m: &Machine, asp: &AddressSpace, va: u64) -> (String, bool) {
     }
     for step in &w.steps {
         let l = step.level;
-        let hi = if l == Level::Pgd { VA_BITS - 1 } else { l.shift() + 8 };
+        let hi = if l == asp.root_level() { asp.va_bits() - 1 } else { l.shift() + 8 };
         let _ = writeln!(
             s,
             "{}[{}] (va bits {}:{}) at {}: {:#018x} {}",
-            l.name(),
+            asp.level_name(l),
             l.index(va),
             hi,
             l.shift(),
@@ -153,7 +157,7 @@ pub fn walk_report(m: &Machine, asp: &AddressSpace, va: u64) -> (String, bool) {
                 leaf.pa,
                 leaf.pa.pfn(),
                 va & (span - 1),
-                leaf.level.name(),
+                asp.level_name(leaf.level),
             );
         }
         None => {
@@ -162,8 +166,8 @@ pub fn walk_report(m: &Machine, asp: &AddressSpace, va: u64) -> (String, bool) {
             let _ = writeln!(
                 s,
                 "=> translation fault at level {} ({}[{}] is {why})",
-                last.level as usize,
-                last.level.name(),
+                last.level as i8,
+                asp.level_name(last.level),
                 last.level.index(va),
             );
         }
@@ -194,7 +198,9 @@ pub fn walk_struct_page(m: &Machine, pfn: u64) -> Result<(String, bool), String>
 mod tests {
     use super::*;
     use mmlab_engine::MachineConfig;
-    use mmlab_engine::arch::arm64::memory::VMEMMAP_START;
+
+    const VMEMMAP_START: u64 = VaLayout::VA48.vmemmap_start();
+    const PAGE_OFFSET: u64 = VaLayout::VA48.page_offset();
 
     fn boot(mem: u64) -> Machine {
         crate::stack::Stack::boot_machine(MachineConfig { mem_bytes: mem, ..Default::default() }.bare())
@@ -209,8 +215,8 @@ mod tests {
         // pud: the linear map's (4 GiB < 512 GiB), the vmemmap's, bm_pud;
         // pmd: the linear map's four (one per GiB), the vmemmap's, bm_pmd;
         // pte: the linear map's 2048 (one per 2 MiB, rodata=on), bm_pte.
-        assert_eq!(st.tables, [1, 3, 6, 2049]);
-        assert_eq!(st.blocks[2], 32);
+        assert_eq!(st.tables, [1, 0, 3, 6, 2049]);
+        assert_eq!(st.blocks[3], 32);
         let s = summary_of(&m.kernel_as(), &st);
         assert!(s.starts_with("Page tables of swapper_pg_dir at 0x"), "{s}");
         // 2048 + 1 PMD entries point to PTE tables; the vmemmap's 64 MiB
@@ -261,8 +267,11 @@ mod tests {
         assert_eq!(parse_number("pfn", "262145").unwrap(), 0x40001);
         assert!(parse_number("va", "fffffdffc0000040").unwrap_err().contains("bad va"));
         assert!(parse_number("va", "0x").is_err());
-        assert!(check_kernel_va(PAGE_OFFSET).is_ok());
-        assert!(check_kernel_va(0x4000).unwrap_err().contains("user (TTBR0)"));
-        assert!(check_kernel_va(0x8000_0000_0000_0000).unwrap_err().contains("not canonical"));
+        assert!(check_kernel_va(PAGE_OFFSET, VaLayout::VA48).is_ok());
+        assert!(check_kernel_va(0x4000, VaLayout::VA48).unwrap_err().contains("user (TTBR0)"));
+        assert!(check_kernel_va(0x8000_0000_0000_0000, VaLayout::VA48).unwrap_err().contains("not canonical"));
+        // 52-bit VA (FEAT_LPA2): the linear map starts 15 * 256 TiB lower.
+        assert!(check_kernel_va(0xfff0_0000_0000_0000, VaLayout::VA52).is_ok());
+        assert!(check_kernel_va(0xfff0_0000_0000_0000, VaLayout::VA48).unwrap_err().contains("not canonical"));
     }
 }

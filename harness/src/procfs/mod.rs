@@ -76,14 +76,15 @@ pub fn costs(m: &Machine) -> String {
     let b = m.barrier_counts();
     let t = m.tlbi_counts();
     let mut s = format!(
-        "barrier backend: {}\ncost profile: {}\nlazy_mmu_barrier_batching: {}\ntlbi_range: {}{}\nbbm_level: {}\nlpa2: {}\n\n",
+        "barrier backend: {}\ncost profile: {}\nlazy_mmu_barrier_batching: {}\ntlbi_range: {}{}\nbbm_level: {}\nlpa2: {}{}\n\n",
         cfg.barrier_backend,
         cfg.cost_profile.name,
         u8::from(cfg.lazy_mmu_barrier_batching),
         u8::from(cfg.tlbi_range()),
         if cfg.tlbi_range.is_some() { " (set)" } else { " (profile)" },
         cfg.cost_profile.features.bbm_level,
-        u8::from(cfg.cost_profile.features.lpa2),
+        u8::from(cfg.va_layout().lpa2()),
+        if cfg.lpa2.is_some() { " (set)" } else { " (profile)" },
     );
     for (name, v) in b.iter() {
         let _ = writeln!(s, "{name:<16} {v}");

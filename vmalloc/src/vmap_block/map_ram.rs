@@ -14,7 +14,6 @@ use crate::vmap_block::VmapBlock;
 use bitvec::BitArr;
 use mmlab_engine::Cpu;
 use mmlab_engine::PAGE_SIZE;
-use mmlab_engine::arch::arm64::memory::VMALLOC_END;
 use mmlab_engine::arch::arm64::memory::VMALLOC_START;
 use mmlab_engine::arch::arm64::pgtable;
 use std::collections::BTreeMap;
@@ -72,7 +71,7 @@ impl<'m> Vmalloc<'_, 'm> {
         if count == 0 {
             return Err(VmallocError::ZeroSize);
         }
-        if !addr.is_multiple_of(PAGE_SIZE) || !(VMALLOC_START..VMALLOC_END).contains(&addr) {
+        if !addr.is_multiple_of(PAGE_SIZE) || !(VMALLOC_START..self.vmalloc_end()).contains(&addr) {
             return Err(VmallocError::NotVmalloc { addr });
         }
         if count <= VMAP_MAX_ALLOC {

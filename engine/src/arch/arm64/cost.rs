@@ -129,8 +129,8 @@ pub struct CpuFeatures {
     /// abort, Linux 6.18+), else 0.
     pub bbm_level: u8,
     /// FEAT_LPA2 (52-bit addresses with 4 KiB pages; Armv8.7): the kernel
-    /// would run with 52-bit VA and 5 levels. mmlab models 48-bit VA and 4
-    /// levels, the layout without it.
+    /// runs with 52-bit VA and 5 levels (`arm64.lpa2`,
+    /// [`crate::machine::MachineConfig::va_layout`]).
     pub lpa2: bool,
 }
 

@@ -53,6 +53,9 @@ pub struct Arm64 {
     pub cost_profile: CostProfile,
     /// `swapper_pg_dir`: the kernel's root table.
     pub swapper_pg_dir: crate::addr::PhysAddr,
+    /// The VA layout the kernel runs with (`vabits_actual`: 52 with
+    /// FEAT_LPA2, five levels; 48 without, four).
+    pub va: crate::arch::arm64::memory::VaLayout,
 }
 
 /// Per-CPU lazy-MMU state: `TIF_LAZY_MMU` and `TIF_LAZY_MMU_PENDING`.

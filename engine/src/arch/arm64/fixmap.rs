@@ -119,7 +119,7 @@ impl FixmapLayout {
     pub const fn fix_pud(&self) -> usize {
         self.fix_pte_begin() + 2
     }
-    /// `FIX_P4D` (unused: p4d is folded with 4 levels).
+    /// `FIX_P4D` (five levels only; with four the p4d is folded).
     pub const fn fix_p4d(&self) -> usize {
         self.fix_pte_begin() + 3
     }
@@ -139,6 +139,8 @@ impl FixmapLayout {
             Some(Level::Pmd)
         } else if idx == self.fix_pud() {
             Some(Level::Pud)
+        } else if idx == self.fix_p4d() {
+            Some(Level::P4d)
         } else if idx == self.fix_pgd() {
             Some(Level::Pgd)
         } else {
@@ -191,6 +193,8 @@ crate::counter_snapshot! {
         pub map_pmd: u64,
         /// `set_fixmap` of `FIX_PUD`.
         pub map_pud: u64,
+        /// `set_fixmap` of `FIX_P4D` (five levels).
+        pub map_p4d: u64,
         /// `set_fixmap` of `FIX_PGD`.
         pub map_pgd: u64,
         /// `clear_fixmap` (or `clear_fixmap_nosync`) of a PTE-table slot.
@@ -199,6 +203,8 @@ crate::counter_snapshot! {
         pub unmap_pmd: u64,
         /// `clear_fixmap` of `FIX_PUD`.
         pub unmap_pud: u64,
+        /// `clear_fixmap` of `FIX_P4D`.
+        pub unmap_p4d: u64,
         /// `clear_fixmap` of `FIX_PGD`.
         pub unmap_pgd: u64,
         /// Of the unmaps, those done by `clear_fixmap_nosync` (no TLBI of their own).
@@ -209,11 +215,11 @@ crate::counter_snapshot! {
 impl FixmapCounts {
     /// All `set_fixmap` calls.
     pub fn maps(&self) -> u64 {
-        self.map_pte + self.map_pmd + self.map_pud + self.map_pgd
+        self.map_pte + self.map_pmd + self.map_pud + self.map_p4d + self.map_pgd
     }
     /// All clears.
     pub fn unmaps(&self) -> u64 {
-        self.unmap_pte + self.unmap_pmd + self.unmap_pud + self.unmap_pgd
+        self.unmap_pte + self.unmap_pmd + self.unmap_pud + self.unmap_p4d + self.unmap_pgd
     }
 }
 
@@ -277,7 +283,6 @@ impl Fixmap {
     ) -> Result<Fixmap, FixmapError> {
         let m = cpu;
         let va = fix_to_virt(layout.end_of_fixed_addresses() - 1);
-        let pgd = entry_pa(crate::arch::arm64::pgtable::init_mm(cpu).pgd(), Level::Pgd.index(va));
         let below = |slot: PhysAddr, level: Level| -> Result<PhysAddr, FixmapError> {
             let d = m.read_desc(slot);
             match d.kind(level) {
@@ -286,9 +291,9 @@ impl Fixmap {
                     let t = bm_table(cpu, early)?;
                     let new = Desc::table(t.0, desc::bits::PMD_TYPE_TABLE);
                     match level {
-                        Level::Pgd => set_pgd(cpu, slot, new)?,
+                        Level::Pgd | Level::P4d => set_pgd(cpu, slot, new)?,
                         Level::Pud => set_pud(cpu, slot, new)?,
-                        _ => set_pmd(cpu, slot, new)?,
+                        Level::Pmd | Level::Pte => set_pmd(cpu, slot, new)?,
                     }
                     Ok(t)
                 }
@@ -299,7 +304,10 @@ impl Fixmap {
                 })),
             }
         };
-        let bm_pud = below(pgd, Level::Pgd)?;
+        // p4d_offset_kimg(): with five levels the p4d under the fixmap's pgd
+        // entry is map_kernel()'s (the image and the fixmap share it).
+        let p4d = crate::arch::arm64::pgtable::init_mm(cpu).p4d_offset(va, |pgd| below(pgd, Level::Pgd))?;
+        let bm_pud = below(p4d, Level::P4d)?;
         let bm_pmd = below(entry_pa(bm_pud, Level::Pud.index(va)), Level::Pud)?;
         let bm_pte = below(entry_pa(bm_pmd, Level::Pmd.index(va)), Level::Pmd)?;
         let bm_pte_va = va & !(Level::Pmd.entry_size() - 1);
@@ -338,10 +346,12 @@ impl Fixmap {
             (Some(Level::Pte), true) => &mut c.map_pte,
             (Some(Level::Pmd), true) => &mut c.map_pmd,
             (Some(Level::Pud), true) => &mut c.map_pud,
+            (Some(Level::P4d), true) => &mut c.map_p4d,
             (Some(Level::Pgd), true) => &mut c.map_pgd,
             (Some(Level::Pte), false) => &mut c.unmap_pte,
             (Some(Level::Pmd), false) => &mut c.unmap_pmd,
             (Some(Level::Pud), false) => &mut c.unmap_pud,
+            (Some(Level::P4d), false) => &mut c.unmap_p4d,
             (Some(Level::Pgd), false) => &mut c.unmap_pgd,
             (None, _) => return,
         };

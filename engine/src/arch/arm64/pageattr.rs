@@ -39,7 +39,7 @@
 use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::arch::arm64::barrier::{BarrierCounts, ishst};
 use crate::arch::arm64::cpu::ArchCpu;
-use crate::arch::arm64::memory::{PAGE_END, PAGE_OFFSET};
+use crate::arch::arm64::memory::PAGE_END;
 use crate::arch::arm64::pgtable::desc::bits::{PTE_CONT, PTE_RDONLY, PTE_WRITE};
 use crate::arch::arm64::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, PMD_SIZE, PUD_SIZE};
 use crate::arch::arm64::pgtable::{
@@ -210,7 +210,9 @@ pub fn change_memory_common<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
 ) -> Result<PageattrReport, PageattrError> {
     let (t0, b0) = (cpu.system_tlbi_counts(), cpu.system_barrier_counts());
     let end = numpages.checked_mul(PAGE_SIZE).and_then(|b| addr.checked_add(b));
-    let Some(end) = end.filter(|&e| addr.is_multiple_of(PAGE_SIZE) && addr >= PAGE_OFFSET && e <= PAGE_END) else {
+    let Some(end) =
+        end.filter(|&e| addr.is_multiple_of(PAGE_SIZE) && addr >= cpu.arch().va.page_offset() && e <= PAGE_END)
+    else {
         return Err(PageattrError::BadRange { addr, numpages });
     };
     let mut counts = PageattrCounts::default();

@@ -46,7 +46,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             }
         }
         let mut n = 0;
-        visit(self.m, self.m.kernel_as().pgd(), Level::Pgd, &mut n);
+        visit(self.m, self.m.kernel_as().pgd(), Level::P4d, &mut n);
         n
     }
 

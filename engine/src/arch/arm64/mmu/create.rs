@@ -82,6 +82,7 @@ impl<'a, 'm> Walker<'a, 'm> {
             Level::Pte => self.layout.fix_pte_begin(),
             Level::Pmd => self.layout.fix_pmd(),
             Level::Pud => self.layout.fix_pud(),
+            Level::P4d => self.layout.fix_p4d(),
             Level::Pgd => self.layout.fix_pgd(),
         })
     }
@@ -112,9 +113,10 @@ impl<'a, 'm> Walker<'a, 'm> {
         let early = self.early.ok_or(LinearMapError::NoTableAllocator { level })?;
         let pa = early.alloc_page("pgtable").map_err(LinearMapError::Memblock)?;
         match level {
+            Level::Pgd | Level::P4d => self.counts.pgtable_p4d += 1,
             Level::Pud => self.counts.pgtable_pud += 1,
             Level::Pmd => self.counts.pgtable_pmd += 1,
-            _ => self.counts.pgtable_pte += 1,
+            Level::Pte => self.counts.pgtable_pte += 1,
         }
         if self.variant.zeroes_through_fix_pte() {
             let fix_pte = self.layout.fix_pte_begin();
@@ -149,9 +151,9 @@ impl<'a, 'm> Walker<'a, 'm> {
                 let af = if self.variant.sets_table_af() { TABLE_AF } else { 0 };
                 let t = Desc::table(pa.0, PMD_TYPE_TABLE | TABLE_UXN | af | pxn);
                 match level {
-                    Level::Pgd => set_pgd(self.cpu, entry, t)?,
+                    Level::Pgd | Level::P4d => set_pgd(self.cpu, entry, t)?,
                     Level::Pud => set_pud(self.cpu, entry, t)?,
-                    _ => set_pmd(self.cpu, entry, t)?,
+                    Level::Pmd | Level::Pte => set_pmd(self.cpu, entry, t)?,
                 }
                 Ok((pa, mapped))
             }
@@ -331,20 +333,20 @@ impl<'a, 'm> Walker<'a, 'm> {
         Ok(())
     }
 
-    /// Mirrors `alloc_init_pud()` (reached through the folded
-    /// `alloc_init_p4d()`): the PUD table under the PGD entry `pgd`, mapped
-    /// in `FIX_PUD` once, then per 1 GiB a block (`pud_set_huge`) if aligned
-    /// and allowed, else `alloc_init_cont_pmd()`.
+    /// Mirrors `alloc_init_pud()`: the PUD table under the P4D entry `p4d`
+    /// (a PGD entry when the p4d is folded), mapped in `FIX_PUD` once, then
+    /// per 1 GiB a block (`pud_set_huge`) if aligned and allowed, else
+    /// `alloc_init_cont_pmd()`.
     fn alloc_init_pud(
         &mut self,
-        pgd: PhysAddr,
+        p4d: PhysAddr,
         mut addr: u64,
         end: u64,
         mut phys: u64,
         prot: PgProt,
         flags: u32,
     ) -> Result<(), LinearMapError> {
-        let (pa, mapped) = self.table_below(pgd, Level::Pgd, flags)?;
+        let (pa, mapped) = self.table_below(p4d, Level::P4d, flags)?;
         let t = match mapped {
             Some(t) => t,
             None => self.map(Level::Pud, pa)?,
@@ -370,9 +372,39 @@ impl<'a, 'm> Walker<'a, 'm> {
         self.unmap(Level::Pud, t)
     }
 
+    /// Mirrors `alloc_init_p4d()` with five levels: the P4D table under the
+    /// PGD entry `pgd` (allocated if none), mapped in `FIX_P4D`, then
+    /// `alloc_init_pud()` per 512 GiB entry.
+    fn alloc_init_p4d(
+        &mut self,
+        pgd: PhysAddr,
+        mut addr: u64,
+        end: u64,
+        mut phys: u64,
+        prot: PgProt,
+        flags: u32,
+    ) -> Result<(), LinearMapError> {
+        let (pa, mapped) = self.table_below(pgd, Level::Pgd, flags)?;
+        let t = match mapped {
+            Some(t) => t,
+            None => self.map(Level::P4d, pa)?,
+        };
+        loop {
+            let next = addr_end(addr, end, Level::P4d.entry_size());
+            self.alloc_init_pud(t.entry(Level::P4d.index(addr)), addr, next, phys, prot, flags)?;
+            phys += next - addr;
+            addr = next;
+            if addr == end {
+                break;
+            }
+        }
+        self.unmap(Level::P4d, t)
+    }
+
     /// Mirrors `__create_pgd_mapping_locked()`: per PGD entry
-    /// `alloc_init_p4d()` → `alloc_init_pud()`; with lazy-unmap, the
-    /// `cleanup` op (`clear_pte_fixmap_slots()`) at the end.
+    /// `alloc_init_p4d()` (with four levels the p4d is folded: straight to
+    /// `alloc_init_pud()`); with lazy-unmap, the `cleanup` op
+    /// (`clear_pte_fixmap_slots()`) at the end.
     pub(super) fn create_pgd_mapping(
         &mut self,
         phys: u64,
@@ -381,11 +413,17 @@ impl<'a, 'm> Walker<'a, 'm> {
         prot: PgProt,
         flags: u32,
     ) -> Result<(), LinearMapError> {
-        let pgdir = crate::arch::arm64::pgtable::init_mm(self.cpu).pgd();
+        let k = crate::arch::arm64::pgtable::init_mm(self.cpu);
+        let (pgdir, root) = (k.pgd(), k.root_level());
         let (mut addr, end, mut phys) = (virt, virt + size, phys);
         loop {
-            let next = addr_end(addr, end, Level::Pgd.entry_size());
-            self.alloc_init_pud(entry_pa(pgdir, Level::Pgd.index(addr)), addr, next, phys, prot, flags)?;
+            let next = addr_end(addr, end, root.entry_size());
+            let entry = entry_pa(pgdir, root.index(addr));
+            if root == Level::Pgd {
+                self.alloc_init_p4d(entry, addr, next, phys, prot, flags)?;
+            } else {
+                self.alloc_init_pud(entry, addr, next, phys, prot, flags)?;
+            }
             phys += next - addr;
             addr = next;
             if addr == end {

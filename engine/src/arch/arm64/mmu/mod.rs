@@ -100,7 +100,7 @@ use crate::arch::arm64::barrier::BarrierKind;
 use crate::arch::arm64::cpu::{ArchCpu, EarlyAlloc};
 use crate::arch::arm64::fixmap::{Fixmap, FixmapCounts};
 use crate::arch::arm64::kimage::KernelImage;
-use crate::arch::arm64::memory::{PAGE_END, PAGE_OFFSET, PHYS_OFFSET};
+use crate::arch::arm64::memory::PHYS_OFFSET;
 use crate::arch::arm64::pgtable::Level;
 use crate::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PgProt, pgprot_tagged};
 use crate::arch::arm64::tlb::TlbiKind;
@@ -134,11 +134,12 @@ pub fn map_mem(
     let mut kernel_alias: Vec<(u64, u64)> = Vec::new();
     let mut kfence_pool = None;
     let mut w = Walker::new(cpu, Some(early), fixmap, opts.variant);
+    let va = cpu.arch().va;
     let map = |w: &mut Walker<'_, '_>, (s, e): (u64, u64), flags: u32| {
-        if s < PHYS_OFFSET || e <= s || e - PHYS_OFFSET > PAGE_END - PAGE_OFFSET {
+        if s < PHYS_OFFSET || e <= s || e - PHYS_OFFSET > va.linear_map_size() {
             return Err(LinearMapError::OutOfRange { start: s, end: e });
         }
-        w.create_pgd_mapping(s, phys_to_virt(s), e - s, pgprot_tagged(PAGE_KERNEL), flags)
+        w.create_pgd_mapping(s, va.phys_to_virt(s), e - s, pgprot_tagged(PAGE_KERNEL), flags)
     };
     if v7_2 {
         // arm64_kfence_map_pool(): memblock_phys_alloc(), then pages only.
@@ -175,7 +176,7 @@ pub fn map_mem(
         if let Some(a) = alias {
             // The alias of [_stext, __init_begin): non-executable leaves,
             // blocks allowed, no contiguous runs, no PXNTable, untagged.
-            w.create_pgd_mapping(a.0, phys_to_virt(a.0), a.1 - a.0, PAGE_KERNEL, NO_CONT_MAPPINGS)?;
+            w.create_pgd_mapping(a.0, va.phys_to_virt(a.0), a.1 - a.0, PAGE_KERNEL, NO_CONT_MAPPINGS)?;
             kernel_alias.push(a);
         }
     }
@@ -240,7 +241,7 @@ pub fn map_mem_table_pages(opts: &MapMemOptions, memory: &[(u64, u64)]) -> Optio
         return None;
     }
     let mut total = 0;
-    for shift in [Level::Pmd.shift(), Level::Pud.shift(), Level::Pgd.shift()] {
+    for shift in [Level::Pmd.shift(), Level::Pud.shift(), Level::P4d.shift()] {
         let mut blocks: Vec<u64> = Vec::new();
         for &(s, e) in memory {
             let (first, last) = ((s - PHYS_OFFSET) >> shift, (e - 1 - PHYS_OFFSET) >> shift);
@@ -294,7 +295,7 @@ pub fn mark_linear_text_alias_ro(
     k: &KernelImage,
 ) -> Result<(), LinearMapError> {
     let (s, e) = if variant == LinearMapVariant::V7_2 { (k.phys, k.init_begin()) } else { (k.stext(), k.init_begin()) };
-    update_mapping_prot(cpu, fixmap, variant, s, phys_to_virt(s), e - s, PAGE_KERNEL_RO)
+    update_mapping_prot(cpu, fixmap, variant, s, cpu.arch().va.phys_to_virt(s), e - s, PAGE_KERNEL_RO)
 }
 
 /// Mirrors arch/arm64/mm/mmu.c `mark_rodata_ro()` (from `mark_readonly()`
@@ -322,7 +323,7 @@ pub fn mark_rodata_ro(
         fixmap,
         variant,
         k.init_end(),
-        phys_to_virt(k.init_end()),
+        cpu.arch().va.phys_to_virt(k.init_end()),
         k.bss_stop() - k.init_end(),
         PAGE_KERNEL_RO,
     )

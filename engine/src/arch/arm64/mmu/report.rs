@@ -5,7 +5,6 @@ use super::options::{LinearMapVariant, Rodata};
 use crate::addr::PhysAddr;
 use crate::arch::arm64::barrier::BarrierCounts;
 use crate::arch::arm64::fixmap::FixmapError;
-use crate::arch::arm64::memory::{PAGE_OFFSET, PHYS_OFFSET};
 use crate::arch::arm64::pgtable::{Desc, Level, PgtableError};
 use crate::arch::arm64::tlb::TlbiCounts;
 use crate::mm::memblock::MemblockError;
@@ -14,6 +13,8 @@ crate::counter_snapshot! {
     /// What `map_mem()` did (mmlab's own, instrumented; the breakdown of
     /// the series' cover letter and its testers).
     pub struct LinearMapCounts {
+        /// P4D tables allocated from memblock (five levels only).
+        pub pgtable_p4d: u64,
         /// PUD tables allocated from memblock.
         pub pgtable_pud: u64,
         /// PMD tables allocated.
@@ -66,7 +67,7 @@ impl LinearMapCounts {
     }
     /// Table pages of every level.
     pub fn pgtables(&self) -> u64 {
-        self.pgtable_pud + self.pgtable_pmd + self.pgtable_pte
+        self.pgtable_p4d + self.pgtable_pud + self.pgtable_pmd + self.pgtable_pte
     }
 }
 
@@ -160,10 +161,4 @@ impl From<PgtableError> for LinearMapError {
     fn from(e: PgtableError) -> Self {
         LinearMapError::Pgtable(e)
     }
-}
-
-/// `__phys_to_virt()` for the linear map.
-#[inline]
-pub const fn phys_to_virt(pa: u64) -> u64 {
-    (pa - PHYS_OFFSET) | PAGE_OFFSET
 }

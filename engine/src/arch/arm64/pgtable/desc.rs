@@ -12,10 +12,22 @@
 use std::fmt;
 
 /// Translation level, named as Linux names the table at that level.
+///
+/// The discriminant is the architectural level. A four-level machine (48-bit
+/// VA) starts its walks at level 0; a five-level one (FEAT_LPA2, 52-bit VA
+/// with a 4 KiB granule) at level -1. As in the kernel, the root is always
+/// called the pgd: on a four-level machine the p4d is folded into it
+/// (`pgd_to_folded_p4d()`), so the level-0 table *is* the pgd there, and
+/// [`AddressSpace::level_name`](super::AddressSpace::level_name) names it so.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(i8)]
 pub enum Level {
-    /// Level 0: `pgd` (p4d folded), 512 GiB per entry, tables only.
-    Pgd = 0,
+    /// Level -1: the `pgd` of a five-level machine, 256 TiB per entry,
+    /// [`PTRS_PER_PGD_52`] entries, tables only.
+    Pgd = -1,
+    /// Level 0: `p4d` (the pgd itself when the p4d is folded), 512 GiB per
+    /// entry, tables only.
+    P4d = 0,
     /// Level 1: `pud`, 1 GiB per entry, table or block.
     Pud = 1,
     /// Level 2: `pmd`, 2 MiB per entry, table or block.
@@ -24,37 +36,52 @@ pub enum Level {
     Pte = 3,
 }
 
+/// `PTRS_PER_PGD` with 52-bit VA and a 4 KiB granule: the level -1 table
+/// resolves VA bits \[51:48\].
+pub const PTRS_PER_PGD_52: usize = 16;
+
 impl Level {
-    /// Levels from the root down.
-    pub const ALL: [Level; 4] = [Level::Pgd, Level::Pud, Level::Pmd, Level::Pte];
+    /// Levels from level 0 down (a four-level walk).
+    pub const ALL: [Level; 4] = [Level::P4d, Level::Pud, Level::Pmd, Level::Pte];
     /// `ARM64_HW_PGTABLE_LEVEL_SHIFT(n)` = 9 * (4 - n) + 3 for a 4 KiB granule.
     #[inline]
     pub const fn shift(self) -> u32 {
-        9 * (4 - self as u32) + 3
+        (9 * (4 - self as i32) + 3) as u32
     }
     /// Bytes one entry of this level maps.
     #[inline]
     pub const fn entry_size(self) -> u64 {
         1 << self.shift()
     }
+    /// Entries in a table of this level: 512, or [`PTRS_PER_PGD_52`] at level -1.
+    #[inline]
+    pub const fn ptrs(self) -> usize {
+        match self {
+            Level::Pgd => PTRS_PER_PGD_52,
+            _ => PTRS_PER_TABLE,
+        }
+    }
     /// The entry index `va` selects in a table of this level.
     #[inline]
     pub const fn index(self, va: u64) -> usize {
-        ((va >> self.shift()) & (PTRS_PER_TABLE as u64 - 1)) as usize
+        ((va >> self.shift()) & (self.ptrs() as u64 - 1)) as usize
     }
     /// The next level down.
     pub const fn next(self) -> Option<Level> {
         match self {
-            Level::Pgd => Some(Level::Pud),
+            Level::Pgd => Some(Level::P4d),
+            Level::P4d => Some(Level::Pud),
             Level::Pud => Some(Level::Pmd),
             Level::Pmd => Some(Level::Pte),
             Level::Pte => None,
         }
     }
-    /// The kernel's name for the level.
+    /// The kernel's name for the level when it is not the root (the root is
+    /// always `pgd`: [`AddressSpace::level_name`](super::AddressSpace::level_name)).
     pub const fn name(self) -> &'static str {
         match self {
             Level::Pgd => "pgd",
+            Level::P4d => "p4d",
             Level::Pud => "pud",
             Level::Pmd => "pmd",
             Level::Pte => "pte",
@@ -289,13 +316,13 @@ pub const USER_TABLE: u64 = PMD_TYPE_TABLE | TABLE_AF | TABLE_PXN;
 pub enum DescKind {
     /// Bit 0 clear: no translation.
     Invalid,
-    /// Points to the next-level table (levels 0 to 2).
+    /// Points to the next-level table (levels -1 to 2).
     Table,
     /// A leaf above level 3 (1 GiB at the pud, 2 MiB at the pmd).
     Block,
     /// A leaf at level 3 (4 KiB).
     Page,
-    /// `0b01` at level 3 or a block at level 0: treated as invalid by the MMU.
+    /// `0b01` at level 3 or a block at level 0 or -1: treated as invalid by the MMU.
     Reserved,
 }
 
@@ -501,12 +528,14 @@ mod tests {
     #[test]
     fn kinds_per_level() {
         let t = Desc::table(0x1000, KERNEL_TABLE);
-        assert_eq!(t.kind(Level::Pgd), DescKind::Table);
+        assert_eq!(t.kind(Level::P4d), DescKind::Table);
         assert_eq!(t.kind(Level::Pte), DescKind::Page);
         let b = Desc::block(0x20_0000, PAGE_KERNEL);
         assert_eq!(b.kind(Level::Pmd), DescKind::Block);
         assert_eq!(b.kind(Level::Pud), DescKind::Block);
+        assert_eq!(b.kind(Level::P4d), DescKind::Reserved);
         assert_eq!(b.kind(Level::Pgd), DescKind::Reserved);
+        assert_eq!(t.kind(Level::Pgd), DescKind::Table);
         assert_eq!(b.kind(Level::Pte), DescKind::Reserved);
         assert_eq!(Desc::INVALID.kind(Level::Pte), DescKind::Invalid);
         assert!(Desc::page(0, PAGE_KERNEL).valid_not_user());
@@ -515,9 +544,13 @@ mod tests {
 
     #[test]
     fn geometry() {
-        assert_eq!([Level::Pgd.shift(), Level::Pud.shift(), Level::Pmd.shift(), Level::Pte.shift()], [39, 30, 21, 12]);
+        assert_eq!([Level::P4d.shift(), Level::Pud.shift(), Level::Pmd.shift(), Level::Pte.shift()], [39, 30, 21, 12]);
         let va = 0xffff_8000_1234_5678u64;
-        assert_eq!(Level::Pgd.index(va), 256);
+        assert_eq!(Level::P4d.index(va), 256);
+        // 52-bit VA: PGDIR_SHIFT 48, VA bits [51:48] pick one of 16 entries.
+        assert_eq!((Level::Pgd.shift(), Level::Pgd.ptrs()), (48, 16));
+        assert_eq!(Level::Pgd.index(0xfff0_0000_0000_0000), 0);
+        assert_eq!(Level::Pgd.index(va), 15);
         assert_eq!(Level::Pte.index(va), 0x145);
     }
 

@@ -9,6 +9,7 @@ use super::desc::{self, Desc, DescKind, Level, PTRS_PER_TABLE};
 use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::arch::arm64::barrier::ishst;
 use crate::arch::arm64::cpu::ArchCpu;
+use crate::arch::arm64::memory::VaLayout;
 use crate::arch::arm64::tlb::TlbFlush;
 use crate::mm::vmstat::VmEvent;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -160,45 +161,33 @@ impl TableMemory for ArchCpu<'_> {
     }
 }
 
-/// A translation granule. Only [`Granule4K`] is implemented; the granule is
-/// a type parameter of [`AddressSpace`] so that 16K and 64K can be added
-/// without changing callers' types.
-pub trait Granule: Copy + std::fmt::Debug + PartialEq + Eq + 'static {
-    /// log2 of the granule.
-    const SHIFT: u32;
-    /// Entries per table (granule / 8 bytes).
-    const PTRS_PER_TABLE: usize = 1 << (Self::SHIFT - 3);
-}
-
-/// The 4 KiB granule (`CONFIG_ARM64_4K_PAGES`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct Granule4K;
-
-impl Granule for Granule4K {
-    const SHIFT: u32 = 12;
-}
-
-/// A translation regime: a root table and, for user spaces, an ASID.
-/// The granule and the VA size are in the type (`AddressSpace<Granule4K,
-/// 48>` is the default and the only one implemented: 4 levels, p4d folded).
+/// A translation regime: a root table, its VA size and, for user spaces,
+/// an ASID. With 52-bit VA (FEAT_LPA2) the root is a level -1 table of
+/// [`PTRS_PER_PGD_52`](desc::PTRS_PER_PGD_52) entries and walks have five
+/// levels; with 48-bit VA the root is the level-0 table (the p4d folded into
+/// the pgd) and walks have four. User and kernel spaces of one machine have
+/// the same number of levels, as TCR.T0SZ and T1SZ agree in the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AddressSpace<G: Granule = Granule4K, const VA_BITS: u32 = 48> {
+pub struct AddressSpace {
     pub(super) pgd: PhysAddr,
     pub(super) asid: Option<u16>,
-    _granule: std::marker::PhantomData<G>,
+    pub(super) va: VaLayout,
 }
 
 impl AddressSpace {
-    /// The kernel's address space (`init_mm`, `swapper_pg_dir`).
-    pub const fn kernel(pgd: PhysAddr) -> AddressSpace {
-        AddressSpace { pgd, asid: None, _granule: std::marker::PhantomData }
+    /// The kernel's address space (`init_mm`, `swapper_pg_dir`) with layout `va`.
+    pub const fn kernel(pgd: PhysAddr, va: VaLayout) -> AddressSpace {
+        AddressSpace { pgd, asid: None, va }
     }
     /// A user address space with its ASID.
-    pub const fn user(pgd: PhysAddr, asid: u16) -> AddressSpace {
-        AddressSpace { pgd, asid: Some(asid), _granule: std::marker::PhantomData }
+    pub const fn user(pgd: PhysAddr, asid: u16, va: VaLayout) -> AddressSpace {
+        AddressSpace { pgd, asid: Some(asid), va }
     }
     /// `mm_alloc()` + `pgd_alloc()`: a new user address space with an empty
-    /// root table from `alloc`.
+    /// root table from `alloc`, with the layout of `cpu`'s machine. A
+    /// five-level root is a 128-byte `pgd_cache` object in the kernel
+    /// (`pgdir_is_page_size()` is false); here it is a whole page
+    /// (simplified: one page of RAM more per address space).
     ///
     /// # Errors
     ///
@@ -209,11 +198,40 @@ impl AddressSpace {
         asid: u16,
     ) -> Result<AddressSpace, PgtableError> {
         let pgd = alloc.alloc_table(cpu).ok_or(PgtableError::NoMemory)?;
-        Ok(AddressSpace::user(pgd, asid))
+        Ok(AddressSpace::user(pgd, asid, cpu.arch().va))
     }
-    /// `VA_BITS` of this regime.
+    /// `vabits_actual` of this regime.
     pub const fn va_bits(&self) -> u32 {
-        48
+        self.va.va_bits()
+    }
+    /// The VA layout.
+    pub const fn layout(&self) -> VaLayout {
+        self.va
+    }
+    /// The level of the root table: -1 ([`Level::Pgd`]) with five levels, 0
+    /// ([`Level::P4d`], the folded p4d) with four.
+    pub const fn root_level(&self) -> Level {
+        if self.va.pgtable_levels() == 5 { Level::Pgd } else { Level::P4d }
+    }
+    /// The kernel's name of the table at `level` in this space: the root is
+    /// the `pgd` whatever its level (a folded p4d is the pgd).
+    pub fn level_name(&self, level: Level) -> &'static str {
+        if level == self.root_level() { "pgd" } else { level.name() }
+    }
+    /// `p4d_offset(pgd_offset(mm, va), va)`: the level-0 entry for `va`.
+    /// With five levels, `descend` is given the pgd entry and returns the
+    /// p4d table below it (reading it, or allocating it); with four the pgd
+    /// is the p4d (`pgd_to_folded_p4d()`) and `descend` is not called.
+    ///
+    /// # Errors
+    ///
+    /// What `descend` returns.
+    pub fn p4d_offset<E>(&self, va: u64, descend: impl FnOnce(PhysAddr) -> Result<PhysAddr, E>) -> Result<PhysAddr, E> {
+        let p4d_table = match self.root_level() {
+            Level::Pgd => descend(entry_pa(self.pgd, Level::Pgd.index(va)))?,
+            _ => self.pgd,
+        };
+        Ok(entry_pa(p4d_table, Level::P4d.index(va)))
     }
     /// The root table.
     pub const fn pgd(&self) -> PhysAddr {
@@ -507,7 +525,7 @@ pub fn set_pud(cpu: &ArchCpu<'_>, pudp: PhysAddr, pud: Desc) -> Result<(), Pgtab
 #[inline]
 pub fn set_pgd(cpu: &ArchCpu<'_>, pgdp: PhysAddr, pgd: Desc) -> Result<(), PgtableError> {
     let m = cpu.ram();
-    check_table_in_ram(m, pgdp, pgd, Level::Pgd)?;
+    check_table_in_ram(m, pgdp, pgd, Level::P4d)?;
     check_bbm(m, pgdp, pgd)?;
     m.desc_slot(pgdp).store(pgd.0, Relaxed);
     queue_pte_barriers(cpu);
@@ -530,5 +548,5 @@ pub fn pte_clear(cpu: &ArchCpu<'_>, ptep: PhysAddr) {
 /// the system `cpu` belongs to.
 #[inline]
 pub fn init_mm(cpu: &ArchCpu<'_>) -> AddressSpace {
-    AddressSpace::kernel(cpu.arch().swapper_pg_dir)
+    AddressSpace::kernel(cpu.arch().swapper_pg_dir, cpu.arch().va)
 }

@@ -339,8 +339,8 @@ fn map_range_journaled<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
     };
     loop {
         let left = end - va_cur + 1;
-        let pgd_slot = entry_pa(asp.pgd, Level::Pgd.index(va_cur));
-        let pud_t = below(undo, pgd_slot, Level::Pgd, va_cur)?;
+        let p4d_slot = asp.p4d_offset(va_cur, |pgd_slot| below(undo, pgd_slot, Level::Pgd, va_cur))?;
+        let pud_t = below(undo, p4d_slot, Level::P4d, va_cur)?;
         let pud_slot = entry_pa(pud_t, Level::Pud.index(va_cur));
         let step;
         if flags.block
@@ -411,7 +411,7 @@ fn map_range_journaled<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
 }
 
 /// `pmd_alloc_track()` down from the pgd: the pmd slot for `va`, with the
-/// pud table allocated if missing (its descriptor written with barriers, as
+/// p4d (five levels) and pud tables allocated if missing (its descriptor written with barriers, as
 /// `pud_populate` does, outside any lazy-MMU section).
 ///
 /// # Errors
@@ -425,8 +425,8 @@ pub fn pmd_alloc<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
     alloc: &dyn PgtableAlloc<C>,
     va: u64,
 ) -> Result<PhysAddr, PgtableError> {
-    let pgd_slot = entry_pa(asp.pgd, Level::Pgd.index(va));
-    let pud_t = table_below(cpu, asp, alloc, pgd_slot, Level::Pgd)?;
+    let p4d_slot = asp.p4d_offset(va, |pgd_slot| table_below(cpu, asp, alloc, pgd_slot, Level::Pgd))?;
+    let pud_t = table_below(cpu, asp, alloc, p4d_slot, Level::P4d)?;
     let pud_slot = entry_pa(pud_t, Level::Pud.index(va));
     let pmd_t = table_below(cpu, asp, alloc, pud_slot, Level::Pud)?;
     Ok(entry_pa(pmd_t, Level::Pmd.index(va)))
@@ -546,7 +546,7 @@ fn visit_leaves(cpu: &ArchCpu<'_>, asp: &AddressSpace, va: u64, end: u64, clear:
     let mut cur = va;
     loop {
         let mut last = None;
-        let leaf = walk_with(|pa| m.read_desc(pa).0, asp.pgd, cur, |s| last = Some(s));
+        let leaf = walk_with(|pa| m.read_desc(pa).0, asp, cur, |s| last = Some(s));
         let step = match (leaf, last) {
             (None, Some(s)) if s.level == Level::Pte => {
                 // An empty PTE slot: scan the rest of this PTE table.
@@ -569,7 +569,7 @@ fn visit_leaves(cpu: &ArchCpu<'_>, asp: &AddressSpace, va: u64, end: u64, clear:
                 span - (cur - start)
             }
             (None, s) => {
-                let sz = s.map_or(Level::Pgd, |s| s.level).entry_size();
+                let sz = s.map_or(Level::P4d, |s| s.level).entry_size();
                 sz - (cur & (sz - 1))
             }
         };

@@ -100,11 +100,11 @@ pub fn translate_walk(
 ) -> Result<(PhysAddr, super::Leaf), Fault> {
     let m = cpu.ram();
     let mut last = None;
-    let leaf = super::walk_with(|pa| super::TableMemory::read_desc(m, pa).0, asp.pgd(), va, |s| last = Some(s));
+    let leaf = super::walk_with(|pa| super::TableMemory::read_desc(m, pa).0, asp, va, |s| last = Some(s));
     let Some(leaf) = leaf else {
         return Err(Fault {
             va,
-            kind: FaultKind::Translation { level: last.map_or(Level::Pgd, |s| s.level) },
+            kind: FaultKind::Translation { level: last.map_or(Level::P4d, |s| s.level) },
             desc: last.map_or(Desc::INVALID, |s| s.desc),
         });
     };

@@ -4,7 +4,8 @@
 //!
 //! The ptdump walk follows mm/pagewalk.c as `ptdump_walk_pgd()` drives it
 //! for `init_mm` over `[PAGE_OFFSET, ~0UL)`: an empty entry is a hole noted
-//! at its level (a p4d hole counts as PGD: the p4d is folded with 4 levels),
+//! at its level (with four levels the p4d is folded, so a level-0 hole is a
+//! PGD one; with five it is a P4D one under a level -1 PGD),
 //! a block is noted at its level, a table is descended into, and every
 //! entry of a PTE table is noted, empty or not. `note_page()` merges
 //! consecutive notes of the same level and masked attributes into one line
@@ -12,8 +13,7 @@
 //! never the unmapped address space page by page.
 
 use crate::arch::arm64::memory::{
-    FIXADDR_TOP, MODULES_END, MODULES_VADDR, PAGE_END, PAGE_OFFSET, PCI_IO_START, VMALLOC_END, VMALLOC_START,
-    VMEMMAP_END,
+    FIXADDR_TOP, MODULES_END, MODULES_VADDR, PAGE_END, PCI_IO_START, VMALLOC_START, VMEMMAP_END, VaLayout,
 };
 use crate::arch::arm64::pgtable::TableMemory;
 use crate::arch::arm64::pgtable::desc::bits;
@@ -49,20 +49,19 @@ pub struct Marker {
     pub name: &'static str,
 }
 
-/// The `address_markers[]` of `ptdump_init()` (without KASAN), in order.
-/// `vmemmap start` is `virt_to_page(PAGE_OFFSET)`: the struct page of
+/// The `address_markers[]` of `ptdump_init()` (without KASAN), in order,
+/// for layout `va`. The linear map starts at `_PAGE_OFFSET(vabits_actual)`;
+/// `vmemmap start` is `virt_to_page()` of it: the struct page of
 /// `memstart_addr`'s frame.
-///
-/// `vmemmap_start` is the VA of that struct page (the memmap knows it).
-pub fn kernel_markers(vmemmap_start: u64) -> Vec<Marker> {
+pub fn kernel_markers(va: VaLayout) -> Vec<Marker> {
     [
-        (PAGE_OFFSET, "Linear Mapping start"),
+        (va.page_offset(), "Linear Mapping start"),
         (PAGE_END, "Linear Mapping end"),
         (MODULES_VADDR, "Modules start"),
         (MODULES_END, "Modules end"),
         (VMALLOC_START, "vmalloc() area"),
-        (VMALLOC_END, "vmalloc() end"),
-        (vmemmap_start, "vmemmap start"),
+        (va.vmalloc_end(), "vmalloc() end"),
+        (va.vmemmap_start(), "vmemmap start"),
         (VMEMMAP_END, "vmemmap end"),
         (PCI_IO_START, "PCI I/O start"),
         (PCI_IO_END, "PCI I/O end"),
@@ -131,13 +130,10 @@ pub const PTDUMP_PROT_MASK: u64 = {
 /// ptdump's level numbering (0 pgd, 1 p4d, 2 pud, 3 pmd, 4 pte) and names.
 const PTDUMP_LEVEL_NAMES: [&str; 5] = ["PGD", "P4D", "PUD", "PMD", "PTE"];
 
-fn ptdump_level(level: Level) -> i32 {
-    match level {
-        Level::Pgd => 0,
-        Level::Pud => 2,
-        Level::Pmd => 3,
-        Level::Pte => 4,
-    }
+/// ptdump's number of a table level: the architectural level plus one,
+/// except that a folded p4d (four levels) is the pgd, level 0.
+fn ptdump_level(level: Level, p4d_folded: bool) -> i32 {
+    if p4d_folded && level == Level::P4d { 0 } else { level as i32 + 1 }
 }
 
 /// `dump_prot()`: the attribute strings of masked attributes `prot`.
@@ -186,6 +182,8 @@ struct PtdumpState<'a> {
     level: i32,
     current_prot: u64,
     start_address: u64,
+    /// Four levels: the level-0 table is the pgd.
+    p4d_folded: bool,
 }
 
 impl PtdumpState<'_> {
@@ -235,7 +233,7 @@ impl PtdumpState<'_> {
             let boundary = (addr & !(size - 1)).wrapping_add(size);
             let next = if boundary.wrapping_sub(1) < end.wrapping_sub(1) { boundary } else { end };
             let d = m.read_desc(entry_pa(table, level.index(addr)));
-            let lvl = ptdump_level(level);
+            let lvl = ptdump_level(level, self.p4d_folded);
             match (level, d.kind(level)) {
                 // `ptdump_pte_entry()`: every PTE is noted, empty or not.
                 (Level::Pte, _) => self.note_page(addr, lvl, d.0),
@@ -245,9 +243,9 @@ impl PtdumpState<'_> {
                     }
                 }
                 (_, DescKind::Block) => self.note_page(addr, lvl, d.0),
-                // `pXd_none()`: a hole at this level. At the pgd (the folded
-                // p4d) a bad entry is cleared and reported as a hole too.
-                _ if d.0 == 0 || level == Level::Pgd => self.note_page(addr, lvl, 0),
+                // `pXd_none()`: a hole at this level. At the pgd and the p4d
+                // a bad entry is cleared and reported as a hole too.
+                _ if d.0 == 0 || level <= Level::P4d => self.note_page(addr, lvl, 0),
                 // A non-zero, non-present pud or pmd: skipped, not noted.
                 _ => {}
             }
@@ -259,12 +257,21 @@ impl PtdumpState<'_> {
     }
 }
 
-/// The kernel's `kernel_page_tables` dump of `asp` from `PAGE_OFFSET` to the
-/// top of the address space, with `markers`.
+/// The kernel's `kernel_page_tables` dump of `asp` from the linear map's
+/// start to the top of the address space, with `markers`.
 pub fn ptdump(m: &dyn TableMemory, asp: &AddressSpace, markers: &[Marker]) -> String {
-    let mut st = PtdumpState { out: String::new(), markers, marker: 0, level: -1, current_prot: 0, start_address: 0 };
-    let (start, end) = (PAGE_OFFSET, u64::MAX);
-    st.walk_range(m, asp.pgd(), Level::Pgd, start, end);
+    let p4d_folded = asp.root_level() == Level::P4d;
+    let mut st = PtdumpState {
+        out: String::new(),
+        markers,
+        marker: 0,
+        level: -1,
+        current_prot: 0,
+        start_address: 0,
+        p4d_folded,
+    };
+    let (start, end) = (asp.layout().page_offset(), u64::MAX);
+    st.walk_range(m, asp.pgd(), asp.root_level(), start, end);
     // `note_page_flush()`: end_address ULONG_MAX becomes 0.
     st.note_page(0, -1, 0);
     st.out
@@ -328,7 +335,7 @@ mod tests {
     #[test]
     fn ptdump_vmemmap_of_64m_struct_pages_is_one_pmd_run() {
         let m = boot(4 << 30);
-        let out = ptdump(&m, &m.kernel_as(), &kernel_markers(m.memmap().vmemmap_start()));
+        let out = ptdump(&m, &m.kernel_as(), &kernel_markers(m.va_layout()));
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines[0], "---[ Linear Mapping start ]---");
         let i = lines.iter().position(|l| *l == "---[ vmemmap start ]---").expect("vmemmap marker");
@@ -343,7 +350,7 @@ mod tests {
         // the last entry noted (the fixmap's tables, the last ones mapped)
         // are never reached.
         let names: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("---[ ")?.strip_suffix(" ]---")).collect();
-        let want: Vec<&str> = kernel_markers(m.memmap().vmemmap_start()).iter().map(|mk| mk.name).collect();
+        let want: Vec<&str> = kernel_markers(m.va_layout()).iter().map(|mk| mk.name).collect();
         assert_eq!(names, want[..names.len()]);
         assert_eq!(names.last(), Some(&"Fixmap end"));
         // Lines are contiguous.

@@ -72,22 +72,24 @@ impl Walk {
 
 /// Walk `asp`'s tables for `va`, as the MMU does (no TLB involved).
 pub fn walk(m: &(impl TableMemory + ?Sized), asp: &AddressSpace, va: u64) -> Walk {
-    let mut steps = Vec::with_capacity(4);
-    let leaf = walk_with(|pa| m.read_desc(pa).0, asp.pgd, va, |s| steps.push(s));
+    let mut steps = Vec::with_capacity(5);
+    let leaf = walk_with(|pa| m.read_desc(pa).0, asp, va, |s| steps.push(s));
     Walk { va, steps, leaf }
 }
 
 /// The walk itself, over any way of reading a descriptor (the struct-page
-/// accessor uses it to refill its vmemmap translations). `on_step` sees
-/// every descriptor read.
+/// accessor uses it to refill its vmemmap translations), from `asp`'s root
+/// level down. `on_step` sees every descriptor read.
 pub fn walk_with(
     read: impl Fn(PhysAddr) -> u64,
-    pgd: PhysAddr,
+    asp: &AddressSpace,
     va: u64,
     mut on_step: impl FnMut(WalkStep),
 ) -> Option<Leaf> {
-    let mut table = pgd;
-    for level in Level::ALL {
+    let mut table = asp.pgd;
+    let mut next = Some(asp.root_level());
+    while let Some(level) = next {
+        next = level.next();
         let slot = entry_pa(table, level.index(va));
         let d = Desc(read(slot));
         on_step(WalkStep { level, slot, desc: d });
@@ -129,72 +131,89 @@ pub fn leaves(m: &(impl TableMemory + ?Sized), asp: &AddressSpace, start: u64, e
     out
 }
 
-/// Counts for `mmlab stat pagetables`.
+/// The kernel's names of the table levels, in the order of the per-level
+/// arrays of [`PgtableStats`] and [`table_pages_in`]: the root always
+/// counts as the pgd ([`AddressSpace::name_index`]), so a four-level space
+/// has no p4d tables, as the kernel's own counts say.
+pub const TABLE_NAMES: [&str; 5] = ["pgd", "p4d", "pud", "pmd", "pte"];
+
+impl AddressSpace {
+    /// The index of `level`'s tables in [`TABLE_NAMES`] for this space.
+    pub const fn name_index(&self, level: Level) -> usize {
+        if level as i8 == self.root_level() as i8 { 0 } else { (level as i8 + 1) as usize }
+    }
+}
+
+/// Counts for `mmlab stat pagetables`, per level in [`TABLE_NAMES`] order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PgtableStats {
-    /// Table pages per level (pgd, pud, pmd, pte).
-    pub tables: [u64; 4],
+    /// Table pages per level.
+    pub tables: [u64; 5],
     /// Valid table descriptors per level.
-    pub table_entries: [u64; 4],
-    /// Block descriptors at pud and pmd (index 1 and 2).
-    pub blocks: [u64; 4],
+    pub table_entries: [u64; 5],
+    /// Block descriptors at pud and pmd (index 2 and 3).
+    pub blocks: [u64; 5],
     /// Page descriptors (level 3).
     pub pages: u64,
-    /// Contiguous runs (16 entries) at pmd (index 2) and pte (index 3).
-    pub cont_runs: [u64; 4],
+    /// Contiguous runs (16 entries) at pmd (index 3) and pte (index 4).
+    pub cont_runs: [u64; 5],
     /// Reserved encodings found.
     pub reserved: u64,
 }
 
 /// Walk every table of `asp` and count.
 pub fn stats(m: &(impl TableMemory + ?Sized), asp: &AddressSpace) -> PgtableStats {
-    fn visit<M: TableMemory + ?Sized>(m: &M, table: PhysAddr, level: Level, st: &mut PgtableStats) {
-        st.tables[level as usize] += 1;
-        for (i, slot) in m.table(table).iter().enumerate() {
+    fn visit<M: TableMemory + ?Sized>(m: &M, asp: &AddressSpace, table: PhysAddr, level: Level, st: &mut PgtableStats) {
+        let n = asp.name_index(level);
+        st.tables[n] += 1;
+        for (i, slot) in m.table(table).iter().take(level.ptrs()).enumerate() {
             let d = Desc(slot.load(Relaxed));
             match d.kind(level) {
                 DescKind::Invalid => {}
                 DescKind::Reserved => st.reserved += 1,
                 DescKind::Table => {
-                    st.table_entries[level as usize] += 1;
+                    st.table_entries[n] += 1;
                     if let Some(next) = level.next() {
-                        visit(m, PhysAddr(d.addr()), next, st);
+                        visit(m, asp, PhysAddr(d.addr()), next, st);
                     }
                 }
                 DescKind::Block | DescKind::Page => {
                     if level == Level::Pte {
                         st.pages += 1;
                     } else {
-                        st.blocks[level as usize] += 1;
+                        st.blocks[n] += 1;
                     }
                     if d.is_cont() && i % 16 == 0 {
-                        st.cont_runs[level as usize] += 1;
+                        st.cont_runs[n] += 1;
                     }
                 }
             }
         }
     }
     let mut st = PgtableStats::default();
-    visit(m, asp.pgd, Level::Pgd, &mut st);
+    visit(m, asp, asp.pgd, asp.root_level(), &mut st);
     st
 }
 
-/// Table pages per level (pgd, pud, pmd, pte) below the root of `asp` that
-/// map some of `[start, end)` (a table reached from several regions counts
-/// in each; the root counts once): what a boot step built for its region.
-pub fn table_pages_in(m: &(impl TableMemory + ?Sized), asp: &AddressSpace, start: u64, end: u64) -> [u64; 4] {
+/// Table pages per level ([`TABLE_NAMES`] order) below the root of `asp`
+/// that map some of `[start, end)` (a table reached from several regions
+/// counts in each; the root counts once): what a boot step built for its
+/// region.
+pub fn table_pages_in(m: &(impl TableMemory + ?Sized), asp: &AddressSpace, start: u64, end: u64) -> [u64; 5] {
+    #[allow(clippy::too_many_arguments)]
     fn visit<M: TableMemory + ?Sized>(
         m: &M,
+        asp: &AddressSpace,
         table: PhysAddr,
         level: Level,
         base: u64,
         start: u64,
         end: u64,
-        out: &mut [u64; 4],
+        out: &mut [u64; 5],
     ) {
-        out[level as usize] += 1;
+        out[asp.name_index(level)] += 1;
         let size = level.entry_size();
-        for (i, slot) in m.table(table).iter().enumerate() {
+        for (i, slot) in m.table(table).iter().take(level.ptrs()).enumerate() {
             let lo = base.wrapping_add(i as u64 * size);
             let hi = lo.wrapping_add(size - 1);
             if hi < start || lo >= end {
@@ -202,13 +221,13 @@ pub fn table_pages_in(m: &(impl TableMemory + ?Sized), asp: &AddressSpace, start
             }
             let d = Desc(slot.load(Relaxed));
             if let (DescKind::Table, Some(next)) = (d.kind(level), level.next()) {
-                visit(m, PhysAddr(d.addr()), next, lo, start, end, out);
+                visit(m, asp, PhysAddr(d.addr()), next, lo, start, end, out);
             }
         }
     }
-    let mut out = [0; 4];
-    // A 48-bit kernel address: the top 16 bits set.
-    let base = if start >> 63 == 1 { !((1u64 << 48) - 1) } else { 0 };
-    visit(m, asp.pgd, Level::Pgd, base, start, end, &mut out);
+    let mut out = [0; 5];
+    // A kernel (TTBR1) address: the bits above vabits_actual set.
+    let base = if start >> 63 == 1 { !((1u64 << asp.va_bits()) - 1) } else { 0 };
+    visit(m, asp, asp.pgd, asp.root_level(), base, start, end, &mut out);
     out
 }
