@@ -18,6 +18,7 @@
 //!
 //! An allocation ([`Memblock::alloc_range_nid`] and the helpers built on it)
 //! walks the free ranges, memory less reserved (`for_each_free_mem_range`),
+//! on the node it asks for (then, unless it must be that node, on any),
 //! top-down by default or bottom-up after [`Memblock::set_bottom_up`], takes
 //! the first place of the right size and alignment inside `[start, end)`
 //! (never the first page), and reserves it with `MEMBLOCK_RSRV_KERN`. A
@@ -41,12 +42,12 @@
 //! | region arrays: insertion, merging (same nid and flags), isolation, removal, `total_size`, the size cap | faithful |
 //! | allocation: free-range walk in both directions, clamping, alignment, the first page skipped, `current_limit`, the lower limit dropped on failure (`memblock_alloc_internal()`), `MEMBLOCK_RSRV_KERN` on what it reserves | faithful |
 //! | flags: `NOMAP`, `HOTPLUG`, `RSRV_KERN` set, cleared, merged; `NOMAP` and `DRIVER_MANAGED` memory skipped by allocations and by the free-range walk | faithful |
-//! | NUMA | simplified: one node. Regions carry a node id, and `memblock_add_node()` / `memblock_set_node()` set it (so neighbours of different nodes do not merge), but allocations ask for no node (`NUMA_NO_NODE`): no `nid` argument, no fall-back between nodes |
+//! | NUMA | faithful (`CONFIG_NUMA`, `MAX_NUMNODES` 16): regions carry a node id, which `memblock_add_node()` / `memblock_set_node()` set (neighbours of different nodes do not merge); an allocation may ask for a node ([`Memblock::alloc_try_nid`], [`Memblock::alloc_exact_nid_raw`], [`Memblock::alloc_node`], [`Memblock::alloc_range_nid`]): the free-range walk then keeps to that node's memory, the reservation carries its id, and unless the node is exact a failed search is made again on any node, whose reservation has none (`memblock_reserve_kern()`). mmlab's own boot allocations ask for no node |
 //! | array size | simplified: the arrays are `Vec`s that grow, so `memblock_double_array()` (and the reservation it makes for the bigger array) never happens; [`INIT_MEMBLOCK_REGIONS`] is informational |
 //! | `movable_node`, mirrored memory, kexec handover scratch | absent: the flags exist, but `choose_memblock_flags()` is always `MEMBLOCK_NONE` and hotplug memory is never skipped |
 //! | memory contents | absent: memblock here is bookkeeping; `memblock_alloc()` zeroes memory, which is the caller's business in mmlab (the machine zeroes its table pages) |
 //! | `memblock=debug` lines ([`DebugLine`]) | instrumented: the kernel's lines, the caller named instead of its address; the request lines the allocation functions print before their `__memblock_reserve` line are not kept |
-//! | return values | adapted: where the kernel returns 0 or NULL for a failed allocation, a [`MemblockError`] says what was asked; the kernel's only other failure, `-ENOMEM` from doubling an array, cannot happen, so add, reserve, remove and free return nothing (free: the bytes it released) |
+//! | return values | adapted: where the kernel returns 0 or NULL for a failed allocation, a [`MemblockError`] says what was asked (and an alignment that is not a power of two, or a node id that is neither a node nor `NUMA_NO_NODE`, is refused where the kernel computes on); the kernel's only other failure, `-ENOMEM` from doubling an array, cannot happen, so add, reserve, remove and free return nothing (free: the bytes it released) |
 
 use crate::addr::{PAGE_SIZE, Pfn, PhysAddr};
 use crate::mm::MAX_PAGE_ORDER;
@@ -226,6 +227,15 @@ pub enum MemblockError {
         /// The caller (an allocation's owner, or the memblock function).
         name: &'static str,
     },
+    /// An allocation asked for a node id that is neither a node
+    /// (`numa_valid_node()`) nor [`NUMA_NO_NODE`] (the kernel takes it for
+    /// any node and records it on the reservation).
+    BadNode {
+        /// The node id given.
+        nid: i32,
+        /// The would-be owner.
+        name: &'static str,
+    },
 }
 
 impl std::fmt::Display for MemblockError {
@@ -236,6 +246,9 @@ impl std::fmt::Display for MemblockError {
             }
             MemblockError::BadAlign { align, name } => {
                 write!(f, "memblock: alignment {align:#x} for {name} is not a power of two")
+            }
+            MemblockError::BadNode { nid, name } => {
+                write!(f, "memblock: node {nid} asked for {name} is not a node id nor NUMA_NO_NODE")
             }
         }
     }
@@ -551,7 +564,10 @@ impl Memblock {
     }
 
     /// Mirrors `memblock_trim_memory()`: shrink every RAM region to its
-    /// `align`-aligned part, dropping the regions that have none.
+    /// `align`-aligned part, dropping the regions that have none. Unlike
+    /// the kernel, which subtracts only the regions it drops,
+    /// `total_size` also loses what a shrunk region loses (it stays the sum
+    /// of the regions, as [`Memblock::phys_mem_size`] reads it).
     ///
     /// # Errors
     ///

@@ -7,9 +7,23 @@
 //! - [`alloc_api`]: alloc_api.c (`memblock_alloc()` and
 //!   `memblock_alloc_raw()`);
 //! - [`alloc_helpers_api`]: alloc_helpers_api.c (`memblock_alloc_from()`);
-//! - [`alloc_nid_api`]: alloc_nid_api.c's range checks, which
-//!   alloc_exact_nid_api.c runs again for `memblock_alloc_exact_nid_raw()`,
-//!   and the one NUMA case that asks for no node.
+//! - [`alloc_nid_api`]: alloc_nid_api.c's range checks, which the
+//!   simulator runs for `memblock_alloc_try_nid()` (and `_raw`) and, from
+//!   alloc_exact_nid_api.c, for `memblock_alloc_exact_nid_raw()`: each
+//!   case here runs both ([`NID_ALLOCS`]);
+//! - [`alloc_nid_numa`]: alloc_nid_api.c's NUMA cases
+//!   (`memblock_alloc_try_nid()` on a node of [`setup_numa_memblock`]'s
+//!   layout, falling back to any node, and `memblock_alloc_node()`);
+//! - [`alloc_exact_nid_api`]: alloc_exact_nid_api.c's NUMA cases
+//!   (`memblock_alloc_exact_nid_raw()`, which never leaves the node).
+//!
+//! Every case of the five kernel files is ported (basic_api.c's four that fill 128
+//! regions adapted to arrays that do not double, said there). The
+//! simulator runs its NUMA cases when built with `NUMA=1` (`CONFIG_NUMA`,
+//! `CONFIG_NODES_SHIFT=4`), the configuration mmlab's memblock mirrors, and
+//! without `--movable-node`, as here: `MEMBLOCK_HOTPLUG` memory is not
+//! skipped (mmlab does not model `movable_node`; with it the simulator
+//! adds the nodes without the flag, so the expected values are the same).
 //!
 //! The simulator runs every allocation case for a zeroing and a raw
 //! variant; mmlab's memblock keeps no memory contents (module docs), so
@@ -21,11 +35,14 @@
 use super::*;
 
 mod alloc_api;
+mod alloc_exact_nid_api;
 mod alloc_helpers_api;
 mod alloc_nid_api;
+mod alloc_nid_numa;
 mod basic_api;
 
 pub(super) const SZ_2: u64 = 2;
+pub(super) const SZ_4: u64 = 4;
 pub(super) const SZ_8: u64 = 8;
 pub(super) const SZ_16: u64 = 16;
 pub(super) const SZ_32: u64 = 32;
@@ -106,13 +123,82 @@ use MemblockType::{Memory, Reserved};
 /// include/linux/memblock.h `memblock_alloc()`: any node, from
 /// `MEMBLOCK_LOW_LIMIT` to `MEMBLOCK_ALLOC_ACCESSIBLE`; the base or None.
 pub(super) fn memblock_alloc(m: &mut Memblock, size: u64, align: u64) -> Option<u64> {
-    m.alloc_try_nid(size, align, MEMBLOCK_LOW_LIMIT, MEMBLOCK_ALLOC_ACCESSIBLE, "test").ok().map(|p| p.0)
+    m.alloc_try_nid(size, align, MEMBLOCK_LOW_LIMIT, MEMBLOCK_ALLOC_ACCESSIBLE, NUMA_NO_NODE, "test").ok().map(|p| p.0)
 }
 
-/// `memblock_alloc_try_nid(size, align, min_addr, max_addr, NUMA_NO_NODE)`
-/// (with `_raw` and, on one node, `memblock_alloc_exact_nid_raw()`).
-pub(super) fn memblock_alloc_nid(m: &mut Memblock, size: u64, align: u64, min_addr: u64, max_addr: u64) -> Option<u64> {
-    m.alloc_try_nid(size, align, min_addr, max_addr, "test").ok().map(|p| p.0)
+/// The function alloc_nid_api.c's `run_memblock_alloc_nid()` calls, as its
+/// test flags choose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum NidAlloc {
+    /// `memblock_alloc_try_nid()` and `memblock_alloc_try_nid_raw()`
+    /// (`TEST_F_NONE`, `TEST_F_RAW`: one call here).
+    TryNid,
+    /// `memblock_alloc_exact_nid_raw()` (`TEST_F_RAW | TEST_F_EXACT`).
+    ExactNid,
+}
+
+/// Both: the functions the simulator runs alloc_nid_api.c's range checks
+/// with (`memblock_alloc_nid_checks()` and
+/// `memblock_alloc_exact_nid_range_checks()`).
+pub(super) const NID_ALLOCS: [NidAlloc; 2] = [NidAlloc::TryNid, NidAlloc::ExactNid];
+
+/// alloc_nid_api.c `run_memblock_alloc_nid()`: the base or None.
+pub(super) fn run_memblock_alloc_nid(
+    m: &mut Memblock,
+    f: NidAlloc,
+    size: u64,
+    align: u64,
+    min_addr: u64,
+    max_addr: u64,
+    nid: i32,
+) -> Option<u64> {
+    let r = match f {
+        NidAlloc::TryNid => m.alloc_try_nid(size, align, min_addr, max_addr, nid, "test"),
+        NidAlloc::ExactNid => m.alloc_exact_nid_raw(size, align, min_addr, max_addr, nid, "test"),
+    };
+    r.ok().map(|p| p.0)
+}
+
+/// [`run_memblock_alloc_nid`] with `NUMA_NO_NODE`, as the range checks ask.
+pub(super) fn memblock_alloc_nid(
+    m: &mut Memblock,
+    f: NidAlloc,
+    size: u64,
+    align: u64,
+    min_addr: u64,
+    max_addr: u64,
+) -> Option<u64> {
+    run_memblock_alloc_nid(m, f, size, align, min_addr, max_addr, NUMA_NO_NODE)
+}
+
+/// tests/common.h `NUMA_NODES`.
+pub(super) const NUMA_NODES: usize = 8;
+
+/// alloc_nid_api.c and alloc_exact_nid_api.c `node_fractions`: each node's
+/// share of [`MEM_SIZE`] in basis points.
+pub(super) const NODE_FRACTIONS: [u64; NUMA_NODES] = [2500, 625, 1250, 1250, 625, 625, 2500, 625];
+
+/// tests/common.c `setup_numa_memblock()` without `movable_node` (the
+/// simulator's default): a fresh memblock with [`NUMA_NODES`] nodes of
+/// `MEM_SIZE * fraction / 10000` bytes one after the other from
+/// [`MEM_BASE`], node `i` being memory region `i`, each
+/// `MEMBLOCK_HOTPLUG`, allocating in direction `bottom_up`.
+pub(super) fn setup_numa_memblock(bottom_up: bool) -> Memblock {
+    let mut m = Memblock::default();
+    m.set_bottom_up(bottom_up);
+    let mut base = MEM_BASE;
+    for (nid, frac) in NODE_FRACTIONS.iter().enumerate() {
+        let size = MEM_SIZE * frac / 10000;
+        m.add_node(PhysAddr(base), size, nid as i32, MemblockFlags::HOTPLUG);
+        base += size;
+    }
+    assert_eq!(cnt(&m, Memory), NUMA_NODES);
+    m
+}
+
+/// `&memblock.memory.regions[i]`: node `i` after [`setup_numa_memblock`].
+pub(super) fn node(m: &Memblock, i: usize) -> Region {
+    m.memory()[i]
 }
 
 // mmlab's own cases.
