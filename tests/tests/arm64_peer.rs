@@ -237,6 +237,42 @@ fn fields_mmlab_emulates_exactly() {
     assert_eq!(mark(&r, KERNEL_PAGE_TABLES, "levels"), Mark::Equal);
 }
 
+/// `-cpu max` (FEAT_LPA2) boots mmlab's five-level, 52-bit machine
+/// (`arm64.lpa2=on`), and what LPA2 changes is equal to the real boot's:
+/// - the layout: the linear map at 0xfff0000000000000 and VMALLOC_END
+///   8 MiB below the vmemmap of the 52-bit linear map (VmallocTotal
+///   70,863,806,464 kB), the same markers in the dump;
+/// - five levels: two p4d tables (the linear map's from memblock, the one
+///   the image, modules, vmemmap and fixmap share from init_pg_dir);
+/// - MemTotal 4,000,432 kB, 481 pages below the four-level machine's: the
+///   p4d table (early_pgtable_alloc()) and the mem_section root array of
+///   2 MiB instead of 128 KiB (MAX_PHYSMEM_BITS = PHYS_MASK_SHIFT = 52:
+///   2^25 sections / 128 per root x 8 bytes), 480 pages more, as the real
+///   boot's `memblock=debug` log shows;
+/// - no SHD in the dump (PTE_MAYBE_SHARED is 0 with LPA2): the linear
+///   map's run is "RW NX AF UXN MEM/NORMAL-TAGGED" in both.
+#[test]
+fn lpa2_is_the_cpu_max_boot() {
+    let r = report(&["4G-2cpu-cpu-max"]);
+    assert_eq!(r.options[0].used, OptionUse::Set("arm64.lpa2=on".to_string()));
+    for key in ["MemTotal", "VmallocTotal", "CommitLimit"] {
+        assert_eq!(mark(&r, "proc_meminfo", key), Mark::Equal, "{key}");
+    }
+    assert_eq!(r.field("proc_meminfo", "MemTotal").unwrap().mmlab.as_deref(), Some("4000432"));
+    for z in ["DMA", "Normal"] {
+        for f in ["managed", "min", "low", "high"] {
+            let key = format!("zone {z}/{f}");
+            assert_eq!(mark(&r, "proc_zoneinfo", &key), Mark::Equal, "{key}");
+        }
+    }
+    for key in ["va_bits", "levels", "tables/pgd", "tables/p4d", "tables/pud"] {
+        assert_eq!(mark(&r, KERNEL_PAGE_TABLES, key), Mark::Equal, "{key}");
+    }
+    assert_eq!(r.field(KERNEL_PAGE_TABLES, "tables/p4d").unwrap().mmlab.as_deref(), Some("2"));
+    let run = "Linear Mapping start/PTE RW NX AF UXN MEM/NORMAL-TAGGED";
+    assert!(r.field(KERNEL_PAGE_TABLES, run).is_some_and(|f| f.real.is_some() && f.mmlab.is_some()), "{run}");
+}
+
 #[test]
 fn what_differs_today() {
     let r = report(&["4G-2cpu"]);

@@ -114,7 +114,9 @@ impl Machine {
         let mut table_pool = std::collections::VecDeque::new();
         if config.linear_map && real {
             let memory: Vec<(u64, u64)> = mb.memory().iter().map(|r| (r.base.0, r.end())).collect();
-            if let Some(n) = crate::arch::arm64::mmu::map_mem_table_pages(&config.map_mem_options(), &memory) {
+            if let Some(n) =
+                crate::arch::arm64::mmu::map_mem_table_pages(&config.map_mem_options(), &memory, config.va_layout())
+            {
                 for _ in 0..n {
                     table_pool.push_back(mb.alloc(PAGE_SIZE, PAGE_SIZE, "pgtable")?);
                 }
@@ -148,6 +150,7 @@ impl Machine {
                 (memmap_pages.div_ceil(PAGES_PER_SECTION) * boot_allocs::USEMAP_PER_SECTION).max(nr_pageblocks as u64);
             let (usemap, tables) = boot_allocs::sparse_init_early(
                 &mut mb,
+                boot_allocs::mem_section_roots_bytes(config.va_layout()),
                 section_roots(&bank_pfns),
                 usemap_bytes,
                 memmap_bytes,
@@ -397,16 +400,13 @@ impl Machine {
     }
 }
 
-/// `SECTIONS_PER_ROOT` with a 32-byte `struct mem_section`.
-const SECTIONS_PER_ROOT: u64 = PAGE_SIZE / 32;
-
 /// How many `mem_section` root pages `sparse_index_init()` allocates: one
 /// per `SECTIONS_PER_ROOT` sections that hold RAM.
 fn section_roots(bank_pfns: &[(u64, u64)]) -> u64 {
     let mut roots: Vec<u64> = Vec::new();
     for &(s, e) in bank_pfns {
         let (first, last) = (s / PAGES_PER_SECTION, (e - 1) / PAGES_PER_SECTION);
-        roots.extend((first..=last).map(|sec| sec / SECTIONS_PER_ROOT));
+        roots.extend((first..=last).map(|sec| sec / boot_allocs::SECTIONS_PER_ROOT));
     }
     roots.sort_unstable();
     roots.dedup();

@@ -84,8 +84,23 @@ pub fn setup_arch_early(mb: &mut Memblock, nr_cpus: u64, out: &mut Vec<BootReser
     Ok(())
 }
 
+/// `SECTIONS_PER_ROOT`: a page of 32-byte `struct mem_section`s
+/// (`CONFIG_PAGE_EXTENSION` makes it 32 bytes).
+pub const SECTIONS_PER_ROOT: u64 = PAGE_SIZE / 32;
+
+/// The `mem_section` root array's size, `sizeof(struct mem_section *) *
+/// NR_SECTION_ROOTS`: `NR_MEM_SECTIONS` = 2^(`MAX_PHYSMEM_BITS` -
+/// `SECTION_SIZE_BITS`), where `MAX_PHYSMEM_BITS` is `PHYS_MASK_SHIFT`, 48 or
+/// (with LPA2) 52. 128 KiB, or 2 MiB with LPA2 (the real -cpu max boot's
+/// `memblock=debug` log has both).
+pub const fn mem_section_roots_bytes(va: crate::arch::arm64::memory::VaLayout) -> u64 {
+    let nr_mem_sections = 1u64 << (va.phys_mask_shift() - 27);
+    8 * nr_mem_sections.div_ceil(SECTIONS_PER_ROOT)
+}
+
 /// After `dma_contiguous_reserve()`: the second 64-byte allocation, then
-/// `sparse_init()`: the `mem_section` root array (128 KiB), one page per
+/// `sparse_init()`: the `mem_section` root array (`roots_bytes`: 128 KiB,
+/// 2 MiB with LPA2), one page per
 /// root in use (`sparse_index_alloc()`), the usemap (`sparse_init_nid()`,
 /// [`USEMAP_PER_SECTION`] bytes per present section; `usemap_bytes`), and
 /// the vmemmap's PUD and PMD tables
@@ -98,6 +113,7 @@ pub fn setup_arch_early(mb: &mut Memblock, nr_cpus: u64, out: &mut Vec<BootReser
 /// [`MemblockError::NoSpace`] (the kernel panics).
 pub fn sparse_init_early(
     mb: &mut Memblock,
+    roots_bytes: u64,
     nr_roots: u64,
     usemap_bytes: u64,
     memmap_bytes: u64,
@@ -107,7 +123,7 @@ pub fn sparse_init_early(
     alloc(
         mb,
         out,
-        128 << 10,
+        roots_bytes,
         SMP_CACHE_BYTES,
         "mem_section",
         "sparse_init() -> memblocks_present(): mem_section roots",

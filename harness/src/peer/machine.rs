@@ -8,13 +8,11 @@
 //! |--------|---------------|
 //! | `rodata=on\|off\|noalias` | `rodata=` (7.2's values) |
 //! | `kfence.sample_interval=N` | `kfence.sample_interval=N` (0, Debian's default, is the default) |
-//! | `-cpu max` (FEAT_LPA2: 52-bit VA, 5 levels) | `arm64.lpa2=on` |
+//! | `-cpu max` (FEAT_LPA2: 52-bit VA, 5 levels) | `arm64.lpa2=on` (its FEAT_TLBIRANGE changes only modelled costs, which the capture has not) |
 //! | anything else | none |
 //!
 //! A setting mmlab refuses (no such key, or not that value) leaves the
-//! option not modelled, with mmlab's reason; the table names the keys the
-//! engine is to have, so an option becomes modelled as soon as the engine
-//! takes its key.
+//! option not modelled, with mmlab's reason.
 
 use super::capture::{Capture, RealMachine};
 use crate::settings::Configs;
@@ -78,12 +76,6 @@ pub fn map_options(options: &[String]) -> Vec<PeerOption> {
                 },
                 Err(why) => OptionUse::NotModelled(why),
             };
-            let why = match (o.as_str(), &used) {
-                ("-cpu max", OptionUse::NotModelled(w)) => format!("FEAT_LPA2: 52-bit VA, 5 levels; {w}"),
-                (_, OptionUse::NotModelled(w)) => w.clone(),
-                _ => String::new(),
-            };
-            let used = if why.is_empty() { used } else { OptionUse::NotModelled(why) };
             PeerOption { option: o.clone(), used }
         })
         .collect()
@@ -142,14 +134,8 @@ mod tests {
         assert_eq!(o[0].used, OptionUse::Set("rodata=on".to_string()));
         assert_eq!(o[1].used, OptionUse::Default);
         assert_eq!(o[2].to_string(), "not modelled: quiet (mmlab has no setting for it)");
-        // -cpu max is either mapped or says what it is.
+        // -cpu max: FEAT_LPA2, 52-bit VA and five levels.
         let o = map_options(&["-cpu max".to_string()]);
-        match &o[0].used {
-            OptionUse::Set(s) => assert_eq!(s, "arm64.lpa2=on"),
-            OptionUse::NotModelled(w) => {
-                assert!(w.starts_with("FEAT_LPA2: 52-bit VA, 5 levels; --set arm64.lpa2=on"), "{w}")
-            }
-            OptionUse::Default => panic!("-cpu max is not mmlab's default"),
-        }
+        assert_eq!(o[0].used, OptionUse::Set("arm64.lpa2=on".to_string()));
     }
 }

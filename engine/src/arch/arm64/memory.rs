@@ -42,6 +42,11 @@ impl VaLayout {
     pub const fn lpa2(self) -> bool {
         self.vabits_actual == 52
     }
+    /// `PHYS_MASK_SHIFT`, which is also `MAX_PHYSMEM_BITS`: 52 with LPA2
+    /// (`CONFIG_ARM64_PA_BITS`), 48 otherwise.
+    pub const fn phys_mask_shift(self) -> u32 {
+        if self.lpa2() { 52 } else { 48 }
+    }
     /// Levels of translation: 5 with 52-bit VA (`pgtable_l5_enabled()`), 4 otherwise.
     pub const fn pgtable_levels(self) -> u32 {
         if self.lpa2() { 5 } else { 4 }

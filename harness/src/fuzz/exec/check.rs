@@ -46,7 +46,8 @@ impl<'a, 'm> Executor<'a, 'm> {
             }
         }
         let mut n = 0;
-        visit(self.m, self.m.kernel_as().pgd(), Level::P4d, &mut n);
+        let k = self.m.kernel_as();
+        visit(self.m, k.pgd(), k.root_level(), &mut n);
         n
     }
 

@@ -100,7 +100,7 @@ use crate::arch::arm64::barrier::BarrierKind;
 use crate::arch::arm64::cpu::{ArchCpu, EarlyAlloc};
 use crate::arch::arm64::fixmap::{Fixmap, FixmapCounts};
 use crate::arch::arm64::kimage::KernelImage;
-use crate::arch::arm64::memory::PHYS_OFFSET;
+use crate::arch::arm64::memory::{PHYS_OFFSET, VaLayout};
 use crate::arch::arm64::pgtable::Level;
 use crate::arch::arm64::pgtable::desc::{PAGE_KERNEL, PAGE_KERNEL_RO, PgProt, pgprot_tagged};
 use crate::arch::arm64::tlb::TlbiKind;
@@ -233,15 +233,21 @@ pub fn paging_init(
 
 /// How many table pages `map_mem()` will take from memblock for `memory`
 /// when it maps page by page ([`MapMemOptions::force_pte_mapping`]): one
-/// PTE table per 2 MiB, one PMD table per 1 GiB and one PUD table per
-/// 512 GiB of linear-map address touched. `None` when blocks are allowed
-/// (the count then depends on alignment, the alias and the KFENCE pool).
-pub fn map_mem_table_pages(opts: &MapMemOptions, memory: &[(u64, u64)]) -> Option<u64> {
+/// PTE table per 2 MiB, one PMD table per 1 GiB, one PUD table per
+/// 512 GiB and, with five levels (`va`), one P4D table per 256 TiB of
+/// linear-map address touched. `None` when blocks are allowed (the count
+/// then depends on alignment, the alias and the KFENCE pool).
+pub fn map_mem_table_pages(opts: &MapMemOptions, memory: &[(u64, u64)], va: VaLayout) -> Option<u64> {
     if !opts.force_pte_mapping() {
         return None;
     }
     let mut total = 0;
-    for shift in [Level::Pmd.shift(), Level::Pud.shift(), Level::P4d.shift()] {
+    let levels: &[Level] = if va.pgtable_levels() == 5 {
+        &[Level::Pmd, Level::Pud, Level::P4d, Level::Pgd]
+    } else {
+        &[Level::Pmd, Level::Pud, Level::P4d]
+    };
+    for shift in levels.iter().map(|l| l.shift()) {
         let mut blocks: Vec<u64> = Vec::new();
         for &(s, e) in memory {
             let (first, last) = ((s - PHYS_OFFSET) >> shift, (e - 1 - PHYS_OFFSET) >> shift);

@@ -381,6 +381,17 @@ fn check_word(word: &AtomicU64, slot: PhysAddr, new: Desc) -> Result<(), Pgtable
     }
 }
 
+/// `PTE_MAYBE_SHARED` / `PMD_MAYBE_SHARED` resolved for `cpu`'s machine.
+/// With LPA2 the kernel's protections carry no SH bits (bits \[9:8\] of a
+/// leaf hold output-address bits \[51:50\]; the shareability is TCR's), so
+/// a valid leaf is written without them. mmlab's protections are constants
+/// with `PTE_SHARED`; they are resolved here, at the write (simplified: the
+/// kernel builds them without the bits; the descriptor written is the same).
+#[inline(always)]
+fn maybe_shared(cpu: &ArchCpu<'_>, d: Desc) -> Desc {
+    if cpu.arch().va.lpa2() && d.is_valid() { Desc(d.0 & !desc::bits::PTE_SHARED) } else { d }
+}
+
 /// `__set_pte()`: write one PTE; a valid kernel PTE is followed by the
 /// barrier pair (or marks it pending in a lazy-MMU section).
 ///
@@ -393,6 +404,7 @@ fn check_word(word: &AtomicU64, slot: PhysAddr, new: Desc) -> Result<(), Pgtable
 /// [`PgtableError::BreakBeforeMake`] for an unsafe change of a live entry. Nothing is written then.
 #[inline]
 pub fn set_pte(cpu: &ArchCpu<'_>, ptep: PhysAddr, pte: Desc) -> Result<(), PgtableError> {
+    let pte = maybe_shared(cpu, pte);
     let word = slot_word(cpu.ram(), ptep)?;
     check_word(word, ptep, pte)?;
     word.store(pte.0, Relaxed);
@@ -411,6 +423,7 @@ pub fn set_pte(cpu: &ArchCpu<'_>, ptep: PhysAddr, pte: Desc) -> Result<(), Pgtab
 /// As [`set_pte`]; nothing is written then.
 #[inline]
 pub fn set_pte_nosync(cpu: &ArchCpu<'_>, ptep: PhysAddr, pte: Desc) -> Result<(), PgtableError> {
+    let pte = maybe_shared(cpu, pte);
     let word = slot_word(cpu.ram(), ptep)?;
     check_word(word, ptep, pte)?;
     word.store(pte.0, Relaxed);
@@ -446,6 +459,7 @@ impl<'m> PteTable<'m> {
     /// [`PgtableError::BreakBeforeMake`] for an unsafe change of a live entry.
     #[inline]
     pub fn set_pte(&self, cpu: &ArchCpu<'_>, i: usize, pte: Desc) -> Result<(), PgtableError> {
+        let pte = maybe_shared(cpu, pte);
         let word = &self.slots[i];
         check_word(word, entry_pa(self.pa, i), pte)?;
         word.store(pte.0, Relaxed);
@@ -474,6 +488,7 @@ pub fn set_ptes(cpu: &ArchCpu<'_>, ptep: PhysAddr, pte: Desc, nr: usize, pgsize:
     if nr == 0 {
         return Ok(());
     }
+    let pte = maybe_shared(cpu, pte);
     for i in 0..nr {
         check_bbm(m, PhysAddr(ptep.0 + 8 * i as u64), Desc(pte.0 + i as u64 * pgsize))?;
     }
@@ -496,6 +511,7 @@ pub fn set_ptes(cpu: &ArchCpu<'_>, ptep: PhysAddr, pte: Desc, nr: usize, pgsize:
 /// [`PgtableError::SlotOutsideRam`] and [`PgtableError::BreakBeforeMake`] as [`set_pte`].
 #[inline]
 pub fn set_pmd(cpu: &ArchCpu<'_>, pmdp: PhysAddr, pmd: Desc) -> Result<(), PgtableError> {
+    let pmd = maybe_shared(cpu, pmd);
     let m = cpu.ram();
     check_table_in_ram(m, pmdp, pmd, Level::Pmd)?;
     check_bbm(m, pmdp, pmd)?;
