@@ -762,6 +762,17 @@ impl<'m> PageAllocator<'m> {
         self.page_zone(pfn).adjust_managed_page_count(1);
         self.free_pages(cpu, pfn, 0)
     }
+
+    /// `free_reserved_area()` of `size` bytes at `base`, on `cpu`: out of
+    /// memblock.reserved (arm64 keeps memblock), then each page through
+    /// `free_reserved_page()`.
+    pub(crate) fn free_reserved_area(&self, cpu: &Cpu<'m>, base: u64, size: u64) -> Result<(), FreeError> {
+        self.m.memblock().free(mmlab_engine::PhysAddr(base), size);
+        for pfn in base >> PAGE_SHIFT..(base + size).div_ceil(1 << PAGE_SHIFT) {
+            self.free_reserved_page(cpu, mmlab_engine::Pfn(pfn))?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -23,11 +23,33 @@
 //! crates above emulate through their own calls is left out altogether:
 //! vmalloc areas, percpu chunks, the kernel page tables of the vmalloc range
 //! (`Vmalloc::boot` makes them) and the CMA pages of the DMA pools
-//! (`cma_alloc`). The program runs in order on the machine's CPUs (record
-//! CPU n on n mod CPUs), with mmlab choosing the frames: only the requests
-//! are the kernel's. An allocation the machine cannot satisfy is skipped
-//! with the frees that belong to it. What stays allocated is the boot's
-//! kernel memory: held for good, counted in [`BootWork::held_pages`].
+//! (`cma_alloc`). The program runs in order, with mmlab choosing the
+//! frames: only the requests are the kernel's. An allocation the machine
+//! cannot satisfy is skipped with the frees that belong to it. What stays
+//! allocated is the boot's kernel memory: held for good, counted in
+//! [`BootWork::held_pages`].
+//!
+//! # On which CPU, and when
+//!
+//! The base record ran on one CPU. On the machine's CPUs the program runs
+//! as the kernel spreads the boot (derived in [`spread`] from the traced
+//! 2 GiB / 3 CPU boot and the captures): before `smp_init()` (the `percpu`
+//! marker) on CPU 0 only; the initcalls mostly on CPU 0 (`kernel_init()`)
+//! with the rest on the other CPUs; /init's processes (after the
+//! `ftrace_free` marker) evenly on all. Each CPU's pageset is used, and its
+//! `pcp->high` set from `high_min` and then grown, only when a step lands
+//! on it, as in the kernel (a pageset no step touches keeps `high` 0).
+//! Three more steps stand where the kernel takes them:
+//!
+//! - the layers above (`Vmalloc::boot`: vmalloc's areas, the DMA pools'
+//!   `cma_alloc()` with its `drain_all_pages()`) right after the `futex`
+//!   marker (`futex_init()`, core_initcall; `dma_atomic_pool_init()` is
+//!   postcore_initcall), so that drain empties the pagesets of the boot's
+//!   first steps, not of all of them;
+//! - `free_initrd_mem()` at the `initrd_free` marker (the end of the
+//!   initramfs unpack), on CPU 0 ([`spread::end_of_boot_cpu`]);
+//! - `free_initmem()` after `ftrace_free_init_mem()` (the `ftrace_free`
+//!   marker), on the last CPU.
 //!
 //! | piece | fidelity |
 //! |---|---|
@@ -35,12 +57,14 @@
 //! | hash tables, futex queues, posix timers ([`rules::HASH_TABLES`]) | faithful: `alloc_large_system_hash()`'s sizing from `nr_kernel_pages` and the callers' parameters, checked against the peers' dmesg |
 //! | per-CPU work, early allocations, memory-block devices | fitted: page counts from seven traced boots (1-16 GiB, 1-4 CPUs), shapes from the traces' slab orders ([`rules`]) |
 //! | where they land | mmlab's allocator |
-//! | when | simplified: all at once after `init_per_zone_wmark_min()`, before the initrd and init sections are freed; the kernel spreads them over the initcalls and init |
+//! | on which CPU | faithful before `smp_init()` (CPU 0); fitted after it (shares and run length from the 2G/3 trace, [`spread`]); simplified for the initrd and init sections (one CPU each, the commonest in the captures) |
+//! | when | simplified: one sequence after `init_per_zone_wmark_min()`, the CPUs taking turns rather than running at once; the layers above's boot work at one point (postcore, where its CMA drain belongs; the kernel spreads its task stacks over the whole boot); the initrd's and init sections' give-back at their markers (the `initrd_free` marker placed by hand in the record); no `vmstat_update()` tick (`decay_pcp_high()`, once a second of boot: the real boots took 1.3 to 32 s), so `high` stays where the refills raised it |
 //! | the trace's own ring buffers, frees of memblock memory (deferred struct pages, CMA, initrd) | dropped by the compactor; mmlab frees CMA and the initrd itself |
 
 mod program;
 mod replay;
 pub mod rules;
+pub mod spread;
 
 use mmlab_engine::Pfn;
 

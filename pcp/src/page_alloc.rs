@@ -1,6 +1,7 @@
 //! `struct PageAllocator`: the node's zones and every (zone, CPU) pageset,
 //! brought up in the kernel's order (mm/page_alloc.c, mm/mm_init.c).
 
+use crate::boot_work::spread::end_of_boot_cpu;
 use crate::boot_work::{BootRuleWork, BootWork};
 use crate::config::AllocatorConfig;
 use crate::error::SysctlError;
@@ -76,9 +77,13 @@ impl<'m> PageAllocator<'m> {
     /// machine's CMA area as MIGRATE_CMA pageblocks
     /// (`cma_init_reserved_areas`); compute `min_free_kbytes`, the
     /// watermarks and the lowmem reserves (`init_per_zone_wmark_min`, with
-    /// khugepaged's raise when THP is enabled) and the pagesets again; and
-    /// free what the end of boot gives back (the initrd and the init
-    /// sections, `free_reserved_area`) through CPU 0's pcp.
+    /// khugepaged's raise when THP is enabled) and the pagesets again; on a
+    /// `boot.state=real` machine replay the boot's own work on the CPUs the
+    /// kernel runs it on (`crate::boot_work`); and free what the end of
+    /// boot gives back (the initrd and the init sections,
+    /// `free_reserved_area`) through the pcp of the CPU that frees each
+    /// ([`crate::boot_work::spread::end_of_boot_cpu`]), where the boot's
+    /// work reaches their places.
     ///
     /// # Errors
     /// A bad `percpu_pagelist_high_fraction` or `min_free_kbytes`; CPU 0's handle held
@@ -89,10 +94,13 @@ impl<'m> PageAllocator<'m> {
     }
 
     /// [`PageAllocator::boot`], with `before_end_of_boot` run on the
-    /// allocator after its own boot work and before the end of boot frees
-    /// the initrd and the init sections: where the layers above make their
-    /// boot work (vmalloc's areas, `Vmalloc::boot`), so that it lands
-    /// before those frees as on the real boot.
+    /// allocator where the layers above make their boot work (vmalloc's
+    /// areas and the DMA pools, `Vmalloc::boot`): on a `boot.state=real`
+    /// machine in the middle of the allocator's own boot work, right after
+    /// `futex_init()`'s step (core_initcall), so that the DMA pools'
+    /// `cma_alloc()` drains the pagesets where `dma_atomic_pool_init()`
+    /// (postcore_initcall) does; before the initrd and the init sections
+    /// are freed in any case.
     ///
     /// # Errors
     /// As [`PageAllocator::boot`].
@@ -174,23 +182,38 @@ impl<'m> PageAllocator<'m> {
         // The boot's own allocations and frees (slab, hash tables, page
         // tables, the initramfs): a real boot's record with the rules of
         // this machine's size.
+        // The layers above make theirs (vmalloc's areas and the DMA pools'
+        // cma_alloc()) where the program stops for them, after
+        // futex_init() (core_initcall): their drain_all_pages() comes
+        // before the rest of the boot's work, as dma_atomic_pool_init()'s
+        // does (postcore_initcall). The program gives the initrd and the
+        // init sections back where the kernel does (free_initrd_mem() at
+        // the end of the initramfs unpack, free_initmem() before /init).
+        let mut given: Vec<u64> = Vec::new();
         if m.boot_state().in_force == mmlab_engine::mm::boot_state::BootState::Real {
+            let mut replay = pa.boot_work_program();
             let cpus = m.all_cpus().map_err(|_| SysctlError::BootCpuBusy)?;
-            (pa.boot_work, pa.boot_rules) = pa.replay_boot_work(&cpus);
-        }
-        before_end_of_boot(&pa);
-        // free_initrd_mem() (populate_rootfs, rootfs_initcall) and
-        // free_initmem() (kernel_init): free_reserved_area(), which takes
-        // the range out of memblock.reserved (arm64 keeps memblock), then
-        // frees each page with free_reserved_page() through CPU 0's pcp.
-        let cpu0 = m.cpu(0).map_err(|_| SysctlError::BootCpuBusy)?;
-        for &(base, size) in &m.boot_state().given_back {
-            m.memblock().free(mmlab_engine::PhysAddr(base), size);
-            for pfn in base >> PAGE_SHIFT..(base + size).div_ceil(1 << PAGE_SHIFT) {
-                pa.free_reserved_page(&cpu0, mmlab_engine::Pfn(pfn)).map_err(SysctlError::BootState)?;
+            let stopped = pa.replay_boot_work(&mut replay, &cpus).map_err(SysctlError::BootState)?;
+            drop(cpus);
+            before_end_of_boot(&pa);
+            if stopped {
+                let cpus = m.all_cpus().map_err(|_| SysctlError::BootCpuBusy)?;
+                while pa.replay_boot_work(&mut replay, &cpus).map_err(SysctlError::BootState)? {}
             }
+            given = replay.given_back().to_vec();
+            (pa.boot_work, pa.boot_rules) = replay.finish();
+        } else {
+            before_end_of_boot(&pa);
         }
-        drop(cpu0);
+        // What the program did not give back (no marker for it), at the
+        // end: free_initrd_mem() and free_initmem() on their CPUs.
+        let cpus = m.all_cpus().map_err(|_| SysctlError::BootCpuBusy)?;
+        let initrd = m.boot_state().reservations.iter().find(|r| r.name == "initrd").map(|r| r.base);
+        for &(base, size) in m.boot_state().given_back.iter().filter(|(base, _)| !given.contains(base)) {
+            let cpu = &cpus[end_of_boot_cpu(Some(base) == initrd, cpus.len())];
+            pa.free_reserved_area(cpu, base, size).map_err(SysctlError::BootState)?;
+        }
+        drop(cpus);
         pa.debug_checks.store(cfg.debug_checks, Relaxed);
         Ok(pa)
     }

@@ -30,7 +30,9 @@ Page record (`pages`), one line per step, allocations numbered from 0:
   f <cpu> <k> <off> <order>   free of 2^order pages at page offset <off> of alloc #k
   s <k>                       alloc #k was split into order-0 pages first
   r <rule> [arg]              the work of a rule goes here (early, hash NAME,
-                              futex, percpu, memory_blocks, ftrace_free)
+                              futex, percpu, memory_blocks, ftrace_free), or
+                              where free_initrd_mem() gave the initrd back
+                              (initrd_free: mmlab frees it there)
 Left out: the trace's ring buffers and /init's `mount -t tracefs` (the
 observer); every page of a vmalloc
 area, of a percpu chunk, and every kernel page table of the vmalloc range
@@ -154,7 +156,7 @@ def pages(path, kernel_txt):
     seen_hash = defaultdict(int)
     n_alloc = 0
     dropped = defaultdict(int)
-    percpu_done = memory_done = False
+    percpu_done = memory_done = initrd_done = False
     out.append(("r", "early"))
     for e in evs:
         ev = e["ev"]
@@ -213,6 +215,13 @@ def pages(path, kernel_txt):
                     dropped["bulk (put back)"] += 1 << order
                 elif has(e, "ftrace_free_pages"):
                     out.append(("r", "ftrace_free"))
+                elif has(e, "free_initrd_mem"):
+                    # The initrd's pages (memblock's): mmlab frees them
+                    # itself, where this marker stands.
+                    if not initrd_done:
+                        out.append(("r", "initrd_free"))
+                        initrd_done = True
+                    dropped["memblock-era or pre-trace frees"] += 1 << order
                 else:
                     dropped["memblock-era or pre-trace frees"] += 1 << order
                 continue

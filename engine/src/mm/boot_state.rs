@@ -37,7 +37,7 @@
 //! | DTB after the initrd, 2 MiB-aligned (QEMU places it so for AArch64), 1 MiB | simplified: the size is QEMU's `FDT_MAX_SIZE` buffer, taken as the blob's `fdt_totalsize` (the peer captures do not show it: unchecked) |
 //! | CMA: 64 MiB below `arm64_dma_phys_limit`, pageblock-aligned, after the linear map's tables, the device tree and `NODE_DATA` (as the kernel takes them) | faithful: 0x7bc00000 at 1 GiB, 0xfc000000 at 4 and 16 GiB, as the peer boots print |
 //! | swiotlb buffer, slot array and areas array | faithful in size and rule |
-//! | initrd and init freed at the end of boot | faithful: after the page allocator's initcalls (watermarks and pagesets sized without them), with `free_reserved_area()` page by page through the pcp; they stay in memblock's reserved list (arm64 keeps memblock) |
+//! | initrd and init freed at the end of boot | faithful: after the page allocator's initcalls (watermarks and pagesets sized without them), with `free_reserved_area()` page by page through the pcp, at the points of the page allocator's boot work where the kernel frees them (the initrd at the end of the initramfs unpack, the init sections before /init; on which CPU: simplified, pcp `boot_work::spread`); they stay in memblock's reserved list (arm64 keeps memblock) |
 //! | the boot's other memblock allocations (device tree, sparse, the command line, the first percpu chunk, the dentry and inode hash tables): [`crate::mm::boot_allocs`] | faithful sizes and order |
 //! | the page allocations and vmalloc areas of the rest of boot (slab, stacks, hash tables, ioremaps, the DMA pools from CMA) | the allocator crates' boot work (`pcp` and `vmalloc`), per machine size and CPU count |
 //!

@@ -1,8 +1,9 @@
 //! The boot's work for one machine: the base record with every rule marker
 //! expanded (module docs of the parent), as a list of steps the replay runs.
 
-use super::BootRuleWork;
 use super::rules::{BootMachine, RuleOp, expand};
+use super::spread::{Phase, Spread, end_of_boot_cpu};
+use super::{Block, BootRuleWork, BootWork};
 use mmlab_engine::Gfp;
 
 /// One step of the program. Allocations are numbered in program order;
@@ -16,6 +17,16 @@ pub(crate) enum Op {
     Split { k: usize },
     /// Free of `2^order` pages at offset `off` of allocation `k`.
     Free { cpu: usize, k: usize, off: u64, order: u32 },
+    /// Where the layers above do their boot work (`Vmalloc::boot`): right
+    /// after `futex_init()` (core_initcall), so that the DMA pools'
+    /// `cma_alloc()` and its `drain_all_pages()` come where
+    /// `dma_atomic_pool_init()` (postcore_initcall) makes them.
+    Above,
+    /// `free_reserved_area()` of what the end of boot gives back: the
+    /// initrd (`free_initrd_mem()`, at the end of the initramfs unpack) or
+    /// the init sections (`free_initmem()`, after
+    /// `ftrace_free_init_mem()`), on `cpu`.
+    GiveBack { initrd: bool, cpu: usize },
 }
 
 /// The program and the rules that went into it.
@@ -48,6 +59,7 @@ pub(crate) fn build(record: &str, m: &BootMachine) -> Program {
     let mut base_k: Vec<usize> = Vec::new();
     let mut n_alloc = 0usize;
     let mut ftrace_last: Option<usize> = None;
+    let mut spread = Spread::new(m.cpus as usize);
     let n = |s: Option<&str>| s.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     for line in record.lines() {
         let mut f = line.split_whitespace();
@@ -57,7 +69,7 @@ pub(crate) fn build(record: &str, m: &BootMachine) -> Program {
                 gfps.push(f.next().and_then(|s| s.parse::<Gfp>().ok()).unwrap_or_default());
             }
             Some("a") => {
-                let cpu = n(f.next()) as usize;
+                let cpu = spread.next(n(f.next()) as usize);
                 let order = n(f.next()) as u32;
                 let mt = n(f.next());
                 let gfp = gfps.get(n(f.next()) as usize).copied().unwrap_or_default();
@@ -71,7 +83,7 @@ pub(crate) fn build(record: &str, m: &BootMachine) -> Program {
                 }
             }
             Some("f") => {
-                let cpu = n(f.next()) as usize;
+                let cpu = spread.next(n(f.next()) as usize);
                 let (b, off, order) = (n(f.next()) as usize, n(f.next()), n(f.next()) as u32);
                 if let Some(&k) = base_k.get(b) {
                     ops.push(Op::Free { cpu, k, off, order });
@@ -79,6 +91,10 @@ pub(crate) fn build(record: &str, m: &BootMachine) -> Program {
             }
             Some("r") => {
                 let Some(name) = f.next() else { continue };
+                if name == "initrd_free" {
+                    ops.push(Op::GiveBack { initrd: true, cpu: end_of_boot_cpu(true, m.cpus as usize) });
+                    continue;
+                }
                 let Some((steps, report)) = expand(name, f.next(), m) else { continue };
                 let rule = rules.len();
                 rules.push(report);
@@ -109,9 +125,50 @@ pub(crate) fn build(record: &str, m: &BootMachine) -> Program {
                         }
                     }
                 }
+                // smp_init() is where the percpu rule stands, free_initmem()
+                // follows ftrace_free_init_mem(): the phases change there.
+                match name {
+                    "futex" => ops.push(Op::Above),
+                    "ftrace_free" => {
+                        ops.push(Op::GiveBack { initrd: false, cpu: end_of_boot_cpu(false, m.cpus as usize) })
+                    }
+                    _ => {}
+                }
+                match name {
+                    "percpu" if spread.phase() == Phase::BootCpu => spread.enter(Phase::Initcalls),
+                    "ftrace_free" => spread.enter(Phase::Init),
+                    _ => {}
+                }
             }
             _ => {}
         }
     }
     Program { ops, rules }
+}
+
+/// A replay under way: the program, how far it has run, and what it did.
+pub(crate) struct BootReplay {
+    pub(super) ops: Vec<Op>,
+    pub(super) next: usize,
+    pub(super) rules: Vec<BootRuleWork>,
+    pub(super) blocks: Vec<Option<Block>>,
+    pub(super) work: BootWork,
+    /// The bases of the end-of-boot ranges given back so far.
+    pub(super) given_back: Vec<u64>,
+}
+
+impl BootReplay {
+    /// The bases of the ranges of [`BootStateReport::given_back`] the replay
+    /// freed (the rest is the caller's to free).
+    ///
+    /// [`BootStateReport::given_back`]: mmlab_engine::mm::boot_state::BootStateReport::given_back
+    pub(crate) fn given_back(&self) -> &[u64] {
+        &self.given_back
+    }
+
+    /// What the replay did, and each rule's part, once it has run to the end.
+    pub(crate) fn finish(mut self) -> (BootWork, Vec<BootRuleWork>) {
+        self.work.held_pages = self.work.pages_allocated - self.work.pages_freed;
+        (self.work, self.rules)
+    }
 }

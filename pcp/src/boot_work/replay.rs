@@ -1,9 +1,10 @@
 //! The replay of the boot's program through the allocator (module docs of
 //! the parent).
 
-use super::program::{Op, build};
+use super::program::{BootReplay, Op, build};
 use super::rules::{BootMachine, MEMORY_BLOCK_SIZE};
 use super::{BOOT_WORK_BASE, Block, BootRuleWork, BootWork};
+use crate::error::FreeError;
 use crate::page_alloc::PageAllocator;
 use mmlab_engine::{Cpu, PAGE_SHIFT};
 
@@ -27,31 +28,63 @@ impl<'m> PageAllocator<'m> {
         }
     }
 
-    /// Build the machine's program and replay it on `cpus` (module docs).
-    pub(crate) fn replay_boot_work(&self, cpus: &[Cpu<'m>]) -> (BootWork, Vec<BootRuleWork>) {
+    /// Build the machine's program (module docs), ready to replay.
+    pub(crate) fn boot_work_program(&self) -> BootReplay {
         let program = build(BOOT_WORK_BASE, &self.boot_machine());
-        let mut rules = program.rules;
-        let mut blocks: Vec<Option<Block>> = Vec::new();
-        let mut w = BootWork::default();
-        for op in program.ops {
+        BootReplay {
+            ops: program.ops,
+            next: 0,
+            rules: program.rules,
+            blocks: Vec::new(),
+            work: BootWork::default(),
+            given_back: Vec::new(),
+        }
+    }
+
+    /// Replay `r` on `cpus` up to the place where the layers above do
+    /// their boot work ([`Op::Above`]) or to its end. True when it stopped
+    /// at that place (call again to go on).
+    ///
+    /// # Errors
+    /// A page the end of boot gives back was not reserved.
+    pub(crate) fn replay_boot_work(&self, r: &mut BootReplay, cpus: &[Cpu<'m>]) -> Result<bool, FreeError> {
+        while let Some(&op) = r.ops.get(r.next) {
+            r.next += 1;
+            let w = &mut r.work;
             match op {
+                Op::Above => return Ok(true),
+                Op::GiveBack { initrd, cpu } => {
+                    let initrd_base =
+                        self.m.boot_state().reservations.iter().find(|x| x.name == "initrd").map(|x| x.base);
+                    let range = self
+                        .m
+                        .boot_state()
+                        .given_back
+                        .iter()
+                        .copied()
+                        .find(|&(base, _)| (Some(base) == initrd_base) == initrd && !r.given_back.contains(&base));
+                    if let Some((base, size)) = range {
+                        self.free_reserved_area(&cpus[cpu % cpus.len()], base, size)?;
+                        r.given_back.push(base);
+                    }
+                }
                 Op::Alloc { cpu, order, gfp, rule } => {
                     let got = self.alloc_pages(&cpus[cpu % cpus.len()], gfp, order);
                     w.allocations += 1;
                     match got {
                         Some(_) => {
                             w.pages_allocated += 1 << order;
-                            if let Some(r) = rule.and_then(|r| rules.get_mut(r)) {
-                                r.allocations += 1;
-                                r.pages += 1 << order;
+                            if let Some(rl) = rule.and_then(|i| r.rules.get_mut(i)) {
+                                rl.allocations += 1;
+                                rl.pages += 1 << order;
                             }
                         }
                         None => w.failed += 1,
                     }
-                    blocks.push(got.map(|pfn| Block { pfn, order, split: false }));
+                    r.blocks.push(got.map(|pfn| Block { pfn, order, split: false }));
                 }
                 Op::Split { k } => {
-                    if let Some(Some(b)) = blocks.get_mut(k)
+                    if let Some(Some(b)) = r.blocks.get_mut(k)
                         && !b.split
                         && self.split_page(b.pfn, b.order).is_ok()
                     {
@@ -60,7 +93,7 @@ impl<'m> PageAllocator<'m> {
                 }
                 Op::Free { cpu, k, off, order } => {
                     let cpu = &cpus[cpu % cpus.len()];
-                    let Some(Some(b)) = blocks.get(k).copied() else { continue };
+                    let Some(Some(b)) = r.blocks.get(k).copied() else { continue };
                     let ok = if b.split {
                         (0..1u64 << order).all(|i| self.free_pages(cpu, b.pfn.add(off + i), 0).is_ok())
                     } else {
@@ -73,8 +106,7 @@ impl<'m> PageAllocator<'m> {
                 }
             }
         }
-        w.held_pages = w.pages_allocated - w.pages_freed;
-        (w, rules)
+        Ok(false)
     }
 
     /// What the boot-work replay did at boot (all 0 on a bare machine).
