@@ -723,7 +723,7 @@ fn run_stat(cli: &Cli, file: StatFile, after_ops: Option<u64>, ptdump: bool) -> 
                 s.push_str(&mmlab_engine::arch::arm64::pgtable::ptdump::ptdump(
                     m,
                     &asp,
-                    &mmlab_engine::arch::arm64::pgtable::ptdump::kernel_markers(m.va_layout()),
+                    &mmlab_engine::arch::arm64::pgtable::ptdump::kernel_markers(m.va_layout(), m.fixmap_layout()),
                 ));
             }
             s

@@ -51,7 +51,8 @@ vmalloc record (`vmalloc`):
   u <cpu> <m>                 iounmap of ioremap #m
   v <cpu> <size> <zero> <caller>   vmalloc (zero: vzalloc) of size bytes
   r <rule>                    irq_stacks, percpu_kthreads, percpu_kworker,
-                              idle_threads, dma_pools, pcpu_chunk, acomp_streams
+                              idle_threads, dma_pools, pcpu_chunk, acomp_streams,
+                              pci_iospace
 """
 import re
 import sys
@@ -270,6 +271,10 @@ def vmallocinfo_phys(path):
     return out
 
 
+# QEMU virt's VIRT_HIGH_PCIE_ECAM base.
+VIRT_HIGH_PCIE_ECAM = 0x4010000000
+
+
 def vmalloc(path, kernel_txt):
     import os
     evs = until_vmstat(parse(path))
@@ -300,6 +305,10 @@ def vmalloc(path, kernel_txt):
                 pa = phys.get(va)
                 if pa is None:
                     pa = next(amba)
+                if pa == VIRT_HIGH_PCIE_ECAM:
+                    # pci_remap_iospace() maps the I/O window (no vmap area,
+                    # no event) just before the host bridge maps its ECAM.
+                    once("pci_iospace")
                 ioremaps[va] = len(ioremaps)
                 out.append(("i", e["cpu"], f"{pa:#x}", size - 4096, "__ioremap_prot+0x6c/0xe0"))
             elif "atomic_pool_expand" in st or "__dma_atomic_pool_init" in st:

@@ -259,10 +259,11 @@ fn bare_is_the_old_machine_and_real_takes_its_reservations() {
     let names: Vec<&str> = bare.memblock().reservations().map(|r| r.name).collect();
     assert!(names.iter().all(|n| ["memmap", "usemap", "pgtable", "fixmap"].contains(n)), "{names:?}");
     let pa = PageAllocator::boot(&bare, AllocatorConfig::default()).unwrap();
-    // The linear map (the default) adds the fixmap's 3 tables (no image to
-    // hold them: from memblock) and map_mem()'s 2,053: 2,048 PTE + 4 PMD +
-    // 1 PUD for 4 GiB of 4 KiB pages (rodata=on, no BBML2_NOABORT).
-    assert_eq!(pa.managed_pages(), 1_032_188 - 3 - 2_053);
+    // The linear map (the default) adds the fixmap's 5 tables (bm_pud,
+    // bm_pmd and a bm_pte for each of the three PMDs 7.2's slots span; no
+    // image to hold them: from memblock) and map_mem()'s 2,053: 2,048 PTE
+    // + 4 PMD + 1 PUD for 4 GiB of 4 KiB pages (rodata=on, no BBML2_NOABORT).
+    assert_eq!(pa.managed_pages(), 1_032_188 - 5 - 2_053);
     let vm = Vmalloc::new(&pa, VmallocConfig::default());
     assert_eq!(vm.vmallocinfo(), "");
 

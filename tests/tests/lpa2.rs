@@ -102,7 +102,7 @@ fn a_user_space_maps_a_52_bit_address_and_frees_every_table() {
 #[test]
 fn ptdump_starts_at_the_52_bit_linear_map_and_names_p4d_holes() {
     let m = boot("1G");
-    let out = ptdump(&m, &m.kernel_as(), &kernel_markers(m.va_layout()));
+    let out = ptdump(&m, &m.kernel_as(), &kernel_markers(m.va_layout(), m.fixmap_layout()));
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "---[ Linear Mapping start ]---");
     assert!(lines[1].starts_with("0xfff0000000000000-"), "{}", lines[1]);

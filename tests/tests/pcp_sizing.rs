@@ -11,9 +11,10 @@
 //!   a 2 MiB boundary down);
 //! - swapper_pg_dir: the page below the usemap's (lowest) frame (the rest of
 //!   the usemap's frame is less than a page);
-//! - the fixmap's three tables, the next pages down (`early_fixmap_init()`:
-//!   bm_pud, bm_pmd, bm_pte; pages of the kernel image on a real boot, from
-//!   memblock here, where bare RAM has no image);
+//! - the fixmap's five tables, the next pages down (`early_fixmap_init()`:
+//!   bm_pud, bm_pmd and a bm_pte for each of the three PMDs 7.2's slots
+//!   span; pages of the kernel image on a real boot, from memblock here,
+//!   where bare RAM has no image);
 //! - the linear map's tables, the next pages down (`map_mem()`, built by
 //!   default: 7.2's rodata=on with no BBML2_NOABORT CPU forces page
 //!   mappings, `force_pte_mapping()`): one pte table per 2 MiB of RAM, one
@@ -30,10 +31,10 @@
 //!   are 8, 32 and 128 full sections, each mapped with one 2 MiB PMD block.
 //!
 //! memmap - usemap - swapper_pg_dir - fixmap - linear map - vmemmap:
-//! - 64M:  16,384 - 256 - 1 - 1 - 3 - (32 + 1 + 1) - 3 = 16,086
-//! - 1G:   262,144 - 4,096 - 1 - 1 - 3 - (512 + 1 + 1) - 2 = 257,527
-//! - 4G:   1,048,576 - 16,384 - 1 - 1 - 3 - (2,048 + 4 + 1) - 2 = 1,030,132
-//! - 16G:  4,194,304 - 65,536 - 2 - 1 - 3 - (8,192 + 16 + 1) - 2 = 4,120,551
+//! - 64M:  16,384 - 256 - 1 - 1 - 5 - (32 + 1 + 1) - 3 = 16,084
+//! - 1G:   262,144 - 4,096 - 1 - 1 - 5 - (512 + 1 + 1) - 2 = 257,525
+//! - 4G:   1,048,576 - 16,384 - 1 - 1 - 5 - (2,048 + 4 + 1) - 2 = 1,030,130
+//! - 16G:  4,194,304 - 65,536 - 2 - 1 - 5 - (8,192 + 16 + 1) - 2 = 4,120,549
 //!
 //! (Before the linear map was built by default, the fixmap and linear-map
 //! tables were not taken: 16,123, 258,044, 1,032,188 and 4,128,763.)
@@ -205,8 +206,8 @@ fn check(mem: &str, ncpus: usize, managed_by_hand: [u64; 4]) -> [Option<Expected
 #[test]
 fn sizing_64m() {
     for ncpus in [1, 2, 4] {
-        let e = check("64M", ncpus, [16_086, 0, 0, 0])[0].unwrap();
-        // b = 16,086 >> 12 = 3 -> rounddown_pow2(3 + 1) - 1 = 3; 4 * batch = 12.
+        let e = check("64M", ncpus, [16_084, 0, 0, 0])[0].unwrap();
+        // b = 16,084 >> 12 = 3 -> rounddown_pow2(3 + 1) - 1 = 3; 4 * batch = 12.
         assert_eq!(e.batch, 3);
     }
 }
@@ -214,8 +215,8 @@ fn sizing_64m() {
 #[test]
 fn sizing_1g() {
     for ncpus in [1, 2, 4] {
-        let e = check("1G", ncpus, [257_527, 0, 0, 0])[0].unwrap();
-        // b = min(257,527 >> 12 = 62, 64) = 62 -> 93 -> 64 -> 63.
+        let e = check("1G", ncpus, [257_525, 0, 0, 0])[0].unwrap();
+        // b = min(257,525 >> 12 = 62, 64) = 62 -> 93 -> 64 -> 63.
         assert_eq!(e.batch, 63);
         // One populated zone: 512 × 11 pages = 22,528 kB, as the real 1G kernel.
         assert_eq!(e.min_free_kbytes, 22_528);
@@ -225,11 +226,11 @@ fn sizing_1g() {
 #[test]
 fn sizing_4g() {
     // DMA is [1 GiB, 4 GiB), all free; the memmap and the early tables are
-    // at the top of RAM, in Normal: 262,144 - 18,444 (16,384 memmap, 1
-    // usemap, 1 swapper_pg_dir, 3 fixmap, 2,053 linear map, 2 vmemmap) =
-    // 243,700.
+    // at the top of RAM, in Normal: 262,144 - 18,446 (16,384 memmap, 1
+    // usemap, 1 swapper_pg_dir, 5 fixmap, 2,053 linear map, 2 vmemmap) =
+    // 243,698.
     for ncpus in [1, 2, 4] {
-        let e = check("4G", ncpus, [786_432, 0, 243_700, 0]);
+        let e = check("4G", ncpus, [786_432, 0, 243_698, 0]);
         assert_eq!(e[0].unwrap().min_free_kbytes, 45_056);
     }
 }
@@ -237,9 +238,9 @@ fn sizing_4g() {
 #[test]
 fn sizing_16g() {
     for ncpus in [1, 4] {
-        // Normal: 3,407,872 - 73,753 (65,536 memmap, 2 usemap, 1
-        // swapper_pg_dir, 3 fixmap, 8,209 linear map, 2 vmemmap) = 3,334,119.
-        check("16G", ncpus, [786_432, 0, 3_334_119, 0]);
+        // Normal: 3,407,872 - 73,755 (65,536 memmap, 2 usemap, 1
+        // swapper_pg_dir, 5 fixmap, 8,209 linear map, 2 vmemmap) = 3,334,117.
+        check("16G", ncpus, [786_432, 0, 3_334_117, 0]);
     }
 }
 
@@ -250,32 +251,32 @@ fn sizing_4g_2cpus_literal() {
     let (dma, z) = (pa.zone_of(ZoneType::Dma), pa.zone());
     assert_eq!(z.zone_type(), ZoneType::Normal, "GFP_KERNEL prefers Normal");
     // DMA [1 GiB, 4 GiB): 786,432 pages, all free. Normal [4 GiB, 5 GiB):
-    // 262,144 - 16,384 (memmap) - 1 (usemap) - 1 (swapper_pg_dir) - 3
+    // 262,144 - 16,384 (memmap) - 1 (usemap) - 1 (swapper_pg_dir) - 5
     // (fixmap) - 2,053 (the linear map's 2,048 pte, 4 pmd and 1 pud tables)
-    // - 2 (the vmemmap's pud and pmd) = 243,700. Together 1,030,132.
-    assert_eq!((dma.managed_pages(), z.managed_pages()), (786_432, 243_700));
-    // lowmem_kbytes = 4,120,528; x 16 = 65,928,448; int_sqrt = 8,119; then
+    // - 2 (the vmemmap's pud and pmd) = 243,698. Together 1,030,130.
+    assert_eq!((dma.managed_pages(), z.managed_pages()), (786_432, 243_698));
+    // lowmem_kbytes = 4,120,520; x 16 = 65,928,320; int_sqrt = 8,119; then
     // khugepaged: two populated zones, 512 × 2 × 11 = 11,264 pages
-    // (45,056 kB), below 5 % of nr_free_buffer_pages (1,026,046 / 20 =
+    // (45,056 kB), below 5 % of nr_free_buffer_pages (1,026,044 / 20 =
     // 51,302).
     assert_eq!(pa.min_free_kbytes(), 45_056);
     // min: 11,264 pages shared by managed pages: DMA 11,264 × 786,432 /
-    // 1,030,132 = 8,599; Normal 11,264 × 243,700 / 1,030,132 = 2,664.
+    // 1,030,130 = 8,599; Normal 11,264 × 243,698 / 1,030,130 = 2,664.
     assert_eq!((dma.min_wmark_pages(), z.min_wmark_pages()), (8_599, 2_664));
     // delta: DMA max(8,599 >> 2 = 2,149, 786) = 2,149; Normal max(666,
-    // mult_frac(243,700, 10, 10,000) = 243) = 666.
+    // mult_frac(243,698, 10, 10,000) = 243) = 666.
     assert_eq!((dma.low_wmark_pages(), dma.high_wmark_pages()), (10_748, 12_897));
     assert_eq!((z.low_wmark_pages(), z.high_wmark_pages()), (3_330, 3_996));
-    // protection: DMA keeps Normal's 243,700 / 256 = 951 pages from
+    // protection: DMA keeps Normal's 243,698 / 256 = 951 pages from
     // allocations that may use Normal (the real kernel: 944 of 241,854).
     assert_eq!(dma.lowmem_reserve(), [0, 0, 951, 951]);
     assert_eq!(z.lowmem_reserve(), [0; 4]);
     let ps = pa.pageset(0).unwrap();
-    // batch: min(243,700 >> 12 = 59, 64) = 59 -> 88 -> 64 -> 63.
+    // batch: min(243,698 >> 12 = 59, 64) = 59 -> 88 -> 64 -> 63.
     assert_eq!(ps.batch, 63);
     // high_min = max(3,330 / 2 = 1,665, 252) = 1,665.
     assert_eq!(ps.high_min, 1_665);
-    // high_max = max(243,700 / 8 = 30,462; / 2 = 15,231, 252) = 15,231.
+    // high_max = max(243,698 / 8 = 30,462; / 2 = 15,231, 252) = 15,231.
     assert_eq!(ps.high_max, 15_231);
     assert_eq!(ps.high, 0);
     // DMA's pagesets: high_min 10,748 / 2 = 5,374; high_max 786,432 / 16 = 49,152.
@@ -298,7 +299,7 @@ fn sizing_4g_2cpus_literal() {
     pa.set_percpu_pagelist_high_fraction(8).unwrap();
     let ps = pa.pageset(0).unwrap();
     assert_eq!((ps.high_min, ps.high_max, ps.batch), (15_231, 15_231, 63));
-    // Fraction 16: 243,700 / 16 = 15,231; / 2 = 7,615.
+    // Fraction 16: 243,698 / 16 = 15,231; / 2 = 7,615.
     pa.set_percpu_pagelist_high_fraction(16).unwrap();
     let ps = pa.pageset(1).unwrap();
     assert_eq!((ps.high_min, ps.high_max), (7_615, 7_615));
@@ -339,7 +340,7 @@ fn fraction_at_boot() {
     assert_eq!(PageAllocator::boot(&m, cfg).unwrap_err(), SysctlError::HighFraction(3));
     let cfg = AllocatorConfig { min_free_kbytes: Some(u64::MAX), ..Default::default() };
     assert_eq!(PageAllocator::boot(&m, cfg).unwrap_err(), SysctlError::MinFreeKbytes(u64::MAX));
-    // 1G, fraction 8, 2 CPUs: 257,527 / 8 = 32,190; / 2 = 16,095 (> 4 * 63).
+    // 1G, fraction 8, 2 CPUs: 257,525 / 8 = 32,190; / 2 = 16,095 (> 4 * 63).
     let cfg = AllocatorConfig { percpu_pagelist_high_fraction: 8, ..Default::default() };
     let pa = PageAllocator::boot(&m, cfg).unwrap();
     let ps = pa.pageset(0).unwrap();
@@ -360,9 +361,9 @@ fn reference_worked_example() {
     assert_eq!(zone_highsize(6_000_000, 10_898, 63, 2, 0, 2, 0), 5_449);
     assert_eq!(zone_highsize(6_000_000, 10_898, 63, 2, 0, 2, 8), 375_000);
     assert_eq!((e.high_min, e.high_max), (5_449, 375_000));
-    // The 4 * batch floor (64M's zone without THP: managed 16,086, low
+    // The 4 * batch floor (64M's zone without THP: managed 16,084, low
     // 253 + 63 = 316, batch 3; 316 / 64 CPUs = 4 < 12).
-    assert_eq!(zone_highsize(16_086, 316, 3, 64, 0, 64, 0), 12);
+    assert_eq!(zone_highsize(16_084, 316, 3, 64, 0, 64, 0), 12);
     // Tiny zones: batch 1.
     assert_eq!(zone_batchsize(8_191), 1); // b = 1
     assert_eq!(zone_batchsize(8_192), 1); // b = 2 -> 3 -> 2 -> 1
@@ -384,13 +385,13 @@ fn transparent_hugepage_always_raises_min_free_kbytes_as_khugepaged() {
     // 4 GiB at 1 GiB: DMA and Normal are populated, so khugepaged asks for
     // 512 × 2 × (2 + 3 × 3) = 11,264 pages = 45,056 kB, what the real arm64
     // 7.2 kernel reports for this machine (far below 5 % of the lowmem).
-    // Normal's share of the min is 11,264 × 243,700 / 1,030,132 = 2,664.
+    // Normal's share of the min is 11,264 × 243,698 / 1,030,130 = 2,664.
     let (k, min, _) = boot("4G");
     assert_eq!((k, min), (45_056, 2_664));
-    // 64 MiB is one DMA zone of 16,086 pages: 512 × 11 = 5,632 pages is
-    // capped at 5 % of nr_free_buffer_pages(): int_sqrt(16,086 × 64) = 1,014
-    // kB gives high = 253 + 2 × 63 = 379, (16,086 − 379) / 20 = 785 pages.
+    // 64 MiB is one DMA zone of 16,084 pages: 512 × 11 = 5,632 pages is
+    // capped at 5 % of nr_free_buffer_pages(): int_sqrt(16,084 × 64) = 1,014
+    // kB gives high = 253 + 2 × 63 = 379, (16,084 − 379) / 20 = 785 pages.
     let (k, min, managed) = boot("64M");
-    assert_eq!(managed, 16_086);
+    assert_eq!(managed, 16_084);
     assert_eq!((k, min), (785 * 4, 785));
 }

@@ -69,6 +69,13 @@ pub enum VmallocError {
         /// The page count given to `vm_unmap_ram`.
         given: usize,
     },
+    /// A PCI I/O window not page aligned or past `IO_SPACE_LIMIT`.
+    IoSpace {
+        /// The first port.
+        port: u64,
+        /// The window's size in bytes.
+        size: u64,
+    },
     /// A page given to vmap/vm_map_ram is not RAM (`!pfn_valid()`).
     InvalidPfn {
         /// The frame.
@@ -103,6 +110,11 @@ impl fmt::Display for VmallocError {
             VmallocError::WrongCount { addr, mapped, given } => {
                 write!(f, "vm_unmap_ram({addr:#x}, {given}): the mapping there has {mapped} pages")
             }
+            VmallocError::IoSpace { port, size } => write!(
+                f,
+                "pci_remap_iospace: ports {port:#x}+{size:#x} not page aligned or past IO_SPACE_LIMIT {:#x}",
+                mmlab_engine::arch::arm64::memory::IO_SPACE_LIMIT
+            ),
             VmallocError::InvalidPfn { pfn } => write!(f, "vmap: pfn {pfn} is not RAM (pfn_valid fails)"),
             VmallocError::PageNotAllocated { pfn } => {
                 write!(f, "vmap: pfn {pfn} is not an allocated page (free, reserved or never handed out)")

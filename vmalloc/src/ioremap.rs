@@ -23,7 +23,7 @@
 use crate::area::{AreaKind, VM_ALLOC, VM_DMA_COHERENT, VM_IOREMAP, VM_NO_GUARD, VmArea};
 use crate::error::VmallocError;
 use crate::vmalloc::{CONT_PTE_SHIFT, PMD_SHIFT, Vmalloc};
-use mmlab_engine::arch::arm64::memory::VMALLOC_START;
+use mmlab_engine::arch::arm64::memory::{IO_SPACE_LIMIT, PCI_IO_START, VMALLOC_START};
 use mmlab_engine::arch::arm64::pgtable::desc::{
     PAGE_KERNEL, PgProt, pgprot_device, pgprot_dmacoherent, pgprot_noncached,
 };
@@ -35,6 +35,20 @@ use mmlab_engine::{Cpu, PAGE_SHIFT, PAGE_SIZE, Pfn};
 pub const IOREMAP_MAX_ORDER: u32 = 30;
 
 impl<'m> Vmalloc<'_, 'm> {
+    /// The largest mapping granule, up to `2^max_shift`, that a physically
+    /// contiguous range of `size` bytes from `base` at `addr` allows
+    /// (`vmap_try_huge_pmd()`, `arch_vmap_pte_range_map_size()`).
+    fn map_shift(&self, addr: u64, base: u64, size: u64, max_shift: u32) -> u32 {
+        let aligned = |shift: u32| size >= 1 << shift && (addr | base).is_multiple_of(1 << shift);
+        if max_shift >= PMD_SHIFT && aligned(PMD_SHIFT) {
+            PMD_SHIFT
+        } else if max_shift >= CONT_PTE_SHIFT && self.cfg.contpte && aligned(CONT_PTE_SHIFT) {
+            CONT_PTE_SHIFT
+        } else {
+            PAGE_SHIFT
+        }
+    }
+
     /// Map `pfns` (frames in order, any memory) at a fresh area of
     /// `va_size` bytes aligned to `align`, in pieces of up to `2^max_shift`;
     /// the area is recorded with `flags`, `kind`, `caller` and `phys`.
@@ -56,14 +70,7 @@ impl<'m> Vmalloc<'_, 'm> {
         let addr = self.alloc_vmap_area(cpu, va_size, align.max(PAGE_SIZE))?;
         let base = pfns.first().map_or(0, |p| p.phys().0);
         let contiguous = pfns.iter().enumerate().all(|(i, p)| p.phys().0 == base + i as u64 * PAGE_SIZE);
-        let aligned = |shift: u32| contiguous && size >= 1 << shift && (addr | base).is_multiple_of(1 << shift);
-        let shift = if max_shift >= PMD_SHIFT && aligned(PMD_SHIFT) {
-            PMD_SHIFT
-        } else if max_shift >= CONT_PTE_SHIFT && self.cfg.contpte && aligned(CONT_PTE_SHIFT) {
-            CONT_PTE_SHIFT
-        } else {
-            PAGE_SHIFT
-        };
+        let shift = if contiguous { self.map_shift(addr, base, size, max_shift) } else { PAGE_SHIFT };
         let entries = match self.vmap_pages_range(cpu, addr, pfns, prot, shift) {
             Ok(n) => n,
             Err(e) => {
@@ -151,6 +158,42 @@ impl<'m> Vmalloc<'_, 'm> {
             Some(start),
         )?;
         Ok(addr + offset)
+    }
+
+    /// `pci_remap_iospace()` (drivers/pci/pci.c): map a host bridge's I/O
+    /// port window, `size` bytes of device memory at `phys`, at
+    /// `PCI_IO_START + port` through `vmap_page_range()` (no vmap area, so
+    /// /proc/vmallocinfo does not list it; the kernel ptdump shows it
+    /// between "PCI I/O start" and "PCI I/O end"), in the largest granules
+    /// `ioremap_max_page_shift` and the alignment allow.
+    ///
+    /// # Errors
+    /// [`VmallocError::ZeroSize`]; [`VmallocError::IoSpace`] for a window
+    /// that is not page aligned or ends past `IO_SPACE_LIMIT` (the
+    /// kernel's -EINVAL); [`VmallocError::Map`] for a window already
+    /// mapped (the tables refuse to map over a live entry) or
+    /// [`VmallocError::NoMemory`] for its tables, with what was mapped of
+    /// it unmapped again; [`VmallocError::ForeignCpu`].
+    pub fn pci_remap_iospace(&self, cpu: &Cpu<'m>, port: u64, size: u64, phys: u64) -> Result<(), VmallocError> {
+        self.this_machine(cpu)?;
+        if size == 0 {
+            return Err(VmallocError::ZeroSize);
+        }
+        let last = port.checked_add(size - 1);
+        if !(port | size | phys).is_multiple_of(PAGE_SIZE) || last.is_none_or(|l| l > IO_SPACE_LIMIT) {
+            return Err(VmallocError::IoSpace { port, size });
+        }
+        let addr = PCI_IO_START + port;
+        let pfns: Vec<Pfn> = (0..size / PAGE_SIZE).map(|i| Pfn((phys >> PAGE_SHIFT) + i)).collect();
+        let shift = self.map_shift(addr, phys, size, IOREMAP_MAX_ORDER);
+        self.vmap_pages_range(cpu, addr, &pfns, pgprot_device(PAGE_KERNEL), shift).map_err(|e| {
+            let _ = pgtable::unmap_range(cpu, &self.asp, addr, size).map(TlbFlush::ignore);
+            match e {
+                PgtableError::NoMemory => VmallocError::NoMemory { size },
+                other => VmallocError::Map(other),
+            }
+        })?;
+        Ok(())
     }
 
     /// `iounmap(addr)`: unmap an ioremap area; the range goes lazy.

@@ -272,8 +272,17 @@ impl Machine {
                     Some(t) => t,
                     None => &m,
                 };
-                crate::arch::arm64::mmu::paging_init(&cpu0, &m, statics, &m.config.map_mem_options(), m.kernel_image())
-                    .map_err(BootError::LinearMap)
+                let fdt =
+                    m.boot_state.reservations.iter().find(|r| r.name == "dtb").map(|r| (PhysAddr(r.base), r.size));
+                crate::arch::arm64::mmu::paging_init(
+                    &cpu0,
+                    &m,
+                    statics,
+                    &m.config.map_mem_options(),
+                    m.kernel_image(),
+                    fdt,
+                )
+                .map_err(BootError::LinearMap)
             });
             let (fixmap, report) = r?;
             *m.fixmap.lock() = Some(fixmap);

@@ -342,6 +342,12 @@ impl Machine {
         self.arch.va
     }
 
+    /// The fixmap's slots (`enum fixed_addresses`) of the machine's kernel
+    /// (`arm64.linear_map_variant`), whether or not it built a fixmap.
+    pub fn fixmap_layout(&self) -> crate::arch::arm64::fixmap::FixmapLayout {
+        self.config.linear_map_variant.fixmap_layout()
+    }
+
     /// The kernel's address space (`init_mm`: `swapper_pg_dir`, no ASID).
     #[inline]
     pub fn kernel_as(&self) -> crate::arch::arm64::pgtable::AddressSpace {
@@ -592,10 +598,11 @@ impl EarlyAlloc for Machine {
 
 /// The kernel image's own table pages, which are part of the image and
 /// not memblock's (arch/arm64/kernel/vmlinux.lds.S): the fixmap's
-/// `bm_pud`/`bm_pmd`/`bm_pte` in `.pgtbl` right after `__bss_stop`, then
-/// `init_pg_dir` (`INIT_DIR_SIZE`: 12 pages), whose pages after the first
-/// hold `map_kernel()`'s tables. A bump allocator over one of those
-/// ranges, zeroing each page.
+/// `bm_pud`/`bm_pmd`/`bm_pte[]` (in the kernel's bss; mmlab puts them
+/// right after `__bss_stop`, as `.pgtbl`), then `init_pg_dir`
+/// (`INIT_DIR_SIZE`: 12 pages), whose pages after the first hold
+/// `map_kernel()`'s tables. A bump allocator over one of those ranges,
+/// zeroing each page.
 #[derive(Debug)]
 pub(crate) struct ImageTables<'m> {
     m: &'m Machine,
@@ -604,13 +611,17 @@ pub(crate) struct ImageTables<'m> {
 }
 
 impl<'m> ImageTables<'m> {
-    /// `.pgtbl`: the fixmap's three static tables.
+    /// The fixmap's static tables.
+    fn pgtbl_size(m: &Machine) -> u64 {
+        m.fixmap_layout().nr_static_tables() as u64 * PAGE_SIZE
+    }
+    /// `.pgtbl`: the fixmap's static tables.
     pub(crate) fn pgtbl(m: &'m Machine, k: &crate::arch::arm64::kimage::KernelImage) -> Self {
-        ImageTables { m, next: std::cell::Cell::new(k.bss_stop()), end: k.bss_stop() + 3 * PAGE_SIZE }
+        ImageTables { m, next: std::cell::Cell::new(k.bss_stop()), end: k.bss_stop() + Self::pgtbl_size(m) }
     }
     /// `init_pg_dir` past its root page: `map_kernel()`'s tables.
     pub(crate) fn init_pg_dir(m: &'m Machine, k: &crate::arch::arm64::kimage::KernelImage) -> Self {
-        let root = k.bss_stop() + 3 * PAGE_SIZE;
+        let root = k.bss_stop() + Self::pgtbl_size(m);
         ImageTables { m, next: std::cell::Cell::new(root + PAGE_SIZE), end: root + 12 * PAGE_SIZE }
     }
     fn take(&self, what: &'static str) -> Result<PhysAddr, MemblockError> {

@@ -100,14 +100,14 @@ mod tests {
         names.dedup();
         // The memmap, the usemap, and the tables (64M boots bare: no image,
         // so they come from memblock): swapper_pg_dir; the fixmap's bm_pud,
-        // bm_pmd and bm_pte; the linear map's one pud, one pmd and 32 pte
+        // bm_pmd and three bm_pte; the linear map's one pud, one pmd and 32 pte
         // tables (2 MiB each, page by page); the vmemmap's pud, pmd and pte
         // tables (64M is a partial section, mapped with base pages). Taken
         // one below the other, the tables are one region whoever took them,
         // as memblock_merge_regions() leaves it.
         assert_eq!(names, ["fixmap", "memmap", "pgtable", "usemap"]);
         assert_eq!(mb.reserved().len(), 3);
-        assert_eq!(mb.reserved()[1].size, (1 + 3 + 34 + 3) * PAGE_SIZE);
+        assert_eq!(mb.reserved()[1].size, (1 + 5 + 34 + 3) * PAGE_SIZE);
         let tables: u64 = mb.reservations().filter(|r| r.name == "pgtable").map(|r| r.size).sum();
         assert_eq!(tables, (1 + 34 + 3) * PAGE_SIZE);
         // 16384 frames x 64 B = 1 MiB of memmap at the top 2 MiB-aligned slot.

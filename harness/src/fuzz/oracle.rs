@@ -184,6 +184,7 @@ impl From<VmallocError> for Outcome {
             VmallocError::WrongCount { .. } => Outcome::WrongCount,
             VmallocError::InvalidPfn { .. } => Outcome::InvalidPfn,
             VmallocError::PageNotAllocated { .. } => Outcome::PageNotAllocated,
+            VmallocError::IoSpace { .. } => Outcome::BadRequest,
         }
     }
 }

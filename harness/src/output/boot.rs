@@ -182,9 +182,10 @@ impl BootReport {
             Some(p) => {
                 let mut t = table_pages_in(m, &k, m.va_layout().page_offset(), PAGE_END);
                 t[0] = 0; // swapper_pg_dir is memblock's phase's
-                // early_fixmap_init()'s bm_pud, bm_pmd, bm_pte (a p4d above
-                // them is map_kernel()'s).
-                let fx = table_pages_in(m, &k, FIXADDR_TOP - (4 << 20), FIXADDR_TOP);
+                // early_fixmap_init()'s bm_pud, bm_pmd, bm_pte[] (a p4d
+                // above them is map_kernel()'s).
+                let fx_start = m.fixmap_layout().fixaddr_tot_start() & !((2 << 20) - 1);
+                let fx = table_pages_in(m, &k, fx_start, FIXADDR_TOP);
                 for l in 2..5 {
                     t[l] += fx[l];
                 }

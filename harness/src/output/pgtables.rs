@@ -214,16 +214,17 @@ mod tests {
         let st = stats(&m, &m.kernel_as());
         // pud: the linear map's (4 GiB < 512 GiB), the vmemmap's, bm_pud;
         // pmd: the linear map's four (one per GiB), the vmemmap's, bm_pmd;
-        // pte: the linear map's 2048 (one per 2 MiB, rodata=on), bm_pte.
-        assert_eq!(st.tables, [1, 0, 3, 6, 2049]);
+        // pte: the linear map's 2048 (one per 2 MiB, rodata=on), the three
+        // bm_pte of 7.2's fixmap.
+        assert_eq!(st.tables, [1, 0, 3, 6, 2051]);
         assert_eq!(st.blocks[3], 32);
         let s = summary_of(&m.kernel_as(), &st);
         assert!(s.starts_with("Page tables of swapper_pg_dir at 0x"), "{s}");
-        // 2048 + 1 PMD entries point to PTE tables; the vmemmap's 64 MiB
+        // 2048 + 3 PMD entries point to PTE tables; the vmemmap's 64 MiB
         // of struct pages are 32 blocks; every page of RAM is one PTE.
-        assert!(s.contains("\npmd              6           2049       32        -          0        64M\n"), "{s}");
-        assert!(s.contains("\npte           2049              -        -  1048576          0         4G\n"), "{s}");
-        assert!(s.contains("Memory in page tables: 2059 pages (8236K)"), "{s}");
+        assert!(s.contains("\npmd              6           2051       32        -          0        64M\n"), "{s}");
+        assert!(s.contains("\npte           2051              -        -  1048576          0         4G\n"), "{s}");
+        assert!(s.contains("Memory in page tables: 2061 pages (8244K)"), "{s}");
     }
 
     #[test]

@@ -222,7 +222,7 @@ pub fn mmlab_files(c: &Configs) -> Result<MmlabFiles, String> {
         "Hugepagesize",
         "Hugetlb",
     ]);
-    let markers = engine_ptdump::kernel_markers(m.va_layout());
+    let markers = engine_ptdump::kernel_markers(m.va_layout(), m.fixmap_layout());
     let files = BTreeMap::from([
         ("proc_meminfo", meminfo.to_string()),
         ("proc_vmstat", vmstat.to_string()),

@@ -10,6 +10,7 @@
 //! | `percpu_kworker` | `worker_thread()` → `manage_workers()`: a per-CPU pool's second worker once the first runs work | 1 task stack per CPU after the boot CPU, on that CPU |
 //! | `dma_pools` | `dma_atomic_pool_init()` (kernel/dma/pool.c): a pool per zone with managed pages (Normal: `GFP_KERNEL`, DMA, DMA32), each `atomic_pool_expand()` | `cma_alloc()` of 128 KiB per GiB of `totalram_pages()` (at least 128 KiB, at most `MAX_PAGE_ORDER`, rounded to an order) when CMA lies in the zone, else `alloc_pages()`; `dma_common_contiguous_remap()` of it; `gen_pool_add_owner()`'s chunk (`vzalloc`, 1 page) |
 //! | `pcpu_chunk` | `pcpu_balance_workfn()` → `pcpu_create_chunk()` (mm/percpu-vm.c) | `pcpu_mem_zalloc()` of the chunk's `alloc_map`, `bound_map` and, with memcg, `obj_exts` (2, 2, 72 pages for the 147,456-byte unit); `pcpu_get_vm_areas()` of CPUs × unit; 3 pages per unit populated (the peers' `pcpu_populate_chunk`) |
+//! | `pci_iospace` | `pci_host_common_probe()` → `devm_of_pci_bridge_init()` → `devm_pci_remap_iospace()` → `pci_remap_iospace()` (drivers/pci/) | no area: the virt machine's PCIe I/O port window (`VIRT_PCIE_PIO`, 64 KiB at 0x3eff0000) mapped at `PCI_IO_START` with device memory, one contiguous PTE run (a PTE table) |
 //! | `acomp_streams` | `crypto_acomp_alloc_streams()`, `acomp_stream_workfn()` (crypto/acompress.c) → `lz4_alloc_ctx()` | the self-test's stream, and one more CPU's when there is one (the peers: 1 at 1 CPU, 1-2 at 2 and 4) |
 
 use super::{KERNEL_CLONE, Replay, THREAD_ALIGN, THREAD_SIZE, VmallocBootRule, note_outside};
@@ -19,6 +20,8 @@ use mmlab_engine::mm::zone_layout::NR_ZONE_TYPES;
 use mmlab_engine::mm::{MAX_PAGE_ORDER, ZoneType};
 use mmlab_engine::{PAGE_SHIFT, PAGE_SIZE, Pfn};
 
+/// QEMU virt's `VIRT_PCIE_PIO`: the PCIe host bridge's I/O port window.
+pub const VIRT_PCIE_PIO: (u64, u64) = (0x3eff_0000, 0x1_0000);
 /// `IRQ_STACK_SIZE` (`THREAD_SIZE`).
 pub const IRQ_STACK_SIZE: u64 = THREAD_SIZE;
 /// Task stacks each CPU after the boot CPU adds when it comes up.
@@ -110,6 +113,20 @@ pub(crate) fn expand(r: &mut Replay<'_, '_, '_>, name: &str) {
             );
             for c in 1..n {
                 r.fork(c, (3, c), KERNEL_CLONE);
+            }
+        }
+        "pci_iospace" => {
+            let (phys, size) = VIRT_PCIE_PIO;
+            begin(
+                r,
+                "pci_iospace",
+                "devm_pci_remap_iospace() -> pci_remap_iospace()",
+                format!("{size} bytes at port 0"),
+            );
+            // The window is fixed and mapped once: a failure here is a bug
+            // the boot's counters show (`failed`), as a failed vmalloc is.
+            if r.vm.pci_remap_iospace(r.cpu(0), 0, size, phys).is_err() {
+                r.work.failed += 1;
             }
         }
         "dma_pools" => dma_pools(r),

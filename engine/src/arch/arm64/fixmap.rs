@@ -1,7 +1,8 @@
 //! The fixmap: a few kernel virtual pages at fixed addresses below
 //! `FIXADDR_TOP`, each remapped at run time onto any physical page
 //! (arch/arm64/include/asm/fixmap.h, arch/arm64/mm/fixmap.c), as Linux
-//! v6.9-rc1 has it.
+//! v6.9-rc1 has it and, with KVM's `FIX_VNCR` slots (6.16), as 7.2 has it
+//! ([`FixmapLayout`]).
 //!
 //! # The algorithm
 //!
@@ -13,7 +14,8 @@
 //! writes tables that are not (yet) reachable through the linear map.
 //!
 //! The slots' own translation tables are static in the kernel image
-//! (`bm_pud`, `bm_pmd`, `bm_pte`); `early_fixmap_init()` hooks them into
+//! (`bm_pud`, `bm_pmd`, and `bm_pte`: one PTE table per 2 MiB the slots
+//! span, `NR_BM_PTE_TABLES`); `early_fixmap_init()` hooks them all into
 //! `swapper_pg_dir` once, very early. From then on:
 //!
 //! - `__set_fixmap(idx, phys, FIXMAP_PAGE_NORMAL)` writes a valid kernel
@@ -38,11 +40,10 @@
 //!   GHES with SDEI, KPTI with a relocatable kernel, `MAX_FDT_SIZE` 2 MiB),
 //!   the PTE written (`PAGE_KERNEL`), the barriers and TLBIs of set and
 //!   clear, and the table descriptors `early_fixmap_init()` installs.
-//! - *Simplified*: `bm_pud`, `bm_pmd` and the one `bm_pte` table that holds
-//!   the page-table slots come from memblock (mmlab's RAM holds no kernel
-//!   image to put them in); the other `bm_pte` table of the range (the
-//!   2 MiB below `FIXADDR_TOP`: slots 1 to 512, most of the FDT window) is
-//!   not emulated, so only slots 513 and up can be set. A write "through" a slot
+//! - *Simplified*: on a machine without the kernel image the static tables
+//!   come from memblock (the image's `.pgtbl` pages otherwise); the FDT is
+//!   mapped read-only in one step ([`Fixmap::remap_fdt`]: the kernel maps
+//!   it writable first, then remaps it). A write "through" a slot
 //!   translates the slot's address once, at [`Fixmap::set_fixmap`], through
 //!   the CPU's TLB model (so a stale translation would be used, as on
 //!   hardware), and then stores at the physical address it found.
@@ -70,19 +71,23 @@ pub const FIX_FDT: usize = FIX_FDT_END + 512 + 1;
 pub const FIX_EARLYCON_MEM_BASE: usize = FIX_FDT + 1;
 /// `FIX_TEXT_POKE0`.
 pub const FIX_TEXT_POKE0: usize = FIX_EARLYCON_MEM_BASE + 1;
-/// `__end_of_permanent_fixed_addresses`: after the four GHES slots
-/// (`CONFIG_ACPI_APEI_GHES` with `CONFIG_ARM_SDE_INTERFACE`) and the four
-/// entry-trampoline slots (`CONFIG_UNMAP_KERNEL_AT_EL0` with
-/// `CONFIG_RELOCATABLE`).
-pub const END_OF_PERMANENT_FIXED_ADDRESSES: usize = FIX_TEXT_POKE0 + 4 + 4 + 1;
+/// `FIX_VNCR_END` (`CONFIG_KVM`, 6.16 on): the first of KVM's per-CPU
+/// slots for a nested guest's VNCR page.
+pub const FIX_VNCR_END: usize = FIX_TEXT_POKE0 + 1;
+/// `CONFIG_NR_CPUS` of Debian's arm64 kernel (its boot prints
+/// "NR_CPUS=512"): one `FIX_VNCR` slot each.
+pub const CONFIG_NR_CPUS: usize = 512;
+/// The slots after `FIX_TEXT_POKE0` up to `__end_of_permanent_fixed_addresses`
+/// besides KVM's: the four GHES slots (`CONFIG_ACPI_APEI_GHES` with
+/// `CONFIG_ARM_SDE_INTERFACE`) and the four entry-trampoline slots
+/// (`CONFIG_UNMAP_KERNEL_AT_EL0` with `CONFIG_RELOCATABLE`).
+const GHES_AND_TRAMP_SLOTS: usize = 4 + 4;
 /// `NR_FIX_BTMAPS`: 256 KiB of early_ioremap per slot, plus a page.
 pub const NR_FIX_BTMAPS: usize = (256 << 10) / PAGE_SIZE as usize + 1;
 /// `FIX_BTMAPS_SLOTS`.
 pub const FIX_BTMAPS_SLOTS: usize = 7;
-/// `FIX_BTMAP_END`.
-pub const FIX_BTMAP_END: usize = END_OF_PERMANENT_FIXED_ADDRESSES;
-/// `FIX_BTMAP_BEGIN`.
-pub const FIX_BTMAP_BEGIN: usize = FIX_BTMAP_END + NR_FIX_BTMAPS * FIX_BTMAPS_SLOTS - 1;
+/// `MAX_FDT_SIZE`: 2 MiB.
+pub const MAX_FDT_SIZE: u64 = 2 << 20;
 /// `NR_PTE_SLOTS` of the lazy-unmap patch (v1 3/3): PTE-table slots.
 pub const NR_PTE_SLOTS_LAZY: usize = 16;
 
@@ -92,20 +97,45 @@ pub const fn fix_to_virt(idx: usize) -> u64 {
     FIXADDR_TOP - ((idx as u64) << PAGE_SHIFT)
 }
 
-/// The page-table slots of `enum fixed_addresses`, which depend on how many
-/// PTE-table slots there are: one (`FIX_PTE`, v6.9-rc1) or
+/// The slots of `enum fixed_addresses` that move with the code version:
+/// KVM's `FIX_VNCR` slots (6.16 on: 7.2 has them, v6.9-rc1 and 6.10 not)
+/// and how many PTE-table slots there are: one (`FIX_PTE`) or
 /// [`NR_PTE_SLOTS_LAZY`] (`FIX_PTE_END..=FIX_PTE_BEGIN`, the lazy-unmap
 /// patch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixmapLayout {
     /// PTE-table slots.
     pub nr_pte_slots: usize,
+    /// `FIX_VNCR_END..=FIX_VNCR` exist (`CONFIG_KVM`, 6.16 on).
+    pub vncr: bool,
 }
 
 impl FixmapLayout {
+    /// Linux 7.2's (Debian's config): `FIX_VNCR`, one `FIX_PTE`.
+    pub const V7_2: FixmapLayout = FixmapLayout { nr_pte_slots: 1, vncr: true };
+    /// `FIX_VNCR` (= `FIX_VNCR_END + NR_CPUS`), if the layout has it.
+    pub const fn fix_vncr(&self) -> Option<usize> {
+        if self.vncr { Some(FIX_VNCR_END + CONFIG_NR_CPUS) } else { None }
+    }
+    /// `__end_of_permanent_fixed_addresses`.
+    pub const fn end_of_permanent_fixed_addresses(&self) -> usize {
+        let last = match self.fix_vncr() {
+            Some(v) => v,
+            None => FIX_TEXT_POKE0,
+        };
+        last + GHES_AND_TRAMP_SLOTS + 1
+    }
+    /// `FIX_BTMAP_END`.
+    pub const fn fix_btmap_end(&self) -> usize {
+        self.end_of_permanent_fixed_addresses()
+    }
+    /// `FIX_BTMAP_BEGIN`.
+    pub const fn fix_btmap_begin(&self) -> usize {
+        self.fix_btmap_end() + NR_FIX_BTMAPS * FIX_BTMAPS_SLOTS - 1
+    }
     /// `FIX_PTE_END` (= `FIX_PTE` with one slot).
     pub const fn fix_pte_end(&self) -> usize {
-        FIX_BTMAP_BEGIN + 1
+        self.fix_btmap_begin() + 1
     }
     /// `FIX_PTE_BEGIN` (= `FIX_PTE` with one slot): the lowest address.
     pub const fn fix_pte_begin(&self) -> usize {
@@ -131,6 +161,21 @@ impl FixmapLayout {
     pub const fn end_of_fixed_addresses(&self) -> usize {
         self.fix_pte_begin() + 5
     }
+    /// `FIXADDR_TOT_START`: the lowest slot's address.
+    pub const fn fixaddr_tot_start(&self) -> u64 {
+        FIXADDR_TOP - ((self.end_of_fixed_addresses() as u64) << PAGE_SHIFT)
+    }
+    /// `NR_BM_PTE_TABLES`: the 2 MiB spans `[FIXADDR_TOT_START,
+    /// FIXADDR_TOP)` touches, one `bm_pte` table each.
+    pub const fn nr_bm_pte_tables(&self) -> usize {
+        let pmd = Level::Pmd.entry_size();
+        ((FIXADDR_TOP - 1) / pmd - self.fixaddr_tot_start() / pmd + 1) as usize
+    }
+    /// The static tables `early_fixmap_init()` hooks in: `bm_pud`,
+    /// `bm_pmd` and the `bm_pte` tables.
+    pub const fn nr_static_tables(&self) -> usize {
+        2 + self.nr_bm_pte_tables()
+    }
     /// The level of table a slot is meant for, if it is a page-table slot.
     pub const fn slot_level(&self, idx: usize) -> Option<Level> {
         if idx >= self.fix_pte_end() && idx <= self.fix_pte_begin() {
@@ -152,14 +197,20 @@ impl FixmapLayout {
 /// Fixmap failures (the kernel `BUG()`s on each).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FixmapError {
-    /// `idx <= FIX_HOLE || idx >= __end_of_fixed_addresses`, or a slot
-    /// whose `bm_pte` table mmlab does not emulate (see the module docs).
+    /// `idx <= FIX_HOLE || idx >= __end_of_fixed_addresses`.
     BadIndex {
         /// The index asked for.
         idx: usize,
     },
     /// memblock had no page for a fixmap table.
     Memblock(MemblockError),
+    /// `fixmap_remap_fdt()` of a blob it refuses.
+    BadFdt {
+        /// Where the blob is.
+        dt_phys: PhysAddr,
+        /// Its size in bytes.
+        size: u64,
+    },
     /// Writing the slot's PTE or a table descriptor failed (e.g. setting a
     /// slot that is still mapped elsewhere: break-before-make).
     Pgtable(PgtableError),
@@ -170,8 +221,11 @@ pub enum FixmapError {
 impl std::fmt::Display for FixmapError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            FixmapError::BadIndex { idx } => write!(f, "fixmap: no emulated slot {idx}"),
+            FixmapError::BadIndex { idx } => write!(f, "fixmap: no slot {idx}"),
             FixmapError::Memblock(e) => write!(f, "fixmap: {e}"),
+            FixmapError::BadFdt { dt_phys, size } => {
+                write!(f, "fixmap: no FDT mapping for {size} bytes at {dt_phys} (8-byte aligned, 1..=2 MiB)")
+            }
             FixmapError::Pgtable(e) => write!(f, "fixmap: {e}"),
             FixmapError::Fault(e) => write!(f, "fixmap: {e}"),
         }
@@ -251,9 +305,8 @@ pub struct Fixmap {
     layout: FixmapLayout,
     bm_pud: PhysAddr,
     bm_pmd: PhysAddr,
-    bm_pte: PhysAddr,
-    /// Address of the first entry of `bm_pte` (PMD aligned).
-    bm_pte_va: u64,
+    /// `bm_pte[]`, lowest address first.
+    bm_pte: Vec<PhysAddr>,
     counts: FixmapCounts,
 }
 
@@ -267,10 +320,10 @@ fn bm_table(cpu: &ArchCpu<'_>, early: &dyn EarlyAlloc) -> Result<PhysAddr, Fixma
 
 impl Fixmap {
     /// Mirrors arch/arm64/mm/fixmap.c `early_fixmap_init()`: hook `bm_pud`,
-    /// `bm_pmd` and `bm_pte` into `swapper_pg_dir` for the slots' range, each
-    /// level only if its entry is still empty, with bare table descriptors
-    /// (`*_TYPE_TABLE`), written with `set_pgd`/`set_pud`/`set_pmd` and their
-    /// barriers.
+    /// `bm_pmd` and every `bm_pte` table into `swapper_pg_dir` for
+    /// `[FIXADDR_TOT_START, FIXADDR_TOP)`, each level only if its entry is
+    /// still empty, with bare table descriptors (`*_TYPE_TABLE`), written
+    /// with `set_pgd`/`set_pud`/`set_pmd` and their barriers.
     ///
     /// # Errors
     ///
@@ -309,9 +362,12 @@ impl Fixmap {
         let p4d = crate::arch::arm64::pgtable::init_mm(cpu).p4d_offset(va, |pgd| below(pgd, Level::Pgd))?;
         let bm_pud = below(p4d, Level::P4d)?;
         let bm_pmd = below(entry_pa(bm_pud, Level::Pud.index(va)), Level::Pud)?;
-        let bm_pte = below(entry_pa(bm_pmd, Level::Pmd.index(va)), Level::Pmd)?;
-        let bm_pte_va = va & !(Level::Pmd.entry_size() - 1);
-        Ok(Fixmap { layout, bm_pud, bm_pmd, bm_pte, bm_pte_va, counts: FixmapCounts::default() })
+        // The slots never cross a PUD boundary: one bm_pmd holds them all.
+        let first = va & !(Level::Pmd.entry_size() - 1);
+        let bm_pte = (0..layout.nr_bm_pte_tables() as u64)
+            .map(|i| below(entry_pa(bm_pmd, Level::Pmd.index(first + i * Level::Pmd.entry_size())), Level::Pmd))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Fixmap { layout, bm_pud, bm_pmd, bm_pte, counts: FixmapCounts::default() })
     }
 
     /// The slot layout.
@@ -322,22 +378,46 @@ impl Fixmap {
     pub fn counts(&self) -> FixmapCounts {
         self.counts
     }
-    /// `bm_pud`, `bm_pmd` and `bm_pte`.
-    pub fn tables(&self) -> [PhysAddr; 3] {
-        [self.bm_pud, self.bm_pmd, self.bm_pte]
+    /// `bm_pud`, `bm_pmd` and the `bm_pte` tables, lowest address first.
+    pub fn tables(&self) -> Vec<PhysAddr> {
+        [self.bm_pud, self.bm_pmd].into_iter().chain(self.bm_pte.iter().copied()).collect()
     }
 
-    /// `fixmap_pte(addr)`: the PTE of slot `idx` in `bm_pte`.
+    /// `fixmap_pte(addr)`: the PTE of slot `idx` in its `bm_pte` table.
     fn fixmap_pte(&self, idx: usize) -> Result<PhysAddr, FixmapError> {
-        let va = fix_to_virt(idx);
-        if idx == FIX_HOLE
-            || idx >= self.layout.end_of_fixed_addresses()
-            || va < self.bm_pte_va
-            || va - self.bm_pte_va >= Level::Pmd.entry_size()
-        {
+        if idx == FIX_HOLE || idx >= self.layout.end_of_fixed_addresses() {
             return Err(FixmapError::BadIndex { idx });
         }
-        Ok(entry_pa(self.bm_pte, Level::Pte.index(va)))
+        let va = fix_to_virt(idx);
+        let pmd = Level::Pmd.entry_size();
+        let table = (va / pmd - self.layout.fixaddr_tot_start() / pmd) as usize;
+        Ok(entry_pa(self.bm_pte[table], Level::Pte.index(va)))
+    }
+
+    /// `fixmap_remap_fdt(dt_phys, &size, PAGE_KERNEL_RO)` as
+    /// `setup_machine_fdt()` leaves it: the `size` bytes of the device tree
+    /// at `dt_phys` mapped read-only from `FIX_FDT` up, page by page
+    /// (`create_mapping_noalloc()` with `NO_CONT_MAPPINGS`), and kept for
+    /// the kernel's life. Simplified: mapped read-only at once, the PTEs
+    /// written into `bm_pte` with `__set_pte()`'s barriers.
+    ///
+    /// # Errors
+    ///
+    /// [`FixmapError::BadFdt`] for a blob not 8-byte aligned, of size 0 or
+    /// over `MAX_FDT_SIZE` (the kernel refuses it and panics on no DT);
+    /// [`FixmapError::Pgtable`] if the window is mapped already.
+    pub fn remap_fdt(&mut self, cpu: &ArchCpu<'_>, dt_phys: PhysAddr, size: u64) -> Result<u64, FixmapError> {
+        if dt_phys.0 == 0 || !dt_phys.0.is_multiple_of(8) || size == 0 || size > MAX_FDT_SIZE {
+            return Err(FixmapError::BadFdt { dt_phys, size });
+        }
+        let offset = dt_phys.0 % PAGE_SIZE;
+        let base = dt_phys.0 - offset;
+        let pages = (offset + size).div_ceil(PAGE_SIZE) as usize;
+        for i in 0..pages {
+            let ptep = self.fixmap_pte(FIX_FDT - i)?;
+            set_pte(cpu, ptep, Desc::page(base + i as u64 * PAGE_SIZE, desc::PAGE_KERNEL_RO))?;
+        }
+        Ok(fix_to_virt(FIX_FDT) + offset)
     }
 
     fn count(&mut self, idx: usize, map: bool) {
@@ -437,14 +517,55 @@ mod tests {
 
     #[test]
     fn slot_indices_and_addresses() {
-        let base = FixmapLayout { nr_pte_slots: 1 };
-        assert_eq!((FIX_FDT, END_OF_PERMANENT_FIXED_ADDRESSES, FIX_BTMAP_BEGIN), (514, 525, 979));
+        let base = FixmapLayout { nr_pte_slots: 1, vncr: false };
+        assert_eq!((FIX_FDT, base.end_of_permanent_fixed_addresses(), base.fix_btmap_begin()), (514, 525, 979));
         assert_eq!((base.fix_pte_begin(), base.fix_pmd(), base.fix_pud(), base.fix_pgd()), (980, 981, 982, 984));
-        let lazy = FixmapLayout { nr_pte_slots: NR_PTE_SLOTS_LAZY };
+        let lazy = FixmapLayout { nr_pte_slots: NR_PTE_SLOTS_LAZY, vncr: false };
         assert_eq!((lazy.fix_pte_end(), lazy.fix_pte_begin(), lazy.fix_pmd()), (980, 995, 996));
         assert_eq!(fix_to_virt(980), 0xffff_ffff_ff42_c000);
         // Every page-table slot lies in one PMD: one bm_pte table holds them.
         assert_eq!(fix_to_virt(lazy.fix_pgd()) >> 21, fix_to_virt(base.fix_pte_end()) >> 21);
+        // v6.9-rc1's slots span two PMDs, so two bm_pte tables.
+        assert_eq!((base.fixaddr_tot_start(), base.nr_bm_pte_tables()), (0xffff_ffff_ff42_7000, 2));
+        // 7.2 with KVM: FIX_VNCR_END..=FIX_VNCR (NR_CPUS=512) after
+        // FIX_TEXT_POKE0 moves everything after them 513 slots down.
+        let v72 = FixmapLayout::V7_2;
+        assert_eq!((v72.fix_vncr(), v72.end_of_permanent_fixed_addresses()), (Some(1029), 1038));
+        assert_eq!((v72.fix_pte_begin(), v72.fix_pgd(), v72.end_of_fixed_addresses()), (1493, 1497, 1498));
+        // Debian's 7.2 on the peer: ---[ Fixmap start ]--- at
+        // 0xffffffffff226000, three bm_pte tables (tests/data/arm64-peer).
+        assert_eq!(
+            (v72.fixaddr_tot_start(), v72.nr_bm_pte_tables(), v72.nr_static_tables()),
+            (0xffff_ffff_ff22_6000, 3, 5)
+        );
+        assert_eq!(fix_to_virt(v72.fix_pgd()) >> 21, fix_to_virt(v72.fix_pte_end()) >> 21);
+    }
+
+    #[test]
+    fn every_slot_is_settable_and_the_fdt_stays_mapped_read_only() {
+        let m = Machine::boot(MachineConfig::with("16M", 1).unwrap()).unwrap();
+        let cpu = m.cpu(0).unwrap();
+        let mut fx = Fixmap::early_fixmap_init(&cpu, &m, FixmapLayout::V7_2).unwrap();
+        assert_eq!(fx.tables().len(), 5);
+        let page = m.memblock().alloc(PAGE_SIZE, PAGE_SIZE, "test").unwrap();
+        // Slots in each of the three bm_pte tables.
+        for idx in [FIX_FDT_END, FIX_VNCR_END + 7, FixmapLayout::V7_2.fix_pgd()] {
+            let p = fx.set_fixmap(&cpu, idx, page).unwrap();
+            assert_eq!(p.pa, page, "slot {idx}");
+            fx.clear_fixmap(&cpu, idx).unwrap();
+        }
+        assert_eq!(fx.set_fixmap(&cpu, 1498, page), Err(FixmapError::BadIndex { idx: 1498 }));
+        // A 1 MiB blob 8 bytes into a page: 257 pages from FIX_FDT up, ro.
+        let dt = PhysAddr(page.0 + 8);
+        assert_eq!(fx.remap_fdt(&cpu, dt, 1 << 20), Ok(fix_to_virt(FIX_FDT) + 8));
+        let k = m.kernel_as();
+        assert_eq!(mmu::translate(&cpu, &k, fix_to_virt(FIX_FDT) + 8, Access::READ), Ok(dt));
+        assert!(mmu::translate(&cpu, &k, fix_to_virt(FIX_FDT - 256), Access::READ).is_ok());
+        assert!(mmu::translate(&cpu, &k, fix_to_virt(FIX_FDT - 257), Access::READ).is_err());
+        assert!(mmu::translate(&cpu, &k, fix_to_virt(FIX_FDT), Access::WRITE).is_err(), "read-only");
+        for (dt, size) in [(PhysAddr(page.0 + 4), 4096), (page, 0), (page, MAX_FDT_SIZE + 1)] {
+            assert_eq!(fx.remap_fdt(&cpu, dt, size), Err(FixmapError::BadFdt { dt_phys: dt, size }));
+        }
     }
 
     #[test]
@@ -452,7 +573,7 @@ mod tests {
         let cfg = MachineConfig { barrier_backend: BarrierBackend::Count, ..MachineConfig::with("16M", 1).unwrap() };
         let m = Machine::boot(cfg).unwrap();
         let cpu = m.cpu(0).unwrap();
-        let layout = FixmapLayout { nr_pte_slots: 1 };
+        let layout = FixmapLayout { nr_pte_slots: 1, vncr: false };
         let mut fx = Fixmap::early_fixmap_init(&cpu, &m, layout).unwrap();
         let page = m.memblock().alloc(PAGE_SIZE, PAGE_SIZE, "test").unwrap();
         let (b0, t0) = (m.barrier_counts(), m.tlbi_counts());
@@ -471,7 +592,5 @@ mod tests {
         assert_eq!(b.get(BarrierKind::Isb, ""), Some(2));
         assert_eq!(fx.counts(), FixmapCounts { map_pte: 1, unmap_pte: 1, ..Default::default() });
         assert_eq!(fx.set_fixmap(&cpu, FIX_HOLE, page), Err(FixmapError::BadIndex { idx: 0 }));
-        // FIX_FDT_END lies in the other bm_pte table, which is not emulated.
-        assert_eq!(fx.clear_fixmap(&cpu, FIX_FDT_END), Err(FixmapError::BadIndex { idx: FIX_FDT_END }));
     }
 }

@@ -96,6 +96,12 @@ pub const KIMAGE_VADDR: u64 = MODULES_END;
 pub const VMALLOC_START: u64 = MODULES_END;
 /// `PCI_IO_START` = `VMEMMAP_END + SZ_8M`.
 pub const PCI_IO_START: u64 = VMEMMAP_END + (8 << 20);
+/// `PCI_IO_SIZE`: 16 MiB.
+pub const PCI_IO_SIZE: u64 = 16 << 20;
+/// `PCI_IO_END`.
+pub const PCI_IO_END: u64 = PCI_IO_START + PCI_IO_SIZE;
+/// `IO_SPACE_LIMIT`: the last port of the PCI I/O space, `PCI_IO_SIZE - 1`.
+pub const IO_SPACE_LIMIT: u64 = PCI_IO_SIZE - 1;
 /// `FIXADDR_TOP` = `-SZ_8M`.
 pub const FIXADDR_TOP: u64 = (8u64 << 20).wrapping_neg();
 /// `VMEMMAP_END`: `-SZ_1G`.

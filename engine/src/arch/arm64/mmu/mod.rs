@@ -95,7 +95,7 @@ mod report;
 pub use options::*;
 pub use report::*;
 
-use crate::addr::PAGE_SIZE;
+use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::arch::arm64::barrier::BarrierKind;
 use crate::arch::arm64::cpu::{ArchCpu, EarlyAlloc};
 use crate::arch::arm64::fixmap::{Fixmap, FixmapCounts};
@@ -211,10 +211,12 @@ pub fn map_mem(
 }
 
 /// Mirrors the linear-map part of arch/arm64/mm/mmu.c `paging_init()` (with
-/// `early_fixmap_init()` from `setup_arch()` before it): set up the
-/// fixmap, its static tables from `statics` (the image's `.pgtbl`, or
-/// memblock on a machine without the image), then `map_mem()`. Called from
-/// boot when the machine's `arm64.linear_map` knob is on (the default).
+/// what `setup_arch()` does with the fixmap before it: `early_fixmap_init()`
+/// and `setup_machine_fdt()`'s read-only mapping of the device tree `fdt`,
+/// address and size, when there is one): set up the fixmap, its static
+/// tables from `statics` (the image's `.pgtbl`, or memblock on a machine
+/// without the image), then `map_mem()`. Called from boot when the
+/// machine's `arm64.linear_map` knob is on (the default).
 ///
 /// # Errors
 ///
@@ -225,8 +227,12 @@ pub fn paging_init(
     statics: &dyn EarlyAlloc,
     opts: &MapMemOptions,
     image: Option<&KernelImage>,
+    fdt: Option<(PhysAddr, u64)>,
 ) -> Result<(Fixmap, LinearMapReport), LinearMapError> {
     let mut fixmap = Fixmap::early_fixmap_init(cpu, statics, opts.variant.fixmap_layout())?;
+    if let Some((dt_phys, size)) = fdt {
+        fixmap.remap_fdt(cpu, dt_phys, size)?;
+    }
     let report = map_mem(cpu, early, &mut fixmap, opts, image)?;
     Ok((fixmap, report))
 }

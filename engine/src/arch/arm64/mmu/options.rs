@@ -58,9 +58,14 @@ impl LinearMapVariant {
     pub const fn name(self) -> &'static str {
         Self::NAMES[self as usize]
     }
-    /// The fixmap layout it needs (16 PTE slots with lazy-unmap).
+    /// The fixmap layout of its kernel (16 PTE slots with lazy-unmap, KVM's
+    /// `FIX_VNCR` slots in 7.2).
     pub const fn fixmap_layout(self) -> FixmapLayout {
-        FixmapLayout { nr_pte_slots: if matches!(self, Self::LazyUnmap) { NR_PTE_SLOTS_LAZY } else { 1 } }
+        match self {
+            Self::V7_2 => FixmapLayout::V7_2,
+            Self::LazyUnmap => FixmapLayout { nr_pte_slots: NR_PTE_SLOTS_LAZY, vncr: false },
+            _ => FixmapLayout { nr_pte_slots: 1, vncr: false },
+        }
     }
     /// `early_pgtable_alloc()` zeroes a new table through `FIX_PTE` and
     /// clears the slot again (before no-alloc-remap).

@@ -12,8 +12,10 @@
 //! and starts a new line at each address marker. Only tables are visited,
 //! never the unmapped address space page by page.
 
+use crate::PhysAddr;
+use crate::arch::arm64::fixmap::FixmapLayout;
 use crate::arch::arm64::memory::{
-    FIXADDR_TOP, MODULES_END, MODULES_VADDR, PAGE_END, PCI_IO_START, VMALLOC_START, VMEMMAP_END, VaLayout,
+    FIXADDR_TOP, MODULES_END, MODULES_VADDR, PAGE_END, PCI_IO_END, PCI_IO_START, VMALLOC_START, VMEMMAP_END, VaLayout,
 };
 use crate::arch::arm64::pgtable::TableMemory;
 use crate::arch::arm64::pgtable::desc::bits;
@@ -21,24 +23,7 @@ use crate::arch::arm64::pgtable::desc::bits::{
     PTE_AF, PTE_ATTRINDX_MASK, PTE_CONT, PTE_GP, PTE_NG, PTE_PXN, PTE_RDONLY, PTE_SHARED, PTE_USER, PTE_UXN, PTE_VALID,
 };
 use crate::arch::arm64::pgtable::{AddressSpace, DescKind, Level, entry_pa};
-use crate::{PAGE_SIZE, PhysAddr};
 use std::fmt::Write as _;
-
-/// `PCI_IO_SIZE`: 16 MiB.
-pub const PCI_IO_SIZE: u64 = 16 << 20;
-/// `PCI_IO_END`.
-pub const PCI_IO_END: u64 = PCI_IO_START + PCI_IO_SIZE;
-/// `__end_of_fixed_addresses` of arch/arm64/include/asm/fixmap.h for a
-/// defconfig build (`CONFIG_ACPI_APEI_GHES`, `CONFIG_ARM_SDE_INTERFACE`,
-/// `CONFIG_UNMAP_KERNEL_AT_EL0`, `CONFIG_RELOCATABLE`): FIX_HOLE, the FDT
-/// window (1 + 512 + 1 slots), earlycon, text poke, four GHES slots, four
-/// trampoline slots (525 permanent), 7 * 65 early-ioremap slots, and
-/// FIX_PTE..FIX_PGD.
-pub const END_OF_FIXED_ADDRESSES: u64 = 985;
-/// `FIXADDR_TOT_SIZE`.
-pub const FIXADDR_TOT_SIZE: u64 = END_OF_FIXED_ADDRESSES * PAGE_SIZE;
-/// `FIXADDR_TOT_START`.
-pub const FIXADDR_TOT_START: u64 = FIXADDR_TOP - FIXADDR_TOT_SIZE;
 
 /// An `addr_marker`: a named boundary in the kernel VA space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,10 +35,10 @@ pub struct Marker {
 }
 
 /// The `address_markers[]` of `ptdump_init()` (without KASAN), in order,
-/// for layout `va`. The linear map starts at `_PAGE_OFFSET(vabits_actual)`;
+/// for layout `va` and the fixmap's slots `fixmap` (`FIXADDR_TOT_START`). The linear map starts at `_PAGE_OFFSET(vabits_actual)`;
 /// `vmemmap start` is `virt_to_page()` of it: the struct page of
 /// `memstart_addr`'s frame.
-pub fn kernel_markers(va: VaLayout) -> Vec<Marker> {
+pub fn kernel_markers(va: VaLayout, fixmap: FixmapLayout) -> Vec<Marker> {
     [
         (va.page_offset(), "Linear Mapping start"),
         (PAGE_END, "Linear Mapping end"),
@@ -65,7 +50,7 @@ pub fn kernel_markers(va: VaLayout) -> Vec<Marker> {
         (VMEMMAP_END, "vmemmap end"),
         (PCI_IO_START, "PCI I/O start"),
         (PCI_IO_END, "PCI I/O end"),
-        (FIXADDR_TOT_START, "Fixmap start"),
+        (fixmap.fixaddr_tot_start(), "Fixmap start"),
         (FIXADDR_TOP, "Fixmap end"),
     ]
     .into_iter()
@@ -335,7 +320,7 @@ mod tests {
     #[test]
     fn ptdump_vmemmap_of_64m_struct_pages_is_one_pmd_run() {
         let m = boot(4 << 30);
-        let out = ptdump(&m, &m.kernel_as(), &kernel_markers(m.va_layout()));
+        let out = ptdump(&m, &m.kernel_as(), &kernel_markers(m.va_layout(), m.fixmap_layout()));
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines[0], "---[ Linear Mapping start ]---");
         let i = lines.iter().position(|l| *l == "---[ vmemmap start ]---").expect("vmemmap marker");
@@ -350,7 +335,7 @@ mod tests {
         // the last entry noted (the fixmap's tables, the last ones mapped)
         // are never reached.
         let names: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("---[ ")?.strip_suffix(" ]---")).collect();
-        let want: Vec<&str> = kernel_markers(m.va_layout()).iter().map(|mk| mk.name).collect();
+        let want: Vec<&str> = kernel_markers(m.va_layout(), m.fixmap_layout()).iter().map(|mk| mk.name).collect();
         assert_eq!(names, want[..names.len()]);
         assert_eq!(names.last(), Some(&"Fixmap end"));
         // Lines are contiguous.
