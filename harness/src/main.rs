@@ -569,6 +569,18 @@ fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
 }
 
 fn run(cli: &Cli) -> Result<bool, String> {
+    let no_hugetlb = match &cli.command {
+        Command::TestVmalloc { .. } => Some("test-vmalloc"),
+        Command::Compare(_) => Some("compare"),
+        Command::Fuzz(_) => Some("fuzz"),
+        Command::Replay(_) => Some("replay"),
+        Command::Boot { .. } => Some("boot"),
+        Command::Walk { .. } => Some("walk"),
+        _ => None,
+    };
+    if let Some(what) = no_hugetlb {
+        cli.globals.refuse_hugetlb(what)?;
+    }
     match &cli.command {
         Command::Compare(a) => run_compare(cli, a),
         Command::Reproduce { what, full, plot, json } => run_reproduce(cli, *what, *full, plot.as_deref(), *json),

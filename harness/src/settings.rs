@@ -14,8 +14,11 @@
 //! | `hugepagesz`, `hugepages`, `default_hugepagesz`, `hugetlb.*` | [`HugetlbConfig::KNOBS`] | `hugetlb/src/config.rs` |
 //! | `hugetlb_optimize_vmemmap`, `hugetlb_vmemmap.*` | [`HvoConfig::KNOBS`] | `vmemmap/src/config.rs` |
 //!
-//! The hugetlb keys take effect where a command has hugetlb pools (`stat`,
-//! `hugetlb`); the boot parameters are read in order, as on a command line.
+//! The hugetlb keys take effect where a command brings hugetlb up (`stat`,
+//! `hugetlb`, `peer`, `trace`); the others refuse them
+//! (`GlobalOpts::refuse_hugetlb`) rather than show a setting they ignore.
+//! `hugetlb_optimize_vmemmap=on` is refused on mainline arm64, which builds
+//! no HVO. The boot parameters are read in order, as on a command line.
 //!
 //! Each table is registered once in [`REGISTRY`] (with where its struct
 //! sits in [`Configs`]); a key is looked up there and nowhere else. A row
@@ -58,6 +61,12 @@ static HVO: Registered<Configs, HvoConfig> = Registered { table: HvoConfig::KNOB
 /// The knob registry: every crate's table, each registered once, in the
 /// order `--help` lists them. A key is looked up here and nowhere else.
 pub static REGISTRY: &[&dyn AnyTable<Configs>] = &[&ALLOCATOR, &MACHINE, &VMALLOC, &HUGETLB, &HVO];
+
+/// Whether `key` is one of hugetlb's or HVO's (the settings that act only
+/// where a command brings hugetlb up).
+pub fn is_hugetlb_key(key: &str) -> bool {
+    HugetlbConfig::KNOBS.0.iter().map(|k| k.key).chain(HvoConfig::KNOBS.0.iter().map(|k| k.key)).any(|k| k == key)
+}
 
 /// Every knob of the registry, in help order.
 pub fn docs() -> impl Iterator<Item = KnobDoc> {
@@ -222,6 +231,23 @@ impl Configs {
         let mut c = Configs { machine, ..Configs::defaults() };
         for s in sets {
             s.value.apply(&mut c)?;
+        }
+        // vm.hugetlb_optimize_vmemmap exists only where HVO is built: not on
+        // mainline arm64 (`hugetlb_vmemmap.arm64=off`, the default). Asking
+        // for it on there is refused; `=off` says what the machine is.
+        if let Some(s) = sets.iter().rev().find(|s| s.key() == "hugetlb_optimize_vmemmap")
+            && c.hugetlb.hvo.hugetlb_optimize_vmemmap
+            && c.hugetlb.hvo.arm64 == mmlab_vmemmap::Arm64Hvo::Off
+        {
+            return Err(SettingsError(KnobError::Refused {
+                key: "hugetlb_optimize_vmemmap",
+                value: s.as_str().split_once('=').map_or("", |(_, v)| v).to_string(),
+                source: "hugetlb_optimize_vmemmap: arm64 does not build HVO (it does not select \
+                         ARCH_WANT_OPTIMIZE_HUGETLB_VMEMMAP, 060a2c92d1b6), so the kernel has no \
+                         /proc/sys/vm/hugetlb_optimize_vmemmap; add --set hugetlb_vmemmap.arm64=pause (the 2024 \
+                         RFC) or =unsafe to model HVO on arm64"
+                    .into(),
+            }));
         }
         let explicit_barrier = sets.iter().any(|s| s.key() == "barrier");
         let profile = c.machine.cost_profile;
@@ -442,12 +468,18 @@ mod tests {
     fn every_boolean_knob_takes_kstrtobool_words() {
         let bools: Vec<KnobDoc> = docs().filter(|d| d.values == BOOL_VALUES).collect();
         assert!(bools.len() >= 15, "{bools:?}");
+        // HVO's sysctl exists where HVO is built: on arm64 with the RFC.
+        let with =
+            |kv: String| Configs::new(MachineConfig::default(), &["hugetlb_vmemmap.arm64=pause".to_string(), kv]);
         for d in &bools {
             for word in BOOL_VALUES.split('|') {
-                assert!(configs(&format!("{}={word}", d.key)).is_ok(), "{}={word}", d.key);
+                assert!(with(format!("{}={word}", d.key)).is_ok(), "{}={word}", d.key);
             }
-            assert!(configs(&format!("{}=maybe", d.key)).is_err(), "{}", d.key);
+            assert!(with(format!("{}=maybe", d.key)).is_err(), "{}", d.key);
         }
+        let e = configs("hugetlb_optimize_vmemmap=on").unwrap_err();
+        assert!(e.contains("arm64 does not build HVO") && e.contains("hugetlb_vmemmap.arm64=pause"), "{e}");
+        assert!(configs("hugetlb_optimize_vmemmap=off").is_ok(), "off says what the machine is");
         assert!(!set("arm64.lazy_mmu_barrier_batching=off").unwrap().0.lazy_mmu_barrier_batching);
         assert!(set("lock_stat=true").unwrap().0.lock_stat);
         assert!(!vset("vmalloc.contpte=n").unwrap().contpte);

@@ -166,6 +166,10 @@ impl Stack {
         let mut ht = Hugetlb::new(pa, self.configs.hugetlb);
         let cpu = pa.machine().cpu(0).map_err(|e| StackError::Hugetlb(e.to_string()))?;
         let got = ht.hugetlb_init(&cpu).map_err(|e| StackError::Hugetlb(e.to_string()))?;
+        // The boot's pr_warn(), on stderr as the kernel's console would show it.
+        for w in ht.init_warnings(got) {
+            eprintln!("mmlab: warning: {w}");
+        }
         Ok((ht, got))
     }
 

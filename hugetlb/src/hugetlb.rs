@@ -144,6 +144,26 @@ impl<'a, 'm> Hugetlb<'a, 'm> {
         Ok(got)
     }
 
+    /// The warnings `hugetlb_hstate_alloc_pages_errcheck()` prints after
+    /// [`Hugetlb::hugetlb_init`] got `got` pages: one line per size whose
+    /// pool fell short of its `hugepages=`, worded as the kernel's
+    /// (`string_get_size()` units).
+    pub fn init_warnings(&self, got: [u64; 4]) -> Vec<String> {
+        let want = self.cfg.resolved_hugepages();
+        HugePageSize::ALL
+            .into_iter()
+            .filter(|s| got[s.index()] < want[s.index()])
+            .map(|s| {
+                format!(
+                    "HugeTLB: allocating {} of page size {} failed.  Only allocated {} hugepages.",
+                    want[s.index()],
+                    string_get_size(s.bytes()),
+                    got[s.index()]
+                )
+            })
+            .collect()
+    }
+
     /// The configuration.
     pub fn config(&self) -> HugetlbConfig {
         self.cfg
@@ -211,5 +231,34 @@ impl<'a, 'm> Hugetlb<'a, 'm> {
     /// As [`Hugetlb::set_max_huge_pages_of`].
     pub fn set_max_huge_pages(&mut self, cpu: &Cpu<'m>, count: u64) -> Result<u64, HugetlbError> {
         self.set_max_huge_pages_of(cpu, self.cfg.default_hugepagesz, count)
+    }
+}
+
+/// `string_get_size(size, 1, STRING_UNITS_2, ..)` of a power-of-two size:
+/// three significant digits and a binary unit ("64.0 KiB", "2.00 MiB").
+fn string_get_size(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut i = 0;
+    let mut v = bytes as f64;
+    while v >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    let digits = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    if i == 0 { format!("{bytes} B") } else { format!("{v:.digits$} {}", units[i]) }
+}
+
+#[cfg(test)]
+mod size_tests {
+    #[test]
+    fn string_get_size_as_the_kernel_prints_it() {
+        let s: Vec<String> = crate::HugePageSize::ALL.into_iter().map(|h| super::string_get_size(h.bytes())).collect();
+        assert_eq!(s, ["64.0 KiB", "2.00 MiB", "32.0 MiB", "1.00 GiB"]);
     }
 }

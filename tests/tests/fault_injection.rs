@@ -91,7 +91,9 @@ impl<'a, 'm> Run<'a, 'm> {
     #[track_caller]
     fn check(&self, what: &str) {
         let tables = table_pages(self.m) - self.tables0;
-        let want = self.free0 - vmalloc_pages(self.vm) - self.live.held_pages() - tables;
+        // Percpu chunks hold their units' pages outside any area's pages.
+        let percpu = self.pcpu.nr_pages() as i64;
+        let want = self.free0 - vmalloc_pages(self.vm) - percpu - self.live.held_pages() - tables;
         assert_eq!(
             free_pages(self.pa),
             want,

@@ -248,3 +248,63 @@ fn surplus_bad_input() {
     assert_eq!(pool(&ht), (0, 0, 0, 0));
     pa.check_invariants().unwrap();
 }
+
+/// A restore that fails while `nr_hugepages=0` empties the pool leaves the
+/// folios in it as free surplus pages, as `bulk_vmemmap_restore_error()`
+/// does (`add_hugetlb_folio(h, folio, true)`). A later write of 0 without
+/// injection frees none of them, in mmlab as in mm/hugetlb.c:
+/// `set_max_huge_pages()` frees free pages only while `min_count <
+/// persistent_huge_pages(h)`, and with every page surplus, persistent is 0
+/// (`resv + nr - free` = 0 too), so `nr_hugepages` still reads 8 and the
+/// folios keep their memory. Writing the count back turns the surplus
+/// persistent (`adjust_pool_surplus(h, .., -1)`), and a write of 0 then
+/// frees them all. (Issue 29 asked which is right after finding this by
+/// hand: the kernel's own arithmetic keeps them.)
+#[test]
+fn a_failed_restore_leaves_surplus_that_a_count_write_releases() {
+    let m = boot("64M");
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let boot_free = pa.nr_free_pages();
+    let mut ht = Hugetlb::new(&pa, cfg(RcuPolicy::V6_12, true));
+    assert_eq!(ht.set_max_huge_pages(&cpu, 8).unwrap(), 8);
+    assert_eq!(pool(&ht), (8, 8, 0, 0));
+    let attr = mmlab_pcp::FaultAttr {
+        probability: 100,
+        interval: 1,
+        times: -1,
+        min_order: 0,
+        ignore_gfp_reclaim: false,
+        ..mmlab_pcp::FaultAttr::default()
+    };
+    pa.set_fail_page_alloc(Some(attr)).unwrap();
+    // Every restore fails: all 8 stay, as surplus (nr_hugepages reads 8).
+    assert_eq!(ht.set_max_huge_pages(&cpu, 0).unwrap(), 8);
+    assert_eq!(ht.hstate_of(M2).max_huge_pages, 0);
+    assert_eq!(pool(&ht), (8, 8, 0, 8));
+    assert_eq!(ht.counts().restore_failed_to_surplus, 8);
+    pa.set_fail_page_alloc(None).unwrap();
+    // 505 pages each (512 less the 7 vmemmap pages HVO freed).
+    let held = boot_free - pa.nr_free_pages();
+    pa.drain_all_pages(&cpu);
+    let held_drained = boot_free - pa.nr_free_pages();
+    assert!(held_drained >= 8 * 505 && held >= 8 * 505, "held {held} / {held_drained}");
+
+    // nr_hugepages=0 again, nothing injected: the kernel's arithmetic frees none.
+    assert_eq!(ht.set_max_huge_pages(&cpu, 0).unwrap(), 8);
+    assert_eq!(pool(&ht), (8, 8, 0, 8));
+    assert_eq!(ht.counts().restore_failed_to_surplus, 8, "no restore was tried");
+    pa.check_invariants().unwrap();
+
+    // nr_hugepages=8 takes the surplus back as persistent pages (no new
+    // allocation), then nr_hugepages=0 frees them all.
+    let allocated = ht.counts().pool_folios_allocated;
+    assert_eq!(ht.set_max_huge_pages(&cpu, 8).unwrap(), 8);
+    assert_eq!(pool(&ht), (8, 8, 0, 0));
+    assert_eq!(ht.counts().pool_folios_allocated, allocated);
+    assert_eq!(ht.set_max_huge_pages(&cpu, 0).unwrap(), 0);
+    assert_eq!(pool(&ht), (0, 0, 0, 0));
+    pa.check_invariants().unwrap();
+    pa.drain_all_pages(&cpu);
+    assert_eq!(pa.nr_free_pages(), boot_free, "every page came back");
+}

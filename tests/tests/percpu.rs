@@ -34,13 +34,13 @@ fn hints_stay_exact_under_random_alloc_and_free() {
             pcpu.free_percpu(&vm, &cpu, p).unwrap();
         }
         if step % 97 == 0 {
-            pcpu.check().unwrap_or_else(|e| panic!("step {step}: {e}"));
+            pcpu.check(&vm).unwrap_or_else(|e| panic!("step {step}: {e}"));
         }
     }
     for p in live {
         pcpu.free_percpu(&vm, &cpu, p).unwrap();
     }
-    pcpu.check().unwrap();
+    pcpu.check(&vm).unwrap();
     assert_eq!(pcpu.nr_chunks(), 1, "every chunk but the last is destroyed when it empties");
     pcpu.shrink(&vm, &cpu).unwrap();
     assert_eq!(pcpu.nr_chunks(), 0);
@@ -71,10 +71,55 @@ fn one_bitmap_scan_per_allocation() {
     let c = pcpu.counts();
     assert!(c.chunks_created > 20 || n < 12_000, "the workload spans many chunks ({})", c.chunks_created);
     assert_eq!(c.chunk_scans, c.allocs, "one successful scan per allocation");
-    pcpu.check().unwrap();
+    pcpu.check(&vm).unwrap();
     for p in ptrs {
         pcpu.free_percpu(&vm, &cpu, p).unwrap();
     }
     pcpu.shrink(&vm, &cpu).unwrap();
     vm.check().unwrap();
+}
+
+/// A chunk's area is the chunk's: `pcpu_get_vm_areas()` makes it (top down,
+/// kind Percpu), so `vfree()` of it is refused and changes nothing, no
+/// vmalloc lands on it, and the check sees the chunk own its area. Before,
+/// the chunk was a plain vmalloc area: `vfree` returned Ok, the next
+/// vmalloc of the same size took the same address under live objects, and
+/// every check passed (found by probing the fuzzer's calls, issue 29).
+#[test]
+fn a_live_chunks_area_cannot_be_vfreed_or_reused() {
+    let m = machine("256M", 2);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let cpu = m.cpu(0).unwrap();
+    let pcpu = PercpuAllocator::new();
+    // Twice: the first round leaves the page tables of the two ranges
+    // (kernel tables are not freed); the second must give back every page.
+    let mut free_before = 0;
+    for round in 0..2 {
+        pa.drain_all_pages(&cpu);
+        if round == 1 {
+            free_before = pa.nr_free_pages();
+        }
+        let p = pcpu.alloc_percpu(&vm, &cpu, 64, 8).unwrap();
+        let area = vm.areas().into_iter().find(|a| a.addr <= p && p < a.addr + a.size).unwrap();
+        assert_eq!(area.kind, mmlab_vmalloc::AreaKind::Percpu);
+        assert_eq!(area.size, 2 * mmlab_vmalloc::percpu::PCPU_UNIT_SIZE);
+        assert_eq!(area.caller, "pcpu_get_vm_areas+0x0/0x10c8");
+        assert_eq!(vm.vfree(&cpu, area.addr), Err(mmlab_vmalloc::VmallocError::WrongKind { addr: area.addr }));
+        pcpu.check(&vm).unwrap();
+        let v = vm.vmalloc(&cpu, area.size).unwrap();
+        assert!(v + area.size <= area.addr || v >= area.addr + area.size, "vmalloc {v:#x} overlaps the chunk");
+        // The chunk's data is still mapped and zeroed as pcpu_alloc left it.
+        let mut b = [0xffu8; 64];
+        mmlab_engine::arch::arm64::pgtable::mmu::read_bytes(&cpu, &m.kernel_as(), p, &mut b).unwrap();
+        assert_eq!(b, [0; 64]);
+        vm.vfree(&cpu, v).unwrap();
+        pcpu.free_percpu(&vm, &cpu, p).unwrap();
+        pcpu.shrink(&vm, &cpu).unwrap();
+        assert!(vm.areas().iter().all(|a| a.kind != mmlab_vmalloc::AreaKind::Percpu));
+        vm.purge_vmap_area_lazy(&cpu).unwrap();
+        vm.check().unwrap();
+    }
+    pa.drain_all_pages(&cpu);
+    assert_eq!(pa.nr_free_pages(), free_before, "the units' pages and the metadata came back");
 }

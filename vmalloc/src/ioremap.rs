@@ -1,8 +1,7 @@
 //! The vmalloc-range mappings that are not vmalloc: `ioremap_prot()` /
 //! `iounmap()` (mm/ioremap.c, arch/arm64/mm/ioremap.c),
-//! `dma_common_contiguous_remap()` (kernel/dma/remap.c) and the areas of a
-//! percpu chunk (`pcpu_get_vm_areas()` in mm/vmalloc.c, with
-//! `pcpu_populate_chunk()` of mm/percpu-vm.c).
+//! `dma_common_contiguous_remap()` (kernel/dma/remap.c). (A percpu chunk's
+//! area is in [`crate::percpu_vm`].)
 //!
 //! An ioremap takes an area aligned to its size's power of two (up to
 //! `IOREMAP_MAX_ORDER`, a PUD on arm64) plus a guard page and maps the
@@ -12,15 +11,11 @@
 //! holds no pages (`phys=` in /proc/vmallocinfo). A DMA remap maps pages
 //! the caller got from CMA, with `VM_DMA_COHERENT` and without recording
 //! them in the area (`nr_pages` 0: /proc/vmallocinfo prints no `pages=`).
-//! A percpu chunk's area is found top down, from the end of the vmalloc
-//! range, without a guard page; its pages belong to the chunk (`VM_ALLOC`
-//! with `nr_pages` 0).
 //!
 //! Fidelity: faithful in sizes, alignment, flags, the mapping granules and
-//! the /proc/vmallocinfo lines; simplified in that `pcpu_get_vm_areas()`
-//! takes one group (the kernel's can place several).
+//! the /proc/vmallocinfo lines.
 
-use crate::area::{AreaKind, VM_ALLOC, VM_DMA_COHERENT, VM_IOREMAP, VM_NO_GUARD, VmArea};
+use crate::area::{AreaKind, VM_DMA_COHERENT, VM_IOREMAP, VmArea};
 use crate::error::VmallocError;
 use crate::vmalloc::{CONT_PTE_SHIFT, PMD_SHIFT, Vmalloc};
 use mmlab_engine::arch::arm64::memory::{IO_SPACE_LIMIT, PCI_IO_START, VMALLOC_START};
@@ -251,74 +246,5 @@ impl<'m> Vmalloc<'_, 'm> {
             caller,
             None,
         )
-    }
-
-    /// `pcpu_get_vm_areas()` for one group of `size` bytes aligned to
-    /// `align`: the highest free range of the vmalloc space that fits
-    /// (`pvm_find_va_enclose_addr(vmalloc_end)` and down), no guard page,
-    /// recorded as a `VM_ALLOC` area of kind [`AreaKind::Percpu`] without
-    /// pages, caller `pcpu_get_vm_areas+0x0/0x10c8`.
-    ///
-    /// # Errors
-    /// [`VmallocError::ZeroSize`], [`VmallocError::BadAlign`], [`VmallocError::NoVmapSpace`],
-    /// [`VmallocError::ForeignCpu`]. Nothing is taken on error.
-    pub fn pcpu_get_vm_areas(&self, cpu: &Cpu<'m>, size: u64, align: u64) -> Result<u64, VmallocError> {
-        self.this_machine(cpu)?;
-        if size == 0 || !size.is_multiple_of(PAGE_SIZE) {
-            return Err(VmallocError::ZeroSize);
-        }
-        if !align.is_power_of_two() {
-            return Err(VmallocError::BadAlign { align });
-        }
-        let align = align.max(PAGE_SIZE);
-        let addr = {
-            let mut free = self.free.lock();
-            let base = free
-                .iter()
-                .filter_map(|a| {
-                    let base = a.end.checked_sub(size)? & !(align - 1);
-                    (base >= a.start).then_some(base)
-                })
-                .last()
-                .ok_or(VmallocError::NoVmapSpace { size, align })?;
-            free.alloc(size, align, base, base + size).map_err(|_| VmallocError::NoVmapSpace { size, align })?
-        };
-        let area = VmArea {
-            addr,
-            size,
-            flags: VM_ALLOC | VM_NO_GUARD,
-            kind: AreaKind::Percpu,
-            pages: Vec::new(),
-            requested_size: size,
-            leaf_entries: 0,
-            page_order: 0,
-            caller: "pcpu_get_vm_areas+0x0/0x10c8",
-            array_area: None,
-            vn: self.cpu_node(cpu),
-            phys_addr: None,
-        };
-        self.busy_lock(cpu, addr).insert(addr, Box::new(area));
-        Ok(addr)
-    }
-
-    /// `pcpu_map_pages()` → `__pcpu_map_pages()`: map `pages` (the chunk's,
-    /// allocated by the caller) at `addr` inside a percpu area
-    /// (`vmap_pages_range_noflush`, then one flush).
-    ///
-    /// # Errors
-    /// [`VmallocError::NotVmalloc`] for an address outside a percpu area,
-    /// [`VmallocError::NoMemory`] for a page table, [`VmallocError::ForeignCpu`].
-    pub fn pcpu_map_pages(&self, cpu: &Cpu<'m>, addr: u64, pages: &[Pfn]) -> Result<(), VmallocError> {
-        self.this_machine(cpu)?;
-        let inside = self.areas().into_iter().any(|a| {
-            a.kind == AreaKind::Percpu && addr >= a.addr && addr + pages.len() as u64 * PAGE_SIZE <= a.addr + a.size
-        });
-        if !inside {
-            return Err(VmallocError::NotVmalloc { addr });
-        }
-        self.vmap_pages_range(cpu, addr, pages, PAGE_KERNEL, PAGE_SHIFT).map(|_| ()).map_err(|e| match e {
-            PgtableError::NoMemory => VmallocError::NoMemory { size: pages.len() as u64 * PAGE_SIZE },
-            other => VmallocError::Map(other),
-        })
     }
 }

@@ -95,6 +95,7 @@ mod lazy;
 mod lockstat;
 mod pages;
 pub mod percpu;
+mod percpu_vm;
 mod procfs;
 pub mod reserved;
 mod vmalloc;

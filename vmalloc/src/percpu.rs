@@ -4,9 +4,10 @@
 //! # The algorithm
 //!
 //! Per-cpu memory comes in *chunks*. A chunk has one *unit* per CPU, all the
-//! same size, laid out back to back in one vmalloc'd area (the kernel's
-//! `pcpu_create_chunk` with the vmalloc backend takes them with
-//! `pcpu_get_vm_areas`). An allocation reserves the same offset in every
+//! same size, laid out back to back in one area of the vmalloc range, which
+//! `pcpu_create_chunk()` (the vmalloc backend, mm/percpu-vm.c) takes with
+//! `pcpu_get_vm_areas()` and populates with pages of its own
+//! ([`crate::percpu_vm`]). An allocation reserves the same offset in every
 //! unit: the returned pointer is the address in CPU 0's unit, and
 //! `per_cpu_ptr(ptr, cpu)` adds `cpu * unit_size`.
 //!
@@ -51,7 +52,8 @@ use crate::error::VmallocError;
 use crate::vmalloc::Vmalloc;
 use bitvec::prelude::*;
 use mmlab_engine::sync::Mutex;
-use mmlab_engine::{Cpu, Gfp, PAGE_SIZE};
+use mmlab_engine::{Cpu, Gfp, PAGE_SIZE, Pfn};
+
 use std::fmt;
 
 /// `PCPU_MIN_ALLOC_SIZE`: allocation granularity.
@@ -68,6 +70,8 @@ pub const PCPUOBJ_EXT_SIZE: u64 = 8;
 pub const PCPU_MIN_UNIT_SIZE: u64 = 32 << 10;
 
 const SLOTS: usize = (PCPU_UNIT_SIZE / PCPU_MIN_ALLOC_SIZE) as usize;
+/// Pages per unit.
+const UNIT_PAGES: u64 = PCPU_UNIT_SIZE / PAGE_SIZE;
 
 /// Why a percpu call failed; nothing changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +114,8 @@ struct Chunk {
     base: u64,
     /// The vmalloc'd metadata (`obj_exts`, `alloc_map`, `bound_map`).
     meta: Vec<u64>,
+    /// The units' pages, unit by unit (`pcpu_alloc_pages()`).
+    pages: Vec<Pfn>,
     alloc_map: BitVec,
     bound_map: BitVec,
     free_bytes: u64,
@@ -123,12 +129,13 @@ struct Chunk {
 
 impl Chunk {
     /// A fresh chunk: one free run over the whole unit.
-    fn new(base: u64, meta: Vec<u64>) -> Chunk {
+    fn new(base: u64, meta: Vec<u64>, pages: Vec<Pfn>) -> Chunk {
         let mut bound_map = bitvec![0; SLOTS + 1];
         bound_map.set(SLOTS, true);
         Chunk {
             base,
             meta,
+            pages,
             alloc_map: bitvec![0; SLOTS],
             bound_map,
             free_bytes: PCPU_UNIT_SIZE,
@@ -290,6 +297,11 @@ impl PercpuAllocator {
     pub fn nr_chunks(&self) -> usize {
         self.chunks.lock().len()
     }
+    /// Pages the chunks' units hold (allocated by the chunks, not by
+    /// their vmalloc areas).
+    pub fn nr_pages(&self) -> u64 {
+        self.chunks.lock().iter().map(|c| c.pages.len() as u64).sum()
+    }
 
     /// `per_cpu_ptr(ptr, cpu)`: the address of `cpu`'s copy.
     pub fn per_cpu_ptr(ptr: u64, cpu: usize) -> u64 {
@@ -330,26 +342,17 @@ impl PercpuAllocator {
         let (ci, off) = match found {
             Some(x) => x,
             None => {
-                // pcpu_create_chunk(): the metadata (pcpu_alloc_chunk), then
-                // one unit per CPU, backed by vmalloc.
+                // pcpu_create_chunk(): the metadata (pcpu_alloc_chunk), the
+                // area (pcpu_get_vm_areas), then every unit populated.
                 let meta = Self::alloc_chunk_meta(vm, cpu)?;
-                let units = vm.m.nr_cpus() as u64 * PCPU_UNIT_SIZE;
-                let base = match vm.vmalloc_node_range(
-                    cpu,
-                    units,
-                    PAGE_SIZE,
-                    Gfp::GFP_KERNEL | Gfp::__GFP_ZERO,
-                    mmlab_engine::arch::arm64::pgtable::desc::PAGE_KERNEL,
-                    crate::VmFlags::empty(),
-                    "pcpu_create_chunk",
-                ) {
-                    Ok(b) => b,
+                let (base, pages) = match Self::create_chunk_area(vm, cpu) {
+                    Ok(x) => x,
                     Err(e) => {
                         Self::free_chunk_meta(vm, cpu, meta);
                         return Err(PercpuError::NoMemory(e));
                     }
                 };
-                let c = Chunk::new(base, meta);
+                let c = Chunk::new(base, meta, pages);
                 scans += 1;
                 let off = c.find_fit(slots, align_slots).expect("an empty chunk fits any legal request");
                 chunks.push(c);
@@ -403,16 +406,63 @@ impl PercpuAllocator {
         }
     }
 
-    /// `pcpu_destroy_chunk()`: the units' area, then the metadata.
-    fn destroy_chunk<'m>(
-        &self,
-        vm: &Vmalloc<'_, 'm>,
-        cpu: &Cpu<'m>,
-        base: u64,
-        meta: Vec<u64>,
-    ) -> Result<(), PercpuError> {
-        vm.vfree(cpu, base).map_err(PercpuError::NoMemory)?;
-        for a in meta {
+    /// `pcpu_get_vm_areas()` of one unit per CPU, then
+    /// `pcpu_populate_chunk()` of all of it: `pcpu_alloc_pages()` (every
+    /// unit's pages, unit by unit, `GFP_KERNEL | __GFP_HIGHMEM`; `pcpu_alloc`
+    /// zeroes what it hands out), `pcpu_map_pages()` unit by unit. Nothing
+    /// is left taken on error.
+    fn create_chunk_area<'m>(vm: &Vmalloc<'_, 'm>, cpu: &Cpu<'m>) -> Result<(u64, Vec<Pfn>), VmallocError> {
+        let nr_units = vm.m.nr_cpus() as u64;
+        let base = vm.pcpu_get_vm_areas(cpu, nr_units * PCPU_UNIT_SIZE, PAGE_SIZE)?;
+        let nr_pages = nr_units * UNIT_PAGES;
+        let mut pages = Vec::with_capacity(nr_pages as usize);
+        let mut mapped = 0;
+        let r = (|| {
+            for _ in 0..nr_pages {
+                let p = vm
+                    .pa
+                    .alloc_pages(cpu, Gfp::GFP_KERNEL | Gfp::__GFP_HIGHMEM, 0)
+                    .ok_or(VmallocError::NoMemory { size: PAGE_SIZE })?;
+                pages.push(p);
+            }
+            for (u, unit) in pages.chunks(UNIT_PAGES as usize).enumerate() {
+                vm.pcpu_map_pages(cpu, base + u as u64 * PCPU_UNIT_SIZE, unit)?;
+                mapped += 1;
+            }
+            Ok(())
+        })();
+        if let Err(e) = r {
+            Self::depopulate(vm, cpu, base, mapped, &pages);
+            vm.pcpu_free_vm_areas(cpu, base).expect("the area was just made");
+            return Err(e);
+        }
+        Ok((base, pages))
+    }
+
+    /// `pcpu_depopulate_chunk()`: `pcpu_unmap_pages()` of the first
+    /// `mapped` units, one `pcpu_post_unmap_tlb_flush()`, then
+    /// `pcpu_free_pages()`.
+    fn depopulate<'m>(vm: &Vmalloc<'_, 'm>, cpu: &Cpu<'m>, base: u64, mapped: u64, pages: &[Pfn]) {
+        for u in 0..mapped {
+            vm.pcpu_unmap_pages(cpu, base + u * PCPU_UNIT_SIZE, UNIT_PAGES)
+                .expect("a populated unit is mapped page by page");
+        }
+        if mapped > 0 {
+            vm.pcpu_post_unmap_tlb_flush(cpu, base, base + mapped * PCPU_UNIT_SIZE);
+        }
+        for &p in pages {
+            vm.pa.free_pages(cpu, p, 0).expect("a unit's pages are order-0 pages of its own");
+        }
+    }
+
+    /// `pcpu_balance_free()` of one empty chunk: depopulate it, then
+    /// `pcpu_destroy_chunk()`: the area (`pcpu_free_vm_areas()`), then the
+    /// metadata.
+    fn destroy_chunk<'m>(&self, vm: &Vmalloc<'_, 'm>, cpu: &Cpu<'m>, c: Chunk) -> Result<(), PercpuError> {
+        let units = c.pages.len() as u64 / UNIT_PAGES;
+        Self::depopulate(vm, cpu, c.base, units, &c.pages);
+        vm.pcpu_free_vm_areas(cpu, c.base).map_err(PercpuError::NoMemory)?;
+        for a in c.meta {
             vm.vfree(cpu, a).map_err(PercpuError::NoMemory)?;
         }
         self.counts.lock().chunks_destroyed += 1;
@@ -424,11 +474,28 @@ impl PercpuAllocator {
     /// hints, which must be exact (`contig` the longest free run, starting at
     /// `contig_start`; `first_free` the first free slot).
     ///
+    /// Each chunk must also own its area: a live percpu area of one unit
+    /// per CPU at its base (so no vmalloc area can overlap a live chunk),
+    /// and every unit's page must be allocated.
+    ///
     /// # Errors
     /// The first inconsistency found, described (a bug in mmlab).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self, vm: &Vmalloc<'_, '_>) -> Result<(), String> {
+        let units = vm.m.nr_cpus() as u64 * PCPU_UNIT_SIZE;
         for c in self.chunks.lock().iter() {
             let at = c.base;
+            if vm.percpu_area_size(at) != Some(units) {
+                return Err(format!(
+                    "percpu chunk {at:#x}: no percpu area of {units} bytes there (vmalloc area {:?})",
+                    vm.areas().iter().find(|a| a.addr <= at && at < a.addr + a.size).map(|a| (a.addr, a.size, a.kind))
+                ));
+            }
+            if c.pages.len() as u64 != units / PAGE_SIZE {
+                return Err(format!("percpu chunk {at:#x}: {} pages for {units} bytes of units", c.pages.len()));
+            }
+            if let Some(p) = c.pages.iter().find(|&&p| vm.pa.check_allocated(p).is_err()) {
+                return Err(format!("percpu chunk {at:#x}: unit page {p:?} is not allocated"));
+            }
             let free = c.alloc_map.count_zeros() as u64 * PCPU_MIN_ALLOC_SIZE;
             if free != c.free_bytes {
                 return Err(format!("percpu chunk {at:#x}: free_bytes {} but {free} bytes free", c.free_bytes));
@@ -461,15 +528,15 @@ impl PercpuAllocator {
     /// # Errors
     /// [`PercpuError::NoMemory`] with the error of vfreeing a chunk (none is expected).
     pub fn shrink<'m>(&self, vm: &Vmalloc<'_, 'm>, cpu: &Cpu<'m>) -> Result<(), PercpuError> {
-        let empty: Vec<(u64, Vec<u64>)> = {
+        let empty: Vec<Chunk> = {
             let mut chunks = self.chunks.lock();
             let (empty, busy): (Vec<Chunk>, Vec<Chunk>) =
                 std::mem::take(&mut *chunks).into_iter().partition(|c| c.free_bytes == PCPU_UNIT_SIZE);
             *chunks = busy;
-            empty.into_iter().map(|c| (c.base, c.meta)).collect()
+            empty
         };
-        for (base, meta) in empty {
-            self.destroy_chunk(vm, cpu, base, meta)?;
+        for c in empty {
+            self.destroy_chunk(vm, cpu, c)?;
         }
         Ok(())
     }
@@ -493,7 +560,7 @@ impl PercpuAllocator {
         let destroy = (c.free_bytes == PCPU_UNIT_SIZE && chunks.len() > 1).then(|| chunks.remove(ci));
         drop(chunks);
         if let Some(c) = destroy {
-            self.destroy_chunk(vm, cpu, c.base, c.meta)?;
+            self.destroy_chunk(vm, cpu, c)?;
         }
         self.counts.lock().frees += 1;
         Ok(())

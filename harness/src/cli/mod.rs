@@ -215,6 +215,20 @@ impl GlobalOpts {
         }
     }
 
+    /// Refuse hugetlb's settings (`hugepages=`, `hugepagesz=`,
+    /// `hugetlb.*`, HVO's) for a command that brings up no hugetlb: its
+    /// pools would not be grown, and the run's header would show a setting
+    /// the run ignored.
+    pub fn refuse_hugetlb(&self, what: &str) -> Result<(), String> {
+        let key = |kv: &str| kv.split_once('=').map_or(kv, |(k, _)| k).to_string();
+        match self.set.iter().find(|kv| crate::settings::is_hugetlb_key(&key(kv))) {
+            Some(kv) => Err(format!(
+                "--set {kv}: {what} brings up no hugetlb (stat, hugetlb, peer and trace do); the setting would be ignored"
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Whether any machine option (`--mem`, `--cpus`, `--set`) was given,
     /// for the commands that take their machine from elsewhere.
     pub fn machine_given(&self) -> bool {

@@ -57,7 +57,7 @@ impl<'a, 'm> Executor<'a, 'm> {
         if let Err(e) = self.pa.check_invariants() {
             return v(ViolationKind::Invariant, e);
         }
-        if let Err(e) = self.vm.check().and_then(|()| self.percpu.check()) {
+        if let Err(e) = self.vm.check().and_then(|()| self.percpu.check(self.vm)) {
             return v(ViolationKind::VmallocCheck, e);
         }
         for (h, o) in &self.handles {
@@ -101,15 +101,18 @@ impl<'a, 'm> Executor<'a, 'm> {
         let vmalloc: u64 =
             self.vm.areas().iter().filter(|a| a.flags.contains(VM_ALLOC)).map(|a| a.pages.len() as u64).sum();
         let tables = self.pgtable_pages();
+        // Percpu chunks hold their units' pages themselves (mm/percpu-vm.c).
+        let percpu = self.percpu.nr_pages();
         // The boot's own kernel memory (boot.state=real) is allocated too:
         // the page allocator's boot work, and the DMA pools' and percpu
         // chunk's pages of vmalloc's boot work (outside any area's pages).
         let boot = self.pa.boot_work().held_pages + self.vm.boot_work().pages_outside_areas();
-        if held + vmalloc + tables + boot != allocated {
+        if held + vmalloc + percpu + tables + boot != allocated {
             return v(
                 ViolationKind::Conservation,
                 format!(
-                    "allocated {allocated} != held {held} + vmalloc {vmalloc} + page tables {tables} + boot {boot}"
+                    "allocated {allocated} != held {held} + vmalloc {vmalloc} + percpu {percpu} + page tables \
+                     {tables} + boot {boot}"
                 ),
             );
         }
