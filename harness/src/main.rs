@@ -549,10 +549,12 @@ fn run_replay(cli: &Cli, a: &mmlab_harness::fuzz::cli::ReplayArgs) -> Result<boo
                 .into(),
         );
     }
+    // The whole file is checked before the trace layer or the machine starts.
+    let r = mmlab_harness::fuzz::cli::load_replay(&a.file)?;
     if a.trace {
         let sink = install_global(TraceFormat::Ftrace, Box::new(BufWriter::new(io::stdout())))
             .map_err(|e| format!("cannot install the trace layer: {e}"))?;
-        let r = mmlab_harness::fuzz::cli::replay(a, io::stderr().lock());
+        let r = mmlab_harness::fuzz::cli::run_replay(&r, io::stderr().lock());
         if let Err(e) = sink.flush()
             && e.kind() != io::ErrorKind::BrokenPipe
         {
@@ -560,7 +562,7 @@ fn run_replay(cli: &Cli, a: &mmlab_harness::fuzz::cli::ReplayArgs) -> Result<boo
         }
         return r;
     }
-    mmlab_harness::fuzz::cli::replay(a, io::stdout().lock())
+    mmlab_harness::fuzz::cli::run_replay(&r, io::stdout().lock())
 }
 
 /// Write a file, with the path in the error.

@@ -226,3 +226,150 @@ fn every_reproduction_draws_what_plot_asks_for() {
     assert!(svg.contains("<svg") && svg.contains("512G lazy-unmap") && svg.contains("published"), "{svg}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `refused`, and `mmlab fuzz` did not start: no progress or summary line.
+#[track_caller]
+fn fuzz_refused(args: &[&str], needles: &[&str]) -> Out {
+    let mut v = vec!["fuzz"];
+    v.extend_from_slice(args);
+    let o = refused(&v, needles);
+    assert!(!o.stderr.contains("mmlab fuzz:"), "{args:?}: started running: {}", o.stderr);
+    o
+}
+
+/// A directory of its own for one test.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mmlab-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn fuzz_durations_ops_and_seeds_are_bounded() {
+    // Each used to panic (Duration from a float, Instant overflow) or run
+    // for hours.
+    fuzz_refused(&["--time", "1e20"], &["'--time <DURATION>'", "`1e20` is not a duration"]);
+    for t in ["1000000000000000d", "10000000000000000000", "7.5d", "604801"] {
+        fuzz_refused(&["--time", t], &["'--time <DURATION>'", "longer than 7 days (604800 s)"]);
+    }
+    fuzz_refused(&["--time", "-1"], &["'--time <DURATION>'", "not a duration"]);
+    for n in ["1000000001", "18446744073709551615"] {
+        fuzz_refused(&["--ops", n], &["'--ops <N>'", "at most 1000000000"]);
+    }
+    fuzz_refused(
+        &["--seeds", "0..18446744073709551615"],
+        &["mmlab: --seeds: 18446744073709551615 seeds", "x --ops 100000", "at most 1000000000 (10^9)"],
+    );
+    // The product is bounded, not only each factor.
+    fuzz_refused(&["--ops", "10000000", "--seeds", "0..101"], &["--seeds: 101 seeds", "= 1010000000 operations"]);
+    fuzz_refused(&["--ops", "1000000", "--threads", "4", "--seeds", "0..300"], &["x --threads 4 = 1200000000"]);
+    fuzz_refused(&["--shrink-time", "604801"], &["'--shrink-time <SECS>'", "at most 604800 s"]);
+    fuzz_refused(&["--seeds", "5..5"], &["'--seeds <A..B>'", "the range is empty"]);
+    fuzz_refused(&["--seeds", "0..18446744073709551616"], &["'--seeds <A..B>'", "end:"]);
+    fuzz_refused(&["--threads", "0"], &["'--threads <N>'", "0 threads"]);
+    fuzz_refused(&["--wrong", "65"], &["'--wrong <N>'", "at most 64"]);
+    fuzz_refused(&["--check-every", "-1"], &["'--check-every <K>'", "is not a count"]);
+}
+
+#[test]
+fn fuzz_runs_that_do_nothing_are_refused() {
+    fuzz_refused(&["--ops", "0"], &["'--ops <N>'", "at least 1"]);
+    fuzz_refused(&["--time", "0"], &["'--time <DURATION>'", "no time"]);
+    fuzz_refused(&["--time", "0.0s"], &["'--time <DURATION>'", "no time"]);
+    fuzz_refused(&["--fail-page-alloc", ""], &["'--fail-page-alloc <ATTRS>'", "empty"]);
+    fuzz_refused(&["--fail-page-alloc", "interval=1"], &["'--fail-page-alloc <ATTRS>'", "probability=0"]);
+    fuzz_refused(&["--fail-page-alloc", "probability=5,times=0"], &["'--fail-page-alloc <ATTRS>'", "times=0"]);
+    fuzz_refused(&["--exclude", ""], &["'--exclude <LIST>'", "empty"]);
+    // A --time shorter than one step still runs the first seed, so no run
+    // is empty.
+    let o = mmlab(&["fuzz", "--time", "0.001", "--ops", "50"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stdout.starts_with("mmlab fuzz: 1 seed(s) from 1, 50 ops in "), "{}", o.stdout);
+}
+
+#[test]
+fn fuzz_out_dir_is_checked_before_the_run() {
+    let dir = scratch("fuzz-out-dir");
+    let jsonl = dir.join("shard.jsonl");
+    let j = jsonl.to_str().unwrap();
+    fuzz_refused(
+        &["--out-dir", "/nonexistent-mmlab-dir", "--jsonl", j],
+        &["mmlab: --out-dir: /nonexistent-mmlab-dir:", "the directory must exist"],
+    );
+    assert!(!jsonl.exists(), "a refused run created {j}");
+    let file = dir.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    fuzz_refused(&["--out-dir", file.to_str().unwrap()], &["--out-dir:", "a-file is not a directory"]);
+    fuzz_refused(&["--jsonl", "/nonexistent-mmlab-dir/s.jsonl"], &["--jsonl: opening /nonexistent-mmlab-dir/s.jsonl"]);
+    // The check leaves nothing behind in a directory it accepts.
+    let o = mmlab(&["fuzz", "--ops", "20", "--out-dir", dir.to_str().unwrap()]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("a-file")]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn fuzz_options_that_do_nothing_are_refused() {
+    fuzz_refused(&["--seed", "3", "--seeds", "0..2"], &["mmlab: --seed: --seeds A..B gives every run its own seed"]);
+    fuzz_refused(&["--no-shrink", "--shrink-time", "5"], &["mmlab: --shrink-time: --no-shrink"]);
+    fuzz_refused(&["--wrong", "0", "--exclude", "double_free"], &["mmlab: --exclude: --wrong 0"]);
+    // Given explicitly, a default value is still an option given: `.` is
+    // --out-dir's default, 60 --shrink-time's.
+    fuzz_refused(&["--threads", "2", "--out-dir", "."], &["mmlab: --out-dir: --threads 2 runs are not replayable"]);
+    fuzz_refused(&["--threads", "2", "--shrink-time", "60"], &["mmlab: --shrink-time: --threads 2"]);
+    fuzz_refused(&["--threads", "2", "--no-shrink"], &["mmlab: --no-shrink: --threads 2"]);
+    fuzz_refused(&["--threads", "8"], &["mmlab: --threads: 8 threads need as many CPUs (--cpus 4)"]);
+}
+
+/// Write `text` as `name` in `dir`; its path as a string.
+fn write_replay(dir: &std::path::Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn replay_files_are_checked_whole_before_anything_runs() {
+    let dir = scratch("replay-check");
+    let ok = "format 1\nmachine mem=64M cpus=4\ncpu0 drain_all_pages\n";
+    // (name, file text, the error after `FILE: `)
+    let cpu99 = format!("{ok}cpu99 drain_local_pages\n");
+    let bogus = format!("{ok}cpu0 vmalloc size=4096 -> v1\ncpu0 vfree v1 expect=Bogus\n");
+    let panic = format!("{ok}cpu0 drain_local_pages expect=Panic\n");
+    let twice = format!("{ok}cpu0 drain_local_pages expect=Ok expect=Ok\n");
+    let cases: [(&str, &str, &str); 9] = [
+        ("cpu99", &cpu99, "line 4: cpu99: the machine of line 2 has 4 CPUs, cpu0 to cpu3"),
+        ("cpu2", "format 1\ncpu0 drain_all_pages\ncpu2 drain_local_pages\n", "line 3: cpu2: the machine (no"),
+        ("bogus", &bogus, "line 5: expect=Bogus: no such outcome"),
+        ("panic", &panic, "line 4: expect=Panic: a panic is always a violation"),
+        ("expect2", &twice, "line 4: `expect=` given twice"),
+        ("cpus", "format 1\nmachine mem=64M cpus=1000\ncpu0 drain_all_pages\n", "line 2: machine cpus=1000: 1000 CPUs"),
+        ("mem", "format 1\nmachine mem=3M\ncpu0 drain_all_pages\n", "line 2: machine mem=3M: "),
+        (
+            "set",
+            "format 1\nset percpu_pagelist_high_fraction=8\nset nope=1\ncpu0 drain_all_pages\n",
+            "line 3: set nope=1: unknown setting",
+        ),
+        ("seed", "format 1\nseed 1\nseed 2\ncpu0 drain_all_pages\n", "line 3: `seed` given twice (first on line 2)"),
+    ];
+    for (name, text, want) in cases {
+        let f = write_replay(&dir, &format!("{name}.replay"), text);
+        // Nothing ran: `replay` prints each op's result on stdout as it runs.
+        refused(&["replay", &f], &[&format!("mmlab: {f}: {want}")]);
+        refused(&["replay", "--trace", &f], &[&format!("mmlab: {f}: {want}")]);
+        // trace replay refuses it before it opens its output.
+        let out = dir.join(format!("{name}.trace"));
+        refused(&["trace", "replay", &f, "--output", out.to_str().unwrap()], &[&format!("{f}: {want}")]);
+        assert!(!out.exists(), "{name}: a refused trace replay created its output");
+    }
+    let f = write_replay(&dir, "empty.replay", "format 1\nmachine mem=64M\n");
+    refused(&["replay", &f], &[&format!("mmlab: {f}: no operations")]);
+    // The same file without its bad line runs.
+    let f = write_replay(&dir, "ok.replay", ok);
+    let o = mmlab(&["replay", &f]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stdout.contains("1 ops, no violation"), "{}", o.stdout);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -4,6 +4,7 @@
 //! determinism, and the byte decoder of the cargo-fuzz target.
 
 use mmlab_engine::rng::Xoshiro256StarStar;
+use mmlab_harness::fuzz::args::SeedRange;
 use mmlab_harness::fuzz::exec::{Hook, StepResult};
 use mmlab_harness::fuzz::generate::{GenConfig, Generator, decode, decode_with};
 use mmlab_harness::fuzz::op::{Call, Op, parse_line};
@@ -257,12 +258,12 @@ fn fuzz_args(dir: &std::path::Path) -> mmlab_harness::fuzz::cli::FuzzArgs {
     mmlab_harness::fuzz::cli::FuzzArgs {
         ops: mmlab_tests::scale(3000),
         time: None,
-        seeds: Some("1..3".into()),
+        seeds: Some(SeedRange { first: 1, last: 2 }),
         check_every: 1000,
         fail_page_alloc: None,
         jsonl: Some(dir.join("shard.jsonl")),
-        out_dir: dir.to_path_buf(),
-        shrink_time: 10,
+        out_dir: Some(dir.to_path_buf()),
+        shrink_time: Some(10),
         no_shrink: false,
         keep_going: true,
         threads: 1,
@@ -295,7 +296,7 @@ fn seed_range_writes_one_json_line_per_seed() {
     let mut a = fuzz_args(&dir);
     a.exclude = None;
     a.jsonl = None;
-    a.seeds = Some("4..5".into());
+    a.seeds = Some(SeedRange { first: 4, last: 4 });
     assert!(!mmlab_harness::fuzz::cli::fuzz(&g, &a).unwrap());
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -307,7 +308,14 @@ fn threaded_run_has_no_violation() {
     let dir = std::env::temp_dir().join(format!("mmlab-fuzz-threads-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let g = mmlab_harness::cli::GlobalOpts { cpus: Some(4), ..Default::default() };
-    let a = mmlab_harness::fuzz::cli::FuzzArgs { threads: 4, jsonl: None, ..fuzz_args(&dir) };
+    // Threaded runs write no replay: no --out-dir or --shrink-time.
+    let a = mmlab_harness::fuzz::cli::FuzzArgs {
+        threads: 4,
+        jsonl: None,
+        out_dir: None,
+        shrink_time: None,
+        ..fuzz_args(&dir)
+    };
     assert!(!mmlab_harness::fuzz::cli::fuzz(&g, &a).unwrap());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -28,6 +28,8 @@
 //! | `compare --repeat`, `--warmup` | [`MAX_RUNS`] = 10,000 | one test_vmalloc load per run, row and side |
 //! | `compare --seeds` | [`MAX_RUNS`] seeds | as `--repeat` |
 //! | test_vmalloc `test_loop_count × test_repeat_count` | [`MAX_CALLS_PER_CASE`] = 2^31 - 1 | the largest `test_loop_count` the module takes, once |
+//! | `fuzz --ops`; `--ops` × seeds × `--threads` without `--time` | [`MAX_WORKLOAD_OPS`] | minutes to hours (release build) |
+//! | `fuzz --time`, `--shrink-time` | 7 days ([`crate::fuzz::args::MAX_TIME`]) | a progress line every second |
 
 use crate::compare::Format;
 use crate::output::trace::TraceFormat;
@@ -41,8 +43,8 @@ use crate::compare::Metric;
 mod parse;
 
 pub use parse::{
-    MAX_CALLS_PER_CASE, MAX_RUNS, MAX_WORKLOAD_OPS, check_dir_writable, check_writable, parse_cpus, parse_mem,
-    parse_ops, parse_repeat, parse_seed, parse_seed_range, parse_warmup,
+    MAX_CALLS_PER_CASE, MAX_RUNS, MAX_WORKLOAD_OPS, check_dir_writable, check_out_dir, check_writable, parse_count,
+    parse_cpus, parse_mem, parse_ops, parse_repeat, parse_seed, parse_seed_range, parse_warmup,
 };
 
 impl ValueEnum for Mode {

@@ -51,6 +51,11 @@ pub fn parse_seed(s: &str) -> Result<u64, String> {
     whole(s).map_err(|e| format!("{e} (a seed is 0..={})", u64::MAX))
 }
 
+/// A count with no bound of its own (`fuzz --check-every`): any u64.
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    whole(s)
+}
+
 /// `--after-ops`, `--ops`: 0..=[`MAX_WORKLOAD_OPS`].
 pub fn parse_ops(s: &str) -> Result<u64, String> {
     let n = whole(s)?;
@@ -144,11 +149,27 @@ pub fn check_dir_writable(what: &str, path: &Path) -> Result<(), String> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
+    probe_dir(dir).map_err(|e| format!("{what}: {e}"))
+}
+
+/// Fail now if `dir` is not an existing directory a file can be created
+/// in (an output directory, such as `fuzz --out-dir`, that mmlab does not
+/// create). The message names the directory, not the option.
+pub fn check_out_dir(dir: &Path) -> Result<(), String> {
+    match std::fs::metadata(dir) {
+        Err(e) => Err(format!("{}: {e} (the directory must exist)", dir.display())),
+        Ok(m) if !m.is_dir() => Err(format!("{} is not a directory", dir.display())),
+        Ok(_) => probe_dir(dir),
+    }
+}
+
+/// Create a file in `dir` and remove it again.
+fn probe_dir(dir: &Path) -> Result<(), String> {
     let probe = dir.join(format!(".mmlab-write-check-{}", std::process::id()));
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&probe)
-        .map_err(|e| format!("{what}: cannot create files in {}: {e}", dir.display()))?;
-    std::fs::remove_file(&probe).map_err(|e| format!("{what}: {}: {e}", probe.display()))
+        .map_err(|e| format!("cannot create files in {}: {e}", dir.display()))?;
+    std::fs::remove_file(&probe).map_err(|e| format!("{}: {e}", probe.display()))
 }

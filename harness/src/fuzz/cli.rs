@@ -12,8 +12,9 @@
 //! loop unless `--keep-going`. `--jsonl FILE` appends one JSON object per
 //! seed, so shards run anywhere merge by concatenating their files.
 
+use super::args::{self, SeedRange};
 use super::exec::{Coverage, ExecOptions, Executor, StepResult};
-use super::generate::{GenConfig, Generator, WRONG_KINDS};
+use super::generate::{GenConfig, Generator};
 use super::op::Op;
 use super::oracle::Outcome;
 use super::replay::{Replay, parse_fault_attr};
@@ -23,41 +24,49 @@ use mmlab_vmalloc::percpu::PercpuAllocator;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// Arguments of `mmlab fuzz`.
+/// Arguments of `mmlab fuzz` (the limits are [`super::args`]'s).
 #[derive(clap::Args, Debug, Clone)]
 pub struct FuzzArgs {
-    /// Operations per seed.
-    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    /// Operations per seed, 1..=10^9; without --time, --ops x seeds x
+    /// --threads is at most 10^9.
+    #[arg(long, value_name = "N", default_value_t = 100_000, allow_negative_numbers = true,
+          value_parser = args::parse_fuzz_ops)]
     pub ops: u64,
     /// Run seeds from --seed upwards until this much time has passed
-    /// (`90s`, `10m`, `2h`, or seconds); with --seeds, stop early.
-    #[arg(long, value_name = "DURATION")]
-    pub time: Option<String>,
+    /// (`90s`, `10m`, `1.5h`, `2d`, or seconds; more than 0, at most 7d);
+    /// with --seeds, stop early. At least one seed is started.
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true, value_parser = args::parse_duration)]
+    pub time: Option<Duration>,
     /// Run seeds A..B (B excluded; `A..=B` includes it), each an
-    /// independent sequence of --ops operations.
-    #[arg(long, value_name = "A..B")]
-    pub seeds: Option<String>,
-    /// Run every check (invariants, conservation) every K operations.
-    #[arg(long, value_name = "K", default_value_t = 10_000)]
+    /// independent sequence of --ops operations (not with --seed).
+    #[arg(long, value_name = "A..B", value_parser = args::parse_seeds)]
+    pub seeds: Option<SeedRange>,
+    /// Run every check (invariants, conservation) every K operations (0:
+    /// only at the end).
+    #[arg(long, value_name = "K", default_value_t = 10_000, allow_negative_numbers = true,
+          value_parser = crate::cli::parse_count)]
     pub check_every: u64,
     /// Arm fail_page_alloc with the kernel's attribute names, e.g.
     /// `probability=10,interval=1,times=-1,space=0,min-order=0,ignore-gfp-wait=0`
-    /// (unset ones keep the kernel's defaults); seeded from the run's seed.
-    #[arg(long, value_name = "ATTRS")]
+    /// (unset ones keep the kernel's defaults; probability must be set);
+    /// seeded from the run's seed.
+    #[arg(long, value_name = "ATTRS", value_parser = args::parse_fail_page_alloc)]
     pub fail_page_alloc: Option<String>,
     /// Append one JSON line per seed (seed, revision, settings, ops,
     /// violations, coverage) to FILE.
     #[arg(long, value_name = "FILE")]
     pub jsonl: Option<PathBuf>,
-    /// Where replay files of violations are written.
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    pub out_dir: PathBuf,
-    /// Time limit of shrinking one violation, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 60)]
-    pub shrink_time: u64,
+    /// Where replay files of violations are written: an existing
+    /// directory, checked before the run [default: .].
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    /// Time limit of shrinking one violation, in seconds, at most 604800
+    /// (7 days) [default: 60].
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = args::parse_shrink_time)]
+    pub shrink_time: Option<u64>,
     /// Write the unshrunk sequence.
     #[arg(long)]
     pub no_shrink: bool,
@@ -65,21 +74,24 @@ pub struct FuzzArgs {
     #[arg(long)]
     pub keep_going: bool,
     /// Host threads running their own seeded streams at once on one
-    /// machine, each on its own CPU (race hunting; NOT replayable).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    /// machine, each on its own CPU, 1..=--cpus (race hunting; NOT
+    /// replayable: --out-dir, --no-shrink and --shrink-time do not apply).
+    #[arg(long, value_name = "N", default_value_t = 1, allow_negative_numbers = true,
+          value_parser = args::parse_threads)]
     pub threads: usize,
-    /// Wrong calls mixed in per 64 operations (0: none).
-    #[arg(long, value_name = "N", default_value_t = 8)]
+    /// Wrong calls mixed in per 64 operations, 0..=64 (0: none).
+    #[arg(long, value_name = "N", default_value_t = 8, allow_negative_numbers = true,
+          value_parser = args::parse_wrong)]
     pub wrong: u64,
     /// Leave out these wrong-call kinds (comma list): double_free,
     /// wrong_order, tail_page, bogus_pfn, order_too_large, vfree_inside,
     /// vfree_bogus, vfree_twice, vfree_after_kvfree_rcu, vfree_vmap, vunmap_vmalloc,
     /// vm_unmap_ram_twice, vm_unmap_ram_wrong_count, bad_sysctl, bad_size,
-    /// size_overflow, unmap_range_partial.
-    #[arg(long, value_name = "LIST")]
+    /// size_overflow, unmap_range_partial (not with --wrong 0).
+    #[arg(long, value_name = "LIST", value_parser = args::parse_exclude)]
     pub exclude: Option<String>,
     /// Pages the sequence keeps live at most [default: a third of RAM].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli::parse_count)]
     pub max_live_pages: Option<u64>,
 }
 
@@ -92,39 +104,6 @@ pub struct ReplayArgs {
     /// op results then go to stderr.
     #[arg(long)]
     pub trace: bool,
-}
-
-/// Parse `90s`, `10m`, `2h`, `1d` or plain seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, mult) = match s.char_indices().last() {
-        Some((i, 's')) => (&s[..i], 1),
-        Some((i, 'm')) => (&s[..i], 60),
-        Some((i, 'h')) => (&s[..i], 3600),
-        Some((i, 'd')) => (&s[..i], 86400),
-        _ => (s, 1),
-    };
-    let n: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a duration (90s, 10m, 2h)"))?;
-    if !n.is_finite() || n < 0.0 {
-        return Err(format!("`{s}` is not a duration"));
-    }
-    Ok(Duration::from_secs_f64(n * mult as f64))
-}
-
-/// Parse `A..B` or `A..=B` into a half-open range.
-pub fn parse_seeds(s: &str) -> Result<(u64, u64), String> {
-    let bad = || format!("--seeds `{s}`: expected A..B or A..=B");
-    let (a, b) = s.split_once("..").ok_or_else(bad)?;
-    let a: u64 = a.trim().parse().map_err(|_| bad())?;
-    let (b, incl) = match b.strip_prefix('=') {
-        Some(b) => (b, true),
-        None => (b, false),
-    };
-    let b: u64 = b.trim().parse().map_err(|_| bad())?;
-    let end = if incl { b.checked_add(1).ok_or_else(bad)? } else { b };
-    if end <= a {
-        return Err(format!("--seeds `{s}` is empty"));
-    }
-    Ok((a, end))
 }
 
 /// The settings part of a JSON line.
@@ -166,7 +145,8 @@ struct Resolved {
     run: crate::provenance::RunRecord,
 }
 
-fn gen_config(g: &Resolved, a: &FuzzArgs) -> Result<GenConfig, String> {
+fn gen_config(g: &Resolved, a: &FuzzArgs) -> GenConfig {
+    // --exclude was checked by its parser.
     let exclude: Vec<String> = a
         .exclude
         .as_deref()
@@ -176,24 +156,16 @@ fn gen_config(g: &Resolved, a: &FuzzArgs) -> Result<GenConfig, String> {
         .filter(|s| !s.is_empty())
         .map(String::from)
         .collect();
-    for e in &exclude {
-        if !WRONG_KINDS.contains(&e.as_str()) {
-            return Err(format!("--exclude: unknown wrong-call kind `{e}` ({})", WRONG_KINDS.join(", ")));
-        }
-    }
-    let mem = g.mem_bytes;
-    if a.wrong > 64 {
-        return Err(format!("--wrong {}: at most 64", a.wrong));
-    }
-    Ok(GenConfig {
+    GenConfig {
         nr_cpus: g.cpus,
-        max_live_pages: a.max_live_pages.unwrap_or(mem / mmlab_engine::PAGE_SIZE / 3),
+        max_live_pages: a.max_live_pages.unwrap_or(g.mem_bytes / mmlab_engine::PAGE_SIZE / 3),
         wrong_per_64: a.wrong,
         exclude,
-    })
+    }
 }
 
-/// `mmlab fuzz`; returns whether a violation was found.
+/// `mmlab fuzz`; returns whether a violation was found. Every option is
+/// checked ([`args::check`]) before the first seed boots.
 pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String> {
     let d = crate::cli::MachineDefaults::FUZZ;
     let c = opts.configs(d)?;
@@ -205,16 +177,11 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
         seed: opts.seed(),
         run: opts.record(&c),
     };
-    let mut gcfg = gen_config(g, a)?;
-    if a.threads == 0 {
-        return Err("--threads must be at least 1".to_string());
-    }
-    let deadline = a.time.as_deref().map(parse_duration).transpose()?.map(|d| Instant::now() + d);
-    let (first, end) = match &a.seeds {
-        Some(s) => parse_seeds(s)?,
-        None if deadline.is_some() => (g.seed, u64::MAX),
-        None => (g.seed, g.seed.saturating_add(1)),
-    };
+    let explicit_seed = opts.seed.filter(|_| opts.config.is_none());
+    let plan = args::check(a, explicit_seed, g.seed, g.cpus)?;
+    let mut gcfg = gen_config(g, a);
+    let deadline = a.time.map(|d| Instant::now() + d);
+    let SeedRange { first, last } = plan.seeds;
     if a.threads > 1 {
         for k in ["double_free", "vfree_twice", "vfree_after_kvfree_rcu", "vm_unmap_ram_twice", "vunmap_vmalloc"] {
             if !gcfg.exclude.iter().any(|e| e == k) {
@@ -222,16 +189,13 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
             }
         }
     }
-    if a.threads > g.cpus {
-        return Err(format!("--threads {} needs as many CPUs (--cpus {})", a.threads, g.cpus));
-    }
     let mut jsonl = match &a.jsonl {
         Some(p) => Some(
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(p)
-                .map_err(|e| format!("opening {}: {e}", p.display()))?,
+                .map_err(|e| format!("--jsonl: opening {}: {e}", p.display()))?,
         ),
         None => None,
     };
@@ -243,8 +207,9 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
     let mut last_progress = Instant::now();
     let mut seen_ops = std::collections::BTreeSet::new();
     let mut seen_outcomes = std::collections::BTreeSet::new();
-    for seed in first..end {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+    for seed in first..=last {
+        // The first seed always starts: no run does nothing.
+        if seed != first && deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
         let fault = a.fail_page_alloc.as_deref().map(|s| parse_fault_attr(s, seed)).transpose()?;
@@ -262,7 +227,7 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
             let out = run::run_ops(
                 &setup,
                 &mut |i| {
-                    if i as u64 >= nops || (i % 1024 == 0 && deadline.is_some_and(|d| Instant::now() >= d)) {
+                    if i as u64 >= nops || (i > 0 && i % 1024 == 0 && deadline.is_some_and(|d| Instant::now() >= d)) {
                         return None;
                     }
                     let op = genr.next_op(&mut rng)?;
@@ -297,10 +262,10 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
             violations += 1;
             eprintln!("mmlab fuzz: seed {seed}: VIOLATION {v}");
             vtext.push(v.to_string());
-            if a.threads == 1 {
-                let path = write_violation(&setup, ops, v, a)?;
+            if let Some(dir) = &plan.out_dir {
+                let path = write_violation(&setup, ops, v, dir, plan.shrink)?;
                 eprintln!("mmlab fuzz: replay written to {}", path.display());
-                println!("{}", path.display());
+                stdout_line(&path.display().to_string())?;
                 replay_path = Some(path.display().to_string());
             } else {
                 eprintln!("mmlab fuzz: threaded runs are not replayable; rerun the seed with --threads 1");
@@ -335,7 +300,7 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
         }
     }
     let secs = t0.elapsed().as_secs_f64();
-    println!(
+    stdout_line(&format!(
         "mmlab fuzz: {seeds_run} seed(s) from {first}, {total_ops} ops in {secs:.1} s ({:.0} ops/s), {violations} \
          violation(s); mem={} cpus={} check_every={} threads={}",
         total_ops as f64 / secs.max(1e-9),
@@ -343,30 +308,45 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
         g.cpus,
         a.check_every,
         a.threads
-    );
-    println!("ops:      {}", map_line(&coverage.ops));
-    println!("outcomes: {}", map_line(&coverage.outcomes));
+    ))?;
+    stdout_line(&format!("ops:      {}", map_line(&coverage.ops)))?;
+    stdout_line(&format!("outcomes: {}", map_line(&coverage.outcomes)))?;
     Ok(violations > 0)
+}
+
+/// One line on stdout; a closed pipe (`| head`) is not an error.
+fn stdout_line(line: &str) -> Result<(), String> {
+    match writeln!(std::io::stdout().lock(), "{line}") {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("writing output: {e}")),
+        _ => Ok(()),
+    }
 }
 
 fn map_line(m: &BTreeMap<String, u64>) -> String {
     m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
 }
 
-/// Shrink (unless told not to) and write the replay file.
-fn write_violation(setup: &Setup, ops: Vec<Op>, v: &super::oracle::Violation, a: &FuzzArgs) -> Result<PathBuf, String> {
+/// Shrink (within `shrink`, unless `None`) and write the replay file
+/// into `dir`.
+fn write_violation(
+    setup: &Setup,
+    ops: Vec<Op>,
+    v: &super::oracle::Violation,
+    dir: &Path,
+    shrink: Option<Duration>,
+) -> Result<PathBuf, String> {
     let n = ops.len();
-    let (ops, v) = if a.no_shrink {
-        (ops, v.clone())
-    } else {
-        eprintln!("mmlab fuzz: shrinking {n} ops (at most {} s)", a.shrink_time);
-        let (s, v2) = run::shrink(setup, ops, v, ShrinkBudget { time: Duration::from_secs(a.shrink_time) }, &|| None);
-        eprintln!("mmlab fuzz: shrunk to {} ops", s.len());
-        (s, v2)
+    let (ops, v) = match shrink {
+        None => (ops, v.clone()),
+        Some(time) => {
+            eprintln!("mmlab fuzz: shrinking {n} ops (at most {} s)", time.as_secs());
+            let (s, v2) = run::shrink(setup, ops, v, ShrinkBudget { time }, &|| None);
+            eprintln!("mmlab fuzz: shrunk to {} ops", s.len());
+            (s, v2)
+        }
     };
     let replay = annotate(setup, ops, &v);
-    std::fs::create_dir_all(&a.out_dir).map_err(|e| format!("{}: {e}", a.out_dir.display()))?;
-    let path = a.out_dir.join(format!("fuzz-seed{}-{}.replay", setup.seed, v.kind));
+    let path = dir.join(format!("fuzz-seed{}-{}.replay", setup.seed, v.kind));
     std::fs::write(&path, replay.to_string()).map_err(|e| format!("writing {}: {e}", path.display()))?;
     Ok(path)
 }
@@ -420,7 +400,7 @@ fn run_threads(
                     let mut genr = Generator::new(gcfg);
                     let mut out = RunOutcome::default();
                     for i in 0..nops as usize {
-                        if i % 1024 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+                        if i > 0 && i % 1024 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
                             break;
                         }
                         let Some(op) = genr.next_op(&mut rng) else { break };
@@ -459,11 +439,30 @@ fn run_threads(
     Ok(total)
 }
 
+/// Read and check a whole replay file ([`Replay::parse`]: every line, the
+/// CPUs, settings and `expect=` outcomes) before anything runs; errors
+/// name the file and line.
+///
+/// # Errors
+/// The file unreadable, a bad line, or no operation at all.
+pub fn load_replay(file: &Path) -> Result<Replay, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+    let r = Replay::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    if r.ops.is_empty() {
+        return Err(format!("{}: no operations: a replay runs at least one after its header", file.display()));
+    }
+    Ok(r)
+}
+
 /// `mmlab replay FILE`; returns whether a violation was found.
-pub fn replay(a: &ReplayArgs, mut out: impl Write) -> Result<bool, String> {
-    let text = std::fs::read_to_string(&a.file).map_err(|e| format!("reading {}: {e}", a.file.display()))?;
-    let r = Replay::parse(&text).map_err(|e| format!("{}: {e}", a.file.display()))?;
-    let setup = Setup::from_replay(&r);
+pub fn replay(a: &ReplayArgs, out: impl Write) -> Result<bool, String> {
+    run_replay(&load_replay(&a.file)?, out)
+}
+
+/// Run a replay checked by [`load_replay`], each op's result to `out`;
+/// returns whether a violation was found.
+pub fn run_replay(r: &Replay, mut out: impl Write) -> Result<bool, String> {
+    let setup = Setup::from_replay(r);
     let mut werr = None;
     let res = run::run_list_with(&setup, &r.ops, &mut |i, op, res| {
         let mut line = format!("{:5} {op}  => {}", i + 1, res.outcome);

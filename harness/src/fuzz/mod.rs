@@ -35,6 +35,7 @@
 //! same generator, so the cargo-fuzz target under `tests/fuzz/` runs the
 //! same model and checks.
 
+pub mod args;
 pub mod cli;
 pub mod exec;
 pub mod generate;

@@ -499,7 +499,21 @@ impl<'a> Args<'a> {
     }
 }
 
-/// Parse one op line (no comment, not empty).
+/// An `expect=` value: the name of an outcome a call can have.
+fn check_expect(v: &str) -> Result<&str, ParseOpError> {
+    use super::oracle::{OUTCOMES, Outcome};
+    match Outcome::parse(v) {
+        Some(Outcome::Panic) => err("expect=Panic: a panic is always a violation"),
+        Some(_) => Ok(v),
+        None => {
+            let names: Vec<&str> = OUTCOMES.iter().filter(|o| **o != Outcome::Panic).map(|o| o.name()).collect();
+            err(format!("expect={v}: no such outcome ({})", names.join(", ")))
+        }
+    }
+}
+
+/// Parse one op line (no comment, not empty); an `expect=` must name an
+/// outcome.
 pub fn parse_line(line: &str) -> Result<Op, ParseOpError> {
     let mut words: Vec<&str> = line.split_whitespace().collect();
     let mut out = None;
@@ -526,7 +540,12 @@ pub fn parse_line(line: &str) -> Result<Op, ParseOpError> {
     let mut expect = None;
     for w in rest {
         match w.split_once('=') {
-            Some(("expect", v)) => expect = Some(v.to_string()),
+            Some(("expect", v)) => {
+                if expect.is_some() {
+                    return err("`expect=` given twice");
+                }
+                expect = Some(check_expect(v)?.to_string());
+            }
             Some((k, v)) => {
                 if a.keys.iter().any(|(kk, _)| *kk == k) {
                     return err(format!("`{k}=` given twice"));

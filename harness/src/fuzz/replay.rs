@@ -18,8 +18,10 @@
 //! ignored. `format 1` must come first. `machine`, `set` (repeatable, the
 //! `--set` settings), `seed`, `fail_page_alloc` (the kernel's attribute
 //! names; seeded from `seed`) and `check_every` are optional and must come
-//! before the first op. Every other line is an op ([`super::op`]). A parse
-//! error names its line.
+//! before the first op, each header word but `set` once. Every other line
+//! is an op ([`super::op`]) on one of the machine's CPUs. The whole file
+//! is checked before anything runs ([`Replay::parse`]); an error names
+//! its line.
 
 use super::op::{Op, parse_line, parse_num};
 use mmlab_pcp::FaultAttr;
@@ -151,11 +153,23 @@ impl fmt::Display for Replay {
 }
 
 impl Replay {
-    /// Parse a replay file's text.
+    /// Parse a replay file's text and check it whole, before anything
+    /// runs: every line parses, a header line comes once, the machine's
+    /// `mem=` and `cpus=` are ones `--mem` and `--cpus` take, the settings
+    /// apply together, every op's CPU is one of the machine's, and every
+    /// `expect=` names an outcome ([`super::op::parse_line`]).
+    ///
+    /// # Errors
+    /// The first bad line, by number.
     pub fn parse(text: &str) -> Result<Replay, ReplayError> {
         let mut r = Replay::default();
-        let mut fault: Option<String> = None;
+        let mut fault: Option<(usize, String)> = None;
         let mut saw_format = false;
+        // The line of each header word given, and of each `set` and op.
+        let mut header_lines: Vec<(&str, usize)> = Vec::new();
+        let mut set_lines = Vec::new();
+        let mut op_lines = Vec::new();
+        let mut cpus_line = None;
         for (i, raw) in text.lines().enumerate() {
             let line_no = i + 1;
             let e = |message: String| ReplayError { line: line_no, message };
@@ -180,11 +194,14 @@ impl Replay {
             if header && !r.ops.is_empty() {
                 return Err(e(format!("`{word}` must come before the first operation")));
             }
+            if header && word != "set" {
+                if let Some((_, first)) = header_lines.iter().find(|(w, _)| *w == word) {
+                    return Err(e(format!("`{word}` given twice (first on line {first})")));
+                }
+                header_lines.push((word, line_no));
+            }
             match word {
                 "format" => {
-                    if saw_format {
-                        return Err(e("`format` given twice".to_string()));
-                    }
                     if rest != FORMAT_VERSION.to_string() {
                         return Err(e(format!("format `{rest}` is not supported (this build reads {FORMAT_VERSION})")));
                     }
@@ -193,13 +210,16 @@ impl Replay {
                 "machine" => {
                     for kv in rest.split_whitespace() {
                         match kv.split_once('=') {
-                            Some(("mem", v)) => r.mem = v.to_string(),
+                            Some(("mem", v)) => {
+                                crate::cli::parse_mem(v).map_err(|m| {
+                                    let m = m.strip_prefix(&format!("--mem {v}: ")).unwrap_or(&m).to_string();
+                                    e(format!("machine mem={v}: {m}"))
+                                })?;
+                                r.mem = v.to_string();
+                            }
                             Some(("cpus", v)) => {
-                                r.cpus = v
-                                    .parse::<usize>()
-                                    .ok()
-                                    .filter(|&c| c > 0)
-                                    .ok_or_else(|| e(format!("cpus={v} is not a positive number")))?;
+                                r.cpus = crate::cli::parse_cpus(v).map_err(|m| e(format!("machine cpus={v}: {m}")))?;
+                                cpus_line = Some(line_no);
                             }
                             _ => return Err(e(format!("machine takes mem=SIZE cpus=N, not `{kv}`"))),
                         }
@@ -210,20 +230,53 @@ impl Replay {
                         return Err(e(format!("set takes one KEY=VALUE, not `{rest}`")));
                     }
                     r.sets.push(rest.to_string());
+                    set_lines.push(line_no);
                 }
                 "seed" => r.seed = parse_num(rest).map_err(|x| e(x.0))?,
                 "check_every" => r.check_every = parse_num(rest).map_err(|x| e(x.0))?,
-                "fail_page_alloc" => fault = Some(rest.to_string()),
-                _ => r.ops.push(parse_line(line).map_err(|x| e(x.0))?),
+                "fail_page_alloc" => fault = Some((line_no, rest.to_string())),
+                _ => {
+                    r.ops.push(parse_line(line).map_err(|x| e(x.0))?);
+                    op_lines.push(line_no);
+                }
             }
         }
         if !saw_format {
             return Err(ReplayError { line: 1, message: "empty file: it must start with `format 1`".to_string() });
         }
-        if let Some(f) = fault {
-            let line = text.lines().position(|l| l.trim_start().starts_with("fail_page_alloc")).unwrap_or(0) + 1;
+        if let Some((line, f)) = fault {
             r.fault = Some(parse_fault_attr(&f, r.seed).map_err(|message| ReplayError { line, message })?);
         }
+        r.check_sets(&set_lines)?;
+        for (op, &line) in r.ops.iter().zip(&op_lines) {
+            if op.cpu >= r.cpus {
+                let whose = match cpus_line {
+                    Some(l) => format!("the machine of line {l}"),
+                    None => "the machine (no `machine cpus=N` line: the default)".to_string(),
+                };
+                let (cpu, n) = (op.cpu, r.cpus);
+                return Err(ReplayError {
+                    line,
+                    message: format!("cpu{cpu}: {whose} has {n} CPUs, cpu0 to cpu{}", n - 1),
+                });
+            }
+        }
         Ok(r)
+    }
+
+    /// The `set` lines (at `lines`) apply to the file's machine, in order:
+    /// the first that does not is named.
+    fn check_sets(&self, lines: &[usize]) -> Result<(), ReplayError> {
+        let Ok((mem_bytes, mem_banks)) = crate::cli::parse_mem(&self.mem) else { return Ok(()) };
+        let mc = mmlab_engine::MachineConfig { mem_bytes, mem_banks, nr_cpus: self.cpus, ..Default::default() };
+        if crate::settings::Configs::new(mc.clone(), &self.sets).is_ok() {
+            return Ok(());
+        }
+        for (n, &line) in lines.iter().enumerate() {
+            if let Err(e) = crate::settings::Configs::new(mc.clone(), &self.sets[..=n]) {
+                return Err(ReplayError { line, message: format!("set {}: {e}", self.sets[n]) });
+            }
+        }
+        Ok(())
     }
 }

@@ -19,7 +19,6 @@ use super::event::{Collector, EventLayer, Sink, TraceEvent, lock};
 use super::filter::EventFilter;
 use super::{kernel, perfetto, plot, text};
 use crate::cli::GlobalOpts;
-use crate::fuzz::cli::ReplayArgs;
 use crate::output::trace::{TraceFormat, install_global};
 use crate::stack::Stack;
 use crate::workload::RandomWorkload;
@@ -181,10 +180,12 @@ pub fn run(g: &GlobalOpts, a: &TraceArgs) -> Result<bool, String> {
                             and --seed do not apply"
                     .into());
             }
+            // The whole file is checked before the output is opened.
+            let r = crate::fuzz::cli::load_replay(file)?;
             // The replay boots its own machine: its boot is traced too.
             traced(out, |start| {
                 start()?;
-                crate::fuzz::cli::replay(&ReplayArgs { file: file.clone(), trace: false }, io::stderr())
+                crate::fuzz::cli::run_replay(&r, io::stderr())
             })
         }
         TraceCmd::Kernel(k) => kernel::run(g, k),
