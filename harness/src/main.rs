@@ -104,7 +104,8 @@ enum Command {
         /// 2^31-1), sequential_test_order (0), nr_pages (0 = 1), use_huge (0),
         /// nr_pcpu_objects (35000); mmlab's own: msleep_before_free (0, ms
         /// of emulated sleep before long_busy_list's vfrees),
-        /// pcp_sample_interval (0). They override the mode's.
+        /// pcp_sample_interval (0). They override the mode's; each is given
+        /// once, with one value.
         #[arg(value_name = "KEY=VALUE")]
         params: Vec<String>,
         /// A mode of test_vmalloc.sh: performance (sequential_test_order=1
@@ -178,7 +179,8 @@ enum Command {
 struct CompareArgs {
     /// test_vmalloc parameters (as for test-vmalloc); a value may be a
     /// comma list, and every combination becomes rows, one per selected
-    /// case: `run_test_mask=1 nr_pages=1,16,512 use_huge=0,1`.
+    /// case: `run_test_mask=1 nr_pages=1,16,512 use_huge=0,1`. Each key
+    /// once, no empty list element, no two rows that run the same.
     #[arg(value_name = "KEY=VALUE")]
     params: Vec<String>,
     /// The baseline configuration: space-separated --set settings.
