@@ -78,7 +78,9 @@ enum Command {
     /// mmlab, field by field: equal, formula-equal, within-spread,
     /// not-modelled, different. The machine (memory, CPUs, options) is the
     /// capture's; more DIRs are more boots of that configuration, for the
-    /// boot-to-boot spread.
+    /// boot-to-boot spread. Every file of every DIR is read and checked
+    /// before anything boots: a missing, empty, cut or malformed one is an
+    /// error naming the file and the line.
     Peer {
         /// The capture directory, then optionally more boots of the same
         /// configuration.
@@ -583,17 +585,14 @@ fn run(cli: &Cli) -> Result<bool, String> {
         Command::Peer { dirs, json } => {
             use mmlab_harness::peer;
             let g = &cli.globals;
-            let (mut report, c, sets) = peer::run(dirs, g.mem.as_deref(), g.cpus, &g.set)?;
+            // Every capture is read and checked whole before anything boots.
+            let p = peer::prepare(dirs, g.mem.as_deref(), g.cpus, &g.set)?;
             if let Some(r) = &g.recorded {
-                r.check(&c)?;
+                r.check(&p.configs)?;
             }
-            let tv = dirs[0].join(peer::test_vmalloc::CAPTURE_FILE);
-            if tv.exists() {
-                let text = std::fs::read_to_string(&tv).map_err(|e| format!("{}: {e}", tv.display()))?;
-                let cases = peer::test_vmalloc::parse(&text).map_err(|e| format!("{}: {e}", tv.display()))?;
-                report.test_vmalloc = Some(peer::test_vmalloc::compare(&c, &cases, g.seed())?);
-            }
-            let run = mmlab_harness::provenance::RunRecord::new(&c, &sets, g.seed());
+            let mut report = p.compare()?;
+            report.test_vmalloc = p.test_vmalloc(g.seed())?;
+            let run = mmlab_harness::provenance::RunRecord::new(&p.configs, &p.sets, g.seed());
             let text = if *json {
                 run.insert_into(&mmlab_harness::output::json::to_line(&report))
             } else {
