@@ -78,7 +78,9 @@ enum Command {
     /// mmlab, field by field: equal, formula-equal, within-spread,
     /// not-modelled, different. The machine (memory, CPUs, options) is the
     /// capture's; more DIRs are more boots of that configuration, for the
-    /// boot-to-boot spread.
+    /// boot-to-boot spread. Every file of every DIR is read and checked
+    /// before anything boots: a missing, empty, cut or malformed one is an
+    /// error naming the file and the line.
     Peer {
         /// The capture directory, then optionally more boots of the same
         /// configuration.
@@ -104,7 +106,8 @@ enum Command {
         /// 2^31-1), sequential_test_order (0), nr_pages (0 = 1), use_huge (0),
         /// nr_pcpu_objects (35000); mmlab's own: msleep_before_free (0, ms
         /// of emulated sleep before long_busy_list's vfrees),
-        /// pcp_sample_interval (0). They override the mode's.
+        /// pcp_sample_interval (0). They override the mode's; each is given
+        /// once, with one value.
         #[arg(value_name = "KEY=VALUE")]
         params: Vec<String>,
         /// A mode of test_vmalloc.sh: performance (sequential_test_order=1
@@ -178,7 +181,8 @@ enum Command {
 struct CompareArgs {
     /// test_vmalloc parameters (as for test-vmalloc); a value may be a
     /// comma list, and every combination becomes rows, one per selected
-    /// case: `run_test_mask=1 nr_pages=1,16,512 use_huge=0,1`.
+    /// case: `run_test_mask=1 nr_pages=1,16,512 use_huge=0,1`. Each key
+    /// once, no empty list element, no two rows that run the same.
     #[arg(value_name = "KEY=VALUE")]
     params: Vec<String>,
     /// The baseline configuration: space-separated --set settings.
@@ -595,17 +599,14 @@ fn run(cli: &Cli) -> Result<bool, String> {
         Command::Peer { dirs, json } => {
             use mmlab_harness::peer;
             let g = &cli.globals;
-            let (mut report, c, sets) = peer::run(dirs, g.mem.as_deref(), g.cpus, &g.set)?;
+            // Every capture is read and checked whole before anything boots.
+            let p = peer::prepare(dirs, g.mem.as_deref(), g.cpus, &g.set)?;
             if let Some(r) = &g.recorded {
-                r.check(&c)?;
+                r.check(&p.configs)?;
             }
-            let tv = dirs[0].join(peer::test_vmalloc::CAPTURE_FILE);
-            if tv.exists() {
-                let text = std::fs::read_to_string(&tv).map_err(|e| format!("{}: {e}", tv.display()))?;
-                let cases = peer::test_vmalloc::parse(&text).map_err(|e| format!("{}: {e}", tv.display()))?;
-                report.test_vmalloc = Some(peer::test_vmalloc::compare(&c, &cases, g.seed())?);
-            }
-            let run = mmlab_harness::provenance::RunRecord::new(&c, &sets, g.seed());
+            let mut report = p.compare()?;
+            report.test_vmalloc = p.test_vmalloc(g.seed())?;
+            let run = mmlab_harness::provenance::RunRecord::new(&p.configs, &p.sets, g.seed());
             let text = if *json {
                 run.insert_into(&mmlab_harness::output::json::to_line(&report))
             } else {

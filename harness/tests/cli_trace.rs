@@ -56,14 +56,21 @@ fn bad_input_is_refused() {
     let dir = std::env::temp_dir().join(format!("mmlab-cli-trace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.trace");
-    std::fs::write(&bad, "# mmlab: cpus=1\n# tracer: nop\n t-1 [000] ..... 1.0: mm_page_free: page=1 pfn=zz order=0\n")
-        .unwrap();
+    let free = " t-1 [000] ..... 1.0: mm_page_free: page=1 pfn=zz order=0\n";
+    let alloc = " t-1 [000] ..... 1.1: mm_page_alloc: page=1 pfn=0x1000 order=0 migratetype=1 gfp_flags=GFP_KERNEL\n";
+    std::fs::write(&bad, format!("# mmlab: cpus=1\n# tracer: nop\n{free}{alloc}")).unwrap();
     let (code, _, err) = mmlab(&["trace", "kernel", bad.to_str().unwrap(), "--on-error", "stop"]);
     assert_eq!(code, Some(2));
-    assert!(err.contains("line 3: malformed line"), "{err}");
+    assert!(err.contains("line 3: malformed line: pfn=zz is not a number"), "{err}");
     let (code, out, err) = mmlab(&["trace", "kernel", bad.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("warning:        1 x malformed line"), "{out}");
+    assert!(out.contains("  line 3: malformed line: pfn=zz is not a number"), "{out}");
+    // With no event left, even skip has nothing to replay.
+    std::fs::write(&bad, format!("# mmlab: cpus=1\n# tracer: nop\n{free}")).unwrap();
+    let (code, out, err) = mmlab(&["trace", "kernel", bad.to_str().unwrap()]);
+    assert_eq!((code, out.as_str()), (Some(2), ""));
+    assert!(err.ends_with("no events in 3 lines; line 3: malformed line: pfn=zz is not a number\n"), "{err}");
     let (code, _, err) = mmlab(&["trace", "kernel", dir.join("missing").to_str().unwrap()]);
     assert_eq!(code, Some(2));
     assert!(err.contains("reading"), "{err}");

@@ -7,9 +7,10 @@
 //! item 6, (a) to (d)).
 
 use mmlab_harness::cli::GlobalOpts;
+use mmlab_harness::trace::kernel::error::TraceError;
 use mmlab_harness::trace::kernel::phases::Phase;
 use mmlab_harness::trace::kernel::replay::{MidRun, OnError, warn};
-use mmlab_harness::trace::kernel::{KernelArgs, TraceError, analyse, render};
+use mmlab_harness::trace::kernel::{KernelArgs, analyse, render};
 
 const BOOT: &str = include_str!("../data/trace/arm64-7.2.13-2G-3cpu-boot.trace");
 

@@ -2,8 +2,9 @@
 //! whole before anything is compared: a missing, empty, cut or malformed
 //! file is a [`CaptureError`] naming the file and the line.
 
-use super::fields::{Fields, LineError, check_whole, number, parse};
+use super::fields::{Fields, LineError, ZONES, check_whole, number, parse};
 use super::ptdump::{Dump, PgtablePages, parse as parse_dump, parse_pgtable_pages};
+use super::test_vmalloc::{self, RealCase};
 use super::vmallocinfo::{Area, parse as parse_vmallocinfo};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -20,6 +21,17 @@ pub const VMALLOCINFO: &str = "proc_vmallocinfo";
 pub const KERNEL_PAGE_TABLES: &str = "kernel_page_tables";
 /// The module's table counts, beside [`KERNEL_PAGE_TABLES`].
 pub const PGTABLE_PAGES: &str = "pgtable_pages";
+
+/// The files boot.sh writes in every capture that are not compared field
+/// by field: each is checked whole and in its format all the same, so that
+/// a capture cut short (boot.sh refuses an empty one) is never compared.
+pub const OTHER_FILES: [&str; 5] = [
+    "proc_version",
+    "proc_sys_vm_min_free_kbytes",
+    "proc_sys_vm_lowmem_reserve_ratio",
+    "proc_sys_vm_percpu_pagelist_high_fraction",
+    "sys_kernel_mm_hugepages",
+];
 
 /// The kernel command-line words boot.sh always passes: not options of the
 /// machine.
@@ -104,6 +116,9 @@ pub struct Capture {
     pub ptdump: Option<(Dump, PgtablePages)>,
     /// dmesg.
     pub dmesg: String,
+    /// lib/test_vmalloc.c's cases on the real kernel, where captured
+    /// (`PEER_TEST_VMALLOC=1`), their parameters checked.
+    pub test_vmalloc: Option<Vec<RealCase>>,
 }
 
 fn read(dir: &Path, file: &str) -> Result<String, CaptureError> {
@@ -118,7 +133,9 @@ fn read(dir: &Path, file: &str) -> Result<String, CaptureError> {
     })
 }
 
-/// kernel.txt: the package line, the qemu line (`-m`, `-smp`, `-cpu`).
+/// kernel.txt: the package line, the qemu line (`-m`, `-smp`, `-cpu`,
+/// each at most once: qemu would take the last, mmlab would boot another
+/// machine than the one compared).
 fn kernel_txt(path: &Path, text: &str) -> Result<(String, RealMachine), CaptureError> {
     check_whole(text).map_err(|e| CaptureError::new(path, e))?;
     let kernel = text.lines().next().unwrap_or_default().to_string();
@@ -128,16 +145,132 @@ fn kernel_txt(path: &Path, text: &str) -> Result<(String, RealMachine), CaptureE
         .find(|(_, l)| l.starts_with("qemu-system-aarch64"))
         .ok_or_else(|| CaptureError::whole(path, "no `qemu-system-aarch64 ...` line"))?;
     let w: Vec<&str> = line.split_whitespace().collect();
-    let after = |flag: &str| w.iter().position(|x| *x == flag).and_then(|i| w.get(i + 1)).copied();
     let bad = |what: String| CaptureError::new(path, LineError::at(n + 1, what));
-    let mem = after("-m").ok_or_else(|| bad("no `-m SIZE`".to_string()))?;
-    let cpus = after("-smp").ok_or_else(|| bad("no `-smp N`".to_string()))?;
+    let after = |flag: &str| -> Result<Option<&str>, CaptureError> {
+        let mut at = w.iter().enumerate().filter(|(_, x)| **x == flag).map(|(i, _)| i);
+        match (at.next(), at.next()) {
+            (_, Some(_)) => Err(bad(format!("`{flag}` given twice"))),
+            (Some(i), None) => w.get(i + 1).copied().map(Some).ok_or_else(|| bad(format!("`{flag}` without a value"))),
+            (None, None) => Ok(None),
+        }
+    };
+    let mem = after("-m")?.ok_or_else(|| bad("no `-m SIZE`".to_string()))?;
+    crate::cli::parse_mem(mem).map_err(|e| {
+        let e = e.strip_prefix(&format!("--mem {mem}: ")).unwrap_or(&e).to_string();
+        bad(format!("-m {mem}: {e}"))
+    })?;
+    let cpus = after("-smp")?.ok_or_else(|| bad("no `-smp N`".to_string()))?;
     let cpus = number(n + 1, cpus).map_err(|e| CaptureError::new(path, e))?;
-    if cpus == 0 {
-        return Err(bad("-smp 0".to_string()));
+    if cpus == 0 || cpus > mmlab_engine::machine::NR_CPUS as u64 {
+        return Err(bad(format!("-smp {cpus}: mmlab emulates 1 to {} CPUs", mmlab_engine::machine::NR_CPUS)));
     }
-    let cpu = after("-cpu").unwrap_or(DEFAULT_CPU).to_string();
+    let cpu = after("-cpu")?.unwrap_or(DEFAULT_CPU).to_string();
     Ok((kernel, RealMachine { mem: mem.to_string(), cpus: cpus as usize, cpu }))
+}
+
+/// One line of `file` (proc_version, the sysctls), checked whole.
+fn one_line<'a>(path: &Path, text: &'a str) -> Result<&'a str, CaptureError> {
+    check_whole(text).map_err(|e| CaptureError::new(path, e))?;
+    match text.lines().count() {
+        1 => Ok(text.trim_end_matches('\n')),
+        n => Err(CaptureError::new(path, LineError::at(2, format!("{n} lines; the kernel prints one")))),
+    }
+}
+
+/// A sysctl's int (`proc_dointvec`): decimal digits that fit in an int.
+fn int(path: &Path, v: &str) -> Result<u64, CaptureError> {
+    let x = number(1, v).map_err(|e| CaptureError::new(path, e))?;
+    if x > i32::MAX as u64 {
+        return Err(CaptureError::new(path, LineError::at(1, format!("`{v}` is above INT_MAX (a sysctl int)"))));
+    }
+    Ok(x)
+}
+
+/// The files of [`OTHER_FILES`]: proc_version the kernel of kernel.txt's
+/// package, the sysctls numbers the kernel's handlers allow, the hugepage
+/// pools' attributes as sysfs names them.
+fn check_other_files(dir: &Path, kernel: &str) -> Result<(), CaptureError> {
+    let p = dir.join("proc_version");
+    let text = read(dir, "proc_version")?;
+    let v = one_line(&p, &text)?;
+    let release = v
+        .strip_prefix("Linux version ")
+        .and_then(|r| r.split_whitespace().next())
+        .ok_or_else(|| CaptureError::new(&p, LineError::at(1, format!("not `Linux version RELEASE ...`: {v:?}"))))?;
+    // boot.sh's package names are linux-image-RELEASE.
+    let package = kernel.split_whitespace().next().unwrap_or_default();
+    if let Some(r) = package.strip_prefix("linux-image-").filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        && r != release
+    {
+        let what = format!("kernel {release}, but kernel.txt says {package} (files of two captures?)");
+        return Err(CaptureError::new(&p, LineError::at(1, what)));
+    }
+    let p = dir.join("proc_sys_vm_min_free_kbytes");
+    int(&p, one_line(&p, &read(dir, "proc_sys_vm_min_free_kbytes")?)?)?;
+    let p = dir.join("proc_sys_vm_percpu_pagelist_high_fraction");
+    let f = int(&p, one_line(&p, &read(dir, "proc_sys_vm_percpu_pagelist_high_fraction")?)?)?;
+    if (1..8).contains(&f) {
+        let what = format!("`{f}`: the sysctl takes 0 or 8 and above");
+        return Err(CaptureError::new(&p, LineError::at(1, what)));
+    }
+    let p = dir.join("proc_sys_vm_lowmem_reserve_ratio");
+    let text = read(dir, "proc_sys_vm_lowmem_reserve_ratio")?;
+    let l = one_line(&p, &text)?;
+    let ratios: Vec<&str> = l.split_whitespace().collect();
+    if ratios.len() != ZONES.len() {
+        let what =
+            format!("{} values; the kernel prints one per zone, {} ({})", ratios.len(), ZONES.len(), ZONES.join(", "));
+        return Err(CaptureError::new(&p, LineError::at(1, what)));
+    }
+    for r in ratios {
+        int(&p, r)?;
+    }
+    check_hugepages(&dir.join("sys_kernel_mm_hugepages"), &read(dir, "sys_kernel_mm_hugepages")?)
+}
+
+/// sys_kernel_mm_hugepages: `/sys/kernel/mm/hugepages/hugepages-NkB/ATTR
+/// VALUE` lines (`demote` is write-only: no value; `demote_size` is a size).
+fn check_hugepages(path: &Path, text: &str) -> Result<(), CaptureError> {
+    const ATTRS: [&str; 8] = [
+        "demote",
+        "demote_size",
+        "free_hugepages",
+        "nr_hugepages",
+        "nr_hugepages_mempolicy",
+        "nr_overcommit_hugepages",
+        "resv_hugepages",
+        "surplus_hugepages",
+    ];
+    check_whole(text).map_err(|e| CaptureError::new(path, e))?;
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, l) in text.lines().enumerate() {
+        let n = i + 1;
+        let bad = |what: String| CaptureError::new(path, LineError::at(n, what));
+        let (file, value) = l.split_once(' ').unwrap_or((l, ""));
+        let (size, attr) =
+            file.strip_prefix("/sys/kernel/mm/hugepages/hugepages-")
+                .and_then(|r| r.split_once("kB/"))
+                .ok_or_else(|| bad(format!("not `/sys/kernel/mm/hugepages/hugepages-NkB/ATTR VALUE`: {l:?}")))?;
+        number(n, size).map_err(|e| CaptureError::new(path, e))?;
+        if !ATTRS.contains(&attr) {
+            return Err(bad(format!("`{attr}` is not one of {}", ATTRS.join(", "))));
+        }
+        if !seen.insert(file) {
+            return Err(bad(format!("`{file}` a second time")));
+        }
+        match attr {
+            "demote" if !value.is_empty() => return Err(bad(format!("demote is write-only, read as {value:?}"))),
+            "demote" => {}
+            "demote_size" => {
+                let kb = value.strip_suffix("kB").ok_or_else(|| bad(format!("demote_size {value:?} is not `NkB`")))?;
+                number(n, kb).map_err(|e| CaptureError::new(path, e))?;
+            }
+            _ => {
+                number(n, value).map_err(|e| CaptureError::new(path, e))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Capture {
@@ -145,8 +278,10 @@ impl Capture {
     ///
     /// # Errors
     /// A missing, empty, cut or malformed file (kernel.txt, proc_cmdline,
-    /// dmesg, the /proc files, vmallocinfo, the page-table dump where
-    /// captured), or pagesets for another number of CPUs than kernel.txt's.
+    /// [`OTHER_FILES`], dmesg, the /proc files, vmallocinfo, the page-table
+    /// dump and test_vmalloc's cases where captured), pagesets for another
+    /// number of CPUs than kernel.txt's, or a test_vmalloc case mmlab
+    /// cannot run on that many.
     pub fn read(dir: &Path) -> Result<Capture, CaptureError> {
         if !dir.is_dir() {
             return Err(CaptureError::whole(dir, "not a directory"));
@@ -157,6 +292,7 @@ impl Capture {
         let cmdline_text = read(dir, "proc_cmdline")?;
         check_whole(&cmdline_text).map_err(|e| CaptureError::new(&cl, e))?;
         let cmdline = cmdline_text.split_whitespace().map(str::to_string).collect();
+        check_other_files(dir, &kernel)?;
         let dmesg = read(dir, "dmesg")?;
         let dm = dir.join("dmesg");
         check_whole(&dmesg).map_err(|e| CaptureError::new(&dm, e))?;
@@ -189,7 +325,26 @@ impl Capture {
         } else {
             None
         };
-        Ok(Capture { dir: dir.to_path_buf(), kernel, machine, cmdline, fields: parsed, vmalloc, ptdump, dmesg })
+        let tv = dir.join(test_vmalloc::CAPTURE_FILE);
+        let test_vmalloc = if tv.exists() {
+            let cases = test_vmalloc::parse(&read(dir, test_vmalloc::CAPTURE_FILE)?)
+                .and_then(|c| test_vmalloc::check_params(&c, machine.cpus).map(|()| c))
+                .map_err(|e| CaptureError::new(&tv, e))?;
+            Some(cases)
+        } else {
+            None
+        };
+        Ok(Capture {
+            dir: dir.to_path_buf(),
+            kernel,
+            machine,
+            cmdline,
+            fields: parsed,
+            vmalloc,
+            ptdump,
+            dmesg,
+            test_vmalloc,
+        })
     }
 
     /// The machine's options beyond boot.sh's own: the command-line words

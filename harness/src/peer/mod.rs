@@ -348,26 +348,78 @@ pub fn compare(caps: &[Capture], ours: &MmlabFiles, options: Vec<machine::PeerOp
     })
 }
 
-/// `mmlab peer`: read every capture, boot the first one's machine (with
-/// `mem`, `cpus` and `sets` from the command line, checked against it),
-/// compare. Returns the report and the machine's configuration and
-/// settings, for the run's record.
+/// Every capture of `mmlab peer`, read and checked, and the machine to
+/// boot: nothing has run yet.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The captures: the one compared first.
+    pub captures: Vec<Capture>,
+    /// The machine's configuration.
+    pub configs: Configs,
+    /// The capture's options and what mmlab does with each.
+    pub options: Vec<machine::PeerOption>,
+    /// The settings the machine boots with (the options', then `--set`).
+    pub sets: Vec<String>,
+}
+
+/// Read and check every capture whole ([`Capture::read`]: every file, the
+/// test_vmalloc cases' parameters included) and resolve the first one's
+/// machine (with `mem`, `cpus` and `sets` from the command line, checked
+/// against it), before anything boots.
 ///
 /// # Errors
 /// A capture that cannot be read ([`CaptureError`]), a machine option
-/// other than the capture's, a boot that fails.
+/// other than the capture's, a setting mmlab refuses.
+pub fn prepare(
+    dirs: &[std::path::PathBuf],
+    mem: Option<&str>,
+    cpus: Option<usize>,
+    sets: &[String],
+) -> Result<Prepared, String> {
+    let captures: Vec<Capture> = dirs.iter().map(|d| Capture::read(d)).collect::<Result<_, _>>()?;
+    let first = captures.first().ok_or("mmlab peer needs a capture directory")?;
+    let (configs, options, sets) = machine::configs(first, mem, cpus, sets)?;
+    Ok(Prepared { captures, configs, options, sets })
+}
+
+impl Prepared {
+    /// Boot the machine and compare every file ([`compare`]).
+    ///
+    /// # Errors
+    /// As [`compare`], or a boot that fails.
+    pub fn compare(&self) -> Result<PeerReport, String> {
+        let ours = mmlab_files(&self.configs)?;
+        compare(&self.captures, &ours, self.options.clone())
+    }
+
+    /// The first capture's test_vmalloc cases run in mmlab, where it has
+    /// them ([`test_vmalloc::compare`]).
+    ///
+    /// # Errors
+    /// A boot or a run that fails.
+    pub fn test_vmalloc(&self, seed: u64) -> Result<Option<test_vmalloc::Report>, String> {
+        match &self.captures[0].test_vmalloc {
+            Some(cases) => test_vmalloc::compare(&self.configs, cases, seed).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// `mmlab peer` without test_vmalloc: [`prepare`], then
+/// [`Prepared::compare`]. Returns the report and the machine's
+/// configuration and settings, for the run's record.
+///
+/// # Errors
+/// As [`prepare`] and [`Prepared::compare`].
 pub fn run(
     dirs: &[std::path::PathBuf],
     mem: Option<&str>,
     cpus: Option<usize>,
     sets: &[String],
 ) -> Result<(PeerReport, Configs, Vec<String>), String> {
-    let caps: Vec<Capture> = dirs.iter().map(|d| Capture::read(d)).collect::<Result<_, _>>()?;
-    let first = caps.first().ok_or("mmlab peer needs a capture directory")?;
-    let (c, options, all_sets) = machine::configs(first, mem, cpus, sets)?;
-    let ours = mmlab_files(&c)?;
-    let report = compare(&caps, &ours, options)?;
-    Ok((report, c, all_sets))
+    let p = prepare(dirs, mem, cpus, sets)?;
+    let report = p.compare()?;
+    Ok((report, p.configs, p.sets))
 }
 
 /// The files of [`PROC_FILES`] mmlab prints for `c`'s machine, split into

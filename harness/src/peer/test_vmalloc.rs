@@ -26,6 +26,7 @@
 //! The module's pass/fail summary is compared too: `p/f/x` is passed,
 //! failed and xfailed summed over the workers.
 
+use super::fields::{LineError, check_whole, number};
 use crate::settings::Configs;
 use crate::workloads::test_vmalloc;
 use std::collections::BTreeMap;
@@ -37,6 +38,8 @@ pub const CAPTURE_FILE: &str = "test_vmalloc";
 /// One `insmod` of the capture.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RealCase {
+    /// The `case` line, from 1.
+    pub line: usize,
     /// The module parameters.
     pub args: Vec<String>,
     /// vmstat before, by name.
@@ -104,17 +107,23 @@ impl fmt::Display for Results {
 ///
 /// # Errors
 ///
-/// A line outside a `case ... end` block, or a counter that is not a number.
-pub fn parse(text: &str) -> Result<Vec<RealCase>, String> {
-    let mut cases = Vec::new();
+/// An empty file or a cut last line; a line outside a `case ... end`
+/// block; a counter that is not a number, or given twice; a case whose
+/// `after` counters are not its `before` ones (no `pgfree` or `pgalloc_*`
+/// among them); a second load-only case; no case at all.
+pub fn parse(text: &str) -> Result<Vec<RealCase>, LineError> {
+    check_whole(text)?;
+    let mut cases: Vec<RealCase> = Vec::new();
     let mut cur: Option<RealCase> = None;
     for (n, line) in text.lines().enumerate() {
-        let bad = |what: &str| format!("{CAPTURE_FILE} line {}: {what}: {line:?}", n + 1);
+        let n = n + 1;
+        let bad = |what: &str| LineError::at(n, format!("{what}: {line:?}"));
         if let Some(args) = line.strip_prefix("case ") {
-            if cur.is_some() {
-                return Err(bad("a case inside a case"));
+            if let Some(c) = &cur {
+                return Err(bad(&format!("a case inside the case of line {}", c.line)));
             }
             cur = Some(RealCase {
+                line: n,
                 args: args.split_whitespace().map(str::to_string).collect(),
                 before: BTreeMap::new(),
                 after: BTreeMap::new(),
@@ -127,6 +136,12 @@ pub fn parse(text: &str) -> Result<Vec<RealCase>, String> {
         }
         let c = cur.as_mut().ok_or_else(|| bad("outside a case"))?;
         if line == "end" {
+            check_counters(c, n)?;
+            if c.is_baseline()
+                && let Some(b) = cases.iter().find(|b| b.is_baseline())
+            {
+                return Err(LineError::at(c.line, format!("a second load-only case (the first is line {})", b.line)));
+            }
             cases.extend(cur.take());
         } else if let Some(s) = line.strip_prefix("dmesg ") {
             if let Some(i) = s.find("Summary: ") {
@@ -139,13 +154,63 @@ pub fn parse(text: &str) -> Result<Vec<RealCase>, String> {
                 _ => return Err(bad("not a case, before, after, dmesg or end line")),
             };
             let (k, v) = rest.split_once(' ').ok_or_else(|| bad("no value"))?;
-            map.insert(k.to_string(), v.trim().parse().map_err(|_| bad("not a number"))?);
+            let v = number(n, v.trim())?;
+            let v = i64::try_from(v).map_err(|_| LineError::at(n, format!("`{v}` is above i64::MAX")))?;
+            if map.insert(k.to_string(), v).is_some() {
+                return Err(bad(&format!("`{k}` a second time in this case")));
+            }
         }
     }
-    if cur.is_some() {
-        return Err(format!("{CAPTURE_FILE}: the last case has no `end` (the boot was cut short?)"));
+    if let Some(c) = cur {
+        return Err(LineError::at(
+            text.lines().count(),
+            format!("the case of line {} has no `end` (the boot was cut short?)", c.line),
+        ));
+    }
+    if cases.is_empty() {
+        return Err(LineError::at(0, "no `case ... end` block"));
     }
     Ok(cases)
+}
+
+/// A case's counters: the same names before and after, `pgfree` and at
+/// least one `pgalloc_*` among them (the deltas compared).
+fn check_counters(c: &RealCase, end: usize) -> Result<(), LineError> {
+    let what = |w: String| LineError::at(end, format!("the case of line {}: {w}", c.line));
+    if let Some(k) = c.before.keys().find(|k| !c.after.contains_key(*k)) {
+        return Err(what(format!("`before {k}` without `after {k}`")));
+    }
+    if let Some(k) = c.after.keys().find(|k| !c.before.contains_key(*k)) {
+        return Err(what(format!("`after {k}` without `before {k}`")));
+    }
+    if !c.before.contains_key("pgfree") || !c.before.keys().any(|k| k.starts_with("pgalloc_")) {
+        return Err(what("no `pgfree` or no `pgalloc_*` counters (the deltas compared)".to_string()));
+    }
+    Ok(())
+}
+
+/// Check every case's parameters as `mmlab test-vmalloc` takes them on a
+/// machine of `cpus` CPUs (the load-only case's other parameters as module
+/// parameters), before anything runs.
+///
+/// # Errors
+/// The `case` line of the first case whose parameters mmlab refuses.
+pub fn check_params(cases: &[RealCase], cpus: usize) -> Result<(), LineError> {
+    for c in cases {
+        let r = if c.is_baseline() {
+            let mut p = test_vmalloc::Params::default();
+            c.args.iter().filter(|a| *a != "run_test_mask=0").try_for_each(|a| p.set(a))
+        } else {
+            test_vmalloc::resolve(&c.args, None, None).and_then(|(p, _)| match p.threads() {
+                t if t > cpus => Err(format!(
+                    "nr_threads={t} needs {t} CPUs (each worker runs on an emulated CPU of its own); kernel.txt says -smp {cpus}"
+                )),
+                _ => Ok(()),
+            })
+        };
+        r.map_err(|e| LineError::at(c.line, e))?;
+    }
+    Ok(())
 }
 
 /// One case, side by side.
@@ -297,10 +362,44 @@ mod tests {
 
     #[test]
     fn refuses_a_cut_or_malformed_capture() {
-        assert!(parse("case run_test_mask=1\nbefore pgfree 1\n").unwrap_err().contains("no `end`"));
-        assert!(parse("before pgfree 1\n").unwrap_err().contains("outside a case"));
-        assert!(parse("case x\nbefore pgfree one\nend\n").unwrap_err().contains("not a number"));
-        assert!(parse("case x\ncase y\n").unwrap_err().contains("inside a case"));
+        let e = |t: &str| parse(t).unwrap_err().to_string();
+        let c = "case run_test_mask=1\nbefore pgfree 1\nbefore pgalloc_dma 1\n";
+        assert_eq!(e(c), "line 3: the case of line 1 has no `end` (the boot was cut short?)");
+        assert!(e("before pgfree 1\n").starts_with("line 1: outside a case"));
+        assert!(e("case x\nbefore pgfree one\nend\n").starts_with("line 2: `one` is not a number"));
+        assert!(e("case x\ncase y\n").starts_with("line 2: a case inside the case of line 1"));
+        assert!(e("").contains("empty"));
+        assert!(e("case x\nend").contains("line 2: the last line is cut"));
+        assert_eq!(e("\n[ 1.0] echoed\n"), "no `case ... end` block");
+        assert!(e("case x\nbefore pgfree 1\nbefore pgfree 2\n").starts_with("line 3: `pgfree` a second time"));
+        let above = "case x\nbefore pgfree 18446744073709551615\n";
+        assert!(e(above).starts_with("line 2: `18446744073709551615` is above i64::MAX"));
+        let no_after = "case x\nbefore pgfree 1\nbefore pgalloc_dma 1\nafter pgfree 2\nend\n";
+        assert_eq!(e(no_after), "line 5: the case of line 1: `before pgalloc_dma` without `after pgalloc_dma`");
+        let no_alloc = "case x\nbefore pgfree 1\nafter pgfree 2\nend\n";
+        assert!(e(no_alloc).starts_with("line 4: the case of line 1: no `pgfree` or no `pgalloc_*`"));
+        let two = format!("{CAPTURE}{}", CAPTURE.lines().take(8).map(|l| format!("{l}\n")).collect::<String>());
+        assert_eq!(e(&two), "line 20: a second load-only case (the first is line 1)");
+    }
+
+    #[test]
+    fn case_parameters_are_checked_before_anything_runs() {
+        let c = parse(CAPTURE).unwrap();
+        assert_eq!((c[0].line, c[1].line), (1, 9));
+        check_params(&c, 1).unwrap();
+        let bad = CAPTURE.replace("nr_threads=1 ", "nr_threads=2 ");
+        let e = check_params(&parse(&bad).unwrap(), 1).unwrap_err();
+        assert_eq!(e.line, 9);
+        assert_eq!(
+            e.what,
+            "nr_threads=2 needs 2 CPUs (each worker runs on an emulated CPU of its own); kernel.txt says -smp 1"
+        );
+        let bad = CAPTURE.replace("test_loop_count=10", "test_loop_count=1,,2");
+        let e = check_params(&parse(&bad).unwrap(), 2).unwrap_err();
+        assert!(e.to_string().starts_with("line 9: test_loop_count=1,,2: test_vmalloc takes one value"), "{e}");
+        let bad = CAPTURE.replace("case run_test_mask=0", "case run_test_mask=0 bogus=1");
+        let e = check_params(&parse(&bad).unwrap(), 2).unwrap_err();
+        assert!(e.to_string().starts_with("line 1: unknown test_vmalloc parameter \"bogus\""), "{e}");
     }
 
     #[test]

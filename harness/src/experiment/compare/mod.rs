@@ -269,6 +269,35 @@ mod tests {
     }
 
     #[test]
+    fn malformed_lists_name_the_parameter() {
+        let e = |args: &[&str]| rows_from_args(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap_err();
+        assert_eq!(e(&["nr_pages=1,,2"]), "nr_pages=1,,2: value 2 of nr_pages's list is empty");
+        assert_eq!(e(&["nr_pages=,1"]), "nr_pages=,1: value 1 of nr_pages's list is empty");
+        assert_eq!(e(&["nr_pages=1,"]), "nr_pages=1,: value 2 of nr_pages's list is empty");
+        assert_eq!(e(&["nr_pages=,"]), "no value for nr_pages");
+        assert_eq!(e(&["nr_pages=1,4,1"]), "nr_pages=1,4,1: 1 is listed twice in nr_pages's list (values 1 and 3)");
+        assert_eq!(
+            e(&["nr_pages=1", "nr_pages=2"]),
+            "nr_pages given twice; give its values as one comma list (nr_pages=A,B,...)"
+        );
+        assert!(e(&["nr_pages=1,x"]).starts_with("bad value \"x\" for nr_pages"));
+        assert!(e(&["use_huge=0,2"]).starts_with("bad value \"2\" for use_huge"));
+        assert!(e(&["bogus=1,2"]).starts_with("unknown test_vmalloc parameter \"bogus\""));
+        assert!(e(&["nr_pages=1,2147483648"]).contains("out of range for an int"));
+        assert!(e(&["run_test_mask=1,0x4000"]).contains("bits 0x4000 above the 13 test cases"));
+        assert_eq!(
+            e(&["run_test_mask=1", "nr_pages=0,1"]),
+            "`run_test_mask=1 nr_pages=0` and `run_test_mask=1 nr_pages=1` run the same fix_size_alloc_test \
+             (test_vmalloc.c takes them alike): one row twice"
+        );
+        assert!(e(&["run_test_mask=1,3"]).starts_with("`run_test_mask=1` and `run_test_mask=3` run the same"));
+        assert!(e(&["run_test_mask=1", "nr_threads=0,1"]).contains("one row twice"));
+        assert!(e(&["nr_threads=1,300"]).starts_with("nr_threads=300: each worker runs on an emulated CPU"));
+        // Hex and decimal of the same value are the same row too.
+        assert!(e(&["run_test_mask=1", "nr_pages=16,0x10"]).contains("one row twice"));
+    }
+
+    #[test]
     fn calls_per_run() {
         let mut p = Params { test_loop_count: 100, test_repeat_count: 3, nr_pcpu_objects: 7, ..Params::default() };
         assert_eq!(Row::case(0, &p).calls(), 300);

@@ -59,36 +59,67 @@ impl Row {
 /// the cartesian product of the lists, then one row per case the mask
 /// selects (in mask-bit order). `nr_pages=1,4 use_huge=0,1
 /// run_test_mask=1` gives four rows of fix_size_alloc_test.
+///
+/// # Errors
+/// Naming the parameter: a word that is not `key=value`, a key given
+/// twice, an empty list element (`nr_pages=1,,2`), a value listed twice, a
+/// value test_vmalloc refuses ([`Params::set`]), or two rows that run the
+/// same (`nr_pages=0,1`: the module takes 0 as 1).
 pub fn rows_from_args(args: &[String]) -> Result<Vec<Row>, String> {
     let mut sets: Vec<Vec<String>> = vec![Vec::new()];
+    let mut keys: Vec<&str> = Vec::new();
     for kv in args {
         let Some((k, vs)) = kv.split_once('=') else {
             return Err(format!("workload parameters are key=value, got {kv:?}"));
         };
-        let values: Vec<&str> = vs.split(',').map(str::trim).filter(|v| !v.is_empty()).collect();
-        if values.is_empty() {
+        let k = k.trim();
+        if keys.contains(&k) {
+            return Err(format!("{k} given twice; give its values as one comma list ({k}=A,B,...)"));
+        }
+        keys.push(k);
+        let values: Vec<&str> = vs.split(',').map(str::trim).collect();
+        if values.iter().all(|v| v.is_empty()) {
             return Err(format!("no value for {k}"));
+        }
+        if let Some(i) = values.iter().position(|v| v.is_empty()) {
+            return Err(format!("{kv}: value {} of {k}'s list is empty", i + 1));
+        }
+        for (i, v) in values.iter().enumerate() {
+            if let Some(j) = values[..i].iter().position(|x| x == v) {
+                return Err(format!("{kv}: {v} is listed twice in {k}'s list (values {} and {})", j + 1, i + 1));
+            }
         }
         sets = sets
             .into_iter()
             .flat_map(|s| values.iter().map(move |v| [s.clone(), vec![format!("{k}={v}")]].concat()))
             .collect();
     }
-    let mut rows = Vec::new();
+    let mut rows: Vec<(Row, String)> = Vec::new();
     for set in sets {
         let mut p = Params::default();
         for kv in &set {
             p.set(kv)?;
         }
         p.check_bounds()?;
+        p.check_threads()?;
         for index in (0..TEST_CASES.len()).filter(|&i| p.selected(i)) {
-            rows.push(Row::case(index, &p));
+            let row = Row::case(index, &p);
+            let given = set.join(" ");
+            if let Some((_, first)) =
+                rows.iter().find(|(r, _)| r.index() == index && r.params.effective() == row.params.effective())
+            {
+                return Err(format!(
+                    "`{first}` and `{given}` run the same {} (test_vmalloc.c takes them alike): one row twice",
+                    TEST_CASES[index].name
+                ));
+            }
+            rows.push((row, given));
         }
     }
     if rows.is_empty() {
         return Err("run_test_mask selects no test case".to_string());
     }
-    Ok(rows)
+    Ok(rows.into_iter().map(|(r, _)| r).collect())
 }
 
 /// Which time a comparison is about (module docs); `compare --metric`.

@@ -28,13 +28,19 @@
 //! which a set `percpu_pagelist_high_fraction` makes small and equal on
 //! both. Then the traced `percpu_pagelist_high_fraction`, and mmlab's
 //! default pcp rules (7.2) unless `--set pcp.rules=6.12` is given. The
-//! header is checked against the events ([`TraceError`]): an event on a CPU
-//! the header does not have, more pages live at once than `managed=`, and
-//! for a capture of mmlab's machine a managed count mmlab's boot does not
-//! reproduce, are errors. The report prints both machines' pcp sizes side
+//! whole file is read and checked before anything boots ([`check`]): every
+//! header word a known key with a valid value, the values consistent, at
+//! least one event, the events in time order. The header is checked
+//! against the events ([`TraceError`]): an event on a CPU the header does
+//! not have, more pages live at once than `managed=`, and for a capture of
+//! mmlab's machine a managed count mmlab's boot does not reproduce, are
+//! errors; so is a replay that skipped every operation. Each error names
+//! the file, and the line where one is at fault. The report prints both machines' pcp sizes side
 //! by side, and where each kernel refill and drain landed
 //! ([`position`]).
 
+pub mod check;
+pub mod error;
 pub mod parse;
 pub mod phases;
 pub mod position;
@@ -42,9 +48,10 @@ pub mod replay;
 
 use super::configs;
 use crate::cli::GlobalOpts;
+use error::TraceError;
 use phases::BootPhases;
 use position::Positions;
-use replay::{MidRun, OnError, OpRecord, Options, ReplayError, ReplayOutcome};
+use replay::{MidRun, OnError, OpRecord, Options, ReplayOutcome};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -53,13 +60,15 @@ use std::path::PathBuf;
 /// `mmlab trace kernel`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct KernelArgs {
-    /// The trace: ftrace text or `trace-cmd report` output.
+    /// The trace: ftrace text or `trace-cmd report` output, read and
+    /// checked whole (header, events, their order) before the machine boots.
     pub file: PathBuf,
     /// A line or event the replay cannot take (malformed, unknown event, a
     /// pfn outside the machine, a free of a page never allocated with
     /// --mid-run skip): skip it with a counted warning, or stop with its
-    /// line number. An event on a CPU the header does not have is always
-    /// an error.
+    /// line number (a line that is not an event: before the boot). An
+    /// event on a CPU the header does not have, a file without events and
+    /// a replay that skipped every operation are always errors.
     #[arg(long, value_enum, default_value = "skip")]
     pub on_error: OnError,
     /// Frees of pages the trace never allocated (it started mid-run):
@@ -88,7 +97,8 @@ pub struct KernelArgs {
 pub struct TracedMachine(pub BTreeMap<String, String>);
 
 impl TracedMachine {
-    /// Read the `# mmlab:` lines of `text`.
+    /// Read the `# mmlab:` lines of `text` as they are, unchecked
+    /// ([`check::read`] checks them, and [`analyse`] reads them so).
     pub fn from_text(text: &str) -> Self {
         let mut m = BTreeMap::new();
         for l in text.lines().take_while(|l| l.trim_start().starts_with('#') || l.trim().is_empty()) {
@@ -102,65 +112,7 @@ impl TracedMachine {
         self.0.get(k).map(String::as_str)
     }
     fn num(&self, k: &str) -> Option<u64> {
-        let v = self.get(k)?;
-        match v.strip_prefix("0x") {
-            Some(h) => u64::from_str_radix(h, 16).ok(),
-            None => v.parse().ok(),
-        }
-    }
-}
-
-/// Why a trace cannot be replayed: its header disagrees with its events or
-/// with the command line, or the machine cannot be booted.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TraceError {
-    /// The trace does not say how many CPUs the machine had, and `--cpus` was not given.
-    NoCpuCount,
-    /// `--cpus` or `--mem` disagrees with the trace's header.
-    MachineOption { option: &'static str, given: String, traced: String },
-    /// A header value is not a number (or a size).
-    BadHeader { key: &'static str, value: String },
-    /// More pages live at once (allocated in the trace, not yet freed) than
-    /// the header's managed pages.
-    ManagedTooSmall { line: usize, live: u64, managed: u64 },
-    /// mmlab's boot of the traced machine does not have the kernel's managed pages.
-    ManagedDiffers { traced: u64, mmlab: u64 },
-    /// The machine did not boot.
-    Boot(String),
-    /// The replay stopped at a line ([`replay::warn`] names the kind).
-    Replay { file: String, error: ReplayError },
-}
-
-impl std::fmt::Display for TraceError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TraceError::NoCpuCount => write!(
-                f,
-                "the trace does not say how many CPUs the traced machine had (no `# mmlab: cpus=N`); give --cpus"
-            ),
-            TraceError::MachineOption { option, given, traced } => {
-                write!(f, "{option} {given} disagrees with the trace's machine ({traced}); leave it out")
-            }
-            TraceError::BadHeader { key, value } => write!(f, "the trace's header: {key}={value} is not valid"),
-            TraceError::ManagedTooSmall { line, live, managed } => {
-                write!(f, "line {line}: {live} pages allocated and not freed, more than the header's managed={managed}")
-            }
-            TraceError::ManagedDiffers { traced, mmlab } => write!(
-                f,
-                "mmlab's boot of the traced machine has {mmlab} managed pages, the kernel's {traced}: not the same \
-                 machine"
-            ),
-            TraceError::Boot(e) => write!(f, "booting the traced machine: {e}"),
-            TraceError::Replay { file, error } => write!(f, "{file}: {error}"),
-        }
-    }
-}
-
-impl std::error::Error for TraceError {}
-
-impl From<TraceError> for String {
-    fn from(e: TraceError) -> String {
-        e.to_string()
+        check::header_number(self.get(k)?)
     }
 }
 
@@ -288,16 +240,11 @@ fn peak_live(evs: &[parse::KEvent]) -> (u64, usize) {
 /// Boot, replay, compare. Stops (Err) on a header that disagrees with the
 /// events or the command line, and on bad input with `--on-error stop`.
 pub fn analyse(g: &GlobalOpts, a: &KernelArgs, text: &str) -> Result<Report, TraceError> {
-    let traced = TracedMachine::from_text(text);
-    let evs: Vec<parse::KEvent> =
-        text.lines().enumerate().filter_map(|(i, l)| parse::parse_line(i + 1, l).ok().flatten()).collect();
-    let header_num = |key: &'static str| -> Result<Option<u64>, TraceError> {
-        match traced.get(key) {
-            None => Ok(None),
-            Some(v) => traced.num(key).map(Some).ok_or(TraceError::BadHeader { key, value: v.to_owned() }),
-        }
-    };
-    let traced_cpus = header_num("cpus")?;
+    // The whole file first: nothing boots for a trace that is refused.
+    let checked = check::read(text)?;
+    let traced = TracedMachine(checked.header.clone());
+    let evs = &checked.events;
+    let traced_cpus = checked.num("cpus");
     let cpus = match (g.cpus, traced_cpus) {
         (Some(c), Some(t)) if c as u64 != t => {
             return Err(TraceError::MachineOption {
@@ -310,8 +257,11 @@ pub fn analyse(g: &GlobalOpts, a: &KernelArgs, text: &str) -> Result<Report, Tra
         (None, Some(t)) => usize::try_from(t).unwrap_or(usize::MAX),
         (None, None) => return Err(TraceError::NoCpuCount),
     };
-    if cpus == 0 || cpus > mmlab_engine::machine::NR_CPUS {
-        return Err(TraceError::BadHeader { key: "cpus", value: cpus.to_string() });
+    let file = a.file.display().to_string();
+    let replay_error = |error| TraceError::Replay { file: file.clone(), error };
+    check::check_cpus(evs, cpus).map_err(replay_error)?;
+    if a.on_error == OnError::Stop {
+        check::check_lines(&checked.bad).map_err(replay_error)?;
     }
     let mem = match (&g.mem, traced.get("mem")) {
         (Some(m), Some(t)) if m != t => {
@@ -321,14 +271,14 @@ pub fn analyse(g: &GlobalOpts, a: &KernelArgs, text: &str) -> Result<Report, Tra
         (None, Some(t)) => t.to_owned(),
         (None, None) => "2G".to_owned(),
     };
-    if let Some(managed) = header_num("managed")? {
-        let (live, line) = peak_live(&evs);
+    if let Some(managed) = checked.num("managed") {
+        let (live, line) = peak_live(evs);
         if live > managed {
             return Err(TraceError::ManagedTooSmall { line, live, managed });
         }
     }
     let boot_trace = traced.get("boot_trace") == Some("1");
-    let phases = if boot_trace { Some(phases::recognise(&evs, header_num("batch")?)) } else { None };
+    let phases = if boot_trace { Some(phases::recognise(evs, checked.num("batch"))) } else { None };
     let mut sets = Vec::new();
     if let Some(f) = traced.get("percpu_pagelist_high_fraction")
         && !g.set.iter().any(|s| s.starts_with("percpu_pagelist_high_fraction="))
@@ -361,7 +311,7 @@ pub fn analyse(g: &GlobalOpts, a: &KernelArgs, text: &str) -> Result<Report, Tra
         high_max: ps.high_max,
     };
     if traced.get("mem").is_some()
-        && let Some(managed) = header_num("managed")?
+        && let Some(managed) = checked.num("managed")
         && managed != booted.managed
     {
         return Err(TraceError::ManagedDiffers { traced: managed, mmlab: booted.managed });
@@ -370,7 +320,11 @@ pub fn analyse(g: &GlobalOpts, a: &KernelArgs, text: &str) -> Result<Report, Tra
     let start_counts: Vec<Option<u64>> = (0..cpus).map(|c| traced.num(&format!("pcp_count_cpu{c}"))).collect();
     let opts = Options { on_error: a.on_error, mid_run: a.mid_run, warm_start: !a.cold_start };
     let outcome = replay::replay(text, &pa, &hw, traced.num("max_pfn"), &start_counts, opts, phases.as_ref())
-        .map_err(|error| TraceError::Replay { file: a.file.display().to_string(), error })?;
+        .map_err(replay_error)?;
+    if outcome.ops.is_empty() {
+        let w: Vec<String> = outcome.warnings.counts.iter().map(|(k, n)| format!("{n} x {k}")).collect();
+        return Err(TraceError::NothingReplayed { events: outcome.events, warnings: w.join(", ") });
+    }
     let mut classes: BTreeMap<String, ClassCount> = BTreeMap::new();
     let (mut equal, mut equal_sizes, mut first) = (0, 0, None);
     for (i, op) in outcome.ops.iter().enumerate() {
@@ -595,7 +549,11 @@ pub fn render(r: &Report, text: &str, a: &KernelArgs) -> String {
 pub fn run(g: &GlobalOpts, a: &KernelArgs) -> Result<bool, String> {
     let text = std::fs::read(&a.file).map_err(|e| format!("reading {}: {e}", a.file.display()))?;
     let text = String::from_utf8_lossy(&text);
-    let r = analyse(g, a, &text)?;
+    // Every error names the file (a replay stop names it already).
+    let r = analyse(g, a, &text).map_err(|e| match e {
+        TraceError::Replay { .. } => e.to_string(),
+        e => format!("{}: {e}", a.file.display()),
+    })?;
     let out = if a.json { crate::output::json::to_line(&r) } else { render(&r, &text, a) };
     let mut so = std::io::stdout().lock();
     use std::io::Write;

@@ -9,6 +9,8 @@
 //! `#` are comments, except `# mmlab: key=value ...` lines, which carry the
 //! traced machine's description (see [`super::TracedMachine`]).
 
+use mmlab_engine::MAX_PAGE_ORDER;
+use mmlab_engine::mm::mmzone::MIGRATE_TYPES;
 use std::collections::BTreeMap;
 
 /// The kmem events the replay understands.
@@ -130,7 +132,8 @@ pub fn parse_line(line_no: usize, line: &str) -> Result<Option<KEvent>, LineErro
         {
             // Microseconds from the first six fraction digits (ns traces have nine).
             let frac: String = us.chars().chain(std::iter::repeat('0')).take(6).collect();
-            ts_us = Some(s * 1_000_000 + frac.parse::<u64>().unwrap_or(0));
+            let us = s.checked_mul(1_000_000).and_then(|s| s.checked_add(frac.parse::<u64>().unwrap_or(0)));
+            ts_us = Some(us.ok_or_else(|| LineError::Malformed(format!("timestamp {ts} out of range")))?);
             break;
         }
     }
@@ -148,11 +151,16 @@ pub fn parse_line(line_no: usize, line: &str) -> Result<Option<KEvent>, LineErro
     }
     let get = |k: &str| f.get(k).copied().ok_or_else(|| LineError::Malformed(format!("{name}: no {k}=")));
     let order = || -> Result<u32, LineError> {
-        u32::try_from(int("order", get("order")?)?).map_err(|_| LineError::Malformed("order out of range".to_owned()))
+        let o = int("order", get("order")?)?;
+        u32::try_from(o).ok().filter(|&o| o <= MAX_PAGE_ORDER).ok_or_else(|| {
+            LineError::Malformed(format!("order={o} out of range (0..={MAX_PAGE_ORDER}, MAX_PAGE_ORDER)"))
+        })
     };
     let mt = || -> Result<i32, LineError> {
-        i32::try_from(int("migratetype", get("migratetype")?)?)
-            .map_err(|_| LineError::Malformed("migratetype out of range".to_owned()))
+        let m = int("migratetype", get("migratetype")?)?;
+        i32::try_from(m).ok().filter(|&m| (0..MIGRATE_TYPES as i32).contains(&m)).ok_or_else(|| {
+            LineError::Malformed(format!("migratetype={m} out of range (0..{MIGRATE_TYPES}, MIGRATE_TYPES)"))
+        })
     };
     let kind = match name {
         "mm_page_alloc" => KEventKind::Alloc { order: order()?, migratetype: mt()?, gfp: get("gfp_flags")?.to_owned() },
@@ -240,6 +248,22 @@ mod tests {
             parse_line(1, "a-1 [000] ..... 1.0: mm_page_free: page=1 order=0"),
             Err(LineError::Malformed(_))
         ));
+        // Out of the kernel's ranges: an order above MAX_PAGE_ORDER, a
+        // migratetype outside 0..MIGRATE_TYPES, a timestamp past u64 µs.
+        let m = |l: &str| match parse_line(1, l) {
+            Err(LineError::Malformed(m)) => m,
+            r => panic!("{r:?}"),
+        };
+        assert_eq!(
+            m("a-1 [000] 1.0: mm_page_free: pfn=0x1 order=11"),
+            "order=11 out of range (0..=10, MAX_PAGE_ORDER)"
+        );
+        assert!(m("a-1 [000] 1.0: mm_page_pcpu_drain: pfn=0x1 order=0 migratetype=-1").starts_with("migratetype=-1"));
+        assert!(m("a-1 [000] 1.0: mm_page_pcpu_drain: pfn=0x1 order=0 migratetype=6").starts_with("migratetype=6"));
+        assert_eq!(
+            m("a-1 [000] 99999999999999999.0: mm_page_free: pfn=0x1 order=0"),
+            "timestamp 99999999999999999.0 out of range"
+        );
         // Compacted: no pid, no flags, no page=.
         let c =
             parse_line(2, "init [001] 0.062600: mm_page_alloc: pfn=0x439f8 order=2 migratetype=0 gfp_flags=GFP_KERNEL")

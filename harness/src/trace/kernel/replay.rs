@@ -301,7 +301,7 @@ pub fn replay<'m>(
             Err(LineError::UnknownEvent(name)) => {
                 run.warn(i + 1, warn::UNKNOWN_EVENT, LineError::UnknownEvent(name).to_string())?
             }
-            Err(e @ LineError::Malformed(_)) => run.warn(i + 1, warn::MALFORMED, e.to_string())?,
+            Err(LineError::Malformed(m)) => run.warn(i + 1, warn::MALFORMED, m)?,
         }
     }
     run.out.events = evs.len();

@@ -206,6 +206,25 @@ impl Params {
         Ok(())
     }
 
+    /// The workers fit a machine: each runs on an emulated CPU of its own,
+    /// and a machine has at most `NR_CPUS`.
+    pub fn check_threads(&self) -> Result<(), String> {
+        let threads = self.threads();
+        if threads <= mmlab_engine::machine::NR_CPUS {
+            return Ok(());
+        }
+        let clamped = if threads as i32 == self.nr_threads {
+            String::new()
+        } else {
+            format!(" ({threads} after the module's clamp to USHRT_MAX)")
+        };
+        Err(format!(
+            "nr_threads={}{clamped}: each worker runs on an emulated CPU of its own, and a machine has at most {} CPUs",
+            self.nr_threads,
+            mmlab_engine::machine::NR_CPUS
+        ))
+    }
+
     /// What the module's normalisation changed in values given explicitly
     /// (`init_test_configuration()`: `test_loop_count` and
     /// `test_repeat_count` `<= 0` become 1), as notes for the user.
@@ -281,18 +300,24 @@ pub fn resolve(args: &[String], mode: Option<Mode>, cpus: Option<usize>) -> Resu
             p.set(&kv)?;
         }
     }
+    let mut given: Vec<&str> = Vec::new();
     for kv in args {
+        if let Some((k, v)) = kv.split_once('=') {
+            let k = k.trim();
+            if given.contains(&k) {
+                return Err(format!("{k} given twice (modprobe would take the last; give it once)"));
+            }
+            given.push(k);
+            if v.contains(',') && PARAM_NAMES.contains(&k) {
+                return Err(format!("{kv}: test_vmalloc takes one value per parameter (comma lists are for compare)"));
+            }
+        }
         p.set(kv)?;
     }
     p.check_bounds()?;
+    p.check_threads()?;
     let threads = p.threads();
     let nr_cpus = cpus.unwrap_or(threads.max(2));
-    if nr_cpus > mmlab_engine::machine::NR_CPUS {
-        return Err(format!(
-            "nr_threads={threads}: each worker runs on an emulated CPU of its own, and a machine has at most {} CPUs",
-            mmlab_engine::machine::NR_CPUS
-        ));
-    }
     if threads > nr_cpus {
         return Err(format!(
             "nr_threads={threads} needs at least {threads} CPUs (each worker runs on an emulated CPU of its own); got --cpus {nr_cpus}"
@@ -334,5 +359,23 @@ mod tests {
         assert_eq!((p.threads(), cpus), (3, 3));
         assert!(resolve(&["nr_threads=3".into()], None, Some(2)).is_err());
         assert!(resolve(&["nr_threads=300".into()], None, None).is_err());
+        let e = resolve(&["nr_threads=100000".into()], None, None).unwrap_err();
+        assert!(e.starts_with("nr_threads=100000 (65535 after the module's clamp to USHRT_MAX): each worker"), "{e}");
+    }
+
+    #[test]
+    fn lists_and_repeated_keys_are_refused() {
+        let e = |a: &[&str]| resolve(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>(), None, None).unwrap_err();
+        assert_eq!(
+            e(&["nr_pages=1,,2"]),
+            "nr_pages=1,,2: test_vmalloc takes one value per parameter (comma lists are for compare)"
+        );
+        assert_eq!(
+            e(&["nr_pages=1", "nr_pages=2"]),
+            "nr_pages given twice (modprobe would take the last; give it once)"
+        );
+        // A mode's parameters are overridden, not repeated.
+        let (p, _) = resolve(&["test_repeat_count=5".into()], Some(Mode::Smoke), None).unwrap();
+        assert_eq!(p.repeats(), 5);
     }
 }
