@@ -7,6 +7,9 @@
 //! exit with status 2. `test-vmalloc`, `compare` and `reproduce` exit with 1
 //! when a test case failed.
 #![forbid(unsafe_code)]
+// The subcommands' doc comments are clap's help text, written for a
+// terminal: `<name>` placeholders there are not HTML.
+#![allow(rustdoc::invalid_html_tags)]
 
 use clap::{Parser, Subcommand, ValueEnum};
 use mmlab_engine::{Machine, MachineConfig};

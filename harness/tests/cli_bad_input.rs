@@ -373,3 +373,27 @@ fn replay_files_are_checked_whole_before_anything_runs() {
     assert!(o.stdout.contains("1 ops, no violation"), "{}", o.stdout);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// hugetlb's settings where they would be shown and ignored, and HVO's
+/// sysctl where the kernel has none, are refused by name; a `hugepages=`
+/// pool that falls short boots with the kernel's warning.
+#[test]
+fn hugetlb_settings_are_refused_where_they_do_nothing() {
+    for cmd in [&["test-vmalloc", "run_test_mask=1"][..], &["boot"], &["walk", "0xffff000000000000"]] {
+        let mut args = vec!["--set", "hugepages=4"];
+        args.extend_from_slice(cmd);
+        refused(&args, &["--set hugepages=4: ", cmd[0], "brings up no hugetlb"]);
+    }
+    refused(&["--set", "hugetlb_optimize_vmemmap=on", "stat", "meminfo"], &["arm64 does not build HVO"]);
+    let ok =
+        mmlab(&["--set", "hugetlb_vmemmap.arm64=pause", "--set", "hugetlb_optimize_vmemmap=on", "stat", "meminfo"]);
+    assert_eq!(ok.code, Some(0), "{}", ok.stderr);
+    let short = mmlab(&["--mem", "4G", "--set", "hugepagesz=1G", "--set", "hugepages=2", "stat", "meminfo"]);
+    assert_eq!(short.code, Some(0), "{}", short.stderr);
+    assert!(
+        short.stderr.contains("HugeTLB: allocating 2 of page size 1.00 GiB failed.  Only allocated 1 hugepages."),
+        "{}",
+        short.stderr
+    );
+    assert!(short.stdout.contains("Hugetlb:         1048576 kB"), "{}", short.stdout);
+}

@@ -7,7 +7,7 @@
 //! same size, laid out back to back in one area of the vmalloc range, which
 //! `pcpu_create_chunk()` (the vmalloc backend, mm/percpu-vm.c) takes with
 //! `pcpu_get_vm_areas()` and populates with pages of its own
-//! ([`crate::percpu_vm`]). An allocation reserves the same offset in every
+//! (the crate's `percpu_vm` module). An allocation reserves the same offset in every
 //! unit: the returned pointer is the address in CPU 0's unit, and
 //! `per_cpu_ptr(ptr, cpu)` adds `cpu * unit_size`.
 //!

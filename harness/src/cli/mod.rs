@@ -133,7 +133,7 @@ mod tests {
 pub struct GlobalOpts {
     /// RAM of the machine, like `mem=` (K/M/G/T suffixes), one bank at
     /// 0x40000000; or banks as a device tree memory node lists them,
-    /// SIZE[@BASE],SIZE@BASE,... (e.g. 2G,2G@0x100000000: a hole between)
+    /// `SIZE[@BASE],SIZE@BASE,...` (e.g. `2G,2G@0x100000000`: a hole between)
     /// [default: 4G; fuzz: 64M].
     #[arg(long, global = true, value_name = "SIZE")]
     pub mem: Option<String>,

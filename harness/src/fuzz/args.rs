@@ -1,7 +1,7 @@
 //! The checks of `mmlab fuzz`'s input that run before anything boots: the
 //! value parsers of its options (clap names the option in their errors)
-//! and the checks of the options together ([`check`]), which name the
-//! option and the limit.
+//! and the limits and refusals the options together are checked
+//! against (by `fuzz::cli::check`, which names the option and the limit).
 //!
 //! # Limits
 //!
@@ -13,8 +13,8 @@
 //!
 //! | input | bound |
 //! |---|---|
-//! | `--ops` | 1..=[`MAX_WORKLOAD_OPS`] (10^9) per seed |
-//! | the run without `--time`: `--ops` × seeds × `--threads` | at most [`MAX_WORKLOAD_OPS`] (the summary's op count) |
+//! | `--ops` | 1..=[`MAX_WORKLOAD_OPS`](crate::cli::MAX_WORKLOAD_OPS) (10^9) per seed |
+//! | the run without `--time`: `--ops` × seeds × `--threads` | at most [`MAX_WORKLOAD_OPS`](crate::cli::MAX_WORKLOAD_OPS) (the summary's op count) |
 //! | `--time` | more than 0, at most [`MAX_TIME`] (7 days) |
 //! | `--shrink-time` | 0..=[`MAX_TIME`] in seconds |
 //! | `--threads` | 1..=`--cpus` |
@@ -32,7 +32,7 @@
 
 use super::generate::WRONG_KINDS;
 use super::replay::parse_fault_attr;
-use crate::cli::{MAX_WORKLOAD_OPS, parse_ops, parse_seed};
+use crate::cli::{parse_ops, parse_seed};
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -65,7 +65,7 @@ impl From<OptionError> for String {
     }
 }
 
-fn refuse<T>(option: &'static str, message: String) -> Result<T, OptionError> {
+pub(super) fn refuse<T>(option: &'static str, message: String) -> Result<T, OptionError> {
     Err(OptionError { option, message })
 }
 
@@ -142,7 +142,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// `--ops`: 1..=[`MAX_WORKLOAD_OPS`] per seed.
+/// `--ops`: 1..=[`MAX_WORKLOAD_OPS`](crate::cli::MAX_WORKLOAD_OPS) per seed.
 pub fn parse_fuzz_ops(s: &str) -> Result<u64, String> {
     match parse_ops(s)? {
         0 => Err("0 operations: a seed runs at least 1".to_string()),
@@ -159,7 +159,7 @@ pub fn parse_shrink_time(s: &str) -> Result<u64, String> {
     Ok(n)
 }
 
-/// `--threads`: 1..=NR_CPUS (and at most `--cpus`, checked in [`check`]).
+/// `--threads`: 1..=NR_CPUS (and at most `--cpus`, checked by `fuzz::cli::check`).
 pub fn parse_threads(s: &str) -> Result<usize, String> {
     let n = crate::cli::parse_cpus(s).map_err(|e| e.replace("CPUs: a machine has", "threads: a run has"))?;
     Ok(n)
@@ -201,7 +201,7 @@ pub fn parse_exclude(s: &str) -> Result<String, String> {
     Ok(s.trim().to_string())
 }
 
-/// What [`check`] resolved: the seeds to run and where replays go.
+/// What `fuzz::cli::check` resolved: the seeds to run and where replays go.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     /// The seeds, `first..=last` (up to `u64::MAX` with `--time` alone).
@@ -215,70 +215,6 @@ pub struct Plan {
 
 /// The default of `--shrink-time`, in seconds.
 pub const DEFAULT_SHRINK_SECS: u64 = 60;
-
-/// Check the options of `mmlab fuzz` together, on a machine of `cpus`
-/// CPUs, before anything runs (module docs); `seed` is `--seed` as given
-/// on the command line (not from `--config`).
-///
-/// # Errors
-/// The first option refused, named with the limit it broke.
-pub fn check(a: &super::cli::FuzzArgs, seed: Option<u64>, default_seed: u64, cpus: usize) -> Result<Plan, OptionError> {
-    if a.threads > cpus {
-        return refuse("--threads", format!("{} threads need as many CPUs (--cpus {cpus})", a.threads));
-    }
-    if a.seeds.is_some() && seed.is_some() {
-        return refuse("--seed", "--seeds A..B gives every run its own seed".to_string());
-    }
-    if a.exclude.is_some() && a.wrong == 0 {
-        return refuse("--exclude", "--wrong 0 mixes in no wrong calls to leave out".to_string());
-    }
-    if a.no_shrink && a.shrink_time.is_some() {
-        return refuse("--shrink-time", "--no-shrink writes the sequence unshrunk".to_string());
-    }
-    if a.threads > 1 {
-        let why = format!("--threads {} runs are not replayable: no replay file is written", a.threads);
-        if a.out_dir.is_some() {
-            return refuse("--out-dir", why);
-        }
-        if a.no_shrink {
-            return refuse("--no-shrink", why);
-        }
-        if a.shrink_time.is_some() {
-            return refuse("--shrink-time", why);
-        }
-    }
-    let seeds = match (a.seeds, a.time) {
-        (Some(r), _) => r,
-        (None, Some(_)) => SeedRange { first: default_seed, last: u64::MAX },
-        (None, None) => SeedRange { first: default_seed, last: default_seed },
-    };
-    if a.time.is_none() {
-        let total = u128::from(a.ops) * seeds.count() * a.threads as u128;
-        if total > u128::from(MAX_WORKLOAD_OPS) {
-            let (option, what) = match a.seeds {
-                Some(r) => ("--seeds", format!("{} seeds ({r}) x --ops {}", seeds.count(), a.ops)),
-                None => ("--ops", format!("{} ops", a.ops)),
-            };
-            let threads = if a.threads > 1 { format!(" x --threads {}", a.threads) } else { String::new() };
-            return refuse(
-                option,
-                format!(
-                    "{what}{threads} = {total} operations; a run without --time does at most {MAX_WORKLOAD_OPS} \
-                     (10^9): give fewer seeds or ops, split the seeds into shards, or bound the run with --time"
-                ),
-            );
-        }
-    }
-    let out_dir = if a.threads > 1 {
-        None
-    } else {
-        let dir = a.out_dir.clone().unwrap_or_else(|| PathBuf::from("."));
-        crate::cli::check_out_dir(&dir).map_err(|message| OptionError { option: "--out-dir", message })?;
-        Some(dir)
-    };
-    let shrink = (!a.no_shrink).then(|| Duration::from_secs(a.shrink_time.unwrap_or(DEFAULT_SHRINK_SECS)));
-    Ok(Plan { seeds, out_dir, shrink })
-}
 
 #[cfg(test)]
 mod tests {
@@ -316,7 +252,7 @@ mod tests {
     fn counts() {
         assert!(parse_fuzz_ops("0").unwrap_err().contains("at least 1"));
         assert!(parse_fuzz_ops("1000000001").unwrap_err().contains("at most 1000000000"));
-        assert_eq!(parse_fuzz_ops("1000000000"), Ok(MAX_WORKLOAD_OPS));
+        assert_eq!(parse_fuzz_ops("1000000000"), Ok(crate::cli::MAX_WORKLOAD_OPS));
         assert!(parse_threads("0").unwrap_err().contains("threads: a run has 1 to"));
         assert!(parse_wrong("65").unwrap_err().contains("at most 64"));
         assert_eq!(parse_shrink_time("604800"), Ok(604_800));

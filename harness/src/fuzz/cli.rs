@@ -165,7 +165,7 @@ fn gen_config(g: &Resolved, a: &FuzzArgs) -> GenConfig {
 }
 
 /// `mmlab fuzz`; returns whether a violation was found. Every option is
-/// checked ([`args::check`]) before the first seed boots.
+/// checked ([`check`]) before the first seed boots.
 pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String> {
     let d = crate::cli::MachineDefaults::FUZZ;
     let c = opts.configs(d)?;
@@ -178,7 +178,7 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
         run: opts.record(&c),
     };
     let explicit_seed = opts.seed.filter(|_| opts.config.is_none());
-    let plan = args::check(a, explicit_seed, g.seed, g.cpus)?;
+    let plan = check(a, explicit_seed, g.seed, g.cpus)?;
     let mut gcfg = gen_config(g, a);
     let deadline = a.time.map(|d| Instant::now() + d);
     let SeedRange { first, last } = plan.seeds;
@@ -487,4 +487,70 @@ pub fn run_replay(r: &Replay, mut out: impl Write) -> Result<bool, String> {
     };
     let _ = writeln!(out, "{summary}");
     Ok(res.violation.is_some())
+}
+
+/// Check the options of `mmlab fuzz` together, on a machine of `cpus`
+/// CPUs, before anything runs (module docs); `seed` is `--seed` as given
+/// on the command line (not from `--config`).
+///
+/// # Errors
+/// The first option refused, named with the limit it broke.
+pub fn check(a: &FuzzArgs, seed: Option<u64>, default_seed: u64, cpus: usize) -> Result<args::Plan, args::OptionError> {
+    if a.threads > cpus {
+        return args::refuse("--threads", format!("{} threads need as many CPUs (--cpus {cpus})", a.threads));
+    }
+    if a.seeds.is_some() && seed.is_some() {
+        return args::refuse("--seed", "--seeds A..B gives every run its own seed".to_string());
+    }
+    if a.exclude.is_some() && a.wrong == 0 {
+        return args::refuse("--exclude", "--wrong 0 mixes in no wrong calls to leave out".to_string());
+    }
+    if a.no_shrink && a.shrink_time.is_some() {
+        return args::refuse("--shrink-time", "--no-shrink writes the sequence unshrunk".to_string());
+    }
+    if a.threads > 1 {
+        let why = format!("--threads {} runs are not replayable: no replay file is written", a.threads);
+        if a.out_dir.is_some() {
+            return args::refuse("--out-dir", why);
+        }
+        if a.no_shrink {
+            return args::refuse("--no-shrink", why);
+        }
+        if a.shrink_time.is_some() {
+            return args::refuse("--shrink-time", why);
+        }
+    }
+    let seeds = match (a.seeds, a.time) {
+        (Some(r), _) => r,
+        (None, Some(_)) => SeedRange { first: default_seed, last: u64::MAX },
+        (None, None) => SeedRange { first: default_seed, last: default_seed },
+    };
+    if a.time.is_none() {
+        let total = u128::from(a.ops) * seeds.count() * a.threads as u128;
+        if total > u128::from(crate::cli::MAX_WORKLOAD_OPS) {
+            let (option, what) = match a.seeds {
+                Some(r) => ("--seeds", format!("{} seeds ({r}) x --ops {}", seeds.count(), a.ops)),
+                None => ("--ops", format!("{} ops", a.ops)),
+            };
+            let threads = if a.threads > 1 { format!(" x --threads {}", a.threads) } else { String::new() };
+            return args::refuse(
+                option,
+                format!(
+                    "{what}{threads} = {total} operations; a run without --time does at most {} \
+                     (10^9): give fewer seeds or ops, split the seeds into shards, or bound the run with --time",
+                    crate::cli::MAX_WORKLOAD_OPS
+                ),
+            );
+        }
+    }
+    let out_dir = if a.threads > 1 {
+        None
+    } else {
+        let dir = a.out_dir.clone().unwrap_or_else(|| std::path::PathBuf::from("."));
+        crate::cli::check_out_dir(&dir).map_err(|message| args::OptionError { option: "--out-dir", message })?;
+        Some(dir)
+    };
+    let shrink =
+        (!a.no_shrink).then(|| std::time::Duration::from_secs(a.shrink_time.unwrap_or(args::DEFAULT_SHRINK_SECS)));
+    Ok(args::Plan { seeds, out_dir, shrink })
 }

@@ -10,7 +10,7 @@
 //! missing, empty, cut or malformed file is an error naming the file and
 //! the line. [`mmlab_files`] boots the same machine in mmlab (memory, CPUs
 //! and options from the capture, [`machine`]) and prints the same files;
-//! [`compare`] splits both into fields and marks each:
+//! [`compare()`] splits both into fields and marks each:
 //!
 //! | mark | meaning |
 //! |------|---------|
@@ -383,10 +383,10 @@ pub fn prepare(
 }
 
 impl Prepared {
-    /// Boot the machine and compare every file ([`compare`]).
+    /// Boot the machine and compare every file ([`compare()`]).
     ///
     /// # Errors
-    /// As [`compare`], or a boot that fails.
+    /// As [`compare()`], or a boot that fails.
     pub fn compare(&self) -> Result<PeerReport, String> {
         let ours = mmlab_files(&self.configs)?;
         compare(&self.captures, &ours, self.options.clone())
@@ -426,7 +426,7 @@ pub fn run(
 /// fields (for tests that compare layouts).
 ///
 /// # Errors
-/// As [`mmlab_fields`].
+/// As `mmlab_fields`.
 pub fn mmlab_proc_fields(ours: &MmlabFiles) -> Result<BTreeMap<&'static str, fields::Fields>, String> {
     PROC_FILES.iter().map(|&f| mmlab_fields(ours, f).map(|x| (f, x))).collect()
 }

@@ -33,7 +33,7 @@ pub enum TraceError {
     ManagedDiffers { traced: u64, mmlab: u64 },
     /// The machine did not boot.
     Boot(String),
-    /// The replay stopped at a line ([`replay::warn`] names the kind).
+    /// The replay stopped at a line (the replay's `warn` names the kind).
     Replay { file: String, error: ReplayError },
 }
 
