@@ -36,24 +36,25 @@ impl Zone<'_> {
                 let list = z.lists.walk(mem, fl(order, mt))?;
                 for &pfn in &list {
                     let p = mem.page(pfn);
-                    let what = format!("free block {pfn} order {order} on {mt} list");
+                    // Formatted only for a message: this loop visits every free block.
+                    let what = || format!("free block {pfn} order {order} on {mt} list");
                     if !self.spans(pfn) || !self.spans(pfn.add((1 << order) - 1)) {
-                        return Err(format!("{what}: outside the zone"));
+                        return Err(format!("{}: outside the zone", what()));
                     }
                     if !pfn.is_aligned_order(order) {
-                        return Err(format!("{what}: not aligned to its order"));
+                        return Err(format!("{}: not aligned to its order", what()));
                     }
                     if !p.is_buddy() || p.private() != order as u64 {
-                        return Err(format!("{what}: PageBuddy={} private={}", p.is_buddy(), p.private()));
+                        return Err(format!("{}: PageBuddy={} private={}", what(), p.is_buddy(), p.private()));
                     }
                     if p.ext() != PageExt::Buddy(order as u8) {
-                        return Err(format!("{what}: state {:?}", p.ext()));
+                        return Err(format!("{}: state {:?}", what(), p.ext()));
                     }
                     let span = 1u64 << order.saturating_sub(PAGEBLOCK_ORDER);
                     for i in 0..span {
                         let bmt = self.pageblock_migratetype(pfn.add(i << PAGEBLOCK_ORDER));
                         if bmt != mt {
-                            return Err(format!("{what}: pageblock type is {bmt}"));
+                            return Err(format!("{}: pageblock type is {bmt}", what()));
                         }
                     }
                     if order < MAX_PAGE_ORDER {
@@ -65,7 +66,7 @@ impl Zone<'_> {
                             let mergeable = !both_isolated
                                 && (order < PAGEBLOCK_ORDER || bmt == mt || (bmt.is_mergeable() && mt.is_mergeable()));
                             if bp.is_buddy() && bp.private() == order as u64 && mergeable {
-                                return Err(format!("{what}: buddy {b} is free at the same order but not merged"));
+                                return Err(format!("{}: buddy {b} is free at the same order but not merged", what()));
                             }
                         }
                     }

@@ -29,10 +29,17 @@ impl PageAllocator<'_> {
             if i + len > n {
                 return Err(format!("{what} {pfn} order {order} runs past the end of RAM"));
             }
-            if seen[i..i + len].any() {
+            // Order 0 is most blocks: one bit, no range walk.
+            let overlaps = if len == 1 {
+                seen.replace(i, true)
+            } else {
+                let any = seen[i..i + len].any();
+                seen[i..i + len].fill(true);
+                any
+            };
+            if overlaps {
                 return Err(format!("{what} {pfn} order {order} overlaps another free or allocated block"));
             }
-            seen[i..i + len].fill(true);
             Ok(())
         };
         for (zi, z) in self.node.zones().iter().enumerate() {
@@ -79,9 +86,10 @@ impl PageAllocator<'_> {
         // Every other frame: reserved, or covered by an allocation.
         let mut i = 0usize;
         while i < n {
-            if seen[i] {
-                i += 1;
-                continue;
+            // Skip what the lists accounted for a word at a time.
+            match seen[i..].first_zero() {
+                Some(z) => i += z,
+                None => break,
             }
             let pfn = Pfn(start + i as u64);
             if !mem.pfn_valid(pfn) {

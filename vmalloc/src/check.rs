@@ -20,8 +20,7 @@ impl Vmalloc<'_, '_> {
         let free = self.free.lock();
         free.check()?;
         let mut ranges: Vec<(u64, u64, &str)> = free.iter().map(|a| (a.start, a.end, "free")).collect();
-        let busy: Vec<(u64, u64)> = self.areas().iter().map(|a| (a.addr, a.addr + a.size)).collect();
-        ranges.extend(busy.iter().map(|&(s, e)| (s, e, "busy")));
+        self.for_each_area(|a| ranges.push((a.addr, a.addr + a.size, "busy")));
         ranges.extend(self.blocks.lock().values().map(|b| (b.va_start, b.va_start + VMAP_BLOCK_SIZE, "vmap block")));
         let lazy = self.lazy.snapshot();
         ranges.extend(lazy.iter().map(|a| (a.start, a.start + a.size, "lazy")));

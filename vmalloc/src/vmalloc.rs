@@ -786,6 +786,23 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         true
     }
 
+    /// `find_vmap_area()`: whether a busy area starts at `addr` (any kind),
+    /// without copying it.
+    pub fn is_busy_area(&self, addr: u64) -> bool {
+        self.busy[self.node_of(addr)].lock().contains_key(&addr)
+    }
+
+    /// Visit every busy area, node by node (not by address), without copying
+    /// them: for sums over the areas (what `areas()` would give, minus the
+    /// copies and the sort).
+    pub fn for_each_area(&self, mut f: impl FnMut(&VmArea)) {
+        for b in self.busy.iter() {
+            for a in b.lock().values() {
+                f(a);
+            }
+        }
+    }
+
     /// Every busy area, by address (for /proc/vmallocinfo and checks).
     pub fn areas(&self) -> Vec<VmArea> {
         let mut v: Vec<VmArea> =

@@ -13,7 +13,7 @@
 //! seed, so shards run anywhere merge by concatenating their files.
 
 use super::args::{self, SeedRange};
-use super::exec::{Coverage, ExecOptions, Executor, StepResult};
+use super::exec::{Coverage, ExecOptions, Executor, StepResult, Tally};
 use super::generate::{GenConfig, Generator};
 use super::op::Op;
 use super::oracle::Outcome;
@@ -205,8 +205,8 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
     let mut seeds_run = 0u64;
     let mut coverage = Coverage::default();
     let mut last_progress = Instant::now();
-    let mut seen_ops = std::collections::BTreeSet::new();
-    let mut seen_outcomes = std::collections::BTreeSet::new();
+    let mut seen_ops = Tally::default();
+    let mut seen_outcomes = Tally::default();
     for seed in first..=last {
         // The first seed always starts: no run does nothing.
         if seed != first && deadline.is_some_and(|d| Instant::now() >= d) {
@@ -236,8 +236,8 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
                 },
                 None,
                 &mut |i, op, res| {
-                    seen_ops.insert(op.name());
-                    seen_outcomes.insert(res.outcome);
+                    seen_ops.bump(op.name());
+                    seen_outcomes.bump(res.outcome.name());
                     if i % 4096 == 0 && last_progress.elapsed() >= Duration::from_secs(1) {
                         last_progress = Instant::now();
                         let done = base_ops + i as u64;
@@ -414,7 +414,7 @@ fn run_threads(
                     if let Err(e) = ex.release_all() {
                         out.violation.get_or_insert(e);
                     }
-                    out.coverage = ex.coverage.clone();
+                    out.coverage = ex.coverage();
                     Ok(out)
                 })
             })

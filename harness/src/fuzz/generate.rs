@@ -138,6 +138,8 @@ pub struct Generator {
     /// map_range mappings and the order of the block they map.
     tables: Vec<(Handle, u32)>,
     live_pages: u64,
+    /// A buffer `some_live_pages` reuses (unit positions).
+    scratch: Vec<(u32, u32)>,
 }
 
 /// A random element: None when the source ran dry, Some(None) when `v`
@@ -173,6 +175,7 @@ impl Generator {
             dead_percpus: Vec::new(),
             tables: Vec::new(),
             live_pages: 0,
+            scratch: Vec::new(),
         }
     }
 
@@ -277,7 +280,8 @@ impl Generator {
                 let v = [128, 256, 512, 1024, 2048][s.below(5)? as usize];
                 Some(Call::Sysctl(Sysctl::MinFreeKbytes(v)))
             }
-            38 | 39 => Some(Call::Check).filter(|_| s.below(8) == Some(0)),
+            // A check walks all of memory: about one op in 6,000.
+            38 | 39 => Some(Call::Check).filter(|_| s.below(64) == Some(0)),
             40..=57 => {
                 // Free a live unit at its order (or release a bulk handle).
                 let Some(i) = self.live_page_index(s)? else { return Some(None) };
@@ -409,34 +413,53 @@ impl Generator {
     }
 
     /// Index of a page handle with a live unit.
+    // The three pickers below choose exactly what `pick` over the list of
+    // candidates would (same draws, same order), without building the list:
+    // they run for most ops.
+
     fn live_page_index(&self, s: &mut dyn Source) -> Option<Option<usize>> {
-        let cands: Vec<usize> = (0..self.pages.len()).filter(|&i| self.pages[i].units.iter().any(|u| u.2)).collect();
-        pick(s, &cands)
+        // A handle leaves `pages` when its last live unit goes, so every
+        // entry is a candidate.
+        debug_assert!(self.pages.iter().all(|p| p.units.iter().any(|u| u.2)));
+        if self.pages.is_empty() {
+            return Some(None);
+        }
+        Some(Some(s.below(self.pages.len() as u64)? as usize))
     }
 
     fn pick_live_unit(&self, s: &mut dyn Source, i: usize) -> Option<usize> {
-        let live: Vec<usize> = (0..self.pages[i].units.len()).filter(|&u| self.pages[i].units[u].2).collect();
-        pick(s, &live).map(|u| u.unwrap_or(0))
+        let units = &self.pages[i].units;
+        let n = units.iter().filter(|u| u.2).count();
+        if n == 0 {
+            return Some(0);
+        }
+        let k = s.below(n as u64)? as usize;
+        Some(units.iter().enumerate().filter(|(_, u)| u.2).nth(k).map_or(0, |(u, _)| u))
     }
 
     /// Up to `n` references to live units.
-    fn some_live_pages(&self, s: &mut dyn Source, n: usize) -> Option<Vec<Ref>> {
-        let mut all: Vec<Ref> = Vec::new();
-        for p in &self.pages {
-            for (u, unit) in p.units.iter().enumerate() {
-                if unit.2 {
-                    all.push(unit_ref(p, u));
+    fn some_live_pages(&mut self, s: &mut dyn Source, n: usize) -> Option<Vec<Ref>> {
+        let mut all = std::mem::take(&mut self.scratch);
+        all.clear();
+        for (i, p) in self.pages.iter().enumerate() {
+            all.extend(p.units.iter().enumerate().filter(|(_, u)| u.2).map(|(u, _)| (i as u32, u as u32)));
+        }
+        let mut out = Vec::new();
+        let mut r = Some(());
+        for _ in 0..n {
+            let Some(pick) = pick(s, &all) else {
+                r = None;
+                break;
+            };
+            if let Some((i, u)) = pick {
+                let r = unit_ref(&self.pages[i as usize], u as usize);
+                if !out.contains(&r) {
+                    out.push(r);
                 }
             }
         }
-        let mut out = Vec::new();
-        for _ in 0..n {
-            match pick(s, &all)? {
-                Some(r) if !out.contains(&r) => out.push(r),
-                _ => {}
-            }
-        }
-        Some(out)
+        self.scratch = all;
+        r.map(|()| out)
     }
 
     /// A wrong call of `kind`, or None if there is nothing to build it on.

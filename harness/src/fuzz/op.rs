@@ -261,18 +261,30 @@ impl Op {
 
     /// The handles this op uses.
     pub fn uses(&self) -> Vec<Handle> {
-        let one = |r: &Ref| r.handle().into_iter().collect::<Vec<_>>();
+        let mut v = Vec::new();
+        self.for_each_use(|h| v.push(h));
+        v
+    }
+
+    /// Visit the handles this op uses (as [`Op::uses`], without a Vec: the
+    /// executor asks for every op).
+    pub fn for_each_use(&self, mut f: impl FnMut(Handle)) {
+        let mut one = |r: &Ref| {
+            if let Some(h) = r.handle() {
+                f(h);
+            }
+        };
         match &self.call {
             Call::FreePages { page, .. } | Call::GetPage { page } | Call::SplitPage { page, .. } => one(page),
-            Call::ReleasePages { page } => vec![*page],
+            Call::ReleasePages { page } => one(&Ref::Whole(*page)),
             Call::Vfree { area } | Call::Vunmap { area } | Call::VmUnmapRam { area, .. } | Call::KvfreeRcu { area } => {
                 one(area)
             }
             Call::FreePercpu { ptr } => one(ptr),
             Call::MapRange { page, .. } => one(page),
             Call::UnmapRange { map } => one(map),
-            Call::Vmap { pages, .. } | Call::VmMapRam { pages, .. } => pages.iter().filter_map(Ref::handle).collect(),
-            _ => Vec::new(),
+            Call::Vmap { pages, .. } | Call::VmMapRam { pages, .. } => pages.iter().for_each(one),
+            _ => {}
         }
     }
 }

@@ -128,7 +128,7 @@ pub fn run_ops(
         out.ops_run += 1;
         if let Some(v) = r.violation {
             out.violation = Some(v);
-            out.coverage = ex.coverage.clone();
+            out.coverage = ex.coverage();
             return Ok(out);
         }
         i += 1;
@@ -138,12 +138,12 @@ pub fn run_ops(
         {
             v.op_index = Some(i - 1);
             out.violation = Some(v);
-            out.coverage = ex.coverage.clone();
+            out.coverage = ex.coverage();
             return Ok(out);
         }
     }
     out.violation = ex.finish().err();
-    out.coverage = ex.coverage.clone();
+    out.coverage = ex.coverage();
     Ok(out)
 }
 

@@ -86,7 +86,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                             && u[i].order > 0
                         {
                             let head = u[i];
-                            self.touched.push(h);
+                            self.touched.push((h, super::Touch::All));
                             let Some(u) = self.units_mut(h) else { return (Outcome::Ok, String::new()) };
                             *u = (0..1u64 << head.order)
                                 .map(|k| Unit { pfn: head.pfn.add(k), order: 0, refs: 1, live: true })
@@ -329,7 +329,7 @@ impl<'a, 'm> Executor<'a, 'm> {
     /// A successful free of `pfn`: drop one of the fuzzer's references.
     pub(super) fn freed(&mut self, pfn: Pfn) {
         if let Some((h, i)) = self.live_unit_at(pfn) {
-            self.touched.push(h);
+            self.touched.push((h, super::Touch::Unit(i)));
             let Some(u) = self.units_mut(h) else { return };
             if u[i].refs > 1 {
                 // __free_pages with another reference: the upper halves go,

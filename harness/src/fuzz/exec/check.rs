@@ -98,8 +98,12 @@ impl<'a, 'm> Executor<'a, 'm> {
             );
         }
         let held = self.held_pages();
-        let vmalloc: u64 =
-            self.vm.areas().iter().filter(|a| a.flags.contains(VM_ALLOC)).map(|a| a.pages.len() as u64).sum();
+        let mut vmalloc = 0u64;
+        self.vm.for_each_area(|a| {
+            if a.flags.contains(VM_ALLOC) {
+                vmalloc += a.pages.len() as u64;
+            }
+        });
         let tables = self.pgtable_pages();
         // Percpu chunks hold their units' pages themselves (mm/percpu-vm.c).
         let percpu = self.percpu.nr_pages();
@@ -181,7 +185,8 @@ impl<'a, 'm> Executor<'a, 'm> {
         self.release_all()?;
         self.check()?;
         let tables = self.pgtable_pages();
-        let vmalloc: u64 = self.vm.areas().iter().map(|a| a.pages.len() as u64).sum();
+        let mut vmalloc = 0u64;
+        self.vm.for_each_area(|a| vmalloc += a.pages.len() as u64);
         // What the boot's own allocations hold stays (boot.state=real).
         let boot = self.pa.boot_work().held_pages + self.vm.boot_work().pages_outside_areas();
         let free = self.pa.nr_free_pages() as u64;

@@ -160,6 +160,40 @@ impl Coverage {
     }
 }
 
+/// Counts per name, for the few dozen call and outcome names: a short
+/// list searched by the names' addresses (each is one `'static` literal),
+/// then by text; no hashing or allocation per op.
+#[derive(Clone, Debug, Default)]
+pub struct Tally(Vec<(&'static str, u64)>);
+
+impl Tally {
+    /// Count one `name`.
+    pub fn bump(&mut self, name: &'static str) {
+        let i = match self.0.iter().position(|(n, _)| std::ptr::eq(*n, name)) {
+            Some(i) => i,
+            None => match self.0.iter().position(|(n, _)| *n == name) {
+                Some(i) => i,
+                None => {
+                    self.0.push((name, 0));
+                    self.0.len() - 1
+                }
+            },
+        };
+        self.0[i].1 += 1;
+    }
+    /// Names counted.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    /// Whether nothing was counted.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    fn to_map(&self) -> BTreeMap<String, u64> {
+        self.0.iter().map(|(n, v)| (n.to_string(), *v)).collect()
+    }
+}
+
 /// The result of one op.
 #[derive(Clone, Debug)]
 pub struct StepResult {
@@ -192,17 +226,20 @@ pub struct Executor<'a, 'm> {
     cpus: Vec<Cpu<'m>>,
     handles: BTreeMap<Handle, Obj>,
     /// Head pfn of every live unit -> (handle, unit index).
-    live_pfns: std::collections::HashMap<Pfn, (Handle, usize)>,
+    live_pfns: PfnIndex,
     /// Dead handles, oldest first; only the last [`KEEP_DEAD`] are kept
     /// (for double frees), so the table stays small in long runs.
     dead: std::collections::VecDeque<Handle>,
-    /// Handles whose units changed in this step.
-    touched: Vec<Handle>,
+    /// The handles in `dead`, for lookups.
+    dead_set: std::collections::BTreeSet<Handle>,
+    /// Handles (and which of their units) changed in this step.
+    touched: Vec<(Handle, Touch)>,
     /// A violation found while running the call (a wrong translation).
     late: Option<(ViolationKind, String)>,
     opts: ExecOptions,
     boot_buddyinfo: [u64; 11],
-    pub coverage: Coverage,
+    ops_tally: Tally,
+    outcomes_tally: Tally,
     hook: Option<Hook>,
     ops_run: usize,
 }
@@ -215,6 +252,56 @@ impl std::fmt::Debug for Executor<'_, '_> {
 
 /// Dead handles kept for wrong calls on them.
 const KEEP_DEAD: usize = 256;
+
+/// What of a handle changed in a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Touch {
+    /// Its units were replaced (bound, split).
+    All,
+    /// One unit was freed (or lost references).
+    Unit(usize),
+    /// Nothing of its units; it may have died (a call named it).
+    Liveness,
+}
+
+/// Head pfn -> the live unit there: a flat table over the memmap's pfn
+/// range (an array lookup per page call, where a hash map would hash).
+#[derive(Debug)]
+struct PfnIndex {
+    start: u64,
+    slots: Vec<Option<(Handle, u32)>>,
+}
+
+impl PfnIndex {
+    fn new(m: &Machine) -> PfnIndex {
+        let mem = m.memmap();
+        let (start, end) = (mem.start_pfn().0, mem.end_pfn().0);
+        PfnIndex { start, slots: vec![None; (end - start) as usize] }
+    }
+    fn slot(&self, pfn: Pfn) -> Option<usize> {
+        let i = usize::try_from(pfn.0.checked_sub(self.start)?).ok()?;
+        (i < self.slots.len()).then_some(i)
+    }
+    fn get(&self, pfn: Pfn) -> Option<(Handle, usize)> {
+        self.slots[self.slot(pfn)?].map(|(h, i)| (h, i as usize))
+    }
+    fn insert(&mut self, pfn: Pfn, (h, i): (Handle, usize)) {
+        if let Some(s) = self.slot(pfn) {
+            self.slots[s] = Some((h, i as u32));
+        }
+    }
+    /// Forget `pfn` if it still names unit `i` of `h`.
+    fn remove_if(&mut self, pfn: Pfn, (h, i): (Handle, usize)) {
+        if let Some(s) = self.slot(pfn)
+            && self.slots[s] == Some((h, i as u32))
+        {
+            self.slots[s] = None;
+        }
+    }
+    fn clear(&mut self) {
+        self.slots.fill(None);
+    }
+}
 
 impl<'a, 'm> Executor<'a, 'm> {
     /// An executor over `cpus` (handles of the CPUs its ops may name; an
@@ -238,16 +325,23 @@ impl<'a, 'm> Executor<'a, 'm> {
             percpu,
             cpus,
             handles: BTreeMap::new(),
-            live_pfns: std::collections::HashMap::new(),
+            live_pfns: PfnIndex::new(pa.machine()),
             dead: std::collections::VecDeque::new(),
+            dead_set: std::collections::BTreeSet::new(),
             touched: Vec::new(),
             late: None,
             opts,
             boot_buddyinfo: pa.zone().nr_free_per_order(),
-            coverage: Coverage::default(),
+            ops_tally: Tally::default(),
+            outcomes_tally: Tally::default(),
             hook: None,
             ops_run: 0,
         }
+    }
+
+    /// The counts per call and per outcome so far.
+    pub fn coverage(&self) -> Coverage {
+        Coverage { ops: self.ops_tally.to_map(), outcomes: self.outcomes_tally.to_map() }
     }
 
     /// Install a test-only check run after every op.
@@ -268,7 +362,8 @@ impl<'a, 'm> Executor<'a, 'm> {
 
     pub fn snapshot(&self) -> Snapshot {
         let z = self.pa.zone();
-        let busy: u64 = self.vm.areas().iter().map(|a| a.size).sum();
+        let mut busy = 0;
+        self.vm.for_each_area(|a| busy += a.size);
         Snapshot {
             buddyinfo: z.nr_free_per_order(),
             per_type: z.nr_free_per_type(),
@@ -323,28 +418,36 @@ impl<'a, 'm> Executor<'a, 'm> {
 
     /// Whether `pfn` heads one of the fuzzer's live units (then which).
     fn live_unit_at(&self, pfn: Pfn) -> Option<(Handle, usize)> {
-        let (h, i) = *self.live_pfns.get(&pfn)?;
+        let (h, i) = self.live_pfns.get(pfn)?;
         self.units(h)?.get(i).filter(|u| u.live && u.pfn == pfn).map(|_| (h, i))
     }
 
-    /// Bring the pfn index and the dead list up to date for `h`.
-    fn reindex(&mut self, h: Handle) {
+    /// Bring the pfn index (for the units `t` names) and the dead list up
+    /// to date for `h`.
+    fn reindex(&mut self, h: Handle, t: Touch) {
         if let Some(Obj::Pages(units)) = self.handles.get(&h) {
-            for (i, u) in units.iter().enumerate() {
+            let range = match t {
+                Touch::All => 0..units.len(),
+                Touch::Unit(i) => i..(i + 1).min(units.len()),
+                Touch::Liveness => 0..0,
+            };
+            for i in range {
+                let u = units[i];
                 if u.live {
                     self.live_pfns.insert(u.pfn, (h, i));
-                } else if self.live_pfns.get(&u.pfn) == Some(&(h, i)) {
-                    self.live_pfns.remove(&u.pfn);
+                } else {
+                    self.live_pfns.remove_if(u.pfn, (h, i));
                 }
             }
         }
-        if self.handles.contains_key(&h) && !self.is_live(h) && !self.dead.contains(&h) {
+        if self.handles.contains_key(&h) && !self.is_live(h) && self.dead_set.insert(h) {
             self.dead.push_back(h);
             while self.dead.len() > KEEP_DEAD {
-                if let Some(old) = self.dead.pop_front()
-                    && !self.is_live(old)
-                {
-                    self.handles.remove(&old);
+                if let Some(old) = self.dead.pop_front() {
+                    self.dead_set.remove(&old);
+                    if !self.is_live(old) {
+                        self.handles.remove(&old);
+                    }
                 }
             }
         }
@@ -353,7 +456,7 @@ impl<'a, 'm> Executor<'a, 'm> {
     /// Whether `addr` starts a busy vmalloc area, or lies in a live
     /// mapping of ours, so a wrong call on it would hit a live object.
     fn addr_in_use(&self, addr: u64) -> bool {
-        self.held_live(addr) || self.vm.areas().iter().any(|a| a.addr == addr)
+        self.held_live(addr) || self.vm.is_busy_area(addr)
     }
 
     /// Whether a live handle of any kind covers `addr` (an address freed
@@ -400,9 +503,9 @@ impl<'a, 'm> Executor<'a, 'm> {
     /// Run one op.
     pub fn step(&mut self, index: usize, op: &Op) -> StepResult {
         let expect::Expect { allowed, must_not_change } = self.expect(op);
-        *self.coverage.ops.entry(op.name().to_string()).or_default() += 1;
+        self.ops_tally.bump(op.name());
         if allowed == [Outcome::Skipped] {
-            *self.coverage.outcomes.entry("Skipped".to_string()).or_default() += 1;
+            self.outcomes_tally.bump(Outcome::Skipped.name());
             return StepResult { outcome: Outcome::Skipped, detail: String::new(), violation: None };
         }
         // vfree and kvfree_rcu first free kvfree_rcu objects whose grace
@@ -426,13 +529,13 @@ impl<'a, 'm> Executor<'a, 'm> {
         };
         self.ops_run += 1;
         let mut touched = std::mem::take(&mut self.touched);
-        touched.extend(op.uses());
-        touched.extend(op.binds());
-        for h in touched.drain(..) {
-            self.reindex(h);
+        op.for_each_use(|h| touched.push((h, Touch::Liveness)));
+        touched.extend(op.binds().map(|h| (h, Touch::Liveness)));
+        for (h, t) in touched.drain(..) {
+            self.reindex(h, t);
         }
         self.touched = touched;
-        *self.coverage.outcomes.entry(outcome.name().to_string()).or_default() += 1;
+        self.outcomes_tally.bump(outcome.name());
         let v = |kind, message: String| Violation { kind, op_index: Some(index), op_name: Some(op.name()), message };
         let mut violation = None;
         let late = self.late.take();
@@ -498,8 +601,16 @@ impl<'a, 'm> Executor<'a, 'm> {
     }
 
     fn bind(&mut self, h: Handle, o: Obj) {
-        self.dead.retain(|d| *d != h);
+        if self.dead_set.remove(&h) {
+            self.dead.retain(|d| *d != h);
+        }
+        // A rebound handle's old units leave the index first.
+        if let Some(Obj::Pages(old)) = self.handles.get(&h) {
+            for (i, u) in old.iter().enumerate() {
+                self.live_pfns.remove_if(u.pfn, (h, i));
+            }
+        }
         self.handles.insert(h, o);
-        self.touched.push(h);
+        self.touched.push((h, Touch::All));
     }
 }
