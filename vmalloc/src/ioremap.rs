@@ -199,11 +199,11 @@ impl<'m> Vmalloc<'_, 'm> {
     pub fn iounmap(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
         let start = addr - addr % PAGE_SIZE;
-        let area = self.find_unlink(cpu, start)?;
-        if area.kind != AreaKind::Ioremap {
-            self.busy[self.node_of(start)].lock().insert(start, area);
-            return Err(VmallocError::WrongKind { addr });
-        }
+        // The error names the address given, not its page.
+        let area = self.find_unlink_kind(cpu, start, AreaKind::Ioremap).map_err(|e| match e {
+            VmallocError::WrongKind { .. } => VmallocError::WrongKind { addr },
+            e => e,
+        })?;
         self.remove_vm_area(cpu, &area);
         Ok(())
     }

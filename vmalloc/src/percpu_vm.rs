@@ -99,11 +99,7 @@ impl<'m> Vmalloc<'_, 'm> {
     /// that is not a percpu chunk's. Nothing is changed.
     pub fn pcpu_free_vm_areas(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
-        let area = self.find_unlink(cpu, addr)?;
-        if area.kind != AreaKind::Percpu {
-            self.busy[self.node_of(addr)].lock().insert(addr, area);
-            return Err(VmallocError::WrongKind { addr });
-        }
+        let area = self.find_unlink_kind(cpu, addr, AreaKind::Percpu)?;
         self.remove_vm_area(cpu, &area);
         Ok(())
     }

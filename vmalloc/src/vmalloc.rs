@@ -633,6 +633,23 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
         Err(self.no_area_at(addr))
     }
 
+    /// [`Vmalloc::find_unlink`] for a free of one `kind` of area: an area
+    /// of another kind goes back where it was and the free is
+    /// [`VmallocError::WrongKind`] (vfree of a vmap, vunmap of a vmalloc, ...).
+    pub(crate) fn find_unlink_kind(
+        &self,
+        cpu: &Cpu<'m>,
+        addr: u64,
+        kind: AreaKind,
+    ) -> Result<Box<VmArea>, VmallocError> {
+        let area = self.find_unlink(cpu, addr)?;
+        if area.kind != kind {
+            self.busy[self.node_of(addr)].lock().insert(addr, area);
+            return Err(VmallocError::WrongKind { addr });
+        }
+        Ok(area)
+    }
+
     /// Why no busy area starts at `addr`: inside one, freed (lazy), or never
     /// returned.
     pub(crate) fn no_area_at(&self, addr: u64) -> VmallocError {
@@ -670,11 +687,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
                 return Err(VmallocError::DoubleFree { addr });
             }
         }
-        let area = self.find_unlink(cpu, addr)?;
-        if area.kind != AreaKind::Vmalloc {
-            self.busy[self.node_of(addr)].lock().insert(addr, area);
-            return Err(VmallocError::WrongKind { addr });
-        }
+        let area = self.find_unlink_kind(cpu, addr, AreaKind::Vmalloc)?;
         self.remove_vm_area(cpu, &area);
         self.count_call(cpu, CallCount::PteEntries, area.leaf_entries);
         // Physical pages go back before any TLB flush (vm_area_free_pages).

@@ -90,11 +90,7 @@ impl<'a, 'm> Vmalloc<'a, 'm> {
     /// [`VmallocError::ForeignCpu`]. Nothing is changed.
     pub fn vunmap(&self, cpu: &Cpu<'m>, addr: u64) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
-        let area = self.find_unlink(cpu, addr)?;
-        if area.kind != AreaKind::Vmap {
-            self.busy[self.node_of(addr)].lock().insert(addr, area);
-            return Err(VmallocError::WrongKind { addr });
-        }
+        let area = self.find_unlink_kind(cpu, addr, AreaKind::Vmap)?;
         self.remove_vm_area(cpu, &area);
         Ok(())
     }
