@@ -28,7 +28,7 @@ pub const fn mult_frac(x: u64, n: u64, d: u64) -> u64 {
     (x / d) * n + (x % d) * n / d
 }
 
-/// `int_sqrt()`: floor of the square root.
+/// `int_sqrt()`: floor of the square root, for every `u64`.
 pub fn int_sqrt(x: u64) -> u64 {
     if x < 2 {
         return x;
@@ -37,7 +37,8 @@ pub fn int_sqrt(x: u64) -> u64 {
     while r * r > x {
         r -= 1;
     }
-    while (r + 1) * (r + 1) <= x {
+    // (r + 1)² overflows u64 for x ≥ (2³² − 1)²: then r + 1 is too big.
+    while (r + 1).checked_mul(r + 1).is_some_and(|s| s <= x) {
         r += 1;
     }
     r
