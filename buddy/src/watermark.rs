@@ -197,7 +197,11 @@ impl Zone<'_> {
         self.zone_watermark_ok_free(order, mark, highest_zoneidx, alloc_flags, self.nr_free_pages())
     }
 
-    /// `zone_watermark_fast()`: the order-0 shortcut, then the full check.
+    /// `zone_watermark_fast()`: the order-0 shortcut, then the full check;
+    /// an order-0 `ALLOC_MIN_RESERVE` (`__GFP_HIGH`) check against the min
+    /// watermark that fails only because of the boost is checked again
+    /// against the min watermark without it (the boost is what kswapd
+    /// reclaims; the min watermark is where it stops counting).
     #[inline]
     pub fn zone_watermark_fast(&self, order: u32, mark: u64, highest_zoneidx: usize, alloc_flags: AllocFlags) -> bool {
         let free = self.nr_free_pages();
@@ -208,7 +212,18 @@ impl Zone<'_> {
                 return true;
             }
         }
-        self.zone_watermark_ok_free(order, mark, highest_zoneidx, alloc_flags, free)
+        if self.zone_watermark_ok_free(order, mark, highest_zoneidx, alloc_flags, free) {
+            return true;
+        }
+        if order == 0
+            && alloc_flags.has(AllocFlags::MIN_RESERVE)
+            && self.watermark_boost() != 0
+            && alloc_flags.wmark() == WMARK_MIN
+        {
+            let min = self.watermark_raw(WMARK_MIN);
+            return self.zone_watermark_ok_free(order, min, highest_zoneidx, alloc_flags, free);
+        }
+        false
     }
 }
 

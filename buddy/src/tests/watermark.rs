@@ -191,3 +191,27 @@ fn zone_watermark_fast_boundaries() {
     // Order 3: enough pages, no block.
     assert!(!fast_pass(3, AllocFlags::CMA | AllocFlags::HIGHATOMIC, 0, 0));
 }
+
+/// `zone_watermark_fast()` ignores the boost for an order-0 `__GFP_HIGH`
+/// (`ALLOC_MIN_RESERVE`) check against the min watermark: min 8 raw, 28
+/// boosted; 7 free pages, 2 of them CMA, so 5 usable. Halved for
+/// `ALLOC_MIN_RESERVE`: 5 > 8 / 2 passes, 5 > 28 / 2 does not.
+#[test]
+fn zone_watermark_fast_ignores_the_boost_for_gfp_high_at_min() {
+    let m = machine();
+    let zone = small_zone(&m);
+    zone.set_watermarks([8, 30, 40, 50], 0);
+    let min_high = AllocFlags::WMARK_MIN | AllocFlags::MIN_RESERVE;
+    assert!(zone.zone_watermark_fast(0, zone.min_wmark_pages(), 0, min_high));
+    assert!(!zone.zone_watermark_fast(0, 11, 0, min_high));
+    zone.watermark_boost.store(20, Relaxed);
+    assert_eq!(zone.min_wmark_pages(), 28);
+    assert!(zone.zone_watermark_fast(0, zone.min_wmark_pages(), 0, min_high));
+    // Not without ALLOC_MIN_RESERVE, not against another mark, not for
+    // order 1 (6 usable pages would pass 8 / 2), not without a boost.
+    assert!(!zone.zone_watermark_fast(0, zone.min_wmark_pages(), 0, AllocFlags::WMARK_MIN | AllocFlags::OOM));
+    assert!(!zone.zone_watermark_fast(0, zone.low_wmark_pages(), 0, AllocFlags::WMARK_LOW | AllocFlags::MIN_RESERVE));
+    assert!(!zone.zone_watermark_fast(1, zone.min_wmark_pages(), 0, min_high | AllocFlags::CMA));
+    zone.watermark_boost.store(0, Relaxed);
+    assert!(!zone.zone_watermark_fast(0, 28, 0, min_high));
+}
