@@ -8,6 +8,7 @@
 
 mod free;
 mod rmqueue;
+mod trace;
 mod watermark;
 
 use crate::zone::{Fpi, Zone, fl};
