@@ -33,8 +33,10 @@ pub fn int_sqrt(x: u64) -> u64 {
     if x < 2 {
         return x;
     }
+    // The f64 estimate may be one off either way; near u64::MAX it rounds
+    // up to 2³², whose square does not fit.
     let mut r = (x as f64).sqrt() as u64;
-    while r * r > x {
+    while r.checked_mul(r).is_none_or(|s| s > x) {
         r -= 1;
     }
     // (r + 1)² overflows u64 for x ≥ (2³² − 1)²: then r + 1 is too big.

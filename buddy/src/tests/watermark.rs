@@ -41,6 +41,9 @@ fn mult_frac_and_int_sqrt_by_hand() {
     assert_eq!(mult_frac(9_999, 3, 10_000), 2);
     assert_eq!((0..=10).map(int_sqrt).collect::<Vec<_>>(), vec![0, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3]);
     assert_eq!(int_sqrt(u32::MAX as u64 * u32::MAX as u64), u32::MAX as u64);
+    assert_eq!(int_sqrt(u64::MAX), u32::MAX as u64);
+    // The f64 estimate of √(k² − 1) rounds up to k for large k.
+    assert_eq!(int_sqrt(u32::MAX as u64 * u32::MAX as u64 - 1), u32::MAX as u64 - 1);
     assert_eq!(int_sqrt(66_060_224), 8_127);
     assert_eq!(int_sqrt(66_060_128), 8_127);
     assert_eq!(int_sqrt(66_060_128), int_sqrt(8_127 * 8_127));
