@@ -80,6 +80,9 @@ mod watermark;
 mod zone;
 pub mod zones;
 
+#[cfg(test)]
+mod tests;
+
 pub use contig::{ContigError, ContigScan};
 pub use isolation::{IsolateError, PbIsolateMode};
 pub use node::NodeZones;

@@ -28,16 +28,19 @@ pub const fn mult_frac(x: u64, n: u64, d: u64) -> u64 {
     (x / d) * n + (x % d) * n / d
 }
 
-/// `int_sqrt()`: floor of the square root.
+/// `int_sqrt()`: floor of the square root, for every `u64`.
 pub fn int_sqrt(x: u64) -> u64 {
     if x < 2 {
         return x;
     }
+    // The f64 estimate may be one off either way; near u64::MAX it rounds
+    // up to 2³², whose square does not fit.
     let mut r = (x as f64).sqrt() as u64;
-    while r * r > x {
+    while r.checked_mul(r).is_none_or(|s| s > x) {
         r -= 1;
     }
-    while (r + 1) * (r + 1) <= x {
+    // (r + 1)² overflows u64 for x ≥ (2³² − 1)²: then r + 1 is too big.
+    while (r + 1).checked_mul(r + 1).is_some_and(|s| s <= x) {
         r += 1;
     }
     r
@@ -196,7 +199,11 @@ impl Zone<'_> {
         self.zone_watermark_ok_free(order, mark, highest_zoneidx, alloc_flags, self.nr_free_pages())
     }
 
-    /// `zone_watermark_fast()`: the order-0 shortcut, then the full check.
+    /// `zone_watermark_fast()`: the order-0 shortcut, then the full check;
+    /// an order-0 `ALLOC_MIN_RESERVE` (`__GFP_HIGH`) check against the min
+    /// watermark that fails only because of the boost is checked again
+    /// against the min watermark without it (the boost is what kswapd
+    /// reclaims; the min watermark is where it stops counting).
     #[inline]
     pub fn zone_watermark_fast(&self, order: u32, mark: u64, highest_zoneidx: usize, alloc_flags: AllocFlags) -> bool {
         let free = self.nr_free_pages();
@@ -207,7 +214,18 @@ impl Zone<'_> {
                 return true;
             }
         }
-        self.zone_watermark_ok_free(order, mark, highest_zoneidx, alloc_flags, free)
+        if self.zone_watermark_ok_free(order, mark, highest_zoneidx, alloc_flags, free) {
+            return true;
+        }
+        if order == 0
+            && alloc_flags.has(AllocFlags::MIN_RESERVE)
+            && self.watermark_boost() != 0
+            && alloc_flags.wmark() == WMARK_MIN
+        {
+            let min = self.watermark_raw(WMARK_MIN);
+            return self.zone_watermark_ok_free(order, min, highest_zoneidx, alloc_flags, free);
+        }
+        false
     }
 }
 

@@ -111,6 +111,9 @@ mod rules;
 mod sizing;
 pub mod vmstat;
 
+#[cfg(test)]
+mod tests;
+
 pub use boot_work::{BootRuleWork, BootWork};
 pub use config::{AllocatorConfig, Thp};
 pub use error::{AllocError, CmaError, FreeError, SysctlError};

@@ -143,7 +143,7 @@ impl<'m> PageAllocator<'m> {
     /// `nr_pcp_high()`: the count at which this free drains, adjusting
     /// `pcp->high` on the way.
     #[inline(always)]
-    fn nr_pcp_high(z: &Zone<'m>, pcp: &mut PerCpuPages, batch: i32, free_high: bool) -> i32 {
+    pub(crate) fn nr_pcp_high(z: &Zone<'m>, pcp: &mut PerCpuPages, batch: i32, free_high: bool) -> i32 {
         let (high_min, high_max) = (pcp.high_min, pcp.high_max);
         let mut high = pcp.clamp_high();
         if high == 0 {
@@ -175,7 +175,7 @@ impl<'m> PageAllocator<'m> {
     }
 
     /// `nr_pcp_free()`: how many pages a drain on free releases.
-    fn nr_pcp_free(pcp: &PerCpuPages, batch: i32, high: i32, free_high: bool) -> i32 {
+    pub(crate) fn nr_pcp_free(pcp: &PerCpuPages, batch: i32, high: i32, free_high: bool) -> i32 {
         if free_high {
             return pcp.count.min(batch << S);
         }
