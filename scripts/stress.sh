@@ -7,7 +7,10 @@
 #     debug build (how the vmap_lazy_nr underflow was found: 54 of 140 such
 #     runs panicked before the fix); seed 2 with `lock_stat=1`, so that the
 #     counted lock paths race too;
-#  3. the loom models (every interleaving of the lazy-list accounting).
+#  3. the loom models (every interleaving of the lazy-list accounting and
+#     of the pcp <-> buddy hand-off).
+# The shuttle runs (replayable schedules) are scripts/shuttle.sh: a build of
+# their own and minutes of executions, so not here.
 # Usage: scripts/stress.sh [REPEAT]   (default 20)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -41,4 +44,4 @@ done
 rm -f /tmp/mmlab-stress.$$
 
 # loom: its own target directory (a --cfg loom build of the whole graph).
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -q -p mmlab-vmalloc --lib loom
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -q -p mmlab-vmalloc -p mmlab-pcp --lib loom

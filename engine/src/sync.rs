@@ -1,11 +1,22 @@
-//! Locks and atomics, behind one facade so that a model checker (loom) can
-//! replace them.
+//! Locks and atomics, behind one facade so that a model checker (loom) or a
+//! controlled scheduler (shuttle) can replace them.
 //!
 //! Built with `RUSTFLAGS="--cfg loom"`, [`Mutex`] and the [`atomic`] types
 //! are loom's, so code written against this module (vmalloc's lazy-area
 //! accounting, for one) can be model-checked as it is. Such a build only
 //! runs loom models: loom's primitives work inside `loom::model` alone, so a
 //! whole machine is never booted under it.
+//!
+//! Built with `RUSTFLAGS="--cfg shuttle"`, every interleaving point of the
+//! concurrent paths is a scheduling point of shuttle's scheduler (see
+//! `sync::sched`, present only in that build): the [`atomic`] types are
+//! shuttle's; [`Mutex`] and [`SpinLock`] switch to the scheduler before each
+//! acquisition and yield to it while they wait; the struct page accessors
+//! that arbitrate a free call [`sched_point`]; [`thread_local!`] is
+//! shuttle's, so each shuttle thread (an emulated CPU) has its own. A whole
+//! machine boots inside a shuttle execution, and a failing interleaving is
+//! named by the scheduler's seed and replayed from its schedule
+//! (tests/tests/shuttle.rs, scripts/shuttle.sh).
 //!
 //! mmlab's sleeping locks are parking_lot's. [`SpinLock`] is the kernel's
 //! `spinlock_t`: a test-and-set lock whose release is a plain store, for the
@@ -20,17 +31,47 @@
 //! hold of tens of nanoseconds); after a while it yields the host CPU, since
 //! the holder's host thread may have been descheduled.
 
-#[cfg(not(loom))]
+#[cfg(not(any(loom, shuttle)))]
 pub use parking_lot::{Mutex, MutexGuard};
 
 #[cfg(loom)]
 pub use loom_lock::{Mutex, MutexGuard};
 
-/// Atomics (`std::sync::atomic`, or loom's under `--cfg loom`).
+#[cfg(all(shuttle, not(loom)))]
+pub use sched::{Mutex, MutexGuard};
+
+/// Thread-locals: std's, or shuttle's under `--cfg shuttle` (one per shuttle
+/// thread, where std's would be shared by every shuttle thread of the one
+/// host thread that runs them).
+#[cfg(not(shuttle))]
+pub use std::thread_local;
+
+#[cfg(shuttle)]
+pub use shuttle::thread_local;
+
+/// A scheduling point for shuttle: nothing in other builds. Called where two
+/// CPUs race through memory the facade does not own (the struct pages in
+/// the arena), so that shuttle can switch CPUs between a check and the
+/// update it guards.
+#[inline(always)]
+pub fn sched_point() {
+    #[cfg(shuttle)]
+    sched::point();
+}
+
+/// The shuttle backend (`--cfg shuttle` only): scheduling points, the
+/// controlled phase, and the test-only reverts of old race fixes.
+#[cfg(shuttle)]
+pub mod sched;
+
+/// Atomics (`std::sync::atomic`, or loom's under `--cfg loom`, shuttle's
+/// under `--cfg shuttle`).
 pub mod atomic {
     #[cfg(loom)]
     pub use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-    #[cfg(not(loom))]
+    #[cfg(all(shuttle, not(loom)))]
+    pub use shuttle::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+    #[cfg(not(any(loom, shuttle)))]
     pub use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 }
 
@@ -181,6 +222,7 @@ impl<T> SpinLock<T> {
     /// `spin_trylock()`.
     #[inline]
     pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        sched_point();
         // Build the guard only on success: a guard dropped after a failed
         // attempt would release somebody else's lock.
         match self.locked.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed) {
@@ -198,15 +240,32 @@ impl<T> SpinLock<T> {
             if let Some(g) = self.try_lock() {
                 return g;
             }
-            while self.locked.load(Ordering::Relaxed) {
-                spins += 1;
-                if spins < 128 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
+            self.wait_unlocked(&mut spins);
+        }
+    }
+
+    /// Wait until the lock looks free: spin, then yield the host CPU.
+    #[cfg(not(shuttle))]
+    #[inline]
+    fn wait_unlocked(&self, spins: &mut u32) {
+        while self.locked.load(Ordering::Relaxed) {
+            *spins += 1;
+            if *spins < 128 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
             }
         }
+    }
+
+    /// Under shuttle every emulated CPU runs on one host thread: a waiter
+    /// hands the CPU to shuttle's scheduler (as a yield, so that PCT lowers
+    /// its priority and the holder runs) and tries again.
+    #[cfg(shuttle)]
+    #[inline]
+    fn wait_unlocked(&self, spins: &mut u32) {
+        *spins += 1;
+        sched::spin_wait();
     }
 }
 

@@ -104,6 +104,8 @@ mod error;
 mod fault;
 mod free_bulk;
 mod gfp;
+#[cfg(all(test, loom))]
+mod loom_model;
 mod page_alloc;
 mod pageset;
 mod pcplist;

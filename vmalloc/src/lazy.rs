@@ -82,6 +82,11 @@ impl LazyAreas {
     /// `vmap_lazy_nr`, then put the area on node `node`'s list. Returns the
     /// count after the addition, for the caller's `lazy_max_pages()` test.
     pub fn add(&self, node: usize, area: LazyArea) -> i64 {
+        #[cfg(shuttle)]
+        if Self::insert_first() {
+            self.nodes[node].lock().0.push(area);
+            return self.nr.fetch_add(area.pages(), Relaxed) + area.pages();
+        }
         let nr = self.nr.fetch_add(area.pages(), Relaxed) + area.pages();
         self.nodes[node].lock().0.push(area);
         nr
@@ -92,6 +97,16 @@ impl LazyAreas {
     /// add to `vmap_lazy_nr` (never contended) and the acquisition of the
     /// node's lock.
     pub fn add_stat(&self, node: usize, area: LazyArea, cpu: usize) -> (i64, LockAcq, LockAcq) {
+        #[cfg(shuttle)]
+        if Self::insert_first() {
+            let lock_acq = {
+                let mut g = self.nodes[node].lock();
+                g.0.push(area);
+                LockAcq { contended: false, bounced: g.1.note(cpu) }
+            };
+            let nr = self.nr.fetch_add(area.pages(), Relaxed) + area.pages();
+            return (nr, LockAcq { contended: false, bounced: self.nr_last.swap(cpu) }, lock_acq);
+        }
         let nr = self.nr.fetch_add(area.pages(), Relaxed) + area.pages();
         let nr_acq = LockAcq { contended: false, bounced: self.nr_last.swap(cpu) };
         let l = &self.nodes[node];
@@ -102,6 +117,13 @@ impl LazyAreas {
         let lock_acq = LockAcq { contended, bounced: g.1.note(cpu) };
         g.0.push(area);
         (nr, nr_acq, lock_acq)
+    }
+
+    /// The order before a87edc3 (insert, then add), switched back on by a
+    /// shuttle test ([`mmlab_engine::sync::sched::Revert`]).
+    #[cfg(shuttle)]
+    fn insert_first() -> bool {
+        mmlab_engine::sync::sched::reverted(mmlab_engine::sync::sched::Revert::LazyInsertBeforeAdd)
     }
 
     /// Take every node's areas (`list_replace_init` of each lazy list in

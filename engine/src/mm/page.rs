@@ -282,16 +282,23 @@ impl StructPage {
     /// gets `None` with the count left at 0 (never -1).
     #[inline]
     pub fn put_testzero(&self) -> Option<bool> {
+        crate::sync::sched_point();
+        #[cfg(shuttle)]
+        if crate::sync::sched::reverted(crate::sync::sched::Revert::PutTestzeroDecrement) {
+            return Some(self.refcount.fetch_sub(1, Relaxed) == 1);
+        }
         self.refcount.fetch_update(Relaxed, Relaxed, |r| (r > 0).then(|| r - 1)).ok().map(|old| old == 1)
     }
     /// The instrumented allocator state.
     #[inline]
     pub fn ext(&self) -> PageExt {
+        crate::sync::sched_point();
         PageExt::decode(self.ext.load(Relaxed))
     }
     /// Set the instrumented allocator state.
     #[inline]
     pub fn set_ext(&self, s: PageExt) {
+        crate::sync::sched_point();
         self.ext.store(s.encode(), Relaxed)
     }
     /// Mirrors mm/mm_init.c `__init_single_page()`: `flags` (zone and node),

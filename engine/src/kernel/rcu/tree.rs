@@ -46,7 +46,7 @@ pub(crate) fn rcu_seq_done(s: u64, snap: u64) -> bool {
     s.wrapping_sub(snap) as i64 >= 0
 }
 
-thread_local! {
+crate::sync::thread_local! {
     static THREAD_TOKEN: u64 = {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         NEXT.fetch_add(1, Relaxed)
