@@ -261,7 +261,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// test too (unscaled), so it checks that one seed gives one run on both
 /// architectures. A change to the generator, the oracle or the library's
 /// answers changes it: check the change is meant, then record the new value.
-const SEED9_DIGEST: u64 = 14_502_025_911_692_075_323;
+const SEED9_DIGEST: u64 = 6_660_835_949_854_387_498;
 
 #[test]
 fn same_seed_same_run_on_every_host() {
