@@ -581,8 +581,8 @@ fn run(cli: &Cli) -> Result<bool, String> {
     let no_hugetlb = match &cli.command {
         Command::TestVmalloc { .. } => Some("test-vmalloc"),
         Command::Compare(_) => Some("compare"),
-        Command::Fuzz(_) => Some("fuzz"),
-        Command::Replay(_) => Some("replay"),
+        // Threads share no hugetlb: each runs an executor of its own.
+        Command::Fuzz(a) if a.threads > 1 => Some("fuzz --threads"),
         Command::Boot { .. } => Some("boot"),
         Command::Walk { .. } => Some("walk"),
         _ => None,

@@ -384,6 +384,15 @@ fn hugetlb_settings_are_refused_where_they_do_nothing() {
         args.extend_from_slice(cmd);
         refused(&args, &["--set hugepages=4: ", cmd[0], "brings up no hugetlb"]);
     }
+    // fuzz brings hugetlb up (its pools are fuzzed), but not with threads,
+    // which run executors of their own without it.
+    refused(
+        &["--set", "hugepages=4", "fuzz", "--ops", "10", "--threads", "2"],
+        &["--set hugepages=4: ", "fuzz --threads brings up no hugetlb"],
+    );
+    let fuzz = mmlab(&["--set", "hugepages=4", "fuzz", "--ops", "200"]);
+    assert_eq!(fuzz.code, Some(0), "{}", fuzz.stderr);
+    assert!(fuzz.stdout.contains("0 violation(s)"), "{}", fuzz.stdout);
     refused(&["--set", "hugetlb_optimize_vmemmap=on", "stat", "meminfo"], &["arm64 does not build HVO"]);
     let ok =
         mmlab(&["--set", "hugetlb_vmemmap.arm64=pause", "--set", "hugetlb_optimize_vmemmap=on", "stat", "meminfo"]);

@@ -223,6 +223,11 @@ impl<'a, 'm> Hugetlb<'a, 'm> {
     pub fn pending_frees(&self) -> usize {
         self.hpage_freelist.len()
     }
+    /// Pages of the folios waiting for `free_hpage_workfn` (out of the
+    /// pools' counts, still allocated).
+    pub fn pending_free_pages(&self) -> u64 {
+        self.hpage_freelist.iter().map(|(_, f)| f.nr_pages()).sum()
+    }
 
     /// `set_max_huge_pages()` of the default size (a write to
     /// `/proc/sys/vm/nr_hugepages`). See [`Hugetlb::set_max_huge_pages_of`].

@@ -413,6 +413,36 @@ fn kvfree_rcu_frees_only_after_a_grace_period() {
     vm.check().unwrap();
 }
 
+/// `vrealloc()` of an area queued by `kvfree_rcu()` is a use after free,
+/// refused as `vfree` refuses it; before the fix (found by `mmlab fuzz`) a
+/// shrink went ahead on memory the queue frees later, and a grow allocated
+/// the new area, failed to free the old one, and lost the new one.
+#[test]
+fn vrealloc_of_an_area_queued_by_kvfree_rcu_is_a_double_free() {
+    let m = machine("64M", false);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let vm = Vmalloc::new(&pa, VmallocConfig::default());
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let a = vm.vmalloc(&cpu, 3 * PAGE_SIZE).unwrap();
+    mmu::write_u64(&cpu, &k, a + 8, 0x5a).unwrap();
+    vm.kvfree_rcu(&cpu, a).unwrap();
+    pa.drain_all_pages(&cpu);
+    let free = pa.nr_free_pages();
+    let busy = vm.areas().len();
+    for size in [PAGE_SIZE, 2 * PAGE_SIZE, 3 * PAGE_SIZE, 8 * PAGE_SIZE] {
+        assert_eq!(vm.vrealloc(&cpu, Some(a), size, Gfp::GFP_KERNEL), Err(VmallocError::DoubleFree { addr: a }));
+    }
+    pa.drain_all_pages(&cpu);
+    assert_eq!((pa.nr_free_pages(), vm.areas().len(), vm.kvfree_pending()), (free, busy, 1), "nothing changed");
+    assert_eq!(vm.areas().iter().find(|x| x.addr == a).map(|x| x.pages.len()), Some(3));
+    assert_eq!(mmu::read_u64(&cpu, &k, a + 8), Ok(0x5a));
+    vm.kvfree_rcu_barrier(&cpu).unwrap();
+    assert_eq!(vm.vrealloc(&cpu, Some(a), PAGE_SIZE, Gfp::GFP_KERNEL), Err(VmallocError::DoubleFree { addr: a }));
+    vm.purge_vmap_area_lazy(&cpu).unwrap();
+    vm.check().unwrap();
+}
+
 #[test]
 fn purged_small_ranges_go_to_their_node_pool() {
     // Two CPUs: two vmap nodes, so purged ranges of up to 256 pages wait in

@@ -22,6 +22,10 @@
 //! Fidelity: faithful to 7.2 for the paths above; the area is looked up in
 //! the busy tree (`find_vm_area()`), and an address that is not a vmalloc
 //! area's start is a typed error where the kernel WARNs and returns NULL.
+//! An area queued by `kvfree_rcu()` and not yet freed is still in the busy
+//! tree, but the queue owns it: resizing it is a use after free (the
+//! kernel would resize memory that a grace period later frees), refused
+//! as [`VmallocError::DoubleFree`], as `vfree` refuses it.
 
 use crate::area::AreaKind;
 use crate::counts::CallCount;
@@ -30,6 +34,7 @@ use crate::vmalloc::Vmalloc;
 use mmlab_engine::arch::arm64::pgtable::{self, mmu};
 use mmlab_engine::mm::gfp::Gfp;
 use mmlab_engine::{Cpu, PAGE_SIZE};
+use std::sync::atomic::Ordering::Acquire;
 
 impl<'m> Vmalloc<'_, 'm> {
     /// `vrealloc(p, size, gfp)`: resize the vmalloc area at `p` (or allocate
@@ -38,7 +43,8 @@ impl<'m> Vmalloc<'_, 'm> {
     ///
     /// # Errors
     /// As [`Vmalloc::vmalloc`] and [`Vmalloc::vfree`]; [`VmallocError::WrongKind`] for a vmap or
-    /// vm_map_ram area. On an error `p` is unchanged.
+    /// vm_map_ram area, [`VmallocError::DoubleFree`] for one queued by `kvfree_rcu`. On an error
+    /// `p` is unchanged.
     pub fn vrealloc(&self, cpu: &Cpu<'m>, p: Option<u64>, size: u64, gfp: Gfp) -> Result<Option<u64>, VmallocError> {
         self.this_machine(cpu)?;
         if size == 0 {
@@ -50,6 +56,15 @@ impl<'m> Vmalloc<'_, 'm> {
         let Some(p) = p else {
             return self.vmalloc_node(cpu, size, 1, gfp, super::VmFlags::empty(), "vrealloc").map(Some);
         };
+        if self.kvfree_nr.load(Acquire) != 0 {
+            self.kvfree_drain_ready(cpu);
+            // Queued by kvfree_rcu: the queue owns it (found by `mmlab fuzz`:
+            // a resize went ahead, and a grow's vfree of the old area then
+            // failed with the new area lost).
+            if self.kvfree_queued(p) {
+                return Err(VmallocError::DoubleFree { addr: p });
+            }
+        }
         let old_size = {
             let mut busy = self.busy_lock(cpu, p);
             let Some(area) = busy.get_mut(&p) else {

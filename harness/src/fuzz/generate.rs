@@ -19,7 +19,9 @@
 //! twice or with a wrong count, a bad sysctl value, size 0 or too large,
 //! a size whose rounding up overflows, unmapping part of a contiguous
 //! or block mapping).
-//! Frees are forced once the live pages pass `max_live_pages`.
+//! Frees are forced once the live pages pass `max_live_pages`. One op in
+//! eight goes to the newer layers (vrealloc, hugetlb; `generate/layers.rs`), with
+//! their own wrong calls among the wrong kinds.
 //!
 //! Generation never looks at the machine, so a sequence depends only on
 //! its source: the same seed gives the same sequence on every host, and
@@ -28,6 +30,8 @@
 //! handle did not get bound is skipped there.
 
 use super::op::{Call, Handle, HandleKind, Op, Ref, Sysctl};
+
+mod layers;
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::{Gfp, MAX_PAGE_ORDER, PAGE_SIZE};
 
@@ -91,7 +95,7 @@ pub struct GenConfig {
 }
 
 /// Names of the wrong-call kinds (for `--exclude`).
-pub const WRONG_KINDS: [&str; 17] = [
+pub const WRONG_KINDS: [&str; 24] = [
     "double_free",
     "wrong_order",
     "tail_page",
@@ -109,6 +113,13 @@ pub const WRONG_KINDS: [&str; 17] = [
     "bad_size",
     "size_overflow",
     "unmap_range_partial",
+    "vrealloc_wrong_kind",
+    "vrealloc_freed",
+    "vrealloc_inside",
+    "vrealloc_too_large",
+    "hugetlb_bad_store",
+    "free_huge_folio_twice",
+    "hugetlb_unreserve_too_many",
 ];
 
 #[derive(Clone, Debug)]
@@ -117,6 +128,17 @@ struct PageUnits {
     /// (order, extra references, live) per unit.
     units: Vec<(u32, u32, bool)>,
     bulk: bool,
+}
+
+/// What the generator holds in the newer layers (their calls are made
+/// in `generate/layers.rs`).
+#[derive(Clone, Debug, Default)]
+struct LayerModel {
+    /// Reservations and their pages not yet faulted in.
+    resv: Vec<(Handle, mmlab_hugetlb::HugePageSize, u64)>,
+    /// Folios handed out.
+    folios: Vec<Handle>,
+    dead_folios: Vec<Handle>,
 }
 
 /// The generator and its model.
@@ -140,6 +162,8 @@ pub struct Generator {
     live_pages: u64,
     /// A buffer `some_live_pages` reuses (unit positions).
     scratch: Vec<(u32, u32)>,
+    /// The model of the newer layers' calls (vrealloc, hugetlb).
+    layers: LayerModel,
 }
 
 /// A random element: None when the source ran dry, Some(None) when `v`
@@ -176,6 +200,7 @@ impl Generator {
             tables: Vec::new(),
             live_pages: 0,
             scratch: Vec::new(),
+            layers: LayerModel::default(),
         }
     }
 
@@ -199,6 +224,12 @@ impl Generator {
             {
                 return Some(op);
             }
+        }
+        // One op in eight calls into the newer layers.
+        if s.below(8)? == 0
+            && let Some(call) = self.layer_call(s)?
+        {
+            return Some(Op::new(cpu, call));
         }
         for attempt in 0.. {
             // Above the budget, frees are forced (pages or vmalloc areas);
@@ -617,7 +648,7 @@ impl Generator {
                     _ => Call::VmallocNode { size, align: PAGE_SIZE, gfp: Gfp::GFP_KERNEL, out },
                 }
             }
-            _ => return Some(None),
+            _ => return self.wrong_layer(s, kind).map(|c| c.map(|call| Op::new(cpu, call))),
         };
         Some(Some(Op::new(cpu, call)))
     }

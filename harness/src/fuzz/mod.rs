@@ -9,7 +9,9 @@
 //! and frees at every order and several gfp types, bulk allocation,
 //! get_page, split_page, drains, decay, sysctl writes, the vmalloc family,
 //! vmap, vm_map_ram, percpu, kvfree_rcu, purges, map_range/unmap_range of
-//! a scratch region of the kernel tables, and deliberately wrong calls. Generation is pure (it never looks at the machine), so a seed
+//! a scratch region of the kernel tables, vrealloc, hugetlb (sysfs writes
+//! to every hstate, reservations, faults and frees of folios, demote), and
+//! deliberately wrong calls. Generation is pure (it never looks at the machine), so a seed
 //! names a sequence on every host. [`exec::Executor`] runs the sequence
 //! from one host thread, switching between the CPU handles
 //! (`Machine::all_cpus()`), and for every op checks the outcome against

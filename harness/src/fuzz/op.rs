@@ -14,7 +14,8 @@
 //!
 //! Handle letters: `p` page blocks (alloc_pages, alloc_pages_bulk), `v`
 //! vmalloc areas, `m` vmap mappings, `r` vm_map_ram mappings, `c` percpu
-//! objects, `t` map_range mappings. A page handle holds units: one block for `alloc_pages`, one
+//! objects, `t` map_range mappings, `h` hugetlb folios handed out by
+//! `alloc_hugetlb_folio`, `s` hugetlb reservations. A page handle holds units: one block for `alloc_pages`, one
 //! order-0 page per slot for `alloc_pages_bulk`, and 2^order order-0
 //! pages after `split_page`. `pH` is unit 0, `pH.K` unit K, `pH+K` the
 //! frame K pages after unit 0's head (a tail page, for wrong calls).
@@ -26,6 +27,10 @@
 
 use mmlab_engine::Gfp;
 use std::fmt;
+
+mod layers;
+pub use layers::StoreValue;
+use mmlab_hugetlb::{HstateAttr, HugePageSize};
 
 /// A handle name: a kind letter and a number (`p4`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -49,6 +54,11 @@ pub enum HandleKind {
     Percpu,
     /// A mapping made with map_range in the scratch region.
     Table,
+    /// A hugetlb folio handed out by alloc_hugetlb_folio (a fault).
+    HugeFolio,
+    /// A hugetlb reservation (hugetlb_acct_memory), with its pages not
+    /// yet consumed by a fault.
+    Resv,
 }
 
 impl HandleKind {
@@ -60,6 +70,8 @@ impl HandleKind {
             HandleKind::MapRam => 'r',
             HandleKind::Percpu => 'c',
             HandleKind::Table => 't',
+            HandleKind::HugeFolio => 'h',
+            HandleKind::Resv => 's',
         }
     }
     fn from_letter(c: char) -> Option<HandleKind> {
@@ -70,6 +82,8 @@ impl HandleKind {
             'r' => HandleKind::MapRam,
             'c' => HandleKind::Percpu,
             't' => HandleKind::Table,
+            'h' => HandleKind::HugeFolio,
+            's' => HandleKind::Resv,
             _ => return None,
         })
     }
@@ -215,6 +229,44 @@ pub enum Call {
     UnmapRange {
         map: Ref,
     },
+    /// `vrealloc(p, size, gfp)` of a vmalloc area (`vH`, or `addr=`):
+    /// resized in place or moved; size 0 frees it.
+    Vrealloc {
+        area: Ref,
+        size: u64,
+        gfp: Gfp,
+    },
+    /// A write to `/sys/kernel/mm/hugepages/hugepages-<size>kB/<attr>`
+    /// (`hugepages-2048kB/nr_hugepages=4`).
+    HugetlbStore {
+        size: mmlab_hugetlb::HugePageSize,
+        attr: mmlab_hugetlb::HstateAttr,
+        value: StoreValue,
+    },
+    /// `hugetlb_acct_memory(+nr)`: reserve `nr` huge pages (as
+    /// `hugetlb_reserve_pages` does for a new mapping).
+    HugetlbReserve {
+        size: mmlab_hugetlb::HugePageSize,
+        nr: u64,
+        out: Handle,
+    },
+    /// `hugetlb_acct_memory(-n)`: give back the unused pages of a
+    /// reservation (`sH`), or `nr` pages of `size` not held by any handle
+    /// (`size=2M nr=N`, a wrong call when N exceeds what is reserved).
+    HugetlbUnreserve {
+        resv: ResvRef,
+    },
+    /// `alloc_hugetlb_folio()`: a fault of one huge page, consuming a page
+    /// of reservation `resv` when given.
+    AllocHugetlbFolio {
+        size: mmlab_hugetlb::HugePageSize,
+        resv: Option<Handle>,
+        out: Handle,
+    },
+    /// `free_huge_folio()`: the last unmap of a folio handed out.
+    FreeHugeFolio {
+        folio: Handle,
+    },
     /// Run every invariant check now.
     Check,
 }
@@ -254,7 +306,9 @@ impl Op {
             | Call::Vmap { out, .. }
             | Call::VmMapRam { out, .. }
             | Call::AllocPercpu { out, .. }
-            | Call::MapRange { out, .. } => Some(*out),
+            | Call::MapRange { out, .. }
+            | Call::HugetlbReserve { out, .. }
+            | Call::AllocHugetlbFolio { out, .. } => Some(*out),
             _ => None,
         }
     }
@@ -284,6 +338,11 @@ impl Op {
             Call::MapRange { page, .. } => one(page),
             Call::UnmapRange { map } => one(map),
             Call::Vmap { pages, .. } | Call::VmMapRam { pages, .. } => pages.iter().for_each(one),
+            Call::Vrealloc { area, .. } => one(area),
+            Call::HugetlbUnreserve { resv: ResvRef::Handle(h) } | Call::AllocHugetlbFolio { resv: Some(h), .. } => {
+                one(&Ref::Whole(*h))
+            }
+            Call::FreeHugeFolio { folio } => one(&Ref::Whole(*folio)),
             _ => {}
         }
     }
@@ -319,6 +378,12 @@ impl Call {
             Call::PurgeVmapAreaLazy => "purge_vmap_area_lazy",
             Call::MapRange { .. } => "map_range",
             Call::UnmapRange { .. } => "unmap_range",
+            Call::Vrealloc { .. } => "vrealloc",
+            Call::HugetlbStore { .. } => "hugetlb_store",
+            Call::HugetlbReserve { .. } => "hugetlb_reserve",
+            Call::HugetlbUnreserve { .. } => "hugetlb_unreserve",
+            Call::AllocHugetlbFolio { .. } => "alloc_hugetlb_folio",
+            Call::FreeHugeFolio { .. } => "free_huge_folio",
             Call::Check => "check",
         }
     }
@@ -384,6 +449,15 @@ impl fmt::Display for Op {
             Call::FreePercpu { ptr } => target(f, "addr", ptr)?,
             Call::MapRange { page, .. } => target(f, "pfn", page)?,
             Call::UnmapRange { map } => target(f, "addr", map)?,
+            Call::Vrealloc { area, size, gfp } => {
+                target(f, "addr", area)?;
+                write!(f, " size={size} gfp={gfp}")?
+            }
+            Call::HugetlbStore { .. }
+            | Call::HugetlbReserve { .. }
+            | Call::HugetlbUnreserve { .. }
+            | Call::AllocHugetlbFolio { .. }
+            | Call::FreeHugeFolio { .. } => fmt_layer_args(f, &self.call)?,
         }
         if let Some(e) = &self.expect {
             write!(f, " expect={e}")?;
@@ -620,10 +694,109 @@ pub fn parse_line(line: &str) -> Result<Op, ParseOpError> {
         "purge_vmap_area_lazy" => Call::PurgeVmapAreaLazy,
         "map_range" => Call::MapRange { page: a.target("pfn")?, out: a.out(K::Table)? },
         "unmap_range" => Call::UnmapRange { map: a.target("addr")? },
+        "vrealloc" => Call::Vrealloc { area: a.target("addr")?, size: a.num("size")?, gfp: a.gfp()? },
+        "hugetlb_store" | "hugetlb_reserve" | "hugetlb_unreserve" | "alloc_hugetlb_folio" | "free_huge_folio" => {
+            parse_layer_call(name, &mut a)?
+        }
         "check" => Call::Check,
         _ => return err(format!("unknown call `{name}`")),
     };
     a.finish()?;
     let cpu = if call == Call::Check { 0 } else { cpu };
     Ok(Op { cpu, call, expect })
+}
+
+/// The unused pages of a reservation to give back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResvRef {
+    /// `sH`: what is left of a reservation handle.
+    Handle(Handle),
+    /// `size=2M nr=N`: pages of no handle.
+    Raw { size: HugePageSize, nr: u64 },
+}
+
+/// `size=2M`: a huge page size by its short name (64K, 2M, 32M, 1G).
+pub fn parse_size(s: &str) -> Result<HugePageSize, ParseOpError> {
+    match layers::size_by_label(s) {
+        Some(z) => Ok(z),
+        None => err(format!("size={s}: not a huge page size (64K, 2M, 32M, 1G)")),
+    }
+}
+
+/// The arguments of a hugetlb call, after its name.
+fn fmt_layer_args(f: &mut fmt::Formatter<'_>, call: &Call) -> fmt::Result {
+    match call {
+        Call::HugetlbStore { size, attr, value } => write!(f, " {}/{attr}={value}", size.sysfs_name()),
+        Call::HugetlbReserve { size, nr, .. } => write!(f, " size={size} nr={nr}"),
+        Call::HugetlbUnreserve { resv: ResvRef::Handle(h) } => write!(f, " {h}"),
+        Call::HugetlbUnreserve { resv: ResvRef::Raw { size, nr } } => write!(f, " size={size} nr={nr}"),
+        Call::AllocHugetlbFolio { size, resv, .. } => {
+            write!(f, " size={size}")?;
+            match resv {
+                Some(h) => write!(f, " resv={h}"),
+                None => Ok(()),
+            }
+        }
+        Call::FreeHugeFolio { folio } => write!(f, " {folio}"),
+        _ => Ok(()),
+    }
+}
+
+fn handle_of(s: &str, kind: HandleKind) -> Result<Handle, ParseOpError> {
+    let h = parse_handle(s)?;
+    if h.kind != kind {
+        return err(format!("`{s}`: this call takes a `{}` handle", kind.letter()));
+    }
+    Ok(h)
+}
+
+/// Parse the arguments of the hugetlb call `name`.
+fn parse_layer_call(name: &str, a: &mut Args<'_>) -> Result<Call, ParseOpError> {
+    Ok(match name {
+        "hugetlb_store" => {
+            if a.keys.len() != 1 {
+                return err("hugetlb_store takes one hugepages-<size>kB/<file>=VALUE");
+            }
+            let (path, value) = a.keys.remove(0);
+            let Some((dir, file)) = path.split_once('/') else {
+                return err(format!("`{path}`: not hugepages-<size>kB/<file>"));
+            };
+            let Some(size) = HugePageSize::ALL.into_iter().find(|z| z.sysfs_name() == dir) else {
+                return err(format!(
+                    "`{dir}`: no such hstate directory (hugepages-64kB, hugepages-2048kB, hugepages-32768kB, \
+                     hugepages-1048576kB)"
+                ));
+            };
+            let Some(attr) = HstateAttr::from_name(file) else {
+                let names: Vec<&str> = HstateAttr::ALL.iter().map(|a| a.name()).collect();
+                return err(format!("`{file}`: no such hstate file ({})", names.join(", ")));
+            };
+            Call::HugetlbStore { size, attr, value: StoreValue::parse(value) }
+        }
+        "hugetlb_reserve" => {
+            Call::HugetlbReserve { size: parse_size(a.take("size")?)?, nr: a.num("nr")?, out: a.out(HandleKind::Resv)? }
+        }
+        "hugetlb_unreserve" => {
+            if a.bare.is_empty() {
+                Call::HugetlbUnreserve { resv: ResvRef::Raw { size: parse_size(a.take("size")?)?, nr: a.num("nr")? } }
+            } else {
+                Call::HugetlbUnreserve { resv: ResvRef::Handle(handle_of(a.bare.remove(0), HandleKind::Resv)?) }
+            }
+        }
+        "alloc_hugetlb_folio" => {
+            let size = parse_size(a.take("size")?)?;
+            let resv = match a.keys.iter().position(|(k, _)| *k == "resv") {
+                Some(i) => Some(handle_of(a.keys.remove(i).1, HandleKind::Resv)?),
+                None => None,
+            };
+            Call::AllocHugetlbFolio { size, resv, out: a.out(HandleKind::HugeFolio)? }
+        }
+        "free_huge_folio" => {
+            if a.bare.is_empty() {
+                return err("free_huge_folio takes an `h` handle");
+            }
+            Call::FreeHugeFolio { folio: handle_of(a.bare.remove(0), HandleKind::HugeFolio)? }
+        }
+        _ => return err(format!("unknown call `{name}`")),
+    })
 }

@@ -57,11 +57,27 @@ pub enum Outcome {
     PageNotAllocated,
     OutsideAddressSpace,
     OutsideRam,
+    /// hugetlb: a file the hstate's directory does not have (ENOENT).
+    NoSuchFile,
+    /// hugetlb: a read-only file written (EACCES).
+    ReadOnly,
+    /// hugetlb: a value the store cannot read (EINVAL).
+    BadValue,
+    /// hugetlb: a number above `u64::MAX` (ERANGE).
+    ValueRange,
+    /// hugetlb: `nr_overcommit_hugepages` of a gigantic size (EINVAL).
+    GiganticOvercommit,
+    /// hugetlb: a `demote_size` that is not a smaller size of at least 2M.
+    BadDemoteSize,
+    /// hugetlb: a size arm64 does not offer.
+    UnsupportedSize,
+    /// hugetlb: `free_huge_folio` of a folio not handed out.
+    NotInUse,
     Panic,
 }
 
 /// Every outcome, for parsing.
-pub const OUTCOMES: [Outcome; 31] = [
+pub const OUTCOMES: [Outcome; 39] = [
     Outcome::Ok,
     Outcome::Skipped,
     Outcome::NoMemory,
@@ -92,6 +108,14 @@ pub const OUTCOMES: [Outcome; 31] = [
     Outcome::PageNotAllocated,
     Outcome::OutsideAddressSpace,
     Outcome::OutsideRam,
+    Outcome::NoSuchFile,
+    Outcome::ReadOnly,
+    Outcome::BadValue,
+    Outcome::ValueRange,
+    Outcome::GiganticOvercommit,
+    Outcome::BadDemoteSize,
+    Outcome::UnsupportedSize,
+    Outcome::NotInUse,
     Outcome::Panic,
 ];
 
@@ -128,6 +152,14 @@ impl Outcome {
             Outcome::PageNotAllocated => "PageNotAllocated",
             Outcome::OutsideAddressSpace => "OutsideAddressSpace",
             Outcome::OutsideRam => "OutsideRam",
+            Outcome::NoSuchFile => "NoSuchFile",
+            Outcome::ReadOnly => "ReadOnly",
+            Outcome::BadValue => "BadValue",
+            Outcome::ValueRange => "ValueRange",
+            Outcome::GiganticOvercommit => "GiganticOvercommit",
+            Outcome::BadDemoteSize => "BadDemoteSize",
+            Outcome::UnsupportedSize => "UnsupportedSize",
+            Outcome::NotInUse => "NotInUse",
             Outcome::Panic => "Panic",
         }
     }
@@ -224,6 +256,34 @@ impl From<SysctlError> for Outcome {
     }
 }
 
+impl From<mmlab_hugetlb::HugetlbError> for Outcome {
+    fn from(e: mmlab_hugetlb::HugetlbError) -> Outcome {
+        use mmlab_hugetlb::HugetlbError as H;
+        match e {
+            H::UnsupportedSize { .. } => Outcome::UnsupportedSize,
+            H::GiganticOvercommit { .. } => Outcome::GiganticOvercommit,
+            H::BadDemoteSize { .. } => Outcome::BadDemoteSize,
+            H::NoMemory => Outcome::NoMemory,
+            H::NotInUse { .. } => Outcome::NotInUse,
+            // A bug below hugetlb: always a violation.
+            H::Hvo(_) | H::Folio(_) | H::Free { .. } | H::Contig(_) => Outcome::Panic,
+        }
+    }
+}
+impl From<&mmlab_hugetlb::SysfsError> for Outcome {
+    fn from(e: &mmlab_hugetlb::SysfsError) -> Outcome {
+        use mmlab_hugetlb::SysfsError as S;
+        use mmlab_hugetlb::sysfs::ValueError as V;
+        match e {
+            S::NoSuchFile { .. } => Outcome::NoSuchFile,
+            S::ReadOnly { .. } => Outcome::ReadOnly,
+            S::Value { why: V::Range, .. } => Outcome::ValueRange,
+            S::Value { .. } => Outcome::BadValue,
+            S::Hugetlb(h) => Outcome::from(*h),
+        }
+    }
+}
+
 /// Kinds of violation (the shrinker keeps the kind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ViolationKind {
@@ -253,6 +313,9 @@ pub enum ViolationKind {
     PageTable,
     /// A check installed by a test.
     Hook,
+    /// hugetlb's counters disagree with its folios, or a write left the
+    /// pool other than the kernel's `set_max_huge_pages` would.
+    Hugetlb,
 }
 
 impl ViolationKind {
@@ -270,6 +333,7 @@ impl ViolationKind {
             ViolationKind::Panic => "panic",
             ViolationKind::PageTable => "page-table",
             ViolationKind::Hook => "hook",
+            ViolationKind::Hugetlb => "hugetlb",
         }
     }
 }

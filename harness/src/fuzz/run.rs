@@ -113,9 +113,19 @@ pub fn run_ops(
     let pa = boot_allocator(&b, setup)?;
     let vm = b.vmalloc(&pa);
     let percpu = PercpuAllocator::new();
+    // The buddy lists the end of the run compares with are those before
+    // hugetlb_init() grows the boot pools (`hugepages=`): the run ends with
+    // every pool empty.
+    let cpu0 = b.machine().cpu(0).map_err(|e| e.to_string())?;
+    pa.drain_all_pages(&cpu0);
+    drop(cpu0);
+    let boot_buddyinfo = pa.zone().nr_free_per_order();
+    let (ht, _) = b.hugetlb(&pa)?;
     let cpus = b.machine().all_cpus().map_err(|e| e.to_string())?;
     let opts = ExecOptions { fault_injection: setup.fault.is_some(), exclusive: true, lane: 0, lanes: 1 };
     let mut ex = Executor::new(&pa, &vm, &percpu, cpus, opts);
+    ex.set_boot_buddyinfo(boot_buddyinfo);
+    ex.set_hugetlb(ht);
     if let Some(h) = hook {
         ex.set_hook(h);
     }

@@ -310,6 +310,12 @@ impl<'a, 'm> Executor<'a, 'm> {
                     }
                 }
             }
+            Call::Vrealloc { area, size, gfp } => self.run_vrealloc(cpu_i, area, *size, *gfp),
+            Call::HugetlbStore { .. }
+            | Call::HugetlbReserve { .. }
+            | Call::HugetlbUnreserve { .. }
+            | Call::AllocHugetlbFolio { .. }
+            | Call::FreeHugeFolio { .. } => self.run_hugetlb(cpu_i, &op.call),
             Call::Check => (Outcome::Ok, String::new()),
         }
     }

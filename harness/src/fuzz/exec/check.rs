@@ -60,6 +60,7 @@ impl<'a, 'm> Executor<'a, 'm> {
         if let Err(e) = self.vm.check().and_then(|()| self.percpu.check(self.vm)) {
             return v(ViolationKind::VmallocCheck, e);
         }
+        self.check_hugetlb()?;
         for (h, o) in &self.handles {
             if let Obj::Pages(units) = o {
                 for u in units.iter().filter(|u| u.live) {
@@ -83,9 +84,18 @@ impl<'a, 'm> Executor<'a, 'm> {
         }
         let mem = self.m.memmap();
         let mut allocated = 0u64;
-        for pfn in (mem.start_pfn().0..mem.end_pfn().0).filter(|&p| mem.pfn_valid(Pfn(p))) {
-            if let PageExt::Alloc(o, _) = self.m.page(Pfn(pfn)).ext() {
+        // A head's tails are skipped (as PFN walkers skip a compound page):
+        // the tail struct pages of an HVO-optimized folio read as copies of
+        // the head page's vmemmap page, fake heads.
+        let mut pfn = mem.start_pfn().0;
+        while pfn < mem.end_pfn().0 {
+            if mem.pfn_valid(Pfn(pfn))
+                && let PageExt::Alloc(o, _) = self.m.page(Pfn(pfn)).ext()
+            {
                 allocated += 1 << o;
+                pfn += 1 << o;
+            } else {
+                pfn += 1;
             }
         }
         let free = self.pa.nr_free_pages();
@@ -111,12 +121,13 @@ impl<'a, 'm> Executor<'a, 'm> {
         // the page allocator's boot work, and the DMA pools' and percpu
         // chunk's pages of vmalloc's boot work (outside any area's pages).
         let boot = self.pa.boot_work().held_pages + self.vm.boot_work().pages_outside_areas();
-        if held + vmalloc + percpu + tables + boot != allocated {
+        let hugetlb = self.hugetlb_pages();
+        if held + vmalloc + percpu + tables + boot + hugetlb != allocated {
             return v(
                 ViolationKind::Conservation,
                 format!(
                     "allocated {allocated} != held {held} + vmalloc {vmalloc} + percpu {percpu} + page tables \
-                     {tables} + boot {boot}"
+                     {tables} + boot {boot} + hugetlb {hugetlb}"
                 ),
             );
         }
@@ -127,6 +138,9 @@ impl<'a, 'm> Executor<'a, 'm> {
     /// kvfree_rcu, purge the lazy areas and drain every pcp.
     pub fn release_all(&mut self) -> Result<(), Violation> {
         let v = |kind, message| Err(Violation { kind, op_index: None, op_name: None, message });
+        if let Err(e) = self.release_hugetlb() {
+            return v(ViolationKind::FinalState, format!("hugetlb at the end: {e}"));
+        }
         let handles: Vec<(Handle, Obj)> = self.handles.iter().map(|(h, o)| (*h, o.clone())).collect();
         let cpu = &self.cpus[0];
         for (h, o) in handles {
@@ -188,7 +202,9 @@ impl<'a, 'm> Executor<'a, 'm> {
         let mut vmalloc = 0u64;
         self.vm.for_each_area(|a| vmalloc += a.pages.len() as u64);
         // What the boot's own allocations hold stays (boot.state=real).
-        let boot = self.pa.boot_work().held_pages + self.vm.boot_work().pages_outside_areas();
+        // And the vmemmap pages HVO allocated to restore folios (the pools
+        // are empty now).
+        let boot = self.pa.boot_work().held_pages + self.vm.boot_work().pages_outside_areas() + self.hugetlb_pages();
         let free = self.pa.nr_free_pages() as u64;
         let managed = self.pa.managed_pages();
         if self.pa.pcp_pages() != 0 || free + tables + vmalloc + boot != managed {

@@ -12,7 +12,7 @@
 mod allowed;
 
 pub(super) use allowed::Expect;
-use allowed::{errors, only, skipped, succeeds};
+pub(super) use allowed::{errors, only, skipped, succeeds};
 
 use super::{Executor, Obj, SCRATCH_SLOT, Unit, scratch_slot};
 use crate::fuzz::op::{Call, Handle, HandleKind, Op, Ref, Sysctl};
@@ -41,7 +41,7 @@ impl<'a, 'm> Executor<'a, 'm> {
 
     /// Acceptable outcomes of a call on an area address. `kind` is the
     /// handle kind the call frees; `op` names the call.
-    fn area_expect(&self, r: &Ref, kind: HandleKind) -> Expect {
+    pub(super) fn area_expect(&self, r: &Ref, kind: HandleKind) -> Expect {
         let Some(addr) = self.area_addr(r) else { return skipped() };
         let h = r.handle();
         let obj = h.and_then(|h| self.handles.get(&h));
@@ -53,7 +53,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                     Obj::Vmap { .. } => HandleKind::Vmap,
                     Obj::MapRam { .. } => HandleKind::MapRam,
                     Obj::Percpu { .. } => HandleKind::Percpu,
-                    Obj::Pages(_) | Obj::Table { .. } => return skipped(),
+                    Obj::Pages(_) | Obj::Table { .. } | Obj::HugeFolio { .. } | Obj::Resv { .. } => return skipped(),
                 };
                 if right == kind {
                     only(Outcome::Ok)
@@ -268,6 +268,12 @@ impl<'a, 'm> Executor<'a, 'm> {
                     succeeds(&[O::Ok, O::NoMemory])
                 }
             }
+            Call::Vrealloc { area, size, .. } => self.expect_vrealloc(area, *size),
+            Call::HugetlbStore { .. }
+            | Call::HugetlbReserve { .. }
+            | Call::HugetlbUnreserve { .. }
+            | Call::AllocHugetlbFolio { .. }
+            | Call::FreeHugeFolio { .. } => self.expect_hugetlb(&op.call),
             Call::UnmapRange { map } => {
                 let (h, k) = match *map {
                     Ref::Whole(h) => (h, 0),

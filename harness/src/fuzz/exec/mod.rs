@@ -50,6 +50,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 mod call;
 mod check;
 mod expect;
+mod hugetlb;
+mod vrealloc;
 
 /// One block of pages the fuzzer holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +90,18 @@ enum Obj {
         va: u64,
         pa: u64,
         pages: u64,
+        live: bool,
+    },
+    /// A hugetlb folio handed out by alloc_hugetlb_folio.
+    HugeFolio {
+        folio: mmlab_vmemmap::Folio,
+        size: mmlab_hugetlb::HugePageSize,
+        live: bool,
+    },
+    /// A hugetlb reservation and its pages not yet consumed.
+    Resv {
+        size: mmlab_hugetlb::HugePageSize,
+        left: u64,
         live: bool,
     },
 }
@@ -242,6 +256,8 @@ pub struct Executor<'a, 'm> {
     outcomes_tally: Tally,
     hook: Option<Hook>,
     ops_run: usize,
+    /// hugetlb, when the machine brings it up (not in `--threads` runs).
+    hugetlb: Option<mmlab_hugetlb::Hugetlb<'a, 'm>>,
 }
 
 impl std::fmt::Debug for Executor<'_, '_> {
@@ -336,12 +352,18 @@ impl<'a, 'm> Executor<'a, 'm> {
             outcomes_tally: Tally::default(),
             hook: None,
             ops_run: 0,
+            hugetlb: None,
         }
     }
 
     /// The counts per call and per outcome so far.
     pub fn coverage(&self) -> Coverage {
         Coverage { ops: self.ops_tally.to_map(), outcomes: self.outcomes_tally.to_map() }
+    }
+
+    /// Give the executor hugetlb (its calls are skipped without it).
+    pub fn set_hugetlb(&mut self, ht: mmlab_hugetlb::Hugetlb<'a, 'm>) {
+        self.hugetlb = Some(ht);
     }
 
     /// Install a test-only check run after every op.
@@ -479,7 +501,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                 match self.handles.get(&h)? {
                     Obj::Vmalloc { addr, .. } | Obj::Vmap { addr, .. } | Obj::MapRam { addr, .. } => Some(addr + off),
                     Obj::Percpu { ptr, .. } => Some(ptr + off),
-                    Obj::Pages(_) | Obj::Table { .. } => None,
+                    Obj::Pages(_) | Obj::Table { .. } | Obj::HugeFolio { .. } | Obj::Resv { .. } => None,
                 }
             }
             Ref::Unit(..) => None,
@@ -494,7 +516,9 @@ impl<'a, 'm> Executor<'a, 'm> {
                 | Obj::Vmap { live, .. }
                 | Obj::MapRam { live, .. }
                 | Obj::Percpu { live, .. }
-                | Obj::Table { live, .. },
+                | Obj::Table { live, .. }
+                | Obj::HugeFolio { live, .. }
+                | Obj::Resv { live, .. },
             ) => *live,
             None => false,
         }
@@ -512,7 +536,8 @@ impl<'a, 'm> Executor<'a, 'm> {
         // period ended: a legitimate change even when the call is refused.
         let snap_ok = self.opts.exclusive
             && must_not_change
-            && !(matches!(op.call, Call::Vfree { .. } | Call::FreePercpu { .. }) && self.vm.kvfree_pending() > 0);
+            && !(matches!(op.call, Call::Vfree { .. } | Call::FreePercpu { .. } | Call::Vrealloc { .. })
+                && self.vm.kvfree_pending() > 0);
         let before = if snap_ok { Some(self.snapshot()) } else { None };
         let free_before = self.pa.nr_free_pages();
         let r = catch_unwind(AssertUnwindSafe(|| self.run(op)));

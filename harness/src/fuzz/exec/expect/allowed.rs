@@ -13,21 +13,21 @@ pub(in crate::fuzz::exec) struct Expect {
 }
 
 /// Exactly `o`; nothing may change if it is an error.
-pub(super) fn only(o: Outcome) -> Expect {
+pub(in crate::fuzz::exec) fn only(o: Outcome) -> Expect {
     Expect { allowed: vec![o], must_not_change: o.is_error() }
 }
 
 /// One of the errors `v`; nothing may change.
-pub(super) fn errors(v: &[Outcome]) -> Expect {
+pub(in crate::fuzz::exec) fn errors(v: &[Outcome]) -> Expect {
     Expect { allowed: v.to_vec(), must_not_change: true }
 }
 
 /// One of `v`, at least one a success.
-pub(super) fn succeeds(v: &[Outcome]) -> Expect {
+pub(in crate::fuzz::exec) fn succeeds(v: &[Outcome]) -> Expect {
     Expect { allowed: v.to_vec(), must_not_change: false }
 }
 
 /// The call is not run.
-pub(super) fn skipped() -> Expect {
+pub(in crate::fuzz::exec) fn skipped() -> Expect {
     Expect { allowed: vec![Outcome::Skipped], must_not_change: false }
 }
