@@ -27,14 +27,16 @@
 //!
 //! `max_huge_pages` of both sizes follows the pages moved.
 //!
-//! Reserved pages stay: 6.12's `demote_store()` checks that a free page is
-//! not reserved (`free - resv > 0`) but then asks `demote_pool_huge_page()`
-//! for all `nr_demote` pages, which takes them off the free list whether
-//! reserved or not; with one page available and two asked for, both go
-//! and `resv_hugepages` exceeds `free_hugepages`, so a fault that holds a
-//! reservation finds no page (found by `mmlab fuzz`'s hstate invariant).
-//! 6.11's loop took one page per check and never did. mmlab takes at most
-//! the available pages per call, in both releases.
+//! Reserved pages are not safe in 6.12 (a kernel defect, modelled as it
+//! is): `demote_store()` checks that some free page is not reserved
+//! (`free - resv > 0`) but then asks `demote_pool_huge_page()` for all
+//! `nr_demote` pages, which takes them off the free list whether reserved
+//! or not. With one page available and two asked for, both go and
+//! `resv_hugepages` exceeds `free_hugepages`: a fault that holds a
+//! reservation then finds no page. 7.2's `mm/hugetlb_sysfs.c` still does
+//! this. 6.11's loop took one page per check and never did. `mmlab fuzz`
+//! found it with its hstate invariant and steers around it (see
+//! `harness/src/fuzz/exec/hugetlb.rs`).
 
 use crate::config::DemoteBatching;
 use crate::error::HugetlbError;
@@ -101,13 +103,12 @@ impl<'m> Hugetlb<'_, 'm> {
         nr: u64,
     ) -> Result<(u64, bool), HugetlbError> {
         self.counts.demote_calls += 1;
-        // At most the free pages no reservation holds (module docs).
-        let available = self.hstate_of(src).available_huge_pages();
+        // 6.12 asks for every page still to demote, reserved or not
+        // (module docs).
         let take = match self.cfg.demote {
             DemoteBatching::V6_11 => 1,
             DemoteBatching::V6_12 => nr,
-        }
-        .min(available);
+        };
         let mut list = Vec::new();
         while (list.len() as u64) < take {
             let Some(folio) = self.h(src).remove_pool_hugetlb_folio(false) else { break };

@@ -229,39 +229,22 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
         let (out, ops) = if a.threads > 1 {
             (run_threads(&setup, &gcfg, a.ops, a.threads, deadline)?, Vec::new())
         } else {
-            let mut rng = Xoshiro256StarStar::seed_from_u64(seed);
-            let mut genr = Generator::new(gcfg.clone());
-            let mut ops: Vec<Op> = Vec::new();
-            let nops = a.ops;
             let base_ops = total_ops;
-            let out = run::run_ops(
-                &setup,
-                &mut |i| {
-                    if i as u64 >= nops || (i > 0 && i % 1024 == 0 && deadline.is_some_and(|d| Instant::now() >= d)) {
-                        return None;
-                    }
-                    let op = genr.next_op(&mut rng)?;
-                    ops.push(op.clone());
-                    Some(op)
-                },
-                None,
-                &mut |i, op, res| {
-                    seen_ops.bump(op.name());
-                    seen_outcomes.bump(res.outcome.name());
-                    if i % 4096 == 0 && last_progress.elapsed() >= Duration::from_secs(1) {
-                        last_progress = Instant::now();
-                        let done = base_ops + i as u64;
-                        eprintln!(
-                            "mmlab fuzz: seed {seed} op {i}: {done} ops, {:.0} ops/s, {violations} violations, \
-                             coverage {} calls {} outcomes",
-                            done as f64 / t0.elapsed().as_secs_f64(),
-                            seen_ops.len(),
-                            seen_outcomes.len()
-                        );
-                    }
-                },
-            )?;
-            (out, ops)
+            run::run_seed(&setup, &gcfg, a.ops, deadline, &mut |i, op, res| {
+                seen_ops.bump(op.name());
+                seen_outcomes.bump(res.outcome.name());
+                if i % 4096 == 0 && last_progress.elapsed() >= Duration::from_secs(1) {
+                    last_progress = Instant::now();
+                    let done = base_ops + i as u64;
+                    eprintln!(
+                        "mmlab fuzz: seed {seed} op {i}: {done} ops, {:.0} ops/s, {violations} violations, \
+                         coverage {} calls {} outcomes",
+                        done as f64 / t0.elapsed().as_secs_f64(),
+                        seen_ops.len(),
+                        seen_outcomes.len()
+                    );
+                }
+            })?
         };
         seeds_run += 1;
         total_ops += out.ops_run;
@@ -415,6 +398,7 @@ fn run_threads(
                         }
                         let Some(op) = genr.next_op(&mut rng) else { break };
                         let r: StepResult = ex.step(i, &op);
+                        genr.observe(&op, r.bound);
                         out.ops_run += 1;
                         if let Some(v) = r.violation {
                             out.violation = Some(v);

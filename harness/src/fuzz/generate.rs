@@ -204,6 +204,60 @@ impl Generator {
         }
     }
 
+    /// Follow what the executor did with `op`, the op this generator made
+    /// last: a handle the call did not bind (the allocation failed) leaves
+    /// the model, with the pages it counted and the reservation page a
+    /// failed fault took; an `alloc_pages_bulk` that filled `n` of its
+    /// pages keeps `n` units. Without it, every later call on such a handle
+    /// is skipped (`decode_with`, which runs no executor, has no feedback).
+    pub fn observe(&mut self, op: &Op, bound: Option<usize>) {
+        let Some(h) = op.binds() else { return };
+        match (&op.call, bound) {
+            (Call::AllocPagesBulk { .. }, Some(n)) => {
+                if let Some(p) = self.pages.iter_mut().rev().find(|p| p.h == h)
+                    && n < p.units.len()
+                {
+                    self.live_pages -= (p.units.len() - n) as u64;
+                    p.units.truncate(n);
+                }
+            }
+            (_, Some(_)) => {}
+            (call, None) => self.forget(call, h),
+        }
+    }
+
+    /// Drop `h`, which `call` did not bind, from the model.
+    fn forget(&mut self, call: &Call, h: Handle) {
+        match call {
+            Call::AllocPages { .. } | Call::AllocPagesBulk { .. } => {
+                if let Some(i) = self.pages.iter().rposition(|p| p.h == h) {
+                    let p = self.pages.remove(i);
+                    self.live_pages -= p.units.iter().filter(|u| u.2).map(|u| 1u64 << u.0).sum::<u64>();
+                }
+            }
+            Call::Vmalloc { .. } | Call::Vzalloc { .. } | Call::VmallocHuge { .. } | Call::VmallocNode { .. } => {
+                if let Some(i) = self.vmallocs.iter().rposition(|v| v.0 == h) {
+                    let (_, size) = self.vmallocs.remove(i);
+                    self.live_pages -= size.div_ceil(PAGE_SIZE);
+                }
+            }
+            Call::Vmap { .. } => self.vmaps.retain(|v| *v != h),
+            Call::VmMapRam { .. } => self.maprams.retain(|v| v.0 != h),
+            Call::AllocPercpu { .. } => self.percpus.retain(|v| *v != h),
+            Call::MapRange { .. } => self.tables.retain(|v| v.0 != h),
+            Call::HugetlbReserve { .. } => self.layers.resv.retain(|v| v.0 != h),
+            Call::AllocHugetlbFolio { resv, .. } => {
+                self.layers.folios.retain(|v| *v != h);
+                if let Some(r) = resv
+                    && let Some(v) = self.layers.resv.iter_mut().find(|v| v.0 == *r)
+                {
+                    v.2 += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn handle(&mut self, kind: HandleKind) -> Handle {
         let h = Handle { kind, id: self.next_id };
         self.next_id += 1;

@@ -18,10 +18,12 @@
 //! on a fresh machine; a time budget bounds the whole.
 
 use super::exec::{Coverage, ExecOptions, Executor, Hook, StepResult};
+use super::generate::{GenConfig, Generator};
 use super::op::{Call, Op};
 use super::oracle::{Outcome, Violation};
 use super::replay::Replay;
 use crate::stack::Stack;
+use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::{Gfp, MachineConfig, PAGE_SIZE};
 use mmlab_pcp::{FaultAttr, PageAllocator};
 use mmlab_vmalloc::percpu::PercpuAllocator;
@@ -102,10 +104,14 @@ pub fn boot_allocator<'m>(b: &'m Stack, setup: &Setup) -> Result<PageAllocator<'
 }
 
 /// Run ops from `next` on a fresh machine (see the module documentation).
-/// `on_step` sees each op and its result.
+/// `next(i, last)` makes op `i` knowing the result of op `i - 1` (a
+/// generator follows it: [`Generator::observe`]); `on_step` sees each op
+/// and its result.
+///
+/// [`Generator::observe`]: crate::fuzz::generate::Generator::observe
 pub fn run_ops(
     setup: &Setup,
-    next: &mut dyn FnMut(usize) -> Option<Op>,
+    next: &mut dyn FnMut(usize, Option<&StepResult>) -> Option<Op>,
     hook: Option<Hook>,
     on_step: &mut dyn FnMut(usize, &Op, &StepResult),
 ) -> Result<RunOutcome, String> {
@@ -131,12 +137,13 @@ pub fn run_ops(
     }
     let mut out = RunOutcome::default();
     let mut i = 0;
-    while let Some(op) = next(i) {
-        let r = ex.step(i, &op);
+    let mut last: Option<StepResult> = None;
+    while let Some(op) = next(i, last.as_ref()) {
+        let mut r = ex.step(i, &op);
         on_step(i, &op, &r);
         out.outcomes.push(r.outcome);
         out.ops_run += 1;
-        if let Some(v) = r.violation {
+        if let Some(v) = r.violation.take() {
             out.violation = Some(v);
             out.coverage = ex.coverage();
             return Ok(out);
@@ -151,15 +158,52 @@ pub fn run_ops(
             out.coverage = ex.coverage();
             return Ok(out);
         }
+        last = Some(r);
     }
     out.violation = ex.finish().err();
     out.coverage = ex.coverage();
     Ok(out)
 }
 
+/// Run `nops` generated ops of `setup.seed` (fewer if `deadline` passes),
+/// the generator following each result ([`Generator::observe`]): what
+/// `mmlab fuzz` runs per seed. Returns the outcome and the ops run.
+///
+/// # Errors
+/// The machine failing to boot.
+pub fn run_seed(
+    setup: &Setup,
+    gcfg: &GenConfig,
+    nops: u64,
+    deadline: Option<Instant>,
+    on_step: &mut dyn FnMut(usize, &Op, &StepResult),
+) -> Result<(RunOutcome, Vec<Op>), String> {
+    let mut rng = Xoshiro256StarStar::seed_from_u64(setup.seed);
+    let mut genr = Generator::new(gcfg.clone());
+    let mut ops: Vec<Op> = Vec::new();
+    let out = run_ops(
+        setup,
+        &mut |i, last| {
+            if let (Some(op), Some(r)) = (ops.last(), last) {
+                genr.observe(op, r.bound);
+            }
+            let stop = i as u64 >= nops || (i > 0 && i % 1024 == 0 && deadline.is_some_and(|d| Instant::now() >= d));
+            if stop {
+                return None;
+            }
+            let op = genr.next_op(&mut rng)?;
+            ops.push(op.clone());
+            Some(op)
+        },
+        None,
+        on_step,
+    )?;
+    Ok((out, ops))
+}
+
 /// Run a fixed list.
 pub fn run_list(setup: &Setup, ops: &[Op], hook: Option<Hook>) -> Result<RunOutcome, String> {
-    run_ops(setup, &mut |i| ops.get(i).cloned(), hook, &mut |_, _, _| {})
+    run_ops(setup, &mut |i, _| ops.get(i).cloned(), hook, &mut |_, _, _| {})
 }
 
 /// Run a fixed list, showing each step to `on_step`.
@@ -168,7 +212,7 @@ pub fn run_list_with(
     ops: &[Op],
     on_step: &mut dyn FnMut(usize, &Op, &StepResult),
 ) -> Result<RunOutcome, String> {
-    run_ops(setup, &mut |i| ops.get(i).cloned(), None, on_step)
+    run_ops(setup, &mut |i, _| ops.get(i).cloned(), None, on_step)
 }
 
 /// Drop ops that use a handle no op before them binds (repeat until none).

@@ -27,6 +27,11 @@
 //! fail with `NoMemory`. `free_huge_folio` of a folio handed out must
 //! succeed; of one already freed it is `NotInUse`.
 //!
+//! One known kernel defect is steered around: under `hugetlb.demote=v6.12`
+//! (7.2's) a `demote` write of more than the free unreserved pages, when
+//! there are some, takes reserved pages too and leaves `resv > free` (hugetlb/src/demote.rs), so
+//! such a write is skipped. `hugetlb.demote=v6.11` runs every write.
+//!
 //! # The invariants (what CONFIG_DEBUG_VM and the hstate accounting imply)
 //!
 //! Per hstate: `free_hugepages` is the length of the free list;
@@ -122,6 +127,19 @@ impl<'a, 'm> Executor<'a, 'm> {
         let free_handle = |h: &Handle| !self.is_live(*h);
         match call {
             Call::HugetlbStore { size, attr, value } => match store_outcome(*size, *attr, value) {
+                // 6.12's demote of more than the unreserved free pages takes
+                // reserved ones (a kernel defect, hugetlb/src/demote.rs):
+                // steered around, as a fuzzer suppresses a known bug.
+                Outcome::Ok
+                    if *attr == HstateAttr::Demote
+                        && ht.config().demote == mmlab_hugetlb::DemoteBatching::V6_12
+                        && kstrtoul_outcome(value).is_ok_and(|n| {
+                            let available = ht.hstate_of(*size).available_huge_pages();
+                            available > 0 && n > available
+                        }) =>
+                {
+                    skipped()
+                }
                 Outcome::Ok if *attr == HstateAttr::Demote => succeeds(&[Outcome::Ok, Outcome::NoMemory]),
                 Outcome::Ok => succeeds(&[Outcome::Ok]),
                 o => only(o),

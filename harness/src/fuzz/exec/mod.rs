@@ -215,6 +215,13 @@ pub struct StepResult {
     /// Details for `mmlab replay` (the address or pfn, the error text).
     pub detail: String,
     pub violation: Option<Violation>,
+    /// How many units the handle the op binds holds after it (1 for a
+    /// handle that is not pages; `alloc_pages_bulk` may fill fewer pages
+    /// than asked); None when the op binds nothing or the call failed.
+    /// The generator's model follows it ([`Generator::observe`]).
+    ///
+    /// [`Generator::observe`]: crate::fuzz::generate::Generator::observe
+    pub bound: Option<usize>,
 }
 
 /// Options of an executor.
@@ -530,7 +537,7 @@ impl<'a, 'm> Executor<'a, 'm> {
         self.ops_tally.bump(op.name());
         if allowed == [Outcome::Skipped] {
             self.outcomes_tally.bump(Outcome::Skipped.name());
-            return StepResult { outcome: Outcome::Skipped, detail: String::new(), violation: None };
+            return StepResult { outcome: Outcome::Skipped, detail: String::new(), violation: None, bound: None };
         }
         // vfree and kvfree_rcu first free kvfree_rcu objects whose grace
         // period ended: a legitimate change even when the call is refused.
@@ -622,7 +629,17 @@ impl<'a, 'm> Executor<'a, 'm> {
                 e
             });
         }
-        StepResult { outcome, detail, violation }
+        let bound = op.binds().and_then(|h| self.bound_units(h));
+        StepResult { outcome, detail, violation, bound }
+    }
+
+    /// The number of units a live handle holds (1 when it is not pages).
+    fn bound_units(&self, h: Handle) -> Option<usize> {
+        match self.handles.get(&h)? {
+            Obj::Pages(units) => Some(units.len()),
+            _ if self.is_live(h) => Some(1),
+            _ => None,
+        }
     }
 
     fn bind(&mut self, h: Handle, o: Obj) {
