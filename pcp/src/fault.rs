@@ -26,11 +26,24 @@
 //! whatever it took before, which is what the error paths under test have
 //! to get right.
 //!
-//! Fidelity: faithful attributes, filters and order of checks. Simplified:
-//! the random draw comes from a seeded xoshiro256** stream of this attribute
-//! (the kernel's `get_random_u32_below(100)`), so the same seed fails the
-//! same allocations on every host; the per-task filter (`make-it-fail`),
-//! `fail-nth` and the stack-trace filter are not modelled.
+//! Before all of these, `fail-nth` (`/proc/self/task/<tid>/fail-nth`,
+//! checked first by `should_fail_ex()`): while the task's countdown is
+//! armed, each request that passed the filters counts it down and the one
+//! that reaches zero fails, whatever the attributes say; the random path is
+//! not consulted meanwhile. With `probability` 0 only fail-nth fails
+//! anything: how syzkaller reproduces one chosen failure, and how
+//! `mmlab replay` reproduces the failures a fuzz run injected.
+//!
+//! Fidelity: faithful attributes, filters, fail-nth and order of checks.
+//! Simplified: the random draw comes from a seeded xoshiro256** stream of
+//! this attribute (the kernel's `get_random_u32_below(100)`), so the same
+//! seed fails the same allocations on every host; one task (mmlab's CPUs
+//! are one caller), so fail-nth is the allocator's; the per-task filter
+//! (`make-it-fail`) and the stack-trace filter are not modelled.
+//! Instrumented: a list of fail-nth values (one write each, in turn: each
+//! counts from the request after the previous one failed), the number of
+//! requests that passed the filters, and the log of which of them failed
+//! ([`crate::PageAllocator::take_fail_page_alloc_log`]).
 
 use mmlab_engine::Gfp;
 use mmlab_engine::rng::Xoshiro256StarStar;
@@ -121,6 +134,12 @@ struct FaultState {
     /// Failures injected so far.
     injected: u64,
     rng: Xoshiro256StarStar,
+    /// Requests that passed the filters (numbered from 1).
+    filtered: u64,
+    /// Which of them failed, oldest first (taken by the caller).
+    log: Vec<u64>,
+    /// fail-nth countdowns still to run, the next one last.
+    nth: Vec<u64>,
 }
 
 impl FailPageAlloc {
@@ -142,6 +161,9 @@ impl FailPageAlloc {
             count: 0,
             injected: 0,
             rng: Xoshiro256StarStar::seed_from_u64(attr.seed),
+            filtered: 0,
+            log: Vec::new(),
+            nth: Vec::new(),
         });
         self.armed.store(st.is_some(), Relaxed);
         Ok(())
@@ -150,6 +172,21 @@ impl FailPageAlloc {
     /// Failures injected since the attributes were set.
     pub(crate) fn injected(&self) -> u64 {
         self.state.lock().as_ref().map_or(0, |s| s.injected)
+    }
+
+    /// Write `nth` to fail-nth, one value after another (0s are ignored, as
+    /// the kernel's write of 0 disarms); replaces what was pending.
+    /// Nothing happens while disarmed.
+    pub(crate) fn set_fail_nth(&self, nth: &[u32]) {
+        if let Some(s) = self.state.lock().as_mut() {
+            s.nth = nth.iter().rev().filter(|&&n| n > 0).map(|&n| u64::from(n)).collect();
+        }
+    }
+
+    /// Requests that passed the filters, and the failures logged since the
+    /// last call (their numbers among those requests, oldest first).
+    pub(crate) fn take_log(&self) -> (u64, Vec<u64>) {
+        self.state.lock().as_mut().map_or((0, Vec::new()), |s| (s.filtered, std::mem::take(&mut s.log)))
     }
 
     /// `should_fail_alloc_page()`: false at the cost of one relaxed load
@@ -176,8 +213,17 @@ impl FailPageAlloc {
         if a.ignore_gfp_reclaim && gfp.contains(Gfp::__GFP_DIRECT_RECLAIM) {
             return false;
         }
-        // should_fail_ex(): probability 0 short-cuts everything, then
-        // times, space, interval, probability.
+        s.filtered += 1;
+        // should_fail_ex(): fail-nth first, then probability 0 short-cuts
+        // everything, then times, space, interval, probability.
+        if let Some(n) = s.nth.last_mut() {
+            *n -= 1;
+            if *n > 0 {
+                return false;
+            }
+            s.nth.pop();
+            return s.inject();
+        }
         if a.probability == 0 || s.times == 0 {
             return false;
         }
@@ -196,10 +242,18 @@ impl FailPageAlloc {
         if u64::from(a.probability) <= s.rng.below(100) {
             return false;
         }
-        if s.times > 0 {
-            s.times -= 1;
+        s.inject()
+    }
+}
+
+impl FaultState {
+    /// should_fail_ex()'s `fail:` exit: spend one of `times`, count, log.
+    fn inject(&mut self) -> bool {
+        if self.times > 0 {
+            self.times -= 1;
         }
-        s.injected += 1;
+        self.injected += 1;
+        self.log.push(self.filtered);
         true
     }
 }
@@ -264,6 +318,32 @@ mod tests {
         f.set(Some(FaultAttr { times: 2, ..always() })).unwrap();
         assert_eq!(run(&f, Gfp::GFP_ATOMIC, 0, 3), [true, true, false], "times starts again");
         assert_eq!(f.injected(), 2);
+    }
+
+    #[test]
+    fn fail_nth_fails_the_nth_filtered_request_before_the_attributes() {
+        // probability 0: only fail-nth fails; filtered requests don't count.
+        let f = armed(FaultAttr { probability: 0, times: -1, ..always() });
+        f.set_fail_nth(&[3, 1]);
+        assert!(!f.should_fail_alloc_page(Gfp::GFP_ATOMIC | Gfp::__GFP_NOFAIL, 0), "filtered: not counted");
+        assert_eq!(run(&f, Gfp::GFP_ATOMIC, 0, 5), [false, false, true, true, false]);
+        assert_eq!(f.take_log(), (5, vec![3, 4]));
+        assert_eq!(f.take_log(), (5, vec![]), "the log is taken");
+        // While counting down, the random path is not consulted: always()
+        // would fail every request.
+        let f = armed(always());
+        f.set_fail_nth(&[2]);
+        assert_eq!(run(&f, Gfp::GFP_ATOMIC, 0, 3), [false, true, true]);
+        // A fail-nth failure spends `times`, as the kernel's fail: exit does.
+        let f = armed(FaultAttr { probability: 0, times: 1, ..always() });
+        f.set_fail_nth(&[1, 1]);
+        assert_eq!(run(&f, Gfp::GFP_ATOMIC, 0, 2), [true, true]);
+        assert_eq!(f.injected(), 2);
+        // Disarmed: nothing pending, nothing counted.
+        let f = FailPageAlloc::default();
+        f.set_fail_nth(&[1]);
+        assert_eq!(run(&f, Gfp::GFP_ATOMIC, 0, 2), [false, false]);
+        assert_eq!(f.take_log(), (0, vec![]));
     }
 
     #[test]

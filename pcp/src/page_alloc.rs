@@ -413,6 +413,19 @@ impl<'m> PageAllocator<'m> {
     pub fn fail_page_alloc_injected(&self) -> u64 {
         self.fail_page_alloc.injected()
     }
+    /// Write fail-nth (`/proc/self/task/<tid>/fail-nth`): of the requests that pass
+    /// fail_page_alloc's filters from now on, fail the `nth[0]`-th, then
+    /// the `nth[1]`-th after it, and so on. Does nothing while disarmed.
+    pub fn set_fail_nth(&self, nth: &[u32]) {
+        self.fail_page_alloc.set_fail_nth(nth);
+    }
+    /// The number of requests that passed fail_page_alloc's filters since
+    /// it was armed, and which of them failed since the last call (their
+    /// numbers, oldest first): what a fuzzer records to replay the same
+    /// failures with fail-nth.
+    pub fn take_fail_page_alloc_log(&self) -> (u64, Vec<u64>) {
+        self.fail_page_alloc.take_log()
+    }
 
     /// Whether `cpu` is a handle of another machine. Every entry point that
     /// takes a CPU refuses such a handle before touching per-cpu data:

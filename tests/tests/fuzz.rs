@@ -86,6 +86,7 @@ fn replay_round_trips() {
     let mut r = s.replay(generate(3, 2000));
     r.comments.push("a comment".into());
     r.ops[5].expect = Some("DoubleFree".into());
+    r.ops[6].fail_nth = vec![3, 1];
     let text = r.to_string();
     let back = Replay::parse(&text).unwrap();
     assert_eq!(back, r);
@@ -115,6 +116,54 @@ fn parse_errors_name_the_line() {
     let e = Replay::parse("format 2\n").unwrap_err();
     assert_eq!(e.line, 1, "{e}");
     assert!(Replay::parse("").is_err());
+    // fail_nth=: counts from 1, once, and only with fail_page_alloc armed.
+    let alloc = "cpu0 alloc_pages order=0 gfp=GFP_ATOMIC";
+    for bad in ["fail_nth=0", "fail_nth=", "fail_nth=1,,2", "fail_nth=-1", "fail_nth=1 fail_nth=2"] {
+        let e = Replay::parse(&format!("format 1\nfail_page_alloc probability=0\n{alloc} {bad} -> p1\n")).unwrap_err();
+        assert_eq!(e.line, 3, "{bad}: {e}");
+        assert!(e.message.contains("fail_nth"), "{bad}: {e}");
+    }
+    let e = Replay::parse(&format!("format 1\n{alloc} -> p1\n{alloc} fail_nth=1 -> p2\n")).unwrap_err();
+    assert_eq!(e.line, 3, "{e}");
+    assert!(e.message.contains("fail_page_alloc"), "{e}");
+}
+
+/// A fault-injection run records each injected failure in its op as
+/// `fail_nth=`; with the random path off (`probability=0`) the ops replay
+/// the same outcomes, and a list with ops removed still fails the same
+/// requests of the ops it keeps, where the random stream would move.
+#[test]
+fn injected_failures_are_recorded_and_replay_exactly() {
+    let n = mmlab_tests::scale(3000) as usize;
+    let mut s = setup(11, 1000);
+    s.fault = Some(parse_fault_attr("probability=20,interval=1,times=-1,min-order=0,ignore-gfp-wait=0", 11).unwrap());
+    let (out, ops) = run_seed(&s, n);
+    assert_eq!(out.violation, None);
+    let failed_ops = ops.iter().filter(|op| !op.fail_nth.is_empty()).count();
+    assert!(failed_ops > 20, "{failed_ops} ops with injected failures");
+    assert_eq!(out.fail_nth.len(), failed_ops);
+    let recorded = s.with_recorded_failures();
+    assert_eq!(recorded.fault.unwrap().probability, 0);
+    let again = run(&recorded, &ops);
+    assert_eq!(again.outcomes, out.outcomes, "the recorded failures give the same run");
+    assert_eq!(again.fail_nth, out.fail_nth);
+    // Without the records, probability 0 fails nothing.
+    let bare: Vec<Op> = ops.iter().map(|op| Op { fail_nth: Vec::new(), ..op.clone() }).collect();
+    assert!(run(&recorded, &bare).fail_nth.is_empty());
+    // Drop the ops that bind nothing and use nothing (drains, sysctls,
+    // purges): every kept op with a record fails as it did.
+    let kept: Vec<(usize, Op)> =
+        ops.iter().cloned().enumerate().filter(|(_, op)| op.binds().is_some() || !op.uses().is_empty()).collect();
+    assert!(kept.len() < ops.len());
+    let short: Vec<Op> = kept.iter().map(|(_, op)| op.clone()).collect();
+    let r = run(&recorded, &short);
+    assert_eq!(r.violation, None);
+    for (j, (i, op)) in kept.iter().enumerate() {
+        if !op.fail_nth.is_empty() {
+            let at = r.fail_nth.iter().find(|(k, _)| *k == j).map(|(_, v)| v);
+            assert_eq!(at, Some(&op.fail_nth), "op {i} (`{op}`) kept as {j}");
+        }
+    }
 }
 
 const HAND_WRITTEN: &str = "\

@@ -329,6 +329,10 @@ fn write_violation(
     shrink: Option<Duration>,
 ) -> Result<PathBuf, String> {
     let n = ops.len();
+    // The failures the run injected are in the ops (fail_nth=); the replay
+    // and the shrinker make them that way, not from the random stream.
+    let recorded = setup.with_recorded_failures();
+    let setup = &recorded;
     let (ops, v) = match shrink {
         None => (ops, v.clone()),
         Some(time) => {
@@ -359,7 +363,14 @@ pub fn annotate(setup: &Setup, ops: Vec<Op>, v: &super::oracle::Violation) -> Re
         }
         kept.push(op);
     }
+    let recorded = kept.iter().any(|op| !op.fail_nth.is_empty());
     let mut r = setup.replay(kept);
+    if recorded {
+        r.comments.push(
+            "fail_page_alloc: the failures the run injected are the ops' fail_nth= (probability=0 makes no others)"
+                .to_string(),
+        );
+    }
     r.comments.push(format!("violation: {v}"));
     r.comments.push(format!("revision: {}", crate::compare::GIT_REV));
     r

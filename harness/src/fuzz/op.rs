@@ -279,6 +279,11 @@ pub struct Op {
     /// `expect=NAME`: the outcome the call must have ([`super::oracle::Outcome`]
     /// names: `Ok`, `DoubleFree`, ...). None: whatever the oracle allows.
     pub expect: Option<String>,
+    /// `fail_nth=N[,M...]`: with fail_page_alloc armed, fail the N-th
+    /// allocation request of this op that passes its filters (then the
+    /// M-th after that), as `/proc/self/task/<tid>/fail-nth` does; a fuzz
+    /// run records the failures it injected this way (empty: none).
+    pub fail_nth: Vec<u32>,
 }
 
 impl Op {
@@ -286,7 +291,7 @@ impl Op {
     /// it prints and parses back the same.
     pub fn new(cpu: usize, call: Call) -> Op {
         let cpu = if call == Call::Check { 0 } else { cpu };
-        Op { cpu, call, expect: None }
+        Op { cpu, call, expect: None, fail_nth: Vec::new() }
     }
 
     /// The kernel name of the call (also the coverage key).
@@ -462,6 +467,9 @@ impl fmt::Display for Op {
         if let Some(e) = &self.expect {
             write!(f, " expect={e}")?;
         }
+        for (i, n) in self.fail_nth.iter().enumerate() {
+            write!(f, "{}{n}", if i == 0 { " fail_nth=" } else { "," })?;
+        }
         if let Some(h) = self.binds() {
             write!(f, " -> {h}")?;
         }
@@ -624,6 +632,7 @@ pub fn parse_line(line: &str) -> Result<Op, ParseOpError> {
     };
     let mut a = Args { keys: Vec::new(), bare: Vec::new(), out };
     let mut expect = None;
+    let mut fail_nth = None;
     for w in rest {
         match w.split_once('=') {
             Some(("expect", v)) => {
@@ -631,6 +640,12 @@ pub fn parse_line(line: &str) -> Result<Op, ParseOpError> {
                     return err("`expect=` given twice");
                 }
                 expect = Some(check_expect(v)?.to_string());
+            }
+            Some(("fail_nth", v)) => {
+                if fail_nth.is_some() {
+                    return err("`fail_nth=` given twice");
+                }
+                fail_nth = Some(parse_fail_nth(v)?);
             }
             Some((k, v)) => {
                 if a.keys.iter().any(|(kk, _)| *kk == k) {
@@ -703,7 +718,26 @@ pub fn parse_line(line: &str) -> Result<Op, ParseOpError> {
     };
     a.finish()?;
     let cpu = if call == Call::Check { 0 } else { cpu };
-    Ok(Op { cpu, call, expect })
+    Ok(Op { cpu, call, expect, fail_nth: fail_nth.unwrap_or_default() })
+}
+
+/// The most fail_nth values one op may list.
+pub const MAX_FAIL_NTH: usize = 64;
+
+/// `fail_nth=3,1`: positive counts, comma-separated, at most
+/// [`MAX_FAIL_NTH`] of them.
+fn parse_fail_nth(v: &str) -> Result<Vec<u32>, ParseOpError> {
+    let mut out = Vec::new();
+    for w in v.split(',') {
+        let n = w.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| {
+            ParseOpError(format!("fail_nth={v}: `{w}` is not a count from 1 to {} (comma-separated)", u32::MAX))
+        })?;
+        out.push(n);
+    }
+    if out.len() > MAX_FAIL_NTH {
+        return err(format!("fail_nth={v}: {} values, at most {MAX_FAIL_NTH}", out.len()));
+    }
+    Ok(out)
 }
 
 /// The unused pages of a reservation to give back.

@@ -248,6 +248,16 @@ impl Replay {
             r.fault = Some(parse_fault_attr(&f, r.seed).map_err(|message| ReplayError { line, message })?);
         }
         r.check_sets(&set_lines)?;
+        if r.fault.is_none()
+            && let Some((_, &line)) = r.ops.iter().zip(&op_lines).find(|(op, _)| !op.fail_nth.is_empty())
+        {
+            return Err(ReplayError {
+                line,
+                message: "fail_nth= needs fail_page_alloc armed: add a `fail_page_alloc` line (probability=0 \
+                          fails only what fail_nth= names)"
+                    .to_string(),
+            });
+        }
         for (op, &line) in r.ops.iter().zip(&op_lines) {
             if op.cpu >= r.cpus {
                 let whose = match cpus_line {

@@ -55,6 +55,13 @@ impl Setup {
             ops,
         }
     }
+    /// This setup with fail_page_alloc's random path off (`probability=0`,
+    /// the other attributes and filters kept): the failures come only from
+    /// the ops' `fail_nth=`, as a run recorded them ([`run_seed`]), so a
+    /// shrunk list still fails the same requests of the ops it keeps.
+    pub fn with_recorded_failures(&self) -> Setup {
+        Setup { fault: self.fault.map(|a| FaultAttr { probability: 0, ..a }), ..self.clone() }
+    }
     pub fn from_replay(r: &Replay) -> Setup {
         Setup {
             mem: r.mem.clone(),
@@ -77,6 +84,9 @@ pub struct RunOutcome {
     pub coverage: Coverage,
     /// The outcome of every op run, in order.
     pub outcomes: Vec<Outcome>,
+    /// The ops during which fail_page_alloc injected failures: (op index,
+    /// its failures as `fail_nth=` counts).
+    pub fail_nth: Vec<(usize, Vec<u32>)>,
 }
 
 /// Boot the machine of `setup` (the allocator is booted by the caller, as
@@ -142,6 +152,9 @@ pub fn run_ops(
         let mut r = ex.step(i, &op);
         on_step(i, &op, &r);
         out.outcomes.push(r.outcome);
+        if !r.fail_nth.is_empty() {
+            out.fail_nth.push((i, std::mem::take(&mut r.fail_nth)));
+        }
         out.ops_run += 1;
         if let Some(v) = r.violation.take() {
             out.violation = Some(v);
@@ -167,7 +180,10 @@ pub fn run_ops(
 
 /// Run `nops` generated ops of `setup.seed` (fewer if `deadline` passes),
 /// the generator following each result ([`Generator::observe`]): what
-/// `mmlab fuzz` runs per seed. Returns the outcome and the ops run.
+/// `mmlab fuzz` runs per seed. Returns the outcome and the ops run, each
+/// with the failures fail_page_alloc injected into it as its `fail_nth=`
+/// (so that the ops replay the same with `probability=0`:
+/// [`Setup::with_recorded_failures`]).
 ///
 /// # Errors
 /// The machine failing to boot.
@@ -198,6 +214,11 @@ pub fn run_seed(
         None,
         on_step,
     )?;
+    for (i, nth) in &out.fail_nth {
+        if let Some(op) = ops.get_mut(*i) {
+            op.fail_nth.clone_from(nth);
+        }
+    }
     Ok((out, ops))
 }
 
@@ -319,9 +340,12 @@ pub fn shrink(
 /// Simpler variants of one op, simplest first.
 fn simpler(op: &Op) -> Vec<Op> {
     let mut v = Vec::new();
-    let with = |call: Call| Op { cpu: op.cpu, call, expect: op.expect.clone() };
+    let with = |call: Call| Op { cpu: op.cpu, call, expect: op.expect.clone(), fail_nth: op.fail_nth.clone() };
     if op.cpu != 0 {
         v.push(Op { cpu: 0, ..op.clone() });
+    }
+    if !op.fail_nth.is_empty() {
+        v.push(Op { fail_nth: Vec::new(), ..op.clone() });
     }
     match &op.call {
         Call::AllocPages { order, gfp, out } if *gfp != Gfp::GFP_KERNEL => {

@@ -222,6 +222,10 @@ pub struct StepResult {
     ///
     /// [`Generator::observe`]: crate::fuzz::generate::Generator::observe
     pub bound: Option<usize>,
+    /// The allocation failures fail_page_alloc injected during the op, as
+    /// the op's `fail_nth=` would make them again (empty: none, or fault
+    /// injection off, or other threads on the machine).
+    pub fail_nth: Vec<u32>,
 }
 
 /// Options of an executor.
@@ -537,7 +541,13 @@ impl<'a, 'm> Executor<'a, 'm> {
         self.ops_tally.bump(op.name());
         if allowed == [Outcome::Skipped] {
             self.outcomes_tally.bump(Outcome::Skipped.name());
-            return StepResult { outcome: Outcome::Skipped, detail: String::new(), violation: None, bound: None };
+            return StepResult {
+                outcome: Outcome::Skipped,
+                detail: String::new(),
+                violation: None,
+                bound: None,
+                fail_nth: Vec::new(),
+            };
         }
         // vfree and kvfree_rcu first free kvfree_rcu objects whose grace
         // period ended: a legitimate change even when the call is refused.
@@ -547,7 +557,16 @@ impl<'a, 'm> Executor<'a, 'm> {
                 && self.vm.kvfree_pending() > 0);
         let before = if snap_ok { Some(self.snapshot()) } else { None };
         let free_before = self.pa.nr_free_pages();
+        let record = self.opts.fault_injection && self.opts.exclusive;
+        let filtered_before = if record {
+            let (n, _) = self.pa.take_fail_page_alloc_log();
+            self.pa.set_fail_nth(&op.fail_nth);
+            n
+        } else {
+            0
+        };
         let r = catch_unwind(AssertUnwindSafe(|| self.run(op)));
+        let fail_nth = if record { self.injected_as_fail_nth(filtered_before) } else { Vec::new() };
         let (outcome, detail) = match r {
             Ok(x) => x,
             Err(p) => {
@@ -630,7 +649,23 @@ impl<'a, 'm> Executor<'a, 'm> {
             });
         }
         let bound = op.binds().and_then(|h| self.bound_units(h));
-        StepResult { outcome, detail, violation, bound }
+        StepResult { outcome, detail, violation, bound, fail_nth }
+    }
+
+    /// The failures injected since `filtered_before` requests had passed
+    /// fail_page_alloc's filters, as fail-nth counts (each from the request
+    /// after the previous failure); a pending countdown is cleared.
+    fn injected_as_fail_nth(&self, filtered_before: u64) -> Vec<u32> {
+        self.pa.set_fail_nth(&[]);
+        let (_, log) = self.pa.take_fail_page_alloc_log();
+        let mut prev = filtered_before;
+        log.into_iter()
+            .map(|at| {
+                let n = u32::try_from(at - prev).unwrap_or(u32::MAX);
+                prev = at;
+                n
+            })
+            .collect()
     }
 
     /// The number of units a live handle holds (1 when it is not pages).

@@ -107,7 +107,7 @@ mod tests {
             Call::FreeHugeFolio { folio: h(HandleKind::HugeFolio, 6) },
         ];
         for call in calls {
-            let op = Op { cpu: 2, call, expect: Some("Ok".into()) };
+            let op = Op { cpu: 2, call, expect: Some("Ok".into()), fail_nth: Vec::new() };
             let text = op.to_string();
             let back = parse_line(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(back, op, "{text}");
