@@ -390,7 +390,13 @@ fn run_threads(
     let vm = b.vmalloc(&pa);
     let percpu = PercpuAllocator::new();
     let boot_buddyinfo = pa.zone().nr_free_per_order();
-    let opts = ExecOptions { fault_injection: setup.fault.is_some(), exclusive: false, lane: 0, lanes: threads as u64 };
+    let opts = ExecOptions {
+        fault_injection: setup.fault.is_some(),
+        exclusive: false,
+        lane: 0,
+        lanes: threads as u64,
+        details: false,
+    };
     let results: Vec<Result<RunOutcome, String>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
             .map(|t| {

@@ -160,8 +160,6 @@ pub struct Generator {
     /// map_range mappings and the order of the block they map.
     tables: Vec<(Handle, u32)>,
     live_pages: u64,
-    /// A buffer `some_live_pages` reuses (unit positions).
-    scratch: Vec<(u32, u32)>,
     /// The model of the newer layers' calls (vrealloc, hugetlb).
     layers: LayerModel,
 }
@@ -199,7 +197,6 @@ impl Generator {
             dead_percpus: Vec::new(),
             tables: Vec::new(),
             live_pages: 0,
-            scratch: Vec::new(),
             layers: LayerModel::default(),
         }
     }
@@ -497,9 +494,7 @@ impl Generator {
         })
     }
 
-    // The three pickers below choose exactly what `pick` over the list of
-    // candidates would (same draws, same order), without building the list:
-    // they run for most ops.
+    // The pickers below build no list of candidates: they run for most ops.
 
     /// Index of a page handle with a live unit.
     fn live_page_index(&self, s: &mut dyn Source) -> Option<Option<usize>> {
@@ -521,29 +516,20 @@ impl Generator {
         Some(units.iter().enumerate().filter(|(_, u)| u.2).nth(k).map_or(0, |(u, _)| u))
     }
 
-    /// Up to `n` references to live units.
+    /// Up to `n` references to live units: each a live unit of a random
+    /// page handle (no list of every unit is built: vmap and vm_map_ram
+    /// run often enough that it cost more than the calls).
     fn some_live_pages(&mut self, s: &mut dyn Source, n: usize) -> Option<Vec<Ref>> {
-        let mut all = std::mem::take(&mut self.scratch);
-        all.clear();
-        for (i, p) in self.pages.iter().enumerate() {
-            all.extend(p.units.iter().enumerate().filter(|(_, u)| u.2).map(|(u, _)| (i as u32, u as u32)));
-        }
-        let mut out = Vec::new();
-        let mut r = Some(());
+        let mut out = Vec::with_capacity(n);
         for _ in 0..n {
-            let Some(pick) = pick(s, &all) else {
-                r = None;
-                break;
-            };
-            if let Some((i, u)) = pick {
-                let r = unit_ref(&self.pages[i as usize], u as usize);
-                if !out.contains(&r) {
-                    out.push(r);
-                }
+            let Some(i) = self.live_page_index(s)? else { break };
+            let u = self.pick_live_unit(s, i)?;
+            let r = unit_ref(&self.pages[i], u);
+            if !out.contains(&r) {
+                out.push(r);
             }
         }
-        self.scratch = all;
-        r.map(|()| out)
+        Some(out)
     }
 
     /// A wrong call of `kind`, or None if there is nothing to build it on.

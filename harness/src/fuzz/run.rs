@@ -116,7 +116,8 @@ pub fn boot_allocator<'m>(b: &'m Stack, setup: &Setup) -> Result<PageAllocator<'
 /// Run ops from `next` on a fresh machine (see the module documentation).
 /// `next(i, last)` makes op `i` knowing the result of op `i - 1` (a
 /// generator follows it: [`Generator::observe`]); `on_step` sees each op
-/// and its result.
+/// and its result, with the details of successes if `details`
+/// ([`ExecOptions::details`]).
 ///
 /// [`Generator::observe`]: crate::fuzz::generate::Generator::observe
 pub fn run_ops(
@@ -124,6 +125,7 @@ pub fn run_ops(
     next: &mut dyn FnMut(usize, Option<&StepResult>) -> Option<Op>,
     hook: Option<Hook>,
     on_step: &mut dyn FnMut(usize, &Op, &StepResult),
+    details: bool,
 ) -> Result<RunOutcome, String> {
     let b = boot(setup)?;
     let pa = boot_allocator(&b, setup)?;
@@ -138,7 +140,7 @@ pub fn run_ops(
     let boot_buddyinfo = pa.zone().nr_free_per_order();
     let (ht, _) = b.hugetlb(&pa)?;
     let cpus = b.machine().all_cpus().map_err(|e| e.to_string())?;
-    let opts = ExecOptions { fault_injection: setup.fault.is_some(), exclusive: true, lane: 0, lanes: 1 };
+    let opts = ExecOptions { fault_injection: setup.fault.is_some(), exclusive: true, lane: 0, lanes: 1, details };
     let mut ex = Executor::new(&pa, &vm, &percpu, cpus, opts);
     ex.set_boot_buddyinfo(boot_buddyinfo);
     ex.set_hugetlb(ht);
@@ -213,6 +215,7 @@ pub fn run_seed(
         },
         None,
         on_step,
+        false,
     )?;
     for (i, nth) in &out.fail_nth {
         if let Some(op) = ops.get_mut(*i) {
@@ -224,7 +227,7 @@ pub fn run_seed(
 
 /// Run a fixed list.
 pub fn run_list(setup: &Setup, ops: &[Op], hook: Option<Hook>) -> Result<RunOutcome, String> {
-    run_ops(setup, &mut |i, _| ops.get(i).cloned(), hook, &mut |_, _, _| {})
+    run_ops(setup, &mut |i, _| ops.get(i).cloned(), hook, &mut |_, _, _| {}, false)
 }
 
 /// Run a fixed list, showing each step to `on_step`.
@@ -233,7 +236,7 @@ pub fn run_list_with(
     ops: &[Op],
     on_step: &mut dyn FnMut(usize, &Op, &StepResult),
 ) -> Result<RunOutcome, String> {
-    run_ops(setup, &mut |i, _| ops.get(i).cloned(), None, on_step)
+    run_ops(setup, &mut |i, _| ops.get(i).cloned(), None, on_step, true)
 }
 
 /// Drop ops that use a handle no op before them binds (repeat until none).

@@ -25,7 +25,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             Call::AllocPages { order, gfp, out } => match self.pa.try_alloc_pages(cpu!(), *gfp, *order) {
                 Ok(pfn) => {
                     self.bind(*out, Obj::Pages(vec![Unit { pfn, order: *order, refs: 1, live: true }]));
-                    (Outcome::Ok, format!("pfn {pfn}"))
+                    (Outcome::Ok, self.ok_detail(format_args!("pfn {pfn}")))
                 }
                 Err(e) => (e.into(), e.to_string()),
             },
@@ -41,14 +41,14 @@ impl<'a, 'm> Executor<'a, 'm> {
                     return (Outcome::NoMemory, "no page".to_string());
                 }
                 self.bind(*out, Obj::Pages(units));
-                (Outcome::Ok, format!("{n} pages"))
+                (Outcome::Ok, self.ok_detail(format_args!("{n} pages")))
             }
             Call::FreePages { page, order } => {
                 let Some(pfn) = self.pfn_of(page) else { return (Outcome::Skipped, String::new()) };
                 match self.pa.free_pages(cpu!(), pfn, *order) {
                     Ok(()) => {
                         self.freed(pfn);
-                        (Outcome::Ok, format!("pfn {pfn}"))
+                        (Outcome::Ok, self.ok_detail(format_args!("pfn {pfn}")))
                     }
                     Err(e) => (e.into(), e.to_string()),
                 }
@@ -72,7 +72,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                         {
                             u[i].refs += 1;
                         }
-                        (Outcome::Ok, format!("refcount {n}"))
+                        (Outcome::Ok, self.ok_detail(format_args!("refcount {n}")))
                     }
                     Err(e) => (e.into(), e.to_string()),
                 }
@@ -92,7 +92,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                                 .map(|k| Unit { pfn: head.pfn.add(k), order: 0, refs: 1, live: true })
                                 .collect();
                         }
-                        (Outcome::Ok, format!("pfn {pfn}"))
+                        (Outcome::Ok, self.ok_detail(format_args!("pfn {pfn}")))
                     }
                     Err(e) => (e.into(), e.to_string()),
                 }
@@ -134,7 +134,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                 match r {
                     Ok(addr) => {
                         self.bind(*out, Obj::Vmalloc { addr, size: *size, live: true, kvfree_pending: false });
-                        (Outcome::Ok, format!("{addr:#x}"))
+                        (Outcome::Ok, self.ok_detail(format_args!("{addr:#x}")))
                     }
                     Err(e) => (e.into(), e.to_string()),
                 }
@@ -152,7 +152,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                             *live = false;
                             *kvfree_pending = kv;
                         }
-                        (Outcome::Ok, format!("{addr:#x}"))
+                        (Outcome::Ok, self.ok_detail(format_args!("{addr:#x}")))
                     }
                     Err(e) => (e.into(), e.to_string()),
                 }
@@ -173,7 +173,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                             Obj::Vmap { addr, live: true }
                         };
                         self.bind(*out, o);
-                        (Outcome::Ok, format!("{addr:#x}"))
+                        (Outcome::Ok, self.ok_detail(format_args!("{addr:#x}")))
                     }
                     Err(e) => (e.into(), e.to_string()),
                 }
@@ -187,7 +187,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                         {
                             *live = false;
                         }
-                        (Outcome::Ok, format!("{addr:#x}"))
+                        (Outcome::Ok, self.ok_detail(format_args!("{addr:#x}")))
                     }
                     Err(e) => (e.into(), e.to_string()),
                 }
@@ -203,7 +203,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                         {
                             *live = false;
                         }
-                        (Outcome::Ok, format!("{addr:#x}"))
+                        (Outcome::Ok, self.ok_detail(format_args!("{addr:#x}")))
                     }
                     Err(e) => (e.into(), e.to_string()),
                 }
@@ -212,7 +212,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                 match self.percpu.alloc_percpu(self.vm, &self.cpus[cpu_i % self.cpus.len()], *size, *align) {
                     Ok(ptr) => {
                         self.bind(*out, Obj::Percpu { ptr, live: true });
-                        (Outcome::Ok, format!("{ptr:#x}"))
+                        (Outcome::Ok, self.ok_detail(format_args!("{ptr:#x}")))
                     }
                     Err(e) => (e.into(), e.to_string()),
                 }
@@ -226,7 +226,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                         {
                             *live = false;
                         }
-                        (Outcome::Ok, format!("{addr:#x}"))
+                        (Outcome::Ok, self.ok_detail(format_args!("{addr:#x}")))
                     }
                     Err(e) => (e.into(), e.to_string()),
                 }
@@ -271,7 +271,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                         for k in [0, pages - 1] {
                             self.expect_translation(va + k * PAGE_SIZE, Some(pa + k * PAGE_SIZE));
                         }
-                        (Outcome::Ok, format!("{va:#x} -> {pa:#x}, {pages} pages"))
+                        (Outcome::Ok, self.ok_detail(format_args!("{va:#x} -> {pa:#x}, {pages} pages")))
                     }
                     Err(e) => {
                         // A failed map_range must leave nothing mapped.
@@ -301,7 +301,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                             *live = k > 0;
                         }
                         self.expect_translation(start, None);
-                        (Outcome::Ok, format!("{start:#x}"))
+                        (Outcome::Ok, self.ok_detail(format_args!("{start:#x}")))
                     }
                     Err(e) => {
                         // Refused: still mapped as before.

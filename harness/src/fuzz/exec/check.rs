@@ -141,7 +141,8 @@ impl<'a, 'm> Executor<'a, 'm> {
         if let Err(e) = self.release_hugetlb() {
             return v(ViolationKind::FinalState, format!("hugetlb at the end: {e}"));
         }
-        let handles: Vec<(Handle, Obj)> = self.handles.iter().map(|(h, o)| (*h, o.clone())).collect();
+        let mut handles: Vec<(Handle, Obj)> = self.handles.iter().map(|(h, o)| (*h, o.clone())).collect();
+        handles.sort_unstable_by_key(|(h, _)| *h);
         let cpu = &self.cpus[0];
         for (h, o) in handles {
             let r: Result<(), String> = match o {

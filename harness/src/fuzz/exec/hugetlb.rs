@@ -281,7 +281,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                         *left -= 1;
                     }
                     self.bind(*out, Obj::HugeFolio { folio, size: *size, live: true });
-                    (Outcome::Ok, format!("pfn {}", folio.pfn), false)
+                    (Outcome::Ok, self.ok_detail(format_args!("pfn {}", folio.pfn)), false)
                 }
                 Err(e) => (e.into(), e.to_string(), true),
             },
@@ -294,7 +294,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                         if let Some(Obj::HugeFolio { live, .. }) = self.handles.get_mut(h) {
                             *live = false;
                         }
-                        (Outcome::Ok, format!("pfn {}", folio.pfn), false)
+                        (Outcome::Ok, self.ok_detail(format_args!("pfn {}", folio.pfn)), false)
                     }
                     Err(e) => (e.into(), e.to_string(), true),
                 }

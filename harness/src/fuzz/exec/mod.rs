@@ -240,7 +240,40 @@ pub struct ExecOptions {
     /// number of lanes (threads); 0 and 1 for a single executor.
     pub lane: u64,
     pub lanes: u64,
+    /// Describe each successful call in [`StepResult::detail`] (the pfn or
+    /// address it returned: `mmlab replay` prints them); off, a success
+    /// formats nothing. Errors are always described.
+    pub details: bool,
 }
+
+/// A handle's hash: its id and kind mixed by one multiply (FxHash's step).
+/// Ids are small and dense, so this spreads them well enough, and the
+/// executor looks handles up several times per op, where SipHash (or a
+/// B-tree's comparisons) cost more than the call under test.
+#[derive(Clone, Copy, Debug, Default)]
+struct HandleHasher(u64);
+
+impl std::hash::Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(u64::from(x));
+    }
+    fn write_isize(&mut self, x: isize) {
+        self.write_u64(x as u64);
+    }
+}
+
+type HandleBuild = std::hash::BuildHasherDefault<HandleHasher>;
 
 /// The executor of one run.
 pub struct Executor<'a, 'm> {
@@ -249,14 +282,17 @@ pub struct Executor<'a, 'm> {
     vm: &'a Vmalloc<'a, 'm>,
     percpu: &'a PercpuAllocator,
     cpus: Vec<Cpu<'m>>,
-    handles: BTreeMap<Handle, Obj>,
+    /// Every handle bound, live or not (a dead one stays for wrong calls
+    /// until it leaves `dead`). Iteration order is the hasher's: sort
+    /// where order is seen (`release_all`).
+    handles: std::collections::HashMap<Handle, Obj, HandleBuild>,
     /// Head pfn of every live unit -> (handle, unit index).
     live_pfns: PfnIndex,
     /// Dead handles, oldest first; only the last [`KEEP_DEAD`] are kept
     /// (for double frees), so the table stays small in long runs.
     dead: std::collections::VecDeque<Handle>,
     /// The handles in `dead`, for lookups.
-    dead_set: std::collections::BTreeSet<Handle>,
+    dead_set: std::collections::HashSet<Handle, HandleBuild>,
     /// Handles (and which of their units) changed in this step.
     touched: Vec<(Handle, Touch)>,
     /// A violation found while running the call (a wrong translation).
@@ -351,10 +387,10 @@ impl<'a, 'm> Executor<'a, 'm> {
             vm,
             percpu,
             cpus,
-            handles: BTreeMap::new(),
+            handles: std::collections::HashMap::default(),
             live_pfns: PfnIndex::new(pa.machine()),
             dead: std::collections::VecDeque::new(),
-            dead_set: std::collections::BTreeSet::new(),
+            dead_set: std::collections::HashSet::default(),
             touched: Vec::new(),
             late: None,
             opts,
@@ -666,6 +702,12 @@ impl<'a, 'm> Executor<'a, 'm> {
                 n
             })
             .collect()
+    }
+
+    /// The detail of a success, formatted only when asked for
+    /// ([`ExecOptions::details`]).
+    fn ok_detail(&self, a: std::fmt::Arguments<'_>) -> String {
+        if self.opts.details { a.to_string() } else { String::new() }
     }
 
     /// The number of units a live handle holds (1 when it is not pages).

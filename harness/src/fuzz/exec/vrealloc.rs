@@ -55,9 +55,9 @@ impl<'a, 'm> Executor<'a, 'm> {
                     }
                 }
                 match new {
-                    Some(n) if n == addr => (Outcome::Ok, format!("{addr:#x} in place")),
-                    Some(n) => (Outcome::Ok, format!("{addr:#x} -> {n:#x}")),
-                    None => (Outcome::Ok, format!("{addr:#x} freed")),
+                    Some(n) if n == addr => (Outcome::Ok, self.ok_detail(format_args!("{addr:#x} in place"))),
+                    Some(n) => (Outcome::Ok, self.ok_detail(format_args!("{addr:#x} -> {n:#x}"))),
+                    None => (Outcome::Ok, self.ok_detail(format_args!("{addr:#x} freed"))),
                 }
             }
             Err(e) => (e.into(), e.to_string()),
