@@ -13,13 +13,12 @@
 //! seed, so shards run anywhere merge by concatenating their files.
 
 use super::args::{self, SeedRange};
-use super::exec::{Coverage, ExecOptions, Executor, StepResult, Tally};
-use super::generate::{GenConfig, Generator};
+use super::exec::{Coverage, ExecOptions, Executor, Tally};
+use super::generate::GenConfig;
 use super::op::Op;
 use super::oracle::Outcome;
 use super::replay::{Replay, parse_fault_attr};
 use super::run::{self, RunOutcome, Setup, ShrinkBudget};
-use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_vmalloc::percpu::PercpuAllocator;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -401,32 +400,10 @@ fn run_threads(
         let hs: Vec<_> = (0..threads)
             .map(|t| {
                 let (pa, vm, percpu, m) = (&pa, &vm, &percpu, b.machine());
-                let mut gcfg = gcfg.clone();
-                gcfg.nr_cpus = 1;
+                let lane = run::Lane { lane: t, lanes: threads, seed: setup.seed, nops, deadline, opts };
                 s.spawn(move || -> Result<RunOutcome, String> {
                     let cpu = m.cpu(t).map_err(|e| e.to_string())?;
-                    let mut ex = Executor::new(pa, vm, percpu, vec![cpu], ExecOptions { lane: t as u64, ..opts });
-                    let mut rng = Xoshiro256StarStar::seed_from_u64(setup.seed ^ (t as u64).wrapping_mul(0x9e37_79b9));
-                    let mut genr = Generator::new(gcfg);
-                    let mut out = RunOutcome::default();
-                    for i in 0..nops as usize {
-                        if i > 0 && i % 1024 == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
-                            break;
-                        }
-                        let Some(op) = genr.next_op(&mut rng) else { break };
-                        let r: StepResult = ex.step(i, &op);
-                        genr.observe(&op, r.bound);
-                        out.ops_run += 1;
-                        if let Some(v) = r.violation {
-                            out.violation = Some(v);
-                            break;
-                        }
-                    }
-                    if let Err(e) = ex.release_all() {
-                        out.violation.get_or_insert(e);
-                    }
-                    out.coverage = ex.coverage();
-                    Ok(out)
+                    Ok(run::run_lane(pa, vm, percpu, cpu, gcfg, lane))
                 })
             })
             .collect();

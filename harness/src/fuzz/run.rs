@@ -225,6 +225,58 @@ pub fn run_seed(
     Ok((out, ops))
 }
 
+/// One lane of a multi-CPU run (`mmlab fuzz --threads N`, or the shuttle
+/// test's controlled threads): which lane of how many, the run's seed (the
+/// lane's stream is `seed ^ lane * 0x9e3779b9`), its ops and deadline, and
+/// the executor options shared by the lanes.
+#[derive(Clone, Copy, Debug)]
+pub struct Lane {
+    pub lane: usize,
+    pub lanes: usize,
+    pub seed: u64,
+    pub nops: u64,
+    pub deadline: Option<Instant>,
+    pub opts: ExecOptions,
+}
+
+/// Run one lane on `cpu` of a machine other lanes share: its own generator
+/// (one CPU) and executor (not exclusive: no snapshots around refused
+/// calls, checks only at the end), stopping at the first violation; then
+/// give back everything the lane holds. The caller runs the final checks
+/// once every lane has ended.
+pub fn run_lane<'a, 'm>(
+    pa: &'a PageAllocator<'m>,
+    vm: &'a mmlab_vmalloc::Vmalloc<'a, 'm>,
+    percpu: &'a PercpuAllocator,
+    cpu: mmlab_engine::Cpu<'m>,
+    gcfg: &GenConfig,
+    lane: Lane,
+) -> RunOutcome {
+    let opts = ExecOptions { exclusive: false, lane: lane.lane as u64, lanes: lane.lanes as u64, ..lane.opts };
+    let mut ex = Executor::new(pa, vm, percpu, vec![cpu], opts);
+    let mut rng = Xoshiro256StarStar::seed_from_u64(lane.seed ^ (lane.lane as u64).wrapping_mul(0x9e37_79b9));
+    let mut genr = Generator::new(GenConfig { nr_cpus: 1, ..gcfg.clone() });
+    let mut out = RunOutcome::default();
+    for i in 0..lane.nops as usize {
+        if i > 0 && i % 1024 == 0 && lane.deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let Some(op) = genr.next_op(&mut rng) else { break };
+        let r = ex.step(i, &op);
+        genr.observe(&op, r.bound);
+        out.ops_run += 1;
+        if let Some(v) = r.violation {
+            out.violation = Some(v);
+            break;
+        }
+    }
+    if let Err(e) = ex.release_all() {
+        out.violation.get_or_insert(e);
+    }
+    out.coverage = ex.coverage();
+    out
+}
+
 /// Run a fixed list.
 pub fn run_list(setup: &Setup, ops: &[Op], hook: Option<Hook>) -> Result<RunOutcome, String> {
     run_ops(setup, &mut |i, _| ops.get(i).cloned(), hook, &mut |_, _, _| {}, false)

@@ -677,6 +677,12 @@ impl<'a, 'm> Executor<'a, 'm> {
                 violation = Some(v(ViolationKind::Hook, msg));
             }
         }
+        // vmap_lazy_nr counts pages waiting for a purge: never below zero,
+        // also while other CPUs free and purge (one atomic read per op).
+        let nr = self.vm.lazy_nr();
+        if violation.is_none() && nr < 0 {
+            violation = Some(v(ViolationKind::VmallocCheck, format!("after `{op}`: vmap_lazy_nr is {nr}")));
+        }
         // With other threads on the machine, checks wait for the end.
         if violation.is_none() && op.call == Call::Check && self.opts.exclusive {
             violation = self.check().err().map(|mut e| {
