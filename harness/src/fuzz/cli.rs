@@ -183,8 +183,9 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
     let deadline = a.time.map(|d| Instant::now() + d);
     let SeedRange { first, last } = plan.seeds;
     if a.threads > 1 {
-        // Threads bring up no hugetlb ("hugetlb" leaves its calls out), and
-        // a freed area may be another thread's now.
+        // Threads bring up no hugetlb ("hugetlb" leaves its calls out), keep
+        // no common model of the linear map ("set_memory"), and a freed area
+        // may be another thread's now.
         for k in [
             "double_free",
             "vfree_twice",
@@ -193,6 +194,7 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
             "vunmap_vmalloc",
             "vrealloc_freed",
             "hugetlb",
+            "set_memory",
         ] {
             if !gcfg.exclude.iter().any(|e| e == k) {
                 gcfg.exclude.push(k.to_string());

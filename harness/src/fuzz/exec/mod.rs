@@ -51,6 +51,7 @@ mod call;
 mod check;
 mod expect;
 mod hugetlb;
+mod pageattr;
 mod vrealloc;
 
 /// One block of pages the fuzzer holds.
@@ -265,6 +266,8 @@ pub struct Executor<'a, 'm> {
     ops_run: usize,
     /// hugetlb, when the machine brings it up (not in `--threads` runs).
     hugetlb: Option<mmlab_hugetlb::Hugetlb<'a, 'm>>,
+    /// The model of the linear map (None without one).
+    linear: Option<pageattr::LinearModel>,
 }
 
 impl std::fmt::Debug for Executor<'_, '_> {
@@ -360,6 +363,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             hook: None,
             ops_run: 0,
             hugetlb: None,
+            linear: pageattr::LinearModel::new(pa.machine()),
         }
     }
 
