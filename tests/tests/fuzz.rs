@@ -290,6 +290,51 @@ fn set_memory_under_every_split_mode_with_fault_injection() {
     }
 }
 
+/// The linear-map invariant sees what the fuzzer's calls did not do: a
+/// page made read-only behind the executor's back, and a leaf that maps
+/// another page (an alias), each a `linear-map` violation.
+#[test]
+fn linear_map_check_catches_changes_behind_its_back() {
+    use mmlab_engine::arch::arm64::pageattr::{SplitMode, set_memory_ro, set_memory_rw};
+    use mmlab_engine::arch::arm64::pgtable::{self, TableMemory};
+    use mmlab_harness::fuzz::exec::{ExecOptions, Executor};
+    let s = setup(1, 0);
+    let b = run::boot(&s).unwrap();
+    let pa = run::boot_allocator(&b, &s).unwrap();
+    let vm = b.vmalloc(&pa);
+    let percpu = mmlab_vmalloc::percpu::PercpuAllocator::new();
+    let m = b.machine();
+    let mut cpus = m.all_cpus().unwrap();
+    // The last CPU works behind the executor's back.
+    let cpu = cpus.pop().unwrap();
+    let opts = ExecOptions { fault_injection: false, exclusive: true, lane: 0, lanes: 1 };
+    let mut ex = Executor::new(&pa, &vm, &percpu, cpus, opts);
+    for (i, line) in ["cpu0 alloc_pages order=1 gfp=GFP_KERNEL -> p1", "cpu0 set_memory_ro p1 nr=2"].iter().enumerate()
+    {
+        let r = ex.step(i, &parse_line(line).unwrap());
+        assert_eq!((r.outcome, r.violation), (Outcome::Ok, None), "{line}");
+    }
+    assert_eq!(ex.check(), Ok(()));
+    // Another page read-only, not through the fuzzer.
+    let va = m.va_layout().phys_to_virt(mmlab_engine::arch::arm64::memory::PHYS_OFFSET + (8 << 20));
+    set_memory_ro(&cpu, &pa, va, 1, SplitMode::None).unwrap();
+    let v = ex.check().unwrap_err();
+    assert_eq!(v.kind, ViolationKind::LinearMap, "{v}");
+    assert!(v.message.contains("attributes"), "{v}");
+    set_memory_rw(&cpu, &pa, va, 1, SplitMode::None).unwrap();
+    assert_eq!(ex.check(), Ok(()));
+    // The leaf of that page pointed at the next page: an alias.
+    let leaf = pgtable::walk(m, &m.kernel_as(), va).leaf.unwrap();
+    let slot = m.desc_slot(leaf.slot);
+    let old = slot.load(std::sync::atomic::Ordering::Relaxed);
+    slot.store(old + mmlab_engine::PAGE_SIZE, std::sync::atomic::Ordering::Relaxed);
+    let v = ex.check().unwrap_err();
+    assert_eq!(v.kind, ViolationKind::LinearMap, "{v}");
+    assert!(v.message.contains("not its own page"), "{v}");
+    slot.store(old, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(ex.check(), Ok(()));
+}
+
 /// A hook that fails once the fuzzer holds more than 5 live handles.
 fn too_many_handles() -> Option<Hook> {
     Some(Box::new(|v| (v.live_handles > 5).then(|| format!("{} live handles", v.live_handles))))

@@ -18,7 +18,8 @@
 //! already queued by kvfree_rcu, vunmap of a vmalloc area, vm_unmap_ram
 //! twice or with a wrong count, a bad sysctl value, size 0 or too large,
 //! a size whose rounding up overflows, unmapping part of a contiguous
-//! or block mapping).
+//! or block mapping; set_memory_* of an unaligned address, outside the
+//! linear map's range or past RAM).
 //! Frees are forced once the live pages pass `max_live_pages`. One op in
 //! eight goes to the newer layers (vrealloc, hugetlb; `generate/layers.rs`;
 //! the linear map's `set_memory_*`, `generate/pageattr.rs`), with their own
