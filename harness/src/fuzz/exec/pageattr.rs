@@ -26,7 +26,8 @@
 //! first 64 pages and the last, compared descriptor for descriptor).
 //! Otherwise the call may succeed only on pages the fuzzer holds
 //! (else it is skipped: the pages are someone else's), and with a split
-//! mode it may fail with `NoMemory` (a split's table comes from the page
+//! mode, when an end of the range lies inside a block the boot mapped, it
+//! may fail with `NoMemory` (a split's table comes from the page
 //! allocator, `GFP_PGTABLE_KERNEL`; fail_page_alloc reaches it). After
 //! any outcome every page of the range must still translate to its own
 //! pfn with the model's permissions (a failed split leaves the splits it
@@ -242,7 +243,17 @@ impl<'a, 'm> Executor<'a, 'm> {
                 None => return skipped(),
             }
         }
-        if lm.mode == SplitMode::None { only(Outcome::Ok) } else { succeeds(&[Outcome::Ok, Outcome::NoMemory]) }
+        // Only a block split takes a table: an end inside a block the boot
+        // mapped (a split since may have made the table already).
+        let in_block = |va: u64| {
+            !va.is_multiple_of(mmlab_engine::arch::arm64::pgtable::desc::PMD_SIZE)
+                && lm.index(lm.pfn_at(va)).is_some_and(|i| lm.boot[i] != 0 && lm.span[i] & !CONT >= 9)
+        };
+        if lm.mode != SplitMode::None && (in_block(addr) || end < PAGE_END && in_block(end)) {
+            succeeds(&[Outcome::Ok, Outcome::NoMemory])
+        } else {
+            only(Outcome::Ok)
+        }
     }
 
     /// Whether freeing `[pfn, pfn + n)` would free pages whose permissions
