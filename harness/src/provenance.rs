@@ -273,6 +273,7 @@ struct MachineRecord {
     rodata: mmlab_engine::arch::arm64::mmu::Rodata,
     debug_pagealloc: bool,
     kfence_sample_interval: u64,
+    split_mode: Option<mmlab_engine::arch::arm64::pageattr::SplitMode>,
     kernel_image: Option<bool>,
     boot_state: mmlab_engine::mm::boot_state::BootState,
 }
@@ -296,6 +297,7 @@ impl MachineRecord {
             rodata,
             debug_pagealloc,
             kfence_sample_interval,
+            split_mode,
             kernel_image,
             boot_state,
         } = mc;
@@ -316,6 +318,7 @@ impl MachineRecord {
             rodata: *rodata,
             debug_pagealloc: *debug_pagealloc,
             kfence_sample_interval: *kfence_sample_interval,
+            split_mode: *split_mode,
             kernel_image: *kernel_image,
             boot_state: *boot_state,
         }

@@ -392,7 +392,7 @@ mod tests {
             "lock_stat (on|off), barrier (native|count|model), cost_profile \
              (native|apple-m2|ampere-altra), arm64.lazy_mmu_barrier_batching, arm64.tlbi_range, arm64.lpa2, arm64.linear_map (on|off), \
              arm64.linear_map_variant (base|no-cont-remap|no-alloc-remap|lazy-unmap|v6.10|v7.2), rodata (on|noalias|off), \
-             kfence.sample_interval, boot.state (real|bare), arm64.kernel_image, debug_pagealloc, deferred_struct_page_init (on|off), tlb_entries, \
+             kfence.sample_interval, arm64.split_mode (none|bbml2-noabort|break-before-make), boot.state (real|bare), arm64.kernel_image, debug_pagealloc, deferred_struct_page_init (on|off), tlb_entries, \
              vmap_allow_huge, vmalloc.contpte, vmalloc.pmd, vmalloc.huge_by_default, vmalloc.align_size_to_huge, \
              vmalloc.large_order_pages, vmalloc.free_pages_bulk \
              (on|off), hugepagesz"

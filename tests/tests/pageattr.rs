@@ -17,7 +17,9 @@
 use mmlab_engine::arch::arm64::memory::{PAGE_END, PHYS_OFFSET, VaLayout};
 const PAGE_OFFSET: u64 = VaLayout::VA48.page_offset();
 use mmlab_engine::arch::arm64::mmu::Rodata;
-use mmlab_engine::arch::arm64::pageattr::{PageattrCounts, PageattrError, SplitMode, set_memory_ro, set_memory_rw};
+use mmlab_engine::arch::arm64::pageattr::{
+    PageattrCounts, PageattrError, SplitMode, set_memory_nx, set_memory_ro, set_memory_rw, set_memory_x,
+};
 use mmlab_engine::arch::arm64::pgtable::{self, Level, mmu};
 use mmlab_engine::machine::MemblockTables;
 use mmlab_engine::{Machine, MachineConfig, PAGE_SIZE};
@@ -151,4 +153,27 @@ fn bad_ranges_are_typed_errors() {
         PageattrError::NotMapped { addr: beyond }
     );
     assert!(leaf(&m, beyond - PAGE_SIZE).desc.writable(), "nothing changed");
+}
+
+/// `set_memory_x` clears `PTE_PXN` (the linear map is mapped
+/// `NO_EXEC_MAPPINGS`), `set_memory_nx` sets it again; `PTE_MAYBE_GP` is 0
+/// (no BTI), so nothing else changes.
+#[test]
+fn nx_and_x_flip_pxn_only() {
+    use mmlab_engine::arch::arm64::pgtable::desc::bits::PTE_PXN;
+    let m = boot(Rodata::On);
+    let cpu = m.cpu(0).unwrap();
+    let va = PAGE_OFFSET + 3 * PAGE_SIZE;
+    let before = leaf(&m, va).desc;
+    assert!(before.has(PTE_PXN));
+    let r = set_memory_x(&cpu, &MemblockTables(&m), va, 2, SplitMode::None).unwrap();
+    assert_eq!(r.counts.leaves_changed, 2);
+    assert_eq!(leaf(&m, va).desc.0, before.0 & !PTE_PXN);
+    assert!(!leaf(&m, va + PAGE_SIZE).desc.has(PTE_PXN) && leaf(&m, va + 2 * PAGE_SIZE).desc.has(PTE_PXN));
+    set_memory_nx(&cpu, &MemblockTables(&m), va, 2, SplitMode::None).unwrap();
+    assert_eq!(leaf(&m, va).desc, before);
+    assert_eq!(
+        set_memory_x(&cpu, &MemblockTables(&m), va + 1, 1, SplitMode::None).unwrap_err(),
+        PageattrError::BadRange { addr: va + 1, numpages: 1 }
+    );
 }

@@ -37,13 +37,13 @@
 #![cfg(shuttle)]
 
 use mmlab_engine::sync::sched::{self, Revert};
+use mmlab_engine::{Cpu, Gfp, Pfn};
 use mmlab_harness::fuzz::exec::{ExecOptions, Executor};
 use mmlab_harness::fuzz::generate::GenConfig;
 use mmlab_harness::fuzz::run::{self, Lane, RunOutcome};
-use mmlab_vmalloc::percpu::PercpuAllocator;
-use mmlab_engine::{Cpu, Gfp, Pfn};
 use mmlab_pcp::{AllocatorConfig, FreeError, PageAllocator};
 use mmlab_tests::machine;
+use mmlab_vmalloc::percpu::PercpuAllocator;
 use mmlab_vmalloc::{Vmalloc, VmallocConfig};
 use shuttle::scheduler::{PctScheduler, RandomScheduler, ReplayScheduler, Scheduler};
 use shuttle::{Config, FailurePersistence, MaxSteps, Runner};
@@ -186,7 +186,8 @@ fn fuzz_lanes_execution(w: Workload) {
     let percpu = PercpuAllocator::new();
     let boot_buddyinfo = pa.zone().nr_free_per_order();
     let cpus = m.all_cpus().expect("every CPU");
-    let gcfg = GenConfig { nr_cpus: 1, max_live_pages: 2048, wrong_per_64: 0, exclude: Vec::new() };
+    let gcfg =
+        run::lane_gen_config(GenConfig { nr_cpus: 1, max_live_pages: 2048, wrong_per_64: 0, exclude: Vec::new() });
     let opts = ExecOptions { fault_injection: false, exclusive: false, lane: 0, lanes: 1, details: false };
     sched::set_controlled(true);
     let outs: Vec<RunOutcome> = shuttle::thread::scope(|s| {

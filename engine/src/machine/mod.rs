@@ -126,6 +126,10 @@ pub struct MachineConfig {
     /// and page-map the 2 MiB KFENCE pool early; 0, Debian's default,
     /// starts KFENCE late, which keeps the linear map page-granular.
     pub kfence_sample_interval: u64,
+    /// `arm64.split_mode` when set explicitly: how a permission change
+    /// splits a linear-map block ([`crate::arch::arm64::pageattr::SplitMode`]).
+    /// `None`: the cost profile's CPU decides ([`MachineConfig::split_mode`]).
+    pub split_mode: Option<crate::arch::arm64::pageattr::SplitMode>,
     /// `debug_pagealloc=on`: `can_set_direct_map()` holds, so the linear map
     /// is page-granular whatever `rodata=` says.
     pub debug_pagealloc: bool,
@@ -160,6 +164,7 @@ impl Default for MachineConfig {
             rodata: Default::default(),
             debug_pagealloc: false,
             kfence_sample_interval: 0,
+            split_mode: None,
             kernel_image: None,
             boot_state: Default::default(),
         }
@@ -199,6 +204,20 @@ impl MachineConfig {
         self.tlbi_range.unwrap_or(self.cost_profile.features.tlbi_range)
     }
 
+    /// How `set_memory_*()` splits a linear-map block: `arm64.split_mode`
+    /// if set, else what 6.18+ does on the cost profile's CPU
+    /// (`split_kernel_leaf_mapping()` when it has BBML2_NOABORT, no split
+    /// otherwise). `bbml2-noabort` also lets `map_mem()` use blocks with
+    /// `rodata=on` ([`MachineConfig::map_mem_options`]), as on such a CPU.
+    pub fn split_mode(&self) -> crate::arch::arm64::pageattr::SplitMode {
+        use crate::arch::arm64::pageattr::SplitMode;
+        self.split_mode.unwrap_or(if self.cost_profile.features.bbm_level >= 2 {
+            SplitMode::Bbml2NoAbort
+        } else {
+            SplitMode::None
+        })
+    }
+
     /// The VA layout the kernel picks at boot: 52-bit VA and five levels
     /// when the CPUs have FEAT_LPA2 (`arm64.lpa2` if set, else the cost
     /// profile's CPU), 48-bit and four otherwise.
@@ -226,14 +245,14 @@ impl MachineConfig {
 
     /// What `map_mem()` decides from ([`crate::arch::arm64::mmu::MapMemOptions`]):
     /// the variant, `rodata=`, `debug_pagealloc`, `kfence.sample_interval`
-    /// and whether the cost profile's CPU has BBML2_NOABORT.
+    /// and whether the CPU has BBML2_NOABORT ([`MachineConfig::split_mode`]).
     pub fn map_mem_options(&self) -> crate::arch::arm64::mmu::MapMemOptions {
         crate::arch::arm64::mmu::MapMemOptions {
             variant: self.linear_map_variant,
             rodata: self.rodata,
             debug_pagealloc: self.debug_pagealloc,
             kfence_sample_interval: self.kfence_sample_interval,
-            bbml2_noabort: self.cost_profile.features.bbm_level >= 2,
+            bbml2_noabort: self.split_mode() == crate::arch::arm64::pageattr::SplitMode::Bbml2NoAbort,
         }
     }
 

@@ -114,6 +114,19 @@ impl MachineConfig {
             },
         },
         Knob {
+            key: "arm64.split_mode",
+            values: "none|bbml2-noabort|break-before-make",
+            summary: "none|bbml2-noabort|break-before-make",
+            kernel: KernelName::Code(
+                "set_memory_*() on a linear-map block: refused (no BBML2_NOABORT), split_kernel_leaf_mapping() (6.18+, \
+                 BBML2_NOABORT CPUs; blocks with rodata=on) or mmlab's break-before-make split (default: the cost \
+                 profile's CPU, none for all three)",
+            ),
+            parser: |key, value| {
+                Ok(Parsed::new(parse_from_str(key, value)?, |c: &mut MachineConfig, v| c.split_mode = Some(v)))
+            },
+        },
+        Knob {
             key: "boot.state",
             values: "real|bare",
             summary: "real|bare",
@@ -244,6 +257,14 @@ mod tests {
         // 7.2 has no rodata=full (its on is the former full).
         assert_eq!(set("rodata=full").unwrap_err(), "bad value \"full\" for rodata (on|noalias|off)");
         assert_eq!(set("kfence.sample_interval=100").unwrap().kfence_sample_interval, 100);
+        use crate::arch::arm64::pageattr::SplitMode;
+        assert_eq!(MachineConfig::default().split_mode(), SplitMode::None);
+        let bbml2 = set("arm64.split_mode=bbml2-noabort").unwrap();
+        assert_eq!(bbml2.split_mode(), SplitMode::Bbml2NoAbort);
+        assert!(bbml2.map_mem_options().bbml2_noabort, "blocks allowed with rodata=on");
+        assert_eq!(set("arm64.split_mode=break-before-make").unwrap().split_mode(), SplitMode::BreakBeforeMake);
+        assert!(!set("arm64.split_mode=break-before-make").unwrap().map_mem_options().bbml2_noabort);
+        assert!(set("arm64.split_mode=bbml2").is_err());
         assert_eq!(MachineConfig::default().kfence_sample_interval, 0);
         assert!(set("kfence.sample_interval=-1").is_err());
         assert_eq!(

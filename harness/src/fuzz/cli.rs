@@ -182,21 +182,7 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
     let deadline = a.time.map(|d| Instant::now() + d);
     let SeedRange { first, last } = plan.seeds;
     if a.threads > 1 {
-        // Threads bring up no hugetlb ("hugetlb" leaves its calls out), and
-        // a freed area may be another thread's now.
-        for k in [
-            "double_free",
-            "vfree_twice",
-            "vfree_after_kvfree_rcu",
-            "vm_unmap_ram_twice",
-            "vunmap_vmalloc",
-            "vrealloc_freed",
-            "hugetlb",
-        ] {
-            if !gcfg.exclude.iter().any(|e| e == k) {
-                gcfg.exclude.push(k.to_string());
-            }
-        }
+        gcfg = run::lane_gen_config(gcfg);
     }
     let mut jsonl = match &a.jsonl {
         Some(p) => Some(

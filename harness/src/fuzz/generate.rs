@@ -18,10 +18,12 @@
 //! already queued by kvfree_rcu, vunmap of a vmalloc area, vm_unmap_ram
 //! twice or with a wrong count, a bad sysctl value, size 0 or too large,
 //! a size whose rounding up overflows, unmapping part of a contiguous
-//! or block mapping).
+//! or block mapping; set_memory_* of an unaligned address, outside the
+//! linear map's range or past RAM).
 //! Frees are forced once the live pages pass `max_live_pages`. One op in
-//! eight goes to the newer layers (vrealloc, hugetlb; `generate/layers.rs`), with
-//! their own wrong calls among the wrong kinds.
+//! eight goes to the newer layers (vrealloc, hugetlb; `generate/layers.rs`;
+//! the linear map's `set_memory_*`, `generate/pageattr.rs`), with their own
+//! wrong calls among the wrong kinds.
 //!
 //! Generation never looks at the machine, so a sequence depends only on
 //! its source: the same seed gives the same sequence on every host, and
@@ -32,6 +34,7 @@
 use super::op::{Call, Handle, HandleKind, Op, Ref, Sysctl};
 
 mod layers;
+mod pageattr;
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::{Gfp, MAX_PAGE_ORDER, PAGE_SIZE};
 
@@ -95,7 +98,7 @@ pub struct GenConfig {
 }
 
 /// Names of the wrong-call kinds (for `--exclude`).
-pub const WRONG_KINDS: [&str; 24] = [
+pub const WRONG_KINDS: [&str; 27] = [
     "double_free",
     "wrong_order",
     "tail_page",
@@ -120,6 +123,9 @@ pub const WRONG_KINDS: [&str; 24] = [
     "hugetlb_bad_store",
     "free_huge_folio_twice",
     "hugetlb_unreserve_too_many",
+    "set_memory_unaligned",
+    "set_memory_bad_range",
+    "set_memory_not_mapped",
 ];
 
 #[derive(Clone, Debug)]
@@ -139,6 +145,8 @@ struct LayerModel {
     /// Folios handed out.
     folios: Vec<Handle>,
     dead_folios: Vec<Handle>,
+    /// Page units whose linear-map permissions a call changed.
+    perms: Vec<pageattr::Changed>,
 }
 
 /// The generator and its model.
@@ -227,6 +235,7 @@ impl Generator {
     fn forget(&mut self, call: &Call, h: Handle) {
         match call {
             Call::AllocPages { .. } | Call::AllocPagesBulk { .. } => {
+                self.forget_perms(h);
                 if let Some(i) = self.pages.iter().rposition(|p| p.h == h) {
                     let p = self.pages.remove(i);
                     self.live_pages -= p.units.iter().filter(|u| u.2).map(|u| 1u64 << u.0).sum::<u64>();
@@ -342,7 +351,12 @@ impl Generator {
                 let cands: Vec<usize> = (0..self.pages.len())
                     .filter(|&i| {
                         let p = &self.pages[i];
-                        !p.bulk && p.units.len() == 1 && p.units[0].2 && p.units[0].0 > 0 && p.units[0].1 == 0
+                        !p.bulk
+                            && p.units.len() == 1
+                            && p.units[0].2
+                            && p.units[0].0 > 0
+                            && p.units[0].1 == 0
+                            && !self.perms_changed(p.h)
                     })
                     .collect();
                 let Some(i) = pick(s, &cands)? else { return Some(None) };
@@ -365,8 +379,12 @@ impl Generator {
             // A check walks all of memory: about one op in 6,000.
             38 | 39 => Some(Call::Check).filter(|_| s.below(64) == Some(0)),
             40..=57 => {
-                // Free a live unit at its order (or release a bulk handle).
+                // Free a live unit at its order (or release a bulk handle);
+                // permissions changed by set_memory_* are given back first.
                 let Some(i) = self.live_page_index(s)? else { return Some(None) };
+                if let Some(call) = self.restore(self.pages[i].h) {
+                    return Some(Some(call));
+                }
                 if self.pages[i].bulk && s.below(3)? == 0 {
                     let p = self.pages.remove(i);
                     let n = p.units.iter().filter(|u| u.2).count() as u64;

@@ -29,7 +29,7 @@ use mmlab_engine::Gfp;
 use std::fmt;
 
 mod layers;
-pub use layers::StoreValue;
+pub use layers::{SetMemory, StoreValue};
 use mmlab_hugetlb::{HstateAttr, HugePageSize};
 
 /// A handle name: a kind letter and a number (`p4`).
@@ -267,6 +267,15 @@ pub enum Call {
     FreeHugeFolio {
         folio: Handle,
     },
+    /// `set_memory_ro/rw/nx/x(addr, nr)` on the linear map: `addr` is the
+    /// linear-map address of a page reference (`page_address()`) plus
+    /// `off` bytes, or a raw `addr=`.
+    SetMemory {
+        how: SetMemory,
+        addr: Ref,
+        off: u64,
+        nr: u64,
+    },
     /// Run every invariant check now.
     Check,
 }
@@ -344,6 +353,7 @@ impl Op {
             Call::UnmapRange { map } => one(map),
             Call::Vmap { pages, .. } | Call::VmMapRam { pages, .. } => pages.iter().for_each(one),
             Call::Vrealloc { area, .. } => one(area),
+            Call::SetMemory { addr, .. } => one(addr),
             Call::HugetlbUnreserve { resv: ResvRef::Handle(h) } | Call::AllocHugetlbFolio { resv: Some(h), .. } => {
                 one(&Ref::Whole(*h))
             }
@@ -389,6 +399,7 @@ impl Call {
             Call::HugetlbUnreserve { .. } => "hugetlb_unreserve",
             Call::AllocHugetlbFolio { .. } => "alloc_hugetlb_folio",
             Call::FreeHugeFolio { .. } => "free_huge_folio",
+            Call::SetMemory { how, .. } => how.name(),
             Call::Check => "check",
         }
     }
@@ -463,6 +474,13 @@ impl fmt::Display for Op {
             | Call::HugetlbUnreserve { .. }
             | Call::AllocHugetlbFolio { .. }
             | Call::FreeHugeFolio { .. } => fmt_layer_args(f, &self.call)?,
+            Call::SetMemory { addr, off, nr, .. } => {
+                target(f, "addr", addr)?;
+                if *off != 0 {
+                    write!(f, " off={off}")?;
+                }
+                write!(f, " nr={nr}")?
+            }
         }
         if let Some(e) = &self.expect {
             write!(f, " expect={e}")?;
@@ -714,6 +732,12 @@ pub fn parse_line(line: &str) -> Result<Op, ParseOpError> {
             parse_layer_call(name, &mut a)?
         }
         "check" => Call::Check,
+        _ if SetMemory::by_name(name).is_some() => {
+            let how = SetMemory::by_name(name).unwrap_or(SetMemory::Ro);
+            let addr = a.target("addr")?;
+            let off = if a.keys.iter().any(|(k, _)| *k == "off") { a.num("off")? } else { 0 };
+            Call::SetMemory { how, addr, off, nr: a.num("nr")? }
+        }
         _ => return err(format!("unknown call `{name}`")),
     };
     a.finish()?;

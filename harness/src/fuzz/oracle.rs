@@ -73,11 +73,16 @@ pub enum Outcome {
     UnsupportedSize,
     /// hugetlb: `free_huge_folio` of a folio not handed out.
     NotInUse,
+    /// set_memory_*: a page of the range is not mapped.
+    NotMapped,
+    /// set_memory_*: the range covers part of a block or contiguous run
+    /// and the CPU cannot split it (-EINVAL).
+    NotPageGranular,
     Panic,
 }
 
 /// Every outcome, for parsing.
-pub const OUTCOMES: [Outcome; 39] = [
+pub const OUTCOMES: [Outcome; 41] = [
     Outcome::Ok,
     Outcome::Skipped,
     Outcome::NoMemory,
@@ -116,6 +121,8 @@ pub const OUTCOMES: [Outcome; 39] = [
     Outcome::BadDemoteSize,
     Outcome::UnsupportedSize,
     Outcome::NotInUse,
+    Outcome::NotMapped,
+    Outcome::NotPageGranular,
     Outcome::Panic,
 ];
 
@@ -160,6 +167,8 @@ impl Outcome {
             Outcome::BadDemoteSize => "BadDemoteSize",
             Outcome::UnsupportedSize => "UnsupportedSize",
             Outcome::NotInUse => "NotInUse",
+            Outcome::NotMapped => "NotMapped",
+            Outcome::NotPageGranular => "NotPageGranular",
             Outcome::Panic => "Panic",
         }
     }
@@ -246,6 +255,18 @@ impl From<mmlab_engine::arch::arm64::pgtable::PgtableError> for Outcome {
         }
     }
 }
+impl From<mmlab_engine::arch::arm64::pageattr::PageattrError> for Outcome {
+    fn from(e: mmlab_engine::arch::arm64::pageattr::PageattrError) -> Outcome {
+        use mmlab_engine::arch::arm64::pageattr::PageattrError as P;
+        match e {
+            P::BadRange { .. } => Outcome::BadRange,
+            P::NotMapped { .. } => Outcome::NotMapped,
+            P::NotPageGranular { .. } => Outcome::NotPageGranular,
+            P::NoMemory => Outcome::NoMemory,
+            P::Pgtable(p) => Outcome::from(p),
+        }
+    }
+}
 impl From<SysctlError> for Outcome {
     fn from(e: SysctlError) -> Outcome {
         match e {
@@ -316,6 +337,9 @@ pub enum ViolationKind {
     /// hugetlb's counters disagree with its folios, or a write left the
     /// pool other than the kernel's `set_max_huge_pages` would.
     Hugetlb,
+    /// A RAM page is not mapped once in the linear map at its
+    /// `page_address()`, or not with the permissions set_memory_*() gave it.
+    LinearMap,
 }
 
 impl ViolationKind {
@@ -334,6 +358,7 @@ impl ViolationKind {
             ViolationKind::PageTable => "page-table",
             ViolationKind::Hook => "hook",
             ViolationKind::Hugetlb => "hugetlb",
+            ViolationKind::LinearMap => "linear-map",
         }
     }
 }

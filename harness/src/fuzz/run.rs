@@ -239,11 +239,33 @@ pub struct Lane {
     pub opts: ExecOptions,
 }
 
+/// `gcfg` for lanes that share a machine: they bring up no hugetlb
+/// ("hugetlb" leaves its calls out), keep no common model of the linear
+/// map ("set_memory"), and a freed area may be another lane's now (the
+/// wrong calls on freed handles are left out).
+pub fn lane_gen_config(mut gcfg: GenConfig) -> GenConfig {
+    for k in [
+        "double_free",
+        "vfree_twice",
+        "vfree_after_kvfree_rcu",
+        "vm_unmap_ram_twice",
+        "vunmap_vmalloc",
+        "vrealloc_freed",
+        "hugetlb",
+        "set_memory",
+    ] {
+        if !gcfg.exclude.iter().any(|e| e == k) {
+            gcfg.exclude.push(k.to_string());
+        }
+    }
+    gcfg
+}
+
 /// Run one lane on `cpu` of a machine other lanes share: its own generator
 /// (one CPU) and executor (not exclusive: no snapshots around refused
 /// calls, checks only at the end), stopping at the first violation; then
 /// give back everything the lane holds. The caller runs the final checks
-/// once every lane has ended.
+/// once every lane has ended; `gcfg` is a [`lane_gen_config`].
 pub fn run_lane<'a, 'm>(
     pa: &'a PageAllocator<'m>,
     vm: &'a mmlab_vmalloc::Vmalloc<'a, 'm>,

@@ -1,5 +1,6 @@
 //! Permission changes on the linear map: `set_memory_ro()` /
-//! `set_memory_rw()` (arch/arm64/mm/pageattr.c `change_memory_common()` →
+//! `set_memory_rw()` / `set_memory_nx()` / `set_memory_x()`
+//! (arch/arm64/mm/pageattr.c `change_memory_common()` →
 //! `__change_memory_common()`), with the block splitting mainline added in
 //! 6.18 (`split_kernel_leaf_mapping()` in mm/mmu.c, Yang Shi and Ryan
 //! Roberts, "support large block mapping when rodata=full").
@@ -40,7 +41,7 @@ use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::arch::arm64::barrier::{BarrierCounts, ishst};
 use crate::arch::arm64::cpu::ArchCpu;
 use crate::arch::arm64::memory::PAGE_END;
-use crate::arch::arm64::pgtable::desc::bits::{PTE_CONT, PTE_RDONLY, PTE_WRITE};
+use crate::arch::arm64::pgtable::desc::bits::{PTE_CONT, PTE_MAYBE_GP, PTE_PXN, PTE_RDONLY, PTE_WRITE};
 use crate::arch::arm64::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, PMD_SIZE, PUD_SIZE};
 use crate::arch::arm64::pgtable::{
     Desc, Level, PgtableAlloc, PgtableError, TableMemory, entry_pa, set_pmd, set_pte, set_pud, walk,
@@ -60,6 +61,30 @@ pub enum SplitMode {
     Bbml2NoAbort,
     /// Break-before-make: invalidate, flush, write (mmlab's).
     BreakBeforeMake,
+}
+
+impl SplitMode {
+    /// The values `arm64.split_mode` takes.
+    pub const NAMES: [(SplitMode, &'static str); 3] = [
+        (SplitMode::None, "none"),
+        (SplitMode::Bbml2NoAbort, "bbml2-noabort"),
+        (SplitMode::BreakBeforeMake, "break-before-make"),
+    ];
+    /// The `arm64.split_mode=` spelling.
+    pub const fn name(self) -> &'static str {
+        Self::NAMES[self as usize].1
+    }
+}
+
+impl std::str::FromStr for SplitMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::NAMES
+            .iter()
+            .find(|(_, n)| *n == s)
+            .map(|(m, _)| *m)
+            .ok_or_else(|| format!("unknown split mode {s:?} (none|bbml2-noabort|break-before-make)"))
+    }
 }
 
 crate::counter_snapshot! {
@@ -186,6 +211,38 @@ pub fn set_memory_rw<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
     mode: SplitMode,
 ) -> Result<PageattrReport, PageattrError> {
     change_memory_common(cpu, tables, addr, numpages, PTE_WRITE, PTE_RDONLY, mode)
+}
+
+/// Mirrors arch/arm64/mm/pageattr.c `set_memory_nx()`: set `PTE_PXN`,
+/// clear `PTE_MAYBE_GP` (0 here: the emulated kernel has no BTI).
+///
+/// # Errors
+///
+/// As [`change_memory_common`].
+pub fn set_memory_nx<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
+    tables: &dyn PgtableAlloc<C>,
+    addr: u64,
+    numpages: u64,
+    mode: SplitMode,
+) -> Result<PageattrReport, PageattrError> {
+    change_memory_common(cpu, tables, addr, numpages, PTE_PXN, PTE_MAYBE_GP, mode)
+}
+
+/// Mirrors arch/arm64/mm/pageattr.c `set_memory_x()`: clear `PTE_PXN`, set
+/// `PTE_MAYBE_GP` (0 here).
+///
+/// # Errors
+///
+/// As [`change_memory_common`].
+pub fn set_memory_x<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
+    cpu: &C,
+    tables: &dyn PgtableAlloc<C>,
+    addr: u64,
+    numpages: u64,
+    mode: SplitMode,
+) -> Result<PageattrReport, PageattrError> {
+    change_memory_common(cpu, tables, addr, numpages, PTE_MAYBE_GP, PTE_PXN, mode)
 }
 
 /// Mirrors `change_memory_common()` for a linear-map range: split the

@@ -311,6 +311,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                 }
             }
             Call::Vrealloc { area, size, gfp } => self.run_vrealloc(cpu_i, area, *size, *gfp),
+            Call::SetMemory { how, addr, off, nr } => self.run_set_memory(cpu_i, *how, addr, *off, *nr),
             Call::HugetlbStore { .. }
             | Call::HugetlbReserve { .. }
             | Call::HugetlbUnreserve { .. }

@@ -61,6 +61,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             return v(ViolationKind::VmallocCheck, e);
         }
         self.check_hugetlb()?;
+        self.check_linear_map()?;
         for (h, o) in &self.handles {
             if let Obj::Pages(units) = o {
                 for u in units.iter().filter(|u| u.live) {
@@ -140,6 +141,10 @@ impl<'a, 'm> Executor<'a, 'm> {
         let v = |kind, message| Err(Violation { kind, op_index: None, op_name: None, message });
         if let Err(e) = self.release_hugetlb() {
             return v(ViolationKind::FinalState, format!("hugetlb at the end: {e}"));
+        }
+        // Callers give pages their permissions back before freeing them.
+        if let Err(e) = self.restore_linear_map() {
+            return v(ViolationKind::LinearMap, format!("restoring permissions at the end: {e}"));
         }
         let mut handles: Vec<(Handle, Obj)> = self.handles.iter().map(|(h, o)| (*h, o.clone())).collect();
         handles.sort_unstable_by_key(|(h, _)| *h);

@@ -124,6 +124,10 @@ impl<'a, 'm> Executor<'a, 'm> {
                         if *order > mmlab_engine::MAX_PAGE_ORDER {
                             return only(O::OrderTooLarge);
                         }
+                        if *order == u.order && self.perms_changed(u.pfn, 1 << u.order) {
+                            // Read-only or executable: the caller's bug (pageattr.rs).
+                            return skipped();
+                        }
                         return if *order == u.order { only(O::Ok) } else { only(O::WrongOrder) };
                     }
                     return self.foreign_pfn(u.pfn, *order);
@@ -133,6 +137,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                     let u = self.units(h).map(|u| u[i]);
                     return match u {
                         Some(_) if *order > mmlab_engine::MAX_PAGE_ORDER => only(O::OrderTooLarge),
+                        Some(u) if u.order == *order && self.perms_changed(u.pfn, 1 << u.order) => skipped(),
                         Some(u) if u.order == *order => only(O::Ok),
                         _ => only(O::WrongOrder),
                     };
@@ -140,7 +145,9 @@ impl<'a, 'm> Executor<'a, 'm> {
                 self.foreign_pfn(pfn, *order)
             }
             Call::ReleasePages { page } => {
-                if self.units(*page).is_some_and(|u| u.iter().any(|u| u.live)) {
+                if self.handle_perms_changed(*page) {
+                    skipped()
+                } else if self.units(*page).is_some_and(|u| u.iter().any(|u| u.live)) {
                     only(O::Ok)
                 } else {
                     skipped()
@@ -269,6 +276,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                 }
             }
             Call::Vrealloc { area, size, .. } => self.expect_vrealloc(area, *size),
+            Call::SetMemory { addr, off, nr, .. } => self.expect_set_memory(addr, *off, *nr),
             Call::HugetlbStore { .. }
             | Call::HugetlbReserve { .. }
             | Call::HugetlbUnreserve { .. }

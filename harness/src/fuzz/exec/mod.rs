@@ -26,8 +26,12 @@
 //! requires free (buddy) + pcp + allocated = managed, and allocated =
 //! pages the fuzzer holds + pages of vmalloc areas (percpu chunks and
 //! page arrays included) + page-table pages (tables reachable from
-//! swapper_pg_dir that the page allocator handed out; boot tables are
-//! memblock-reserved). [`Executor::finish`] frees everything the fuzzer
+//! swapper_pg_dir that the page allocator handed out, linear-map split
+//! tables included; boot tables are memblock-reserved), and the linear
+//! map against the executor's model of it (`pageattr`: each RAM page
+//! mapped once at its `page_address()` with the permissions the
+//! set_memory_* calls gave it). [`Executor::finish`] gives changed
+//! permissions back, frees everything the fuzzer
 //! holds, waits for kvfree_rcu, purges, drains every pcp, and requires
 //! the buddy to hold managed minus the page-table pages that stayed, and,
 //! if no table page was ever allocated, the post-boot buddyinfo.
@@ -36,7 +40,9 @@
 //! table and [`Executor::step`]; `expect` the oracle's tables (the
 //! outcomes acceptable for an op, from the model alone); `call` the
 //! executor's side (making the call and updating the model from what
-//! happened); `check` the invariant checks and the end of a run.
+//! happened); `check` the invariant checks and the end of a run;
+//! `hugetlb`, `vrealloc` and `pageattr` the newer layers' calls, each with
+//! its oracle and model.
 
 use super::op::{Call, Handle, HandleKind, Op, Ref};
 use super::oracle::{Outcome, Snapshot, Violation, ViolationKind};
@@ -51,6 +57,7 @@ mod call;
 mod check;
 mod expect;
 mod hugetlb;
+mod pageattr;
 mod vrealloc;
 
 /// One block of pages the fuzzer holds.
@@ -305,6 +312,8 @@ pub struct Executor<'a, 'm> {
     ops_run: usize,
     /// hugetlb, when the machine brings it up (not in `--threads` runs).
     hugetlb: Option<mmlab_hugetlb::Hugetlb<'a, 'm>>,
+    /// The model of the linear map (None without one).
+    linear: Option<pageattr::LinearModel>,
 }
 
 impl std::fmt::Debug for Executor<'_, '_> {
@@ -400,6 +409,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             hook: None,
             ops_run: 0,
             hugetlb: None,
+            linear: pageattr::LinearModel::new(pa.machine()),
         }
     }
 

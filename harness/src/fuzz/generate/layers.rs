@@ -1,6 +1,7 @@
 //! Generating calls into the newer layers: `vrealloc` of the generator's
-//! vmalloc areas, and hugetlb (pool writes to every hstate's files,
-//! reservations, faults and frees of folios, demote), right and wrong.
+//! vmalloc areas, hugetlb (pool writes to every hstate's files,
+//! reservations, faults and frees of folios, demote), and the linear
+//! map's permission changes (`pageattr.rs`), right and wrong.
 //!
 //! The model assumes every call succeeds, as the rest of the generator
 //! does: a reservation holds its pages until given back or faulted in, a
@@ -37,9 +38,16 @@ impl Generator {
     /// A right call into the newer layers, or None to draw again.
     pub(super) fn layer_call(&mut self, s: &mut dyn super::Source) -> Option<Option<Call>> {
         let hugetlb = self.allowed("hugetlb");
-        let class = if hugetlb { s.below(20)? } else { 0 };
+        let set_memory = self.allowed("set_memory");
+        let class = match (hugetlb, set_memory) {
+            (true, true) => s.below(24)?,
+            (true, false) => s.below(20)?,
+            (false, true) => [0, 20][s.below(2)? as usize],
+            (false, false) => 0,
+        };
         Some(match class {
             0..=4 => self.vrealloc(s)?,
+            20..=23 => self.set_memory(s)?,
             5..=8 => {
                 let size = huge_size(s)?;
                 let n = s.below(self.max_pool(size) + 1)?;
@@ -196,6 +204,9 @@ impl Generator {
             "free_huge_folio_twice" => {
                 let Some(h) = pick(s, &self.layers.dead_folios)? else { return Some(None) };
                 Call::FreeHugeFolio { folio: h }
+            }
+            "set_memory_unaligned" | "set_memory_bad_range" | "set_memory_not_mapped" if self.allowed("set_memory") => {
+                return self.wrong_set_memory(s, kind);
             }
             "hugetlb_unreserve_too_many" if self.allowed("hugetlb") => {
                 let nr = [1 << 20, 1 << 40, u64::MAX][s.below(3)? as usize];

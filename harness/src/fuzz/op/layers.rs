@@ -13,6 +13,18 @@
 //! cpu0 hugetlb_unreserve size=2M nr=9 expect=NoMemory
 //! ```
 //!
+//! and of the linear map's permission changes (`set_memory_ro`,
+//! `set_memory_rw`, `set_memory_nx`, `set_memory_x`): a page reference's
+//! linear-map address (`page_address()`), plus `off=` bytes if given, or a
+//! raw `addr=`, and `nr=` pages:
+//!
+//! ```text
+//! cpu0 set_memory_ro p12 nr=4
+//! cpu1 set_memory_rw p12.3 nr=1
+//! cpu0 set_memory_x p12 off=1 nr=1 expect=BadRange
+//! cpu0 set_memory_nx addr=0x1000 nr=1 expect=BadRange
+//! ```
+//!
 //! A store's value is written as the file would get it: a number, or any
 //! other text without blanks (`abc`, `-1`, empty), which the store must
 //! refuse as the kernel's `kstrtoul`/`memparse` would. This module holds
@@ -50,6 +62,37 @@ impl StoreValue {
             Ok(n) if canonical => StoreValue::Num(n),
             _ => StoreValue::Text(text.to_string()),
         }
+    }
+}
+
+/// Which `set_memory_*()` a [`super::Call::SetMemory`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetMemory {
+    /// `set_memory_ro()`: clear `PTE_WRITE`, set `PTE_RDONLY`.
+    Ro,
+    /// `set_memory_rw()`: the reverse.
+    Rw,
+    /// `set_memory_nx()`: set `PTE_PXN`.
+    Nx,
+    /// `set_memory_x()`: clear `PTE_PXN`.
+    X,
+}
+
+impl SetMemory {
+    /// All four, in name order.
+    pub const ALL: [SetMemory; 4] = [SetMemory::Ro, SetMemory::Rw, SetMemory::Nx, SetMemory::X];
+    /// The kernel function's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SetMemory::Ro => "set_memory_ro",
+            SetMemory::Rw => "set_memory_rw",
+            SetMemory::Nx => "set_memory_nx",
+            SetMemory::X => "set_memory_x",
+        }
+    }
+    /// The call of a name.
+    pub fn by_name(name: &str) -> Option<SetMemory> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
     }
 }
 
@@ -105,6 +148,10 @@ mod tests {
             },
             Call::AllocHugetlbFolio { size: HugePageSize::Pud1G, resv: None, out: h(HandleKind::HugeFolio, 7) },
             Call::FreeHugeFolio { folio: h(HandleKind::HugeFolio, 6) },
+            Call::SetMemory { how: SetMemory::Ro, addr: Ref::Whole(h(HandleKind::Pages, 12)), off: 0, nr: 4 },
+            Call::SetMemory { how: SetMemory::Rw, addr: Ref::Unit(h(HandleKind::Pages, 12), 3), off: 0, nr: 1 },
+            Call::SetMemory { how: SetMemory::X, addr: Ref::Whole(h(HandleKind::Pages, 2)), off: 1, nr: 1 },
+            Call::SetMemory { how: SetMemory::Nx, addr: Ref::Raw(0x1000), off: 0, nr: u64::MAX },
         ];
         for call in calls {
             let op = Op { cpu: 2, call, expect: Some("Ok".into()), fail_nth: Vec::new() };
@@ -136,6 +183,9 @@ mod tests {
             ("cpu0 free_huge_folio", "takes an `h` handle"),
             ("cpu0 alloc_hugetlb_folio size=2M resv=h1 -> h2", "takes a `s` handle"),
             ("cpu0 vrealloc v1 size=1", "missing `gfp=`"),
+            ("cpu0 set_memory_ro p1", "missing `nr=`"),
+            ("cpu0 set_memory_rw nr=1", "missing a handle or `addr=`"),
+            ("cpu0 set_memory_nx p1 nr=1 -> p2", "binds no handle"),
         ] {
             let e = parse_line(bad).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");

@@ -140,6 +140,10 @@ pub mod bits {
     pub const PTE_CONT: u64 = 1 << 52;
     /// `PTE_PXN`: privileged execute-never.
     pub const PTE_PXN: u64 = 1 << 53;
+    /// `PTE_MAYBE_GP`: `PTE_GP` when the kernel uses BTI; 0 here, as in a
+    /// kernel built without `CONFIG_ARM64_BTI_KERNEL` (no kernel protection
+    /// carries `PTE_GP`).
+    pub const PTE_MAYBE_GP: u64 = 0;
     /// `PTE_UXN`: user execute-never.
     pub const PTE_UXN: u64 = 1 << 54;
     /// `PTE_DIRTY` (software).
