@@ -18,7 +18,7 @@ fn setup(seed: u64, check_every: u64) -> Setup {
 }
 
 fn gen_cfg() -> GenConfig {
-    GenConfig { nr_cpus: 4, max_live_pages: 16384 / 3, wrong_per_64: 8, exclude: Vec::new() }
+    GenConfig { nr_cpus: 4, max_live_pages: 16384 / 3, wrong_per_64: 8, exclude: Vec::new(), hvo: false }
 }
 
 fn generate(seed: u64, n: usize) -> Vec<Op> {

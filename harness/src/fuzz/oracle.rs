@@ -73,11 +73,19 @@ pub enum Outcome {
     UnsupportedSize,
     /// hugetlb: `free_huge_folio` of a folio not handed out.
     NotInUse,
+    /// HVO: restore of a folio whose vmemmap is not optimized.
+    NotOptimized,
+    /// HVO: optimize of a folio already optimized.
+    AlreadyOptimized,
+    /// HVO: optimize of a folio HVO cannot optimize (64K, or HVO off).
+    NotOptimizable,
+    /// HVO: a folio hugetlb no longer holds (freed to the page allocator).
+    NotHugetlb,
     Panic,
 }
 
 /// Every outcome, for parsing.
-pub const OUTCOMES: [Outcome; 39] = [
+pub const OUTCOMES: [Outcome; 43] = [
     Outcome::Ok,
     Outcome::Skipped,
     Outcome::NoMemory,
@@ -116,6 +124,10 @@ pub const OUTCOMES: [Outcome; 39] = [
     Outcome::BadDemoteSize,
     Outcome::UnsupportedSize,
     Outcome::NotInUse,
+    Outcome::NotOptimized,
+    Outcome::AlreadyOptimized,
+    Outcome::NotOptimizable,
+    Outcome::NotHugetlb,
     Outcome::Panic,
 ];
 
@@ -160,6 +172,10 @@ impl Outcome {
             Outcome::BadDemoteSize => "BadDemoteSize",
             Outcome::UnsupportedSize => "UnsupportedSize",
             Outcome::NotInUse => "NotInUse",
+            Outcome::NotOptimized => "NotOptimized",
+            Outcome::AlreadyOptimized => "AlreadyOptimized",
+            Outcome::NotOptimizable => "NotOptimizable",
+            Outcome::NotHugetlb => "NotHugetlb",
             Outcome::Panic => "Panic",
         }
     }
@@ -265,6 +281,10 @@ impl From<mmlab_hugetlb::HugetlbError> for Outcome {
             H::BadDemoteSize { .. } => Outcome::BadDemoteSize,
             H::NoMemory => Outcome::NoMemory,
             H::NotInUse { .. } => Outcome::NotInUse,
+            H::Hvo(mmlab_vmemmap::HvoError::NotOptimized { .. }) => Outcome::NotOptimized,
+            H::Hvo(mmlab_vmemmap::HvoError::AlreadyOptimized { .. }) => Outcome::AlreadyOptimized,
+            H::Hvo(mmlab_vmemmap::HvoError::NotOptimizable { .. }) => Outcome::NotOptimizable,
+            H::Hvo(mmlab_vmemmap::HvoError::NotHugetlb { .. }) => Outcome::NotHugetlb,
             // A bug below hugetlb: always a violation.
             H::Hvo(_) | H::Folio(_) | H::Free { .. } | H::Contig(_) => Outcome::Panic,
         }

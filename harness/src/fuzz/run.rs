@@ -77,6 +77,9 @@ pub struct RunOutcome {
     pub coverage: Coverage,
     /// The outcome of every op run, in order.
     pub outcomes: Vec<Outcome>,
+    /// hugetlb's and HVO's counters after the last op (before the end of
+    /// the run frees everything), when the machine had hugetlb.
+    pub hugetlb: Option<(mmlab_hugetlb::HugetlbCounts, mmlab_vmemmap::HvoCounts)>,
 }
 
 /// Boot the machine of `setup` (the allocator is booted by the caller, as
@@ -160,6 +163,7 @@ pub fn run_ops(
         }
         last = Some(r);
     }
+    out.hugetlb = ex.hugetlb_counts();
     out.violation = ex.finish().err();
     out.coverage = ex.coverage();
     Ok(out)

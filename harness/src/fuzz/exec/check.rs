@@ -61,6 +61,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             return v(ViolationKind::VmallocCheck, e);
         }
         self.check_hugetlb()?;
+        self.check_hvo()?;
         for (h, o) in &self.handles {
             if let Obj::Pages(units) = o {
                 for u in units.iter().filter(|u| u.live) {

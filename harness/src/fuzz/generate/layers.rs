@@ -37,7 +37,10 @@ impl Generator {
     /// A right call into the newer layers, or None to draw again.
     pub(super) fn layer_call(&mut self, s: &mut dyn super::Source) -> Option<Option<Call>> {
         let hugetlb = self.allowed("hugetlb");
-        let class = if hugetlb { s.below(20)? } else { 0 };
+        // HVO's four classes (20..24) only with HVO on: the draws of a
+        // machine without it stay as they were.
+        let classes = if self.cfg.hvo { 24 } else { 20 };
+        let class = if hugetlb { s.below(classes)? } else { 0 };
         Some(match class {
             0..=4 => self.vrealloc(s)?,
             5..=8 => {
@@ -88,10 +91,14 @@ impl Generator {
                     }
                     _ => Call::AllocHugetlbFolio { size: huge_size(s)?, resv: None, out },
                 };
+                if let Call::AllocHugetlbFolio { size, .. } = &call {
+                    self.hvo_note_folio(out, *size);
+                }
                 self.layers.folios.push(out);
                 Some(call)
             }
-            _ => self.free_folio(s)?,
+            17..=19 => self.free_folio(s)?,
+            c => self.hvo_call(s, c - 20)?,
         })
     }
 
@@ -129,6 +136,7 @@ impl Generator {
     fn free_folio(&mut self, s: &mut dyn super::Source) -> Option<Option<Call>> {
         let Some(i) = pick(s, &(0..self.layers.folios.len()).collect::<Vec<_>>())? else { return Some(None) };
         let h = self.layers.folios.swap_remove(i);
+        self.hvo_forget_folio(h);
         push_dead(&mut self.layers.dead_folios, h);
         Some(Some(Call::FreeHugeFolio { folio: h }))
     }

@@ -13,6 +13,19 @@
 //! cpu0 hugetlb_unreserve size=2M nr=9 expect=NoMemory
 //! ```
 //!
+//! and of HVO on folios (`hvo_optimize`, `hvo_restore`, their batched
+//! `_folios` forms, and `pfn_walker`, a speculative walker reading a
+//! folio's struct pages); a folio is a handle (`h3`) or the Nth folio of a
+//! pool's free list, counted from its head modulo its length (`2M@0`):
+//!
+//! ```text
+//! cpu0 hvo_restore h6
+//! cpu1 hvo_optimize h6
+//! cpu0 hvo_optimize_folios h6,2M@1
+//! cpu1 hvo_restore_folios 2M@0,2M@1 expect=NotOptimized
+//! cpu2 pfn_walker 2M@0
+//! ```
+//!
 //! A store's value is written as the file would get it: a number, or any
 //! other text without blanks (`abc`, `-1`, empty), which the store must
 //! refuse as the kernel's `kstrtoul`/`memparse` would. This module holds
@@ -49,6 +62,61 @@ impl StoreValue {
         match text.parse::<u64>() {
             Ok(n) if canonical => StoreValue::Num(n),
             _ => StoreValue::Text(text.to_string()),
+        }
+    }
+}
+
+/// Which HVO entry an `hvo_*` call runs (`Hugetlb::vmemmap_optimize` /
+/// `vmemmap_restore`, one folio at a time or as one batch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HvoCall {
+    /// `hvo_optimize`: `hugetlb_vmemmap_optimize_folio()`.
+    Optimize,
+    /// `hvo_restore`: `hugetlb_vmemmap_restore_folio()`.
+    Restore,
+    /// `hvo_optimize_folios`: `hugetlb_vmemmap_optimize_folios()`.
+    OptimizeFolios,
+    /// `hvo_restore_folios`: `hugetlb_vmemmap_restore_folios()`.
+    RestoreFolios,
+}
+
+impl HvoCall {
+    /// Every call with its name.
+    pub const ALL: [(HvoCall, &'static str); 4] = [
+        (HvoCall::Optimize, "hvo_optimize"),
+        (HvoCall::Restore, "hvo_restore"),
+        (HvoCall::OptimizeFolios, "hvo_optimize_folios"),
+        (HvoCall::RestoreFolios, "hvo_restore_folios"),
+    ];
+    /// The call's name.
+    pub fn name(self) -> &'static str {
+        Self::ALL.iter().find(|(c, _)| *c == self).map_or("?", |(_, n)| n)
+    }
+    /// Whether it optimizes (else restores).
+    pub fn optimizes(self) -> bool {
+        matches!(self, HvoCall::Optimize | HvoCall::OptimizeFolios)
+    }
+    /// Whether it is the batched form (takes a list).
+    pub fn batched(self) -> bool {
+        matches!(self, HvoCall::OptimizeFolios | HvoCall::RestoreFolios)
+    }
+}
+
+/// A folio an HVO call names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FolioRef {
+    /// `hN`: a folio the fuzzer holds (or held).
+    Handle(super::Handle),
+    /// `2M@N`: the Nth folio of a pool's free list, from its head, modulo
+    /// the list's length.
+    Pool { size: HugePageSize, nth: u32 },
+}
+
+impl fmt::Display for FolioRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FolioRef::Handle(h) => write!(f, "{h}"),
+            FolioRef::Pool { size, nth } => write!(f, "{}@{nth}", size.label()),
         }
     }
 }
