@@ -152,6 +152,8 @@ struct LayerModel {
     /// Folios handed out, their sizes, and whether assumed optimized
     /// (HVO on only; `generate/hvo.rs`).
     hvo: Vec<(Handle, mmlab_hugetlb::HugePageSize, bool)>,
+    /// The `nr_hugepages` last written per size ([`mmlab_hugetlb::HugePageSize::index`]).
+    pool_target: [u64; 4],
 }
 
 /// The generator and its model.

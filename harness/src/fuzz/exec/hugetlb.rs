@@ -157,11 +157,15 @@ impl<'a, 'm> Executor<'a, 'm> {
                             // The most it can demote: none without an
                             // unreserved free page; then 6.12 may take
                             // any free page, 6.11 the unreserved ones.
+                            // Demote first runs free_hpage_workfn: each
+                            // folio waiting there may come back free and
+                            // surplus (its restore failed).
                             let h = ht.hstate_of(*size);
-                            let available = h.available_huge_pages();
+                            let back = ht.pending_folios().filter(|(z, _)| z == size).count() as u64;
+                            let available = h.available_huge_pages() + back;
                             let most = match ht.config().demote {
                                 _ if available == 0 => 0,
-                                mmlab_hugetlb::DemoteBatching::V6_12 => n.min(h.free_huge_pages),
+                                mmlab_hugetlb::DemoteBatching::V6_12 => n.min(h.free_huge_pages + back),
                                 mmlab_hugetlb::DemoteBatching::V6_11 => n.min(available),
                             };
                             most > 0 && h.surplus_huge_pages + most > h.nr_huge_pages

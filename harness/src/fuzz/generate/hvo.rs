@@ -7,8 +7,8 @@
 //! The model: a folio handed out is assumed optimized if its size can be
 //! (2M, 32M, 1G: the pool optimized it); a right call restores an
 //! optimized one or optimizes a restored one, and flips the assumption.
-//! Pool folios are named by position; the generator does not know their
-//! state, so a call on them may be right or refused, and the oracle
+//! Pool folios are named by position, of a pool the generator last wrote
+//! a non-zero `nr_hugepages` to; the generator does not know their state, so a call on them may be right or refused, and the oracle
 //! decides from the machine. The wrong kinds: restore of a folio assumed
 //! restored, optimize of one assumed optimized, optimize of a 64K folio,
 //! a call on a freed folio.
@@ -22,17 +22,19 @@ use mmlab_hugetlb::HugePageSize;
 pub(super) const HVO_WRONG_KINDS: [&str; 4] =
     ["hvo_restore_not_optimized", "hvo_optimize_twice", "hvo_not_optimizable", "hvo_freed_folio"];
 
-/// A pool folio reference of an optimizable size.
-fn pool_ref(s: &mut dyn Source) -> Option<FolioRef> {
-    let size = match s.below(8)? {
-        0..=5 => HugePageSize::Pmd2M,
-        6 => HugePageSize::ContPmd32M,
-        _ => HugePageSize::Pud1G,
-    };
-    Some(FolioRef::Pool { size, nth: s.below(4)? as u32 })
-}
-
 impl Generator {
+    /// A pool folio of an optimizable size whose pool the generator last
+    /// asked to be non-empty (`nr_hugepages` written above 0), mostly 2M;
+    /// None when there is none.
+    fn pool_ref(&self, s: &mut dyn Source) -> Option<Option<FolioRef>> {
+        let sizes: Vec<HugePageSize> = [HugePageSize::Pmd2M, HugePageSize::ContPmd32M, HugePageSize::Pud1G]
+            .into_iter()
+            .filter(|z| self.layers.pool_target[z.index()] > 0)
+            .collect();
+        let Some(size) = pick(s, &sizes)? else { return Some(None) };
+        Some(Some(FolioRef::Pool { size, nth: s.below(4)? as u32 }))
+    }
+
     /// Note a folio handed out (for the HVO model).
     pub(super) fn hvo_note_folio(&mut self, h: Handle, size: HugePageSize) {
         if self.cfg.hvo {
@@ -76,8 +78,13 @@ impl Generator {
                     self.layers.hvo[i].2 = !optimized;
                     folios.push(FolioRef::Handle(self.layers.hvo[i].0));
                 }
-                if folios.is_empty() || s.below(4)? == 0 {
-                    folios.push(pool_ref(s)?);
+                if (folios.is_empty() || s.below(4)? == 0)
+                    && let Some(r) = self.pool_ref(s)?
+                {
+                    folios.push(r);
+                }
+                if folios.is_empty() {
+                    return Some(None);
                 }
                 let call = if optimized { HvoCall::RestoreFolios } else { HvoCall::OptimizeFolios };
                 Some(Call::Hvo { call, folios })
@@ -88,7 +95,8 @@ impl Generator {
                 let n = if call.batched() { 1 + s.below(3)? } else { 1 };
                 let mut folios = Vec::new();
                 for _ in 0..n {
-                    folios.push(pool_ref(s)?);
+                    let Some(r) = self.pool_ref(s)? else { return Some(None) };
+                    folios.push(r);
                 }
                 Some(Call::Hvo { call, folios })
             }
@@ -97,7 +105,10 @@ impl Generator {
                 let held: Vec<Handle> = self.layers.hvo.iter().map(|v| v.0).collect();
                 let folio = match pick(s, &held)? {
                     Some(h) if s.below(3)? != 0 => FolioRef::Handle(h),
-                    _ => pool_ref(s)?,
+                    _ => match self.pool_ref(s)? {
+                        Some(r) => r,
+                        None => return Some(None),
+                    },
                 };
                 Some(Call::PfnWalker { folio })
             }

@@ -46,6 +46,7 @@ impl Generator {
             5..=8 => {
                 let size = huge_size(s)?;
                 let n = s.below(self.max_pool(size) + 1)?;
+                self.layers.pool_target[size.index()] = n;
                 Some(Call::HugetlbStore { size, attr: HstateAttr::NrHugepages, value: StoreValue::Num(n) })
             }
             9 => {

@@ -128,7 +128,7 @@ pub fn size_by_label(s: &str) -> Option<HugePageSize> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Call, Handle, HandleKind, Op, Ref, ResvRef, parse_line};
+    use super::super::{Call, FolioRef, Handle, HandleKind, HvoCall, Op, Ref, ResvRef, parse_line};
     use super::*;
     use mmlab_engine::Gfp;
     use mmlab_hugetlb::HstateAttr;
@@ -173,6 +173,17 @@ mod tests {
             },
             Call::AllocHugetlbFolio { size: HugePageSize::Pud1G, resv: None, out: h(HandleKind::HugeFolio, 7) },
             Call::FreeHugeFolio { folio: h(HandleKind::HugeFolio, 6) },
+            Call::Hvo { call: HvoCall::Restore, folios: vec![FolioRef::Handle(h(HandleKind::HugeFolio, 6))] },
+            Call::Hvo { call: HvoCall::Optimize, folios: vec![FolioRef::Pool { size: HugePageSize::Pud1G, nth: 2 }] },
+            Call::Hvo {
+                call: HvoCall::OptimizeFolios,
+                folios: vec![
+                    FolioRef::Handle(h(HandleKind::HugeFolio, 3)),
+                    FolioRef::Pool { size: HugePageSize::Pmd2M, nth: 0 },
+                ],
+            },
+            Call::Hvo { call: HvoCall::RestoreFolios, folios: vec![FolioRef::Handle(h(HandleKind::HugeFolio, 3))] },
+            Call::PfnWalker { folio: FolioRef::Pool { size: HugePageSize::ContPmd32M, nth: 1 } },
         ];
         for call in calls {
             let op = Op { cpu: 2, call, expect: Some("Ok".into()) };
@@ -192,6 +203,8 @@ mod tests {
         );
         let op = parse_line("cpu0 vrealloc v4 size=100 gfp=GFP_KERNEL").unwrap();
         assert_eq!(op.uses(), vec![h(HandleKind::Vmalloc, 4)]);
+        let op = parse_line("cpu1 hvo_restore_folios h4,2M@1,h5").unwrap();
+        assert_eq!(op.uses(), vec![h(HandleKind::HugeFolio, 4), h(HandleKind::HugeFolio, 5)]);
         let op = parse_line("cpu0 alloc_hugetlb_folio size=2M resv=s2 -> h3").unwrap();
         assert_eq!((op.uses(), op.binds()), (vec![h(HandleKind::Resv, 2)], Some(h(HandleKind::HugeFolio, 3))));
         for (bad, why) in [
@@ -204,6 +217,11 @@ mod tests {
             ("cpu0 free_huge_folio", "takes an `h` handle"),
             ("cpu0 alloc_hugetlb_folio size=2M resv=h1 -> h2", "takes a `s` handle"),
             ("cpu0 vrealloc v1 size=1", "missing `gfp=`"),
+            ("cpu0 hvo_optimize h1,h2", "takes one folio"),
+            ("cpu0 hvo_restore_folios", "takes folios"),
+            ("cpu0 hvo_restore p1", "takes a `h` handle"),
+            ("cpu0 hvo_optimize 4M@0", "not a huge page size"),
+            ("cpu0 pfn_walker", "takes one folio"),
         ] {
             let e = parse_line(bad).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
