@@ -37,6 +37,16 @@
 //! this. 6.11's loop took one page per check and never did. `mmlab fuzz`
 //! found it with its hstate invariant and steers around it (see
 //! `harness/src/fuzz/exec/hugetlb.rs`).
+//!
+//! Surplus pages are not adjusted either (a kernel defect in both releases,
+//! modelled as it is): `demote_pool_huge_page()` takes folios off the free
+//! list with `remove_hugetlb_folio(h, folio, false)`, which lowers
+//! `nr_huge_pages` but never `surplus_huge_pages`. A free page can be
+//! surplus: `bulk_vmemmap_restore_error()` puts a folio whose vmemmap
+//! could not be restored during a shrink back as surplus. Demoting it
+//! leaves `surplus_hugepages` above `nr_hugepages` (and
+//! `persistent_huge_pages()` wraps). `mmlab fuzz` found it under
+//! `--fail-page-alloc` with HVO on and steers around it too.
 
 use crate::config::DemoteBatching;
 use crate::error::HugetlbError;

@@ -79,6 +79,7 @@ pub mod hugetlbpage;
 mod pool;
 pub mod surplus;
 pub mod sysfs;
+mod vmemmap;
 
 pub use config::{BootParamError, DemoteBatching, GiganticAlloc, HugetlbConfig};
 pub use error::HugetlbError;

@@ -18,7 +18,7 @@ fn setup(seed: u64, check_every: u64) -> Setup {
 }
 
 fn gen_cfg() -> GenConfig {
-    GenConfig { nr_cpus: 4, max_live_pages: 16384 / 3, wrong_per_64: 8, exclude: Vec::new() }
+    GenConfig { nr_cpus: 4, max_live_pages: 16384 / 3, wrong_per_64: 8, exclude: Vec::new(), hvo: false }
 }
 
 fn generate(seed: u64, n: usize) -> Vec<Op> {
@@ -237,6 +237,7 @@ fn library_findings_replay_clean_once_fixed() {
         // Oracle defects, not library ones.
         "kvfree-rcu-reused-by-vmap.replay",
         "kvfree-rcu-reused-by-page-array.replay",
+        "hvo-memmap-moved.replay",
     ] {
         let text = std::fs::read_to_string(format!("{dir}/{f}")).unwrap();
         let r = Replay::parse(&text).unwrap();
@@ -388,6 +389,40 @@ fn linear_map_check_catches_changes_behind_its_back() {
     assert_eq!(ex.check(), Ok(()));
 }
 
+/// The HVO calls (`hvo_optimize`, `hvo_restore`, their `_folios` batches,
+/// `pfn_walker`) on held and pool folios, with every typed error a wrong
+/// form gets; what the walker saw (fake heads only while optimized); a
+/// wrong `expect=` is caught, and a refused call changes nothing.
+#[test]
+fn hvo_calls_run_with_their_outcomes() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/data/fuzz");
+    let text = std::fs::read_to_string(format!("{dir}/hvo.replay")).unwrap();
+    let r = Replay::parse(&text).unwrap();
+    let mut walks = Vec::new();
+    let out = run::run_list_with(&Setup::from_replay(&r), &r.ops, &mut |_, op, res| {
+        if op.name() == "pfn_walker" {
+            walks.push(res.detail.clone());
+        }
+    })
+    .unwrap();
+    assert!(out.violation.is_none(), "{}", out.violation.unwrap());
+    for call in ["hvo_optimize", "hvo_restore", "hvo_optimize_folios", "hvo_restore_folios", "pfn_walker"] {
+        assert!(out.coverage.ops.get(call).is_some_and(|n| *n > 0), "{call}: {:?}", out.coverage.ops);
+    }
+    for (o, n) in [("NotOptimized", 3), ("AlreadyOptimized", 2), ("NotOptimizable", 3), ("NotHugetlb", 2)] {
+        assert_eq!(out.coverage.outcomes.get(o), Some(&n), "{o}: {:?}", out.coverage.outcomes);
+    }
+    assert!(!out.outcomes.contains(&Outcome::Skipped), "{:?}", out.outcomes);
+    // A 2M folio has 8 vmemmap pages: 7 fake heads while optimized.
+    let fake: Vec<&str> = walks.iter().map(|d| d.rsplit(", ").next().unwrap_or("")).collect();
+    assert_eq!(fake, ["7 fake heads", "0 fake heads", "0 fake heads", "7 fake heads"], "{walks:?}");
+    // The same restore expected to succeed twice is a violation there.
+    let bad = text.replace("cpu0 hvo_restore h1 expect=NotOptimized", "cpu0 hvo_restore h1 expect=Ok");
+    let r = Replay::parse(&bad).unwrap();
+    let v = run(&Setup::from_replay(&r), &r.ops).violation.expect("a wrong expect= is caught");
+    assert_eq!((v.kind, v.op_index), (ViolationKind::ExpectMismatch, Some(8)), "{v}");
+}
+
 /// A hook that fails once the fuzzer holds more than 5 live handles.
 fn too_many_handles() -> Option<Hook> {
     Some(Box::new(|v| (v.live_handles > 5).then(|| format!("{} live handles", v.live_handles))))
@@ -535,4 +570,75 @@ fn threaded_run_has_no_violation() {
     };
     assert!(!mmlab_harness::fuzz::cli::fuzz(&g, &a).unwrap());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The generator of a machine with HVO (`hugetlb_optimize_vmemmap=on`,
+/// `hugetlb_vmemmap.arm64=pause|unsafe`): HVO calls are made.
+fn hvo_gen_cfg() -> GenConfig {
+    GenConfig { hvo: true, ..gen_cfg() }
+}
+
+/// Per call name, the outcomes it had in a run of `n` generated ops.
+fn hvo_run(s: &Setup, n: u64) -> (RunOutcome, std::collections::BTreeMap<(&'static str, Outcome), u64>) {
+    let mut per_call = std::collections::BTreeMap::new();
+    let (out, _) = run::run_seed(s, &hvo_gen_cfg(), n, None, &mut |_, op, r| {
+        *per_call.entry((op.name(), r.outcome)).or_insert(0) += 1;
+    })
+    .expect("the machine boots");
+    (out, per_call)
+}
+
+/// `mmlab fuzz` with HVO on, under every grace-period policy
+/// (`hugetlb_vmemmap.rcu`) with the 2024 RFC's CPU pause, and 6.12 with
+/// the unsafe arm64 mode: no violation (the HVO invariants of the periodic
+/// check included), every HVO call ran and succeeded, and the wrong ones
+/// got their typed errors.
+#[test]
+fn hvo_calls_run_under_every_policy_and_mode() {
+    let n = mmlab_tests::scale(6000);
+    let mut runs: Vec<(&str, &str)> = mmlab_vmemmap::RcuPolicy::ALL.iter().map(|(_, p)| (*p, "pause")).collect();
+    runs.push(("v6.12", "unsafe"));
+    for (rcu, arm64) in runs {
+        let mut s = setup(5000, 1000);
+        s.sets = vec![
+            "hugetlb_optimize_vmemmap=on".into(),
+            format!("hugetlb_vmemmap.rcu={rcu}"),
+            format!("hugetlb_vmemmap.arm64={arm64}"),
+        ];
+        let (out, per_call) = hvo_run(&s, n);
+        assert_eq!(out.violation, None, "{rcu} {arm64}");
+        for call in ["hvo_optimize", "hvo_restore", "hvo_optimize_folios", "hvo_restore_folios", "pfn_walker"] {
+            assert!(per_call.get(&(call, Outcome::Ok)).is_some_and(|k| *k > 0), "{rcu} {arm64} {call}: {per_call:?}");
+        }
+        for o in ["NotOptimized", "AlreadyOptimized", "NotOptimizable", "NotHugetlb"] {
+            assert!(out.coverage.outcomes.get(o).is_some_and(|k| *k > 0), "{rcu} {arm64} {o}: {:?}", out.coverage);
+        }
+        let (_, hvo) = out.hugetlb.expect("the fuzz machine has hugetlb");
+        assert!(hvo.folios_optimized > 0 && hvo.folios_restored > 0, "{rcu} {arm64}: {hvo:?}");
+        let grace = !matches!(rcu, "v6.10" | "2026");
+        assert_eq!(hvo.synchronize_rcu > 0, grace, "{rcu} {arm64}: {hvo:?}");
+        assert_eq!(hvo.bbm_violations > 0, arm64 == "unsafe", "{rcu} {arm64}: {hvo:?}");
+        assert_eq!(hvo.remote_cpu_pauses > 0, arm64 == "pause", "{rcu} {arm64}: {hvo:?}");
+    }
+}
+
+/// With fail_page_alloc, HVO's restores run out of memory: a direct
+/// restore fails with NoMemory and leaves the folio optimized where it was,
+/// and a shrink's batch restore takes `bulk_vmemmap_restore_error`, which
+/// keeps the folio in its pool as surplus (mm/hugetlb.c); the run stays
+/// clean and ends with every page back.
+#[test]
+fn hvo_restore_runs_out_of_memory_under_fault_injection() {
+    let n = mmlab_tests::scale(20000);
+    let mut s = setup(5000, 1000);
+    s.sets = vec!["hugetlb_optimize_vmemmap=on".into(), "hugetlb_vmemmap.arm64=pause".into()];
+    s.fault = Some(parse_fault_attr("probability=20,interval=1,times=-1,min-order=0,ignore-gfp-wait=0", 5000).unwrap());
+    let (out, per_call) = hvo_run(&s, n);
+    assert_eq!(out.violation, None);
+    let enomem: u64 =
+        ["hvo_restore", "hvo_restore_folios"].iter().filter_map(|c| per_call.get(&(*c, Outcome::NoMemory))).sum();
+    assert!(enomem > 0, "{per_call:?}");
+    let (ht, hvo) = out.hugetlb.expect("the fuzz machine has hugetlb");
+    assert!(hvo.restore_enomem > 0, "{hvo:?}");
+    assert!(ht.bulk_restore_errors > 0 && ht.restore_failed_to_surplus > 0, "{ht:?}");
 }

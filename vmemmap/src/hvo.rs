@@ -104,6 +104,38 @@ pub enum HvoError {
         /// The page.
         pfn: Pfn,
     },
+    /// A restore asked of a folio whose vmemmap is not optimized. The
+    /// kernel's `hugetlb_vmemmap_restore_folio()` returns 0 for it; its
+    /// callers (`__update_and_free_hugetlb_folio`, demote, dissolve) test
+    /// the flag first. mmlab's own, for a caller that names the folio
+    /// (hugetlb's checked entry, `Hugetlb::vmemmap_restore_folios`).
+    NotOptimized {
+        /// The head frame.
+        pfn: Pfn,
+    },
+    /// An optimization asked of a folio already optimized
+    /// (`vmemmap_should_optimize_folio()` says no; the kernel returns
+    /// silently). mmlab's own, as [`HvoError::NotOptimized`].
+    AlreadyOptimized {
+        /// The head frame.
+        pfn: Pfn,
+    },
+    /// A folio HVO cannot optimize: a size whose memmap fits in one page
+    /// (`hugetlb_vmemmap_optimizable()` false: 64K), or HVO off
+    /// (`vm.hugetlb_optimize_vmemmap=0`, or arm64 without it). The kernel
+    /// returns silently. mmlab's own, as [`HvoError::NotOptimized`].
+    NotOptimizable {
+        /// The head frame.
+        pfn: Pfn,
+        /// The folio's order.
+        order: u32,
+    },
+    /// A folio hugetlb does not hold (freed back to the page allocator, or
+    /// never a huge page): no kernel path runs HVO on it. mmlab's own.
+    NotHugetlb {
+        /// The head frame.
+        pfn: Pfn,
+    },
 }
 
 impl std::fmt::Display for HvoError {
@@ -115,6 +147,12 @@ impl std::fmt::Display for HvoError {
             HvoError::Corrupt { va } => write!(f, "vmemmap PTE for {va:#x} does not map the reuse page"),
             HvoError::Pgtable(e) => write!(f, "{e}"),
             HvoError::Free { pfn } => write!(f, "vmemmap page {pfn} could not be freed"),
+            HvoError::NotOptimized { pfn } => write!(f, "folio {pfn}'s vmemmap is not optimized"),
+            HvoError::AlreadyOptimized { pfn } => write!(f, "folio {pfn}'s vmemmap is already optimized"),
+            HvoError::NotOptimizable { pfn, order } => {
+                write!(f, "folio {pfn} of order {order} cannot be vmemmap-optimized (size, or HVO off)")
+            }
+            HvoError::NotHugetlb { pfn } => write!(f, "folio {pfn} is not a hugetlb folio (freed?)"),
         }
     }
 }

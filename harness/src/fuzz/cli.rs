@@ -160,6 +160,7 @@ fn gen_config(g: &Resolved, a: &FuzzArgs) -> GenConfig {
         max_live_pages: a.max_live_pages.unwrap_or(g.mem_bytes / mmlab_engine::PAGE_SIZE / 3),
         wrong_per_64: a.wrong,
         exclude,
+        hvo: false,
     }
 }
 
@@ -179,6 +180,8 @@ pub fn fuzz(opts: &crate::cli::GlobalOpts, a: &FuzzArgs) -> Result<bool, String>
     let explicit_seed = opts.seed.filter(|_| opts.config.is_none());
     let plan = check(a, explicit_seed, g.seed, g.cpus)?;
     let mut gcfg = gen_config(g, a);
+    let hvo = c.hugetlb.hvo;
+    gcfg.hvo = hvo.hugetlb_optimize_vmemmap && hvo.arm64 != mmlab_vmemmap::Arm64Hvo::Off && a.threads <= 1;
     let deadline = a.time.map(|d| Instant::now() + d);
     let SeedRange { first, last } = plan.seeds;
     if a.threads > 1 {

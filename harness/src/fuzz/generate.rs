@@ -33,6 +33,7 @@
 
 use super::op::{Call, Handle, HandleKind, Op, Ref, Sysctl};
 
+mod hvo;
 mod layers;
 mod pageattr;
 use mmlab_engine::rng::Xoshiro256StarStar;
@@ -95,10 +96,14 @@ pub struct GenConfig {
     pub wrong_per_64: u64,
     /// Wrong-call kinds left out (names as in [`WRONG_KINDS`]).
     pub exclude: Vec<String>,
+    /// The machine has HVO (`hugetlb_optimize_vmemmap=on` with
+    /// `hugetlb_vmemmap.arm64=pause|unsafe`): HVO calls and their wrong
+    /// kinds are made (without it the sequence is as it was before them).
+    pub hvo: bool,
 }
 
 /// Names of the wrong-call kinds (for `--exclude`).
-pub const WRONG_KINDS: [&str; 27] = [
+pub const WRONG_KINDS: [&str; 31] = [
     "double_free",
     "wrong_order",
     "tail_page",
@@ -126,6 +131,11 @@ pub const WRONG_KINDS: [&str; 27] = [
     "set_memory_unaligned",
     "set_memory_bad_range",
     "set_memory_not_mapped",
+    // HVO's, drawn only with HVO on (generate/hvo.rs), kept last.
+    "hvo_restore_not_optimized",
+    "hvo_optimize_twice",
+    "hvo_not_optimizable",
+    "hvo_freed_folio",
 ];
 
 #[derive(Clone, Debug)]
@@ -147,6 +157,11 @@ struct LayerModel {
     dead_folios: Vec<Handle>,
     /// Page units whose linear-map permissions a call changed.
     perms: Vec<pageattr::Changed>,
+    /// Folios handed out, their sizes, and whether assumed optimized
+    /// (HVO on only; `generate/hvo.rs`).
+    hvo: Vec<(Handle, mmlab_hugetlb::HugePageSize, bool)>,
+    /// The `nr_hugepages` last written per size ([`mmlab_hugetlb::HugePageSize::index`]).
+    pool_target: [u64; 4],
 }
 
 /// The generator and its model.
@@ -254,6 +269,7 @@ impl Generator {
             Call::HugetlbReserve { .. } => self.layers.resv.retain(|v| v.0 != h),
             Call::AllocHugetlbFolio { resv, .. } => {
                 self.layers.folios.retain(|v| *v != h);
+                self.hvo_forget_folio(h);
                 if let Some(r) = resv
                     && let Some(v) = self.layers.resv.iter_mut().find(|v| v.0 == *r)
                 {
@@ -278,7 +294,9 @@ impl Generator {
     pub fn next_op(&mut self, s: &mut dyn Source) -> Option<Op> {
         let cpu = s.below(self.cfg.nr_cpus as u64)? as usize;
         if self.cfg.wrong_per_64 > 0 && s.below(64)? < self.cfg.wrong_per_64 {
-            let kind = WRONG_KINDS[s.below(WRONG_KINDS.len() as u64)? as usize];
+            // HVO's kinds are last, and drawn only with HVO on.
+            let n = if self.cfg.hvo { WRONG_KINDS.len() } else { WRONG_KINDS.len() - hvo::HVO_WRONG_KINDS.len() };
+            let kind = WRONG_KINDS[s.below(n as u64)? as usize];
             if self.allowed(kind)
                 && let Some(op) = self.wrong(s, cpu, kind)?
             {
@@ -706,6 +724,7 @@ impl Generator {
                     _ => Call::VmallocNode { size, align: PAGE_SIZE, gfp: Gfp::GFP_KERNEL, out },
                 }
             }
+            k if k.starts_with("hvo_") => return self.wrong_hvo(s, k).map(|c| c.map(|call| Op::new(cpu, call))),
             _ => return self.wrong_layer(s, kind).map(|c| c.map(|call| Op::new(cpu, call))),
         };
         Some(Some(Op::new(cpu, call)))
@@ -733,5 +752,9 @@ pub fn decode_with(data: &[u8], cfg: GenConfig, max_ops: usize) -> Vec<Op> {
 /// [`decode_with`] for the default fuzz machine (2 CPUs, 4096 live pages,
 /// wrong calls 8 in 64, at most 4096 ops).
 pub fn decode(data: &[u8]) -> Vec<Op> {
-    decode_with(data, GenConfig { nr_cpus: 2, max_live_pages: 4096, wrong_per_64: 8, exclude: Vec::new() }, 4096)
+    decode_with(
+        data,
+        GenConfig { nr_cpus: 2, max_live_pages: 4096, wrong_per_64: 8, exclude: Vec::new(), hvo: false },
+        4096,
+    )
 }

@@ -29,7 +29,7 @@ use mmlab_engine::Gfp;
 use std::fmt;
 
 mod layers;
-pub use layers::{SetMemory, StoreValue};
+pub use layers::{FolioRef, HvoCall, SetMemory, StoreValue};
 use mmlab_hugetlb::{HstateAttr, HugePageSize};
 
 /// A handle name: a kind letter and a number (`p4`).
@@ -276,6 +276,17 @@ pub enum Call {
         off: u64,
         nr: u64,
     },
+    /// HVO of folios hugetlb holds (`hvo_optimize h3`,
+    /// `hvo_restore_folios h3,2M@0`): see [`HvoCall`].
+    Hvo {
+        call: HvoCall,
+        folios: Vec<FolioRef>,
+    },
+    /// A speculative PFN walker over a folio's struct pages
+    /// (`vmemmap::walker::scan_folio`).
+    PfnWalker {
+        folio: FolioRef,
+    },
     /// Run every invariant check now.
     Check,
 }
@@ -358,6 +369,12 @@ impl Op {
                 one(&Ref::Whole(*h))
             }
             Call::FreeHugeFolio { folio } => one(&Ref::Whole(*folio)),
+            Call::Hvo { folios, .. } => folios.iter().for_each(|r| {
+                if let FolioRef::Handle(h) = r {
+                    one(&Ref::Whole(*h))
+                }
+            }),
+            Call::PfnWalker { folio: FolioRef::Handle(h) } => one(&Ref::Whole(*h)),
             _ => {}
         }
     }
@@ -400,6 +417,8 @@ impl Call {
             Call::AllocHugetlbFolio { .. } => "alloc_hugetlb_folio",
             Call::FreeHugeFolio { .. } => "free_huge_folio",
             Call::SetMemory { how, .. } => how.name(),
+            Call::Hvo { call, .. } => call.name(),
+            Call::PfnWalker { .. } => "pfn_walker",
             Call::Check => "check",
         }
     }
@@ -473,7 +492,9 @@ impl fmt::Display for Op {
             | Call::HugetlbReserve { .. }
             | Call::HugetlbUnreserve { .. }
             | Call::AllocHugetlbFolio { .. }
-            | Call::FreeHugeFolio { .. } => fmt_layer_args(f, &self.call)?,
+            | Call::FreeHugeFolio { .. }
+            | Call::Hvo { .. }
+            | Call::PfnWalker { .. } => fmt_layer_args(f, &self.call)?,
             Call::SetMemory { addr, off, nr, .. } => {
                 target(f, "addr", addr)?;
                 if *off != 0 {
@@ -728,9 +749,16 @@ pub fn parse_line(line: &str) -> Result<Op, ParseOpError> {
         "map_range" => Call::MapRange { page: a.target("pfn")?, out: a.out(K::Table)? },
         "unmap_range" => Call::UnmapRange { map: a.target("addr")? },
         "vrealloc" => Call::Vrealloc { area: a.target("addr")?, size: a.num("size")?, gfp: a.gfp()? },
-        "hugetlb_store" | "hugetlb_reserve" | "hugetlb_unreserve" | "alloc_hugetlb_folio" | "free_huge_folio" => {
-            parse_layer_call(name, &mut a)?
-        }
+        "hugetlb_store"
+        | "hugetlb_reserve"
+        | "hugetlb_unreserve"
+        | "alloc_hugetlb_folio"
+        | "free_huge_folio"
+        | "hvo_optimize"
+        | "hvo_restore"
+        | "hvo_optimize_folios"
+        | "hvo_restore_folios"
+        | "pfn_walker" => parse_layer_call(name, &mut a)?,
         "check" => Call::Check,
         _ if SetMemory::by_name(name).is_some() => {
             let how = SetMemory::by_name(name).unwrap_or(SetMemory::Ro);
@@ -796,6 +824,13 @@ fn fmt_layer_args(f: &mut fmt::Formatter<'_>, call: &Call) -> fmt::Result {
             }
         }
         Call::FreeHugeFolio { folio } => write!(f, " {folio}"),
+        Call::Hvo { folios, .. } => {
+            for (i, r) in folios.iter().enumerate() {
+                write!(f, "{}{r}", if i == 0 { " " } else { "," })?;
+            }
+            Ok(())
+        }
+        Call::PfnWalker { folio } => write!(f, " {folio}"),
         _ => Ok(()),
     }
 }
@@ -855,6 +890,35 @@ fn parse_layer_call(name: &str, a: &mut Args<'_>) -> Result<Call, ParseOpError> 
             }
             Call::FreeHugeFolio { folio: handle_of(a.bare.remove(0), HandleKind::HugeFolio)? }
         }
-        _ => return err(format!("unknown call `{name}`")),
+        "pfn_walker" => {
+            if a.bare.len() != 1 {
+                return err("pfn_walker takes one folio (`h3` or `2M@0`)");
+            }
+            Call::PfnWalker { folio: parse_folio_ref(a.bare.remove(0))? }
+        }
+        _ => {
+            let Some(&(call, _)) = HvoCall::ALL.iter().find(|(_, n)| *n == name) else {
+                return err(format!("unknown call `{name}`"));
+            };
+            if a.bare.len() != 1 {
+                return err(format!("{name} takes folios (`h3` or `2M@0`, comma-separated for a batch)"));
+            }
+            let folios = a.bare.remove(0).split(',').map(parse_folio_ref).collect::<Result<Vec<_>, _>>()?;
+            if !call.batched() && folios.len() != 1 {
+                return err(format!("{name} takes one folio; {}_folios takes a list", name));
+            }
+            Call::Hvo { call, folios }
+        }
     })
+}
+
+/// A folio: `hN`, or `SIZE@N` (the Nth folio of that pool's free list).
+fn parse_folio_ref(s: &str) -> Result<FolioRef, ParseOpError> {
+    match s.split_once('@') {
+        Some((size, nth)) => {
+            let nth = u32::try_from(parse_num(nth)?).map_err(|_| ParseOpError(format!("`{s}`: index too large")))?;
+            Ok(FolioRef::Pool { size: parse_size(size)?, nth })
+        }
+        None => Ok(FolioRef::Handle(handle_of(s, HandleKind::HugeFolio)?)),
+    }
 }

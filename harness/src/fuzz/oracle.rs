@@ -78,11 +78,19 @@ pub enum Outcome {
     /// set_memory_*: the range covers part of a block or contiguous run
     /// and the CPU cannot split it (-EINVAL).
     NotPageGranular,
+    /// HVO: restore of a folio whose vmemmap is not optimized.
+    NotOptimized,
+    /// HVO: optimize of a folio already optimized.
+    AlreadyOptimized,
+    /// HVO: optimize of a folio HVO cannot optimize (64K, or HVO off).
+    NotOptimizable,
+    /// HVO: a folio hugetlb no longer holds (freed to the page allocator).
+    NotHugetlb,
     Panic,
 }
 
 /// Every outcome, for parsing.
-pub const OUTCOMES: [Outcome; 41] = [
+pub const OUTCOMES: [Outcome; 45] = [
     Outcome::Ok,
     Outcome::Skipped,
     Outcome::NoMemory,
@@ -123,6 +131,10 @@ pub const OUTCOMES: [Outcome; 41] = [
     Outcome::NotInUse,
     Outcome::NotMapped,
     Outcome::NotPageGranular,
+    Outcome::NotOptimized,
+    Outcome::AlreadyOptimized,
+    Outcome::NotOptimizable,
+    Outcome::NotHugetlb,
     Outcome::Panic,
 ];
 
@@ -169,6 +181,10 @@ impl Outcome {
             Outcome::NotInUse => "NotInUse",
             Outcome::NotMapped => "NotMapped",
             Outcome::NotPageGranular => "NotPageGranular",
+            Outcome::NotOptimized => "NotOptimized",
+            Outcome::AlreadyOptimized => "AlreadyOptimized",
+            Outcome::NotOptimizable => "NotOptimizable",
+            Outcome::NotHugetlb => "NotHugetlb",
             Outcome::Panic => "Panic",
         }
     }
@@ -286,6 +302,10 @@ impl From<mmlab_hugetlb::HugetlbError> for Outcome {
             H::BadDemoteSize { .. } => Outcome::BadDemoteSize,
             H::NoMemory => Outcome::NoMemory,
             H::NotInUse { .. } => Outcome::NotInUse,
+            H::Hvo(mmlab_vmemmap::HvoError::NotOptimized { .. }) => Outcome::NotOptimized,
+            H::Hvo(mmlab_vmemmap::HvoError::AlreadyOptimized { .. }) => Outcome::AlreadyOptimized,
+            H::Hvo(mmlab_vmemmap::HvoError::NotOptimizable { .. }) => Outcome::NotOptimizable,
+            H::Hvo(mmlab_vmemmap::HvoError::NotHugetlb { .. }) => Outcome::NotHugetlb,
             // A bug below hugetlb: always a violation.
             H::Hvo(_) | H::Folio(_) | H::Free { .. } | H::Contig(_) => Outcome::Panic,
         }

@@ -87,6 +87,9 @@ pub struct RunOutcome {
     /// The ops during which fail_page_alloc injected failures: (op index,
     /// its failures as `fail_nth=` counts).
     pub fail_nth: Vec<(usize, Vec<u32>)>,
+    /// hugetlb's and HVO's counters after the last op (before the end of
+    /// the run frees everything), when the machine had hugetlb.
+    pub hugetlb: Option<(mmlab_hugetlb::HugetlbCounts, mmlab_vmemmap::HvoCounts)>,
 }
 
 /// Boot the machine of `setup` (the allocator is booted by the caller, as
@@ -175,6 +178,7 @@ pub fn run_ops(
         }
         last = Some(r);
     }
+    out.hugetlb = ex.hugetlb_counts();
     out.violation = ex.finish().err();
     out.coverage = ex.coverage();
     Ok(out)

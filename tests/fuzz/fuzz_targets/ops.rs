@@ -23,6 +23,7 @@ fuzz_target!(|data: &[u8]| {
         max_live_pages: 8192 / 3,
         wrong_per_64: 8,
         exclude: if all { Vec::new() } else { KNOWN.iter().map(|s| s.to_string()).collect() },
+        hvo: false,
     };
     let ops = decode_with(data, cfg, 512);
     let setup =

@@ -317,6 +317,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             | Call::HugetlbUnreserve { .. }
             | Call::AllocHugetlbFolio { .. }
             | Call::FreeHugeFolio { .. } => self.run_hugetlb(cpu_i, &op.call),
+            Call::Hvo { .. } | Call::PfnWalker { .. } => self.run_hvo(cpu_i, &op.call),
             Call::Check => (Outcome::Ok, String::new()),
         }
     }

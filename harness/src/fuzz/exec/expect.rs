@@ -282,6 +282,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             | Call::HugetlbUnreserve { .. }
             | Call::AllocHugetlbFolio { .. }
             | Call::FreeHugeFolio { .. } => self.expect_hugetlb(&op.call),
+            Call::Hvo { .. } | Call::PfnWalker { .. } => self.expect_hvo(&op.call),
             Call::UnmapRange { map } => {
                 let (h, k) = match *map {
                     Ref::Whole(h) => (h, 0),

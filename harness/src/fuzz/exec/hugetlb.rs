@@ -31,6 +31,12 @@
 //! (7.2's) a `demote` write of more than the free unreserved pages, when
 //! there are some, takes reserved pages too and leaves `resv > free` (hugetlb/src/demote.rs), so
 //! such a write is skipped. `hugetlb.demote=v6.11` runs every write.
+//! A second one, in both releases: demote takes folios off the free list
+//! without adjusting `surplus_huge_pages`, so demoting a free surplus page
+//! (which a vmemmap restore that failed during a shrink leaves,
+//! `bulk_vmemmap_restore_error`) leaves `surplus > nr`; a demote write that
+//! could do that (`surplus` plus the most it can demote above `nr`) is
+//! skipped.
 //!
 //! # The invariants (what CONFIG_DEBUG_VM and the hstate accounting imply)
 //!
@@ -115,7 +121,7 @@ impl<'a, 'm> Executor<'a, 'm> {
         Some(HugePageSize::ALL.map(|z| ht.hstate_of(z).sysfs()))
     }
 
-    fn late_hugetlb(&mut self, msg: String) {
+    pub(super) fn late_hugetlb(&mut self, msg: String) {
         if self.late.is_none() {
             self.late = Some((ViolationKind::Hugetlb, msg));
         }
@@ -136,6 +142,33 @@ impl<'a, 'm> Executor<'a, 'm> {
                         && kstrtoul_outcome(value).is_ok_and(|n| {
                             let available = ht.hstate_of(*size).available_huge_pages();
                             available > 0 && n > available
+                        }) =>
+                {
+                    skipped()
+                }
+                // Demote takes free folios out without adjusting surplus
+                // (`remove_hugetlb_folio(.., false)`), so demoting a free
+                // surplus page (one a failed vmemmap restore left) leaves
+                // surplus above nr in the kernel too
+                // (hugetlb/src/demote.rs): steered around as well.
+                Outcome::Ok
+                    if *attr == HstateAttr::Demote
+                        && kstrtoul_outcome(value).is_ok_and(|n| {
+                            // The most it can demote: none without an
+                            // unreserved free page; then 6.12 may take
+                            // any free page, 6.11 the unreserved ones.
+                            // Demote first runs free_hpage_workfn: each
+                            // folio waiting there may come back free and
+                            // surplus (its restore failed).
+                            let h = ht.hstate_of(*size);
+                            let back = ht.pending_folios().filter(|(z, _)| z == size).count() as u64;
+                            let available = h.available_huge_pages() + back;
+                            let most = match ht.config().demote {
+                                _ if available == 0 => 0,
+                                mmlab_hugetlb::DemoteBatching::V6_12 => n.min(h.free_huge_pages + back),
+                                mmlab_hugetlb::DemoteBatching::V6_11 => n.min(available),
+                            };
+                            most > 0 && h.surplus_huge_pages + most > h.nr_huge_pages
                         }) =>
                 {
                     skipped()

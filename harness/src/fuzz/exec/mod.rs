@@ -57,6 +57,7 @@ mod call;
 mod check;
 mod expect;
 mod hugetlb;
+mod hvo;
 mod pageattr;
 mod vrealloc;
 
@@ -421,6 +422,11 @@ impl<'a, 'm> Executor<'a, 'm> {
     /// Give the executor hugetlb (its calls are skipped without it).
     pub fn set_hugetlb(&mut self, ht: mmlab_hugetlb::Hugetlb<'a, 'm>) {
         self.hugetlb = Some(ht);
+    }
+
+    /// hugetlb's and HVO's counters, when the machine has hugetlb.
+    pub fn hugetlb_counts(&self) -> Option<(mmlab_hugetlb::HugetlbCounts, mmlab_vmemmap::HvoCounts)> {
+        self.hugetlb.as_ref().map(|h| (h.counts(), h.hvo().counts()))
     }
 
     /// Install a test-only check run after every op.

@@ -45,12 +45,16 @@ impl Generator {
             (false, true) => [0, 20][s.below(2)? as usize],
             (false, false) => 0,
         };
+        // HVO's four classes (24..28) only with HVO on: the draws of a
+        // machine without it stay as they were.
+        let class = if hugetlb && self.cfg.hvo && s.below(6)? == 0 { 24 + s.below(4)? } else { class };
         Some(match class {
             0..=4 => self.vrealloc(s)?,
             20..=23 => self.set_memory(s)?,
             5..=8 => {
                 let size = huge_size(s)?;
                 let n = s.below(self.max_pool(size) + 1)?;
+                self.layers.pool_target[size.index()] = n;
                 Some(Call::HugetlbStore { size, attr: HstateAttr::NrHugepages, value: StoreValue::Num(n) })
             }
             9 => {
@@ -96,10 +100,14 @@ impl Generator {
                     }
                     _ => Call::AllocHugetlbFolio { size: huge_size(s)?, resv: None, out },
                 };
+                if let Call::AllocHugetlbFolio { size, .. } = &call {
+                    self.hvo_note_folio(out, *size);
+                }
                 self.layers.folios.push(out);
                 Some(call)
             }
-            _ => self.free_folio(s)?,
+            17..=19 => self.free_folio(s)?,
+            c => self.hvo_call(s, c - 24)?,
         })
     }
 
@@ -137,6 +145,7 @@ impl Generator {
     fn free_folio(&mut self, s: &mut dyn super::Source) -> Option<Option<Call>> {
         let Some(i) = pick(s, &(0..self.layers.folios.len()).collect::<Vec<_>>())? else { return Some(None) };
         let h = self.layers.folios.swap_remove(i);
+        self.hvo_forget_folio(h);
         push_dead(&mut self.layers.dead_folios, h);
         Some(Some(Call::FreeHugeFolio { folio: h }))
     }

@@ -25,6 +25,19 @@
 //! cpu0 set_memory_nx addr=0x1000 nr=1 expect=BadRange
 //! ```
 //!
+//! and of HVO on folios (`hvo_optimize`, `hvo_restore`, their batched
+//! `_folios` forms, and `pfn_walker`, a speculative walker reading a
+//! folio's struct pages); a folio is a handle (`h3`) or the Nth folio of a
+//! pool's free list, counted from its head modulo its length (`2M@0`):
+//!
+//! ```text
+//! cpu0 hvo_restore h6
+//! cpu1 hvo_optimize h6
+//! cpu0 hvo_optimize_folios h6,2M@1
+//! cpu1 hvo_restore_folios 2M@0,2M@1 expect=NotOptimized
+//! cpu2 pfn_walker 2M@0
+//! ```
+//!
 //! A store's value is written as the file would get it: a number, or any
 //! other text without blanks (`abc`, `-1`, empty), which the store must
 //! refuse as the kernel's `kstrtoul`/`memparse` would. This module holds
@@ -96,6 +109,61 @@ impl SetMemory {
     }
 }
 
+/// Which HVO entry an `hvo_*` call runs (`Hugetlb::vmemmap_optimize` /
+/// `vmemmap_restore`, one folio at a time or as one batch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HvoCall {
+    /// `hvo_optimize`: `hugetlb_vmemmap_optimize_folio()`.
+    Optimize,
+    /// `hvo_restore`: `hugetlb_vmemmap_restore_folio()`.
+    Restore,
+    /// `hvo_optimize_folios`: `hugetlb_vmemmap_optimize_folios()`.
+    OptimizeFolios,
+    /// `hvo_restore_folios`: `hugetlb_vmemmap_restore_folios()`.
+    RestoreFolios,
+}
+
+impl HvoCall {
+    /// Every call with its name.
+    pub const ALL: [(HvoCall, &'static str); 4] = [
+        (HvoCall::Optimize, "hvo_optimize"),
+        (HvoCall::Restore, "hvo_restore"),
+        (HvoCall::OptimizeFolios, "hvo_optimize_folios"),
+        (HvoCall::RestoreFolios, "hvo_restore_folios"),
+    ];
+    /// The call's name.
+    pub fn name(self) -> &'static str {
+        Self::ALL.iter().find(|(c, _)| *c == self).map_or("?", |(_, n)| n)
+    }
+    /// Whether it optimizes (else restores).
+    pub fn optimizes(self) -> bool {
+        matches!(self, HvoCall::Optimize | HvoCall::OptimizeFolios)
+    }
+    /// Whether it is the batched form (takes a list).
+    pub fn batched(self) -> bool {
+        matches!(self, HvoCall::OptimizeFolios | HvoCall::RestoreFolios)
+    }
+}
+
+/// A folio an HVO call names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FolioRef {
+    /// `hN`: a folio the fuzzer holds (or held).
+    Handle(super::Handle),
+    /// `2M@N`: the Nth folio of a pool's free list, from its head, modulo
+    /// the list's length.
+    Pool { size: HugePageSize, nth: u32 },
+}
+
+impl fmt::Display for FolioRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FolioRef::Handle(h) => write!(f, "{h}"),
+            FolioRef::Pool { size, nth } => write!(f, "{}@{nth}", size.label()),
+        }
+    }
+}
+
 /// The huge page size of a short name (64K, 2M, 32M, 1G).
 pub fn size_by_label(s: &str) -> Option<HugePageSize> {
     HugePageSize::ALL.into_iter().find(|z| z.label() == s)
@@ -103,7 +171,7 @@ pub fn size_by_label(s: &str) -> Option<HugePageSize> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Call, Handle, HandleKind, Op, Ref, ResvRef, parse_line};
+    use super::super::{Call, FolioRef, Handle, HandleKind, HvoCall, Op, Ref, ResvRef, SetMemory, parse_line};
     use super::*;
     use mmlab_engine::Gfp;
     use mmlab_hugetlb::HstateAttr;
@@ -152,6 +220,17 @@ mod tests {
             Call::SetMemory { how: SetMemory::Rw, addr: Ref::Unit(h(HandleKind::Pages, 12), 3), off: 0, nr: 1 },
             Call::SetMemory { how: SetMemory::X, addr: Ref::Whole(h(HandleKind::Pages, 2)), off: 1, nr: 1 },
             Call::SetMemory { how: SetMemory::Nx, addr: Ref::Raw(0x1000), off: 0, nr: u64::MAX },
+            Call::Hvo { call: HvoCall::Restore, folios: vec![FolioRef::Handle(h(HandleKind::HugeFolio, 6))] },
+            Call::Hvo { call: HvoCall::Optimize, folios: vec![FolioRef::Pool { size: HugePageSize::Pud1G, nth: 2 }] },
+            Call::Hvo {
+                call: HvoCall::OptimizeFolios,
+                folios: vec![
+                    FolioRef::Handle(h(HandleKind::HugeFolio, 3)),
+                    FolioRef::Pool { size: HugePageSize::Pmd2M, nth: 0 },
+                ],
+            },
+            Call::Hvo { call: HvoCall::RestoreFolios, folios: vec![FolioRef::Handle(h(HandleKind::HugeFolio, 3))] },
+            Call::PfnWalker { folio: FolioRef::Pool { size: HugePageSize::ContPmd32M, nth: 1 } },
         ];
         for call in calls {
             let op = Op { cpu: 2, call, expect: Some("Ok".into()), fail_nth: Vec::new() };
@@ -171,6 +250,8 @@ mod tests {
         );
         let op = parse_line("cpu0 vrealloc v4 size=100 gfp=GFP_KERNEL").unwrap();
         assert_eq!(op.uses(), vec![h(HandleKind::Vmalloc, 4)]);
+        let op = parse_line("cpu1 hvo_restore_folios h4,2M@1,h5").unwrap();
+        assert_eq!(op.uses(), vec![h(HandleKind::HugeFolio, 4), h(HandleKind::HugeFolio, 5)]);
         let op = parse_line("cpu0 alloc_hugetlb_folio size=2M resv=s2 -> h3").unwrap();
         assert_eq!((op.uses(), op.binds()), (vec![h(HandleKind::Resv, 2)], Some(h(HandleKind::HugeFolio, 3))));
         for (bad, why) in [
@@ -186,6 +267,11 @@ mod tests {
             ("cpu0 set_memory_ro p1", "missing `nr=`"),
             ("cpu0 set_memory_rw nr=1", "missing a handle or `addr=`"),
             ("cpu0 set_memory_nx p1 nr=1 -> p2", "binds no handle"),
+            ("cpu0 hvo_optimize h1,h2", "takes one folio"),
+            ("cpu0 hvo_restore_folios", "takes folios"),
+            ("cpu0 hvo_restore p1", "takes a `h` handle"),
+            ("cpu0 hvo_optimize 4M@0", "not a huge page size"),
+            ("cpu0 pfn_walker", "takes one folio"),
         ] {
             let e = parse_line(bad).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
