@@ -22,13 +22,6 @@
 //! every shared page freed exactly once; and at the end the allocator's and
 //! vmalloc's invariants and a purged lazy count of zero.
 //!
-//! The second workload is `mmlab fuzz --threads` itself: each CPU a fuzz
-//! lane ([`run::run_lane`]: the generator and executor of `mmlab fuzz`, no
-//! snapshots, the per-op `vmap_lazy_nr` check), then the final checks of
-//! an exclusive executor. Under shuttle a failing interleaving of the
-//! multi-CPU fuzz is found by the scheduler's seed and replayed exactly,
-//! which real threads (`--threads N`) cannot do.
-//!
 //! The two old race fixes can be switched back off here alone
 //! ([`sched::Revert`]): the tests below show that each reverted race is
 //! found by both the random and the PCT scheduler, report the seed and the
@@ -38,35 +31,17 @@
 
 use mmlab_engine::sync::sched::{self, Revert};
 use mmlab_engine::{Cpu, Gfp, Pfn};
-use mmlab_harness::fuzz::exec::{ExecOptions, Executor};
-use mmlab_harness::fuzz::generate::GenConfig;
-use mmlab_harness::fuzz::run::{self, Lane, RunOutcome};
 use mmlab_pcp::{AllocatorConfig, FreeError, PageAllocator};
 use mmlab_tests::machine;
-use mmlab_vmalloc::percpu::PercpuAllocator;
 use mmlab_vmalloc::{Vmalloc, VmallocConfig};
 use shuttle::scheduler::{PctScheduler, RandomScheduler, ReplayScheduler, Scheduler};
 use shuttle::{Config, FailurePersistence, MaxSteps, Runner};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
-/// What the CPUs of an execution run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Shape {
-    /// The scripted two-phase workload above.
-    Scripted,
-    /// `mmlab fuzz --threads`' lanes ([`run::run_lane`]): each CPU runs
-    /// the fuzz generator and executor for `ops` ops (seed `data_seed`),
-    /// then gives back what it holds; the executors' oracle and per-op
-    /// checks (`vmap_lazy_nr` never below zero) and then the end-of-run
-    /// checks of an exclusive executor (`Executor::finish`) are the checks.
-    FuzzLanes,
-}
-
 /// The shape of one execution's workload.
 #[derive(Clone, Copy, Debug)]
 struct Workload {
-    shape: Shape,
     /// Emulated CPUs, one shuttle thread each.
     cpus: usize,
     /// Calls per CPU in phase 1.
@@ -77,10 +52,7 @@ struct Workload {
     data_seed: u64,
 }
 
-const WORKLOAD: Workload = Workload { shape: Shape::Scripted, cpus: 3, ops: 8, shared: 2, data_seed: 29 };
-
-/// Fuzz lanes: three CPUs of 12 generated ops each, no wrong calls.
-const FUZZ_LANES: Workload = Workload { shape: Shape::FuzzLanes, cpus: 3, ops: 12, shared: 0, data_seed: 5 };
+const WORKLOAD: Workload = Workload { cpus: 3, ops: 8, shared: 2, data_seed: 29 };
 
 /// splitmix64: the calls' randomness, the same on every run of a seed.
 struct Rng(u64);
@@ -168,56 +140,8 @@ fn phase2(
     won
 }
 
-/// One execution of `w`.
-fn execution(w: Workload) {
-    match w.shape {
-        Shape::Scripted => scripted_execution(w),
-        Shape::FuzzLanes => fuzz_lanes_execution(w),
-    }
-}
-
-/// One execution of the fuzz lanes: boot, race the lanes, then the final
-/// checks; a violation panics with its message.
-fn fuzz_lanes_execution(w: Workload) {
-    sched::set_controlled(false);
-    let m = machine("64M", w.cpus);
-    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).expect("allocator boots");
-    let vm = Vmalloc::new(&pa, VmallocConfig::default());
-    let percpu = PercpuAllocator::new();
-    let boot_buddyinfo = pa.zone().nr_free_per_order();
-    let cpus = m.all_cpus().expect("every CPU");
-    let gcfg =
-        run::lane_gen_config(GenConfig { nr_cpus: 1, max_live_pages: 2048, wrong_per_64: 0, exclude: Vec::new() });
-    let opts = ExecOptions { fault_injection: false, exclusive: false, lane: 0, lanes: 1, details: false };
-    sched::set_controlled(true);
-    let outs: Vec<RunOutcome> = shuttle::thread::scope(|s| {
-        let hs: Vec<_> = cpus
-            .into_iter()
-            .enumerate()
-            .map(|(t, cpu)| {
-                let (pa, vm, percpu, gcfg) = (&pa, &vm, &percpu, &gcfg);
-                let lane = Lane { lane: t, lanes: w.cpus, seed: w.data_seed, nops: w.ops as u64, deadline: None, opts };
-                s.spawn(move || run::run_lane(pa, vm, percpu, cpu, gcfg, lane))
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().expect("a lane")).collect()
-    });
-    sched::set_controlled(false);
-    for o in &outs {
-        if let Some(v) = &o.violation {
-            panic!("fuzz lane: {v}");
-        }
-    }
-    let cpus = m.all_cpus().expect("every CPU");
-    let mut ex = Executor::new(&pa, &vm, &percpu, cpus, ExecOptions { exclusive: true, ..opts });
-    ex.set_boot_buddyinfo(boot_buddyinfo);
-    if let Err(v) = ex.finish() {
-        panic!("fuzz lanes, at the end: {v}");
-    }
-}
-
 /// One execution: boot, race the CPUs through both phases, check.
-fn scripted_execution(w: Workload) {
+fn execution(w: Workload) {
     sched::set_controlled(false);
     let m = machine("64M", w.cpus);
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).expect("allocator boots");
@@ -399,9 +323,8 @@ fn finds_and_replays(kind: Kind, fix: Revert, expect: &[&str], seed: u64, iterat
     assert_eq!(replay(&found, w, true), None, "the failing schedule passes with the fix in place");
 }
 
-/// What the workload's checks say when `vmap_lazy_nr` dips below zero
-/// (the scripted workload's, the fuzz executor's).
-const LAZY: &[&str] = &["vmap_lazy_nr went negative", "vmap_lazy_nr is -"];
+/// What the workload's checks say when `vmap_lazy_nr` dips below zero.
+const LAZY: &[&str] = &["vmap_lazy_nr went negative"];
 /// What they say when two frees of one page both succeed.
 const DOUBLE_FREE: &[&str] = &["went negative", "freed 2 times", "freed 3 times", "invariants"];
 
@@ -425,16 +348,6 @@ fn pct_scheduler_finds_the_concurrent_double_free() {
     finds_and_replays(Kind::Pct, Revert::PutTestzeroDecrement, DOUBLE_FREE, 1, 3000, WORKLOAD);
 }
 
-#[test]
-fn pct_scheduler_finds_the_lazy_nr_race_in_fuzz_lanes() {
-    finds_and_replays(Kind::Pct, Revert::LazyInsertBeforeAdd, LAZY, 1, 5000, FUZZ_LANES);
-}
-
-#[test]
-fn random_scheduler_finds_the_lazy_nr_race_in_fuzz_lanes() {
-    finds_and_replays(Kind::Random, Revert::LazyInsertBeforeAdd, LAZY, 1, 20000, FUZZ_LANES);
-}
-
 /// With every fix in place, the workload passes many executions of each
 /// scheduler (`MMLAB_SHUTTLE_ITERATIONS`, default 1000).
 #[test]
@@ -442,10 +355,8 @@ fn the_workload_passes_with_every_fix() {
     let n = std::env::var("MMLAB_SHUTTLE_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
     let _one = ONE_RUN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     for kind in [Kind::Random, Kind::Pct] {
-        for w in [WORKLOAD, FUZZ_LANES] {
-            if let Some(f) = run(kind, 7, n, w) {
-                panic!("{kind:?} seed 7 fails with every fix in place ({:?}): {f:?}", w.shape);
-            }
+        if let Some(f) = run(kind, 7, n, WORKLOAD) {
+            panic!("{kind:?} seed 7 fails with every fix in place: {f:?}");
         }
     }
 }
