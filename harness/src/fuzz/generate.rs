@@ -156,13 +156,28 @@ struct LayerModel {
     folios: Vec<Handle>,
     dead_folios: Vec<Handle>,
     /// Page units whose linear-map permissions a call changed.
-    perms: Vec<pageattr::Changed>,
+    perms: Vec<Changed>,
     /// Folios handed out, their sizes, and whether assumed optimized
     /// (HVO on only; `generate/hvo.rs`).
     hvo: Vec<(Handle, mmlab_hugetlb::HugePageSize, bool)>,
     /// The `nr_hugepages` last written per size ([`mmlab_hugetlb::HugePageSize::index`]).
     pool_target: [u64; 4],
 }
+
+/// A unit whose permissions a call changed.
+#[derive(Clone, Copy, Debug)]
+struct Changed {
+    h: Handle,
+    unit: u32,
+    /// Pages from the unit's head.
+    nr: u64,
+    flags: u8,
+}
+
+/// The wrong-call kinds of HVO (last in `WRONG_KINDS`; drawn only with HVO
+/// on).
+const HVO_WRONG_KINDS: [&str; 4] =
+    ["hvo_restore_not_optimized", "hvo_optimize_twice", "hvo_not_optimizable", "hvo_freed_folio"];
 
 /// The generator and its model.
 #[derive(Debug)]
@@ -295,7 +310,7 @@ impl Generator {
         let cpu = s.below(self.cfg.nr_cpus as u64)? as usize;
         if self.cfg.wrong_per_64 > 0 && s.below(64)? < self.cfg.wrong_per_64 {
             // HVO's kinds are last, and drawn only with HVO on.
-            let n = if self.cfg.hvo { WRONG_KINDS.len() } else { WRONG_KINDS.len() - hvo::HVO_WRONG_KINDS.len() };
+            let n = if self.cfg.hvo { WRONG_KINDS.len() } else { WRONG_KINDS.len() - HVO_WRONG_KINDS.len() };
             let kind = WRONG_KINDS[s.below(n as u64)? as usize];
             if self.allowed(kind)
                 && let Some(op) = self.wrong(s, cpu, kind)?

@@ -29,7 +29,7 @@ use mmlab_engine::Gfp;
 use std::fmt;
 
 mod layers;
-pub use layers::{FolioRef, HvoCall, SetMemory, StoreValue};
+pub use layers::{HvoCall, SetMemory, StoreValue};
 use mmlab_hugetlb::{HstateAttr, HugePageSize};
 
 /// A handle name: a kind letter and a number (`p4`).
@@ -790,6 +790,25 @@ fn parse_fail_nth(v: &str) -> Result<Vec<u32>, ParseOpError> {
         return err(format!("fail_nth={v}: {} values, at most {MAX_FAIL_NTH}", out.len()));
     }
     Ok(out)
+}
+
+/// A folio an HVO call names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FolioRef {
+    /// `hN`: a folio the fuzzer holds (or held).
+    Handle(Handle),
+    /// `2M@N`: the Nth folio of a pool's free list, from its head, modulo
+    /// the list's length.
+    Pool { size: HugePageSize, nth: u32 },
+}
+
+impl fmt::Display for FolioRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FolioRef::Handle(h) => write!(f, "{h}"),
+            FolioRef::Pool { size, nth } => write!(f, "{}@{nth}", size.label()),
+        }
+    }
 }
 
 /// The unused pages of a reservation to give back.

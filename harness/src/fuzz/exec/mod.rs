@@ -283,6 +283,24 @@ impl std::hash::Hasher for HandleHasher {
 
 type HandleBuild = std::hash::BuildHasherDefault<HandleHasher>;
 
+/// The executor's model of the linear map (`pageattr.rs`, which holds its code; declared here so that this
+/// module names nothing of its child).
+#[derive(Debug)]
+struct LinearModel {
+    start: u64,
+    /// Per pfn: the boot leaf's attributes (`ATTRS`), 0 if not mapped.
+    boot: Vec<u64>,
+    /// Per pfn: log2 of the pages of the boot leaf or run covering it,
+    /// `CONT` if a contiguous run.
+    span: Vec<u8>,
+    /// Per pfn: the permissions now.
+    perm: Vec<u8>,
+    /// Pfns whose permissions differ from the boot's.
+    changed: u64,
+    mode: mmlab_engine::arch::arm64::pageattr::SplitMode,
+    page_offset: u64,
+}
+
 /// The executor of one run.
 pub struct Executor<'a, 'm> {
     m: &'m Machine,
@@ -314,7 +332,7 @@ pub struct Executor<'a, 'm> {
     /// hugetlb, when the machine brings it up (not in `--threads` runs).
     hugetlb: Option<mmlab_hugetlb::Hugetlb<'a, 'm>>,
     /// The model of the linear map (None without one).
-    linear: Option<pageattr::LinearModel>,
+    linear: Option<LinearModel>,
 }
 
 impl std::fmt::Debug for Executor<'_, '_> {
@@ -410,7 +428,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             hook: None,
             ops_run: 0,
             hugetlb: None,
-            linear: pageattr::LinearModel::new(pa.machine()),
+            linear: LinearModel::new(pa.machine()),
         }
     }
 

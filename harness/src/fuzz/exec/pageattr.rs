@@ -58,7 +58,7 @@
 //! contract on frees is enforced by skipping, not modelled.
 
 use super::expect::{Expect, errors, only, skipped, succeeds};
-use super::{Executor, Obj};
+use super::{Executor, LinearModel, Obj};
 use crate::fuzz::op::{Ref, SetMemory};
 use crate::fuzz::oracle::{Outcome, Violation, ViolationKind};
 use mmlab_engine::arch::arm64::memory::{PAGE_END, PHYS_OFFSET};
@@ -89,23 +89,6 @@ fn perm_of(attrs: u64) -> u8 {
 fn with_perm(attrs: u64, perm: u8) -> u64 {
     let a = if perm & RO != 0 { (attrs & !PTE_WRITE) | PTE_RDONLY } else { (attrs & !PTE_RDONLY) | PTE_WRITE };
     if perm & EXEC != 0 { a & !PTE_PXN } else { a | PTE_PXN }
-}
-
-/// The executor's model of the linear map (module docs).
-#[derive(Debug)]
-pub(super) struct LinearModel {
-    start: u64,
-    /// Per pfn: the boot leaf's attributes (`ATTRS`), 0 if not mapped.
-    boot: Vec<u64>,
-    /// Per pfn: log2 of the pages of the boot leaf or run covering it,
-    /// `CONT` if a contiguous run.
-    span: Vec<u8>,
-    /// Per pfn: the permissions now.
-    perm: Vec<u8>,
-    /// Pfns whose permissions differ from the boot's.
-    changed: u64,
-    mode: SplitMode,
-    page_offset: u64,
 }
 
 impl LinearModel {

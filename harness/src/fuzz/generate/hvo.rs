@@ -17,11 +17,6 @@ use super::{Generator, Source, pick};
 use crate::fuzz::op::{Call, FolioRef, Handle, HvoCall};
 use mmlab_hugetlb::HugePageSize;
 
-/// The wrong-call kinds of HVO (last in `WRONG_KINDS`; drawn only with HVO
-/// on).
-pub(super) const HVO_WRONG_KINDS: [&str; 4] =
-    ["hvo_restore_not_optimized", "hvo_optimize_twice", "hvo_not_optimizable", "hvo_freed_folio"];
-
 impl Generator {
     /// A pool folio of an optimizable size whose pool the generator last
     /// asked to be non-empty (`nr_hugepages` written above 0), mostly 2M;

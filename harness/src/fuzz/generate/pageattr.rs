@@ -14,7 +14,7 @@
 //! call on a block mapping is `NotPageGranular`, or a split fails for
 //! lack of memory, is for the executor, which knows the machine.
 
-use super::Generator;
+use super::{Changed, Generator};
 use crate::fuzz::op::{Call, Handle, Ref, SetMemory};
 use mmlab_engine::PAGE_SIZE;
 
@@ -23,16 +23,6 @@ const RO: u8 = 1;
 const EXEC: u8 = 2;
 /// Units with changed permissions the model keeps at most.
 const MAX_CHANGED: usize = 16;
-
-/// A unit whose permissions a call changed.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Changed {
-    h: Handle,
-    unit: u32,
-    /// Pages from the unit's head.
-    nr: u64,
-    flags: u8,
-}
 
 fn unit_ref(h: Handle, unit: u32) -> Ref {
     if unit == 0 { Ref::Whole(h) } else { Ref::Unit(h, unit) }

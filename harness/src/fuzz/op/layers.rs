@@ -145,25 +145,6 @@ impl HvoCall {
     }
 }
 
-/// A folio an HVO call names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FolioRef {
-    /// `hN`: a folio the fuzzer holds (or held).
-    Handle(super::Handle),
-    /// `2M@N`: the Nth folio of a pool's free list, from its head, modulo
-    /// the list's length.
-    Pool { size: HugePageSize, nth: u32 },
-}
-
-impl fmt::Display for FolioRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FolioRef::Handle(h) => write!(f, "{h}"),
-            FolioRef::Pool { size, nth } => write!(f, "{}@{nth}", size.label()),
-        }
-    }
-}
-
 /// The huge page size of a short name (64K, 2M, 32M, 1G).
 pub fn size_by_label(s: &str) -> Option<HugePageSize> {
     HugePageSize::ALL.into_iter().find(|z| z.label() == s)
