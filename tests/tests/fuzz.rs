@@ -70,7 +70,7 @@ fn few_ops_are_skipped() {
 
 #[test]
 fn fault_injection_run_has_no_violation() {
-    let n = mmlab_tests::scale(3000) as usize;
+    let n = mmlab_tests::scale(3000).max(1000) as usize;
     let mut s = setup(11, 1000);
     s.fault = Some(parse_fault_attr("probability=20,interval=1,times=-1,min-order=0,ignore-gfp-wait=0", 11).unwrap());
     let (out, _) = run_seed(&s, n);
@@ -134,7 +134,7 @@ fn parse_errors_name_the_line() {
 /// requests of the ops it keeps, where the random stream would move.
 #[test]
 fn injected_failures_are_recorded_and_replay_exactly() {
-    let n = mmlab_tests::scale(3000) as usize;
+    let n = mmlab_tests::scale(3000).max(1000) as usize;
     let mut s = setup(11, 1000);
     s.fault = Some(parse_fault_attr("probability=20,interval=1,times=-1,min-order=0,ignore-gfp-wait=0", 11).unwrap());
     let (out, ops) = run_seed(&s, n);
@@ -595,7 +595,7 @@ fn hvo_run(s: &Setup, n: u64) -> (RunOutcome, std::collections::BTreeMap<(&'stat
 /// got their typed errors.
 #[test]
 fn hvo_calls_run_under_every_policy_and_mode() {
-    let n = mmlab_tests::scale(6000);
+    let n = mmlab_tests::scale(6000).max(1500);
     let mut runs: Vec<(&str, &str)> = mmlab_vmemmap::RcuPolicy::ALL.iter().map(|(_, p)| (*p, "pause")).collect();
     runs.push(("v6.12", "unsafe"));
     for (rcu, arm64) in runs {
