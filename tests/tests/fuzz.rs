@@ -238,6 +238,7 @@ fn library_findings_replay_clean_once_fixed() {
         "kvfree-rcu-reused-by-vmap.replay",
         "kvfree-rcu-reused-by-page-array.replay",
         "hvo-memmap-moved.replay",
+        "hvo-restore-enomem-at-end.replay",
     ] {
         let text = std::fs::read_to_string(format!("{dir}/{f}")).unwrap();
         let r = Replay::parse(&text).unwrap();
