@@ -180,6 +180,69 @@ fn tlb_entries_needed_for_1mib_by_mapping_kind() {
     assert!(m.tlbi_counts().get(mmlab_engine::arch::arm64::tlb::TlbiKind::Vaae1is) >= 1);
 }
 
+/// `for_each_leaf` reads each table once and visits exactly the leaf
+/// entries that walks of every page of the range end at (a block, a
+/// contiguous run's entries, pages, holes skipped), in address order,
+/// from inside a block to inside a PTE table of another PMD; a Break stops
+/// it. The linear map, whole, agrees too.
+#[test]
+fn for_each_leaf_visits_the_leaves_page_walks_reach() {
+    use std::ops::ControlFlow;
+    let m = machine("256M", true);
+    let pa = PageAllocator::boot(&m, AllocatorConfig::default()).unwrap();
+    let cpu = m.cpu(0).unwrap();
+    let k = m.kernel_as();
+    let phys = pa.alloc_contig_pages(&cpu, 1024, mmlab_engine::Gfp::GFP_KERNEL).unwrap().phys().0;
+    let va = VMALLOC_START + (64 << 20);
+    let map = |off: u64, size: u64, block: bool, cont: bool| {
+        pgtable::map_range(&cpu, &k, &pa, va + off, phys + off, size, PAGE_KERNEL, MapFlags { block, cont })
+            .unwrap()
+            .ignore();
+    };
+    map(0, 2 << 20, true, false); // a PMD block
+    map(2 << 20, 1 << 20, false, true); // 16 contiguous runs
+    map((3 << 20) + (64 << 10), 5 * PAGE_SIZE, false, false); // pages after a hole
+    map((4 << 20) - 3 * PAGE_SIZE, 3 * PAGE_SIZE, false, false); // the last pages of that PMD
+    let by_walks = |start: u64, end: u64| {
+        let mut out: Vec<(u64, PhysAddr)> = Vec::new();
+        let mut cur = start & !(PAGE_SIZE - 1);
+        while cur < end {
+            if let Some(l) = walk(&m, &k, cur).leaf {
+                let base = cur & !(l.level.entry_size() - 1);
+                if out.last() != Some(&(base, l.slot)) {
+                    out.push((base, l.slot));
+                }
+            }
+            cur += PAGE_SIZE;
+        }
+        out
+    };
+    let visited = |start: u64, end: u64| {
+        let mut out: Vec<(u64, PhysAddr)> = Vec::new();
+        pgtable::for_each_leaf(&m, &k, start, end, |base, l| {
+            assert_eq!(l.pa.0, m.read_desc(l.slot).addr(), "pa is the entry's output address");
+            out.push((base, l.slot));
+            ControlFlow::Continue(())
+        });
+        out
+    };
+    let (start, end) = (va + (1 << 20), va + (4 << 20) - PAGE_SIZE);
+    let want = by_walks(start, end);
+    assert_eq!(want.len(), 1 + 256 + 5 + 2, "block, 256 contiguous entries, 5 + 2 pages");
+    assert_eq!(visited(start, end), want);
+    assert!(visited(va + (3 << 20), va + (3 << 20) + (64 << 10)).is_empty(), "a hole visits nothing");
+    let mut n = 0;
+    pgtable::for_each_leaf(&m, &k, start, end, |_, _| {
+        n += 1;
+        if n == 3 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+    });
+    assert_eq!(n, 3, "Break stops the visit");
+    let lm = m.va_layout().page_offset();
+    let linear = by_walks(lm, lm + (256 << 20));
+    assert!(!linear.is_empty(), "the machine has a linear map");
+    assert_eq!(visited(lm, lm + (256 << 20)), linear, "the linear map");
+}
+
 /// `unmap_range` checks only the entries whose contiguous run can stick
 /// out of the range (the runs holding its first and last page): a cut at
 /// either end is refused with the run's address and clears nothing, a range

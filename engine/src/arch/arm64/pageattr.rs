@@ -44,10 +44,11 @@ use crate::arch::arm64::memory::PAGE_END;
 use crate::arch::arm64::pgtable::desc::bits::{PTE_CONT, PTE_MAYBE_GP, PTE_PXN, PTE_RDONLY, PTE_WRITE};
 use crate::arch::arm64::pgtable::desc::{CONT_PMD_SIZE, CONT_PTE_SIZE, PMD_SIZE, PUD_SIZE};
 use crate::arch::arm64::pgtable::{
-    Desc, Level, PgtableAlloc, PgtableError, TableMemory, entry_pa, set_pmd, set_pte, set_pud, walk,
+    Desc, Level, PgtableAlloc, PgtableError, TableMemory, entry_pa, for_each_leaf, set_pmd, set_pte, set_pud, walk,
 };
 use crate::arch::arm64::tlb::{TlbiCounts, flush_tlb_kernel_range};
 use crate::counters::CounterSet;
+use std::ops::ControlFlow;
 
 /// How a block or contiguous run that a range covers in part is split
 /// (module docs).
@@ -276,19 +277,33 @@ pub fn change_memory_common<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
     if numpages == 0 {
         return Ok(PageattrReport { mode, counts, tlbi: TlbiCounts::default(), barriers: BarrierCounts::default() });
     }
-    // Check: every page mapped; without a split mode, no leaf straddles an end.
+    // Check: every page mapped; without a split mode, no leaf straddles an
+    // end. One visit of the range's leaves; `next` is where the entry after
+    // the last one seen must start.
     let asp = crate::arch::arm64::pgtable::init_mm(cpu);
-    let mut va = addr;
-    while va < end {
-        let leaf = walk(cpu.ram(), &asp, va).leaf.ok_or(PageattrError::NotMapped { addr: va })?;
+    let mut next = addr;
+    let mut refused = None;
+    for_each_leaf(cpu.ram(), &asp, addr, end, |base, leaf| {
+        if base > next {
+            refused = Some(PageattrError::NotMapped { addr: next });
+            return ControlFlow::Break(());
+        }
         let span = run_span(leaf.level, leaf.desc);
-        let base = va & !(span - 1);
+        let run = base & !(span - 1);
         // Without BBML2 a contiguous run's permissions cannot change in
         // place either (pgattr_change_is_safe()).
-        if mode == SplitMode::None && (base < addr || base + span > end || leaf.desc.is_cont()) {
-            return Err(PageattrError::NotPageGranular { addr: va, level: leaf.level });
+        if mode == SplitMode::None && (run < addr || run + span > end || leaf.desc.is_cont()) {
+            refused = Some(PageattrError::NotPageGranular { addr: next.max(base), level: leaf.level });
+            return ControlFlow::Break(());
         }
-        va = base + span;
+        next = base + leaf.level.entry_size();
+        ControlFlow::Continue(())
+    });
+    if let Some(e) = refused {
+        return Err(e);
+    }
+    if next < end {
+        return Err(PageattrError::NotMapped { addr: next });
     }
     if mode != SplitMode::None {
         split_kernel_leaf_mapping(cpu, tables, addr, mode, &mut counts)?;
@@ -296,23 +311,29 @@ pub fn change_memory_common<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
             split_kernel_leaf_mapping(cpu, tables, end, mode, &mut counts)?;
         }
     }
-    // __change_memory_common(): the leaves of the range, in place.
-    let mut va = addr;
-    while va < end {
-        let mut leaf = walk(cpu.ram(), &asp, va).leaf.ok_or(PageattrError::NotMapped { addr: va })?;
+    // __change_memory_common(): the leaves of the range, in place (the
+    // splits made both ends leaf boundaries).
+    let mut failed = None;
+    for_each_leaf(cpu.ram(), &asp, addr, end, |base, mut leaf| {
         if mode == SplitMode::BreakBeforeMake && leaf.desc.is_cont() {
             // A run inside the range: break it too, then change its entries.
-            split_cont(cpu, va, leaf.slot, leaf.level, mode, &mut counts);
+            split_cont(cpu, base, leaf.slot, leaf.level, mode, &mut counts);
             match leaf.level {
                 Level::Pte => counts.split_cont_pte += 1,
                 _ => counts.split_cont_pmd += 1,
             }
-            leaf = walk(cpu.ram(), &asp, va).leaf.ok_or(PageattrError::NotMapped { addr: va })?;
+            leaf.desc = cpu.ram().read_desc(leaf.slot);
         }
         let new = Desc((leaf.desc.0 & !clear) | set);
-        write_live(cpu, leaf.slot, leaf.level, new, mode)?;
+        if let Err(e) = write_live(cpu, leaf.slot, leaf.level, new, mode) {
+            failed = Some(e);
+            return ControlFlow::Break(());
+        }
         counts.leaves_changed += 1;
-        va = (va & !(leaf.level.entry_size() - 1)) + leaf.level.entry_size();
+        ControlFlow::Continue(())
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
     flush_tlb_kernel_range(cpu, addr, end);
     Ok(PageattrReport {
@@ -454,7 +475,7 @@ fn split_cont(
     let span = level.entry_size() * n;
     let first_slot = PhysAddr(slot.0 & !(n * 8 - 1));
     let run_va = addr & !(span - 1);
-    let old: Vec<Desc> = (0..n).map(|i| cpu.ram().read_desc(PhysAddr(first_slot.0 + i * 8))).collect();
+    let old: [Desc; 16] = std::array::from_fn(|i| cpu.ram().read_desc(PhysAddr(first_slot.0 + i as u64 * 8)));
     if mode == SplitMode::BreakBeforeMake {
         for i in 0..n {
             cpu.ram().desc_slot(PhysAddr(first_slot.0 + i * 8)).store(0, std::sync::atomic::Ordering::Relaxed);

@@ -66,8 +66,9 @@ use mmlab_engine::arch::arm64::pageattr::{self, SplitMode};
 use mmlab_engine::arch::arm64::pgtable::desc::bits::{
     PTE_ADDR_MASK, PTE_CONT, PTE_PXN, PTE_RDONLY, PTE_TYPE_MASK, PTE_WRITE,
 };
-use mmlab_engine::arch::arm64::pgtable::{Desc, walk};
+use mmlab_engine::arch::arm64::pgtable::{Desc, for_each_leaf};
 use mmlab_engine::{Machine, PAGE_SIZE, Pfn};
+use std::ops::ControlFlow;
 
 /// The bits of a leaf the model keeps: all but the output address, the
 /// type and the contiguous bit (a split changes those, not the mapping).
@@ -111,26 +112,18 @@ impl LinearModel {
             page_offset,
         };
         let asp = m.kernel_as();
-        let (mut va, va_end) = (lm.va_of(start), lm.va_of(end));
-        while va < va_end {
-            let w = walk(m, &asp, va);
-            let Some(leaf) = w.leaf else {
-                va = va.saturating_add(w.hole_size());
-                continue;
-            };
-            let size = leaf.level.entry_size();
-            let base = va & !(size - 1);
+        for_each_leaf(m, &asp, lm.va_of(start), lm.va_of(end), |_, leaf| {
             let run = leaf.span();
             let code = (run.trailing_zeros() as u8 - 12) | if leaf.desc.is_cont() { CONT } else { 0 };
             let attrs = leaf.desc.0 & ATTRS;
             let first = leaf.desc.pfn();
-            for k in 0..size / PAGE_SIZE {
+            for k in 0..leaf.level.entry_size() / PAGE_SIZE {
                 if let Some(i) = lm.index(first + k) {
                     (lm.boot[i], lm.span[i], lm.perm[i]) = (attrs, code, perm_of(attrs));
                 }
             }
-            va = base + size;
-        }
+            ControlFlow::Continue(())
+        });
         Some(lm)
     }
 
@@ -257,8 +250,7 @@ impl<'a, 'm> Executor<'a, 'm> {
         let Some(addr) = self.set_memory_addr(r, off) else { return (Outcome::Skipped, String::new()) };
         let Some(mode) = self.linear.as_ref().map(|lm| lm.mode) else { return (Outcome::Skipped, String::new()) };
         // The leaves a refused call must leave as they were.
-        let sample: Vec<u64> = self.range_sample(addr, nr);
-        let before: Vec<Option<Desc>> = sample.iter().map(|&va| self.leaf_desc(va)).collect();
+        let before = self.sample_leaves(addr, nr);
         let cpu = &self.cpus[cpu_i % self.cpus.len()];
         let r = match how {
             SetMemory::Ro => pageattr::set_memory_ro(cpu, self.pa, addr, nr, mode),
@@ -269,7 +261,10 @@ impl<'a, 'm> Executor<'a, 'm> {
         let (outcome, detail) = match &r {
             Ok(rep) => {
                 let c = rep.counts;
-                (Outcome::Ok, format!("{addr:#x}: {} leaves, {} split tables", c.leaves_changed, c.tables))
+                (
+                    Outcome::Ok,
+                    self.ok_detail(format_args!("{addr:#x}: {} leaves, {} split tables", c.leaves_changed, c.tables)),
+                )
             }
             Err(e) => (Outcome::from(e.clone()), e.to_string()),
         };
@@ -289,15 +284,20 @@ impl<'a, 'm> Executor<'a, 'm> {
                 }
             }
         }
-        if outcome.is_error() && outcome != Outcome::NoMemory {
-            for (va, b) in sample.iter().zip(&before) {
-                let now = self.leaf_desc(*va);
-                if now != *b && self.late.is_none() {
-                    self.late = Some((
-                        ViolationKind::LinearMap,
-                        format!("refused: the leaf of {va:#x} changed from {b:x?} to {now:x?}"),
-                    ));
-                }
+        if outcome.is_error() && outcome != Outcome::NoMemory && self.late.is_none() {
+            let after = self.sample_leaves(addr, nr);
+            if after != before {
+                let (b, a) =
+                    before.iter().zip(&after).find(|(b, a)| b != a).map_or((None, None), |(b, a)| (Some(b), Some(a)));
+                self.late = Some((
+                    ViolationKind::LinearMap,
+                    format!(
+                        "refused: the leaves of {addr:#x} changed ({} leaf entries before, {} after; first \
+                         difference (va, descriptor) {b:x?} -> {a:x?})",
+                        before.len(),
+                        after.len()
+                    ),
+                ));
             }
         }
         if outcome == Outcome::Ok || outcome == Outcome::NoMemory {
@@ -311,47 +311,66 @@ impl<'a, 'm> Executor<'a, 'm> {
         (outcome, detail)
     }
 
-    /// The first 64 pages of a range and its last, inside the linear map.
-    fn range_sample(&self, addr: u64, nr: u64) -> Vec<u64> {
+    /// The leaf entries (start, descriptor) over the first 64 pages of a
+    /// range and its last page, inside the linear map.
+    fn sample_leaves(&self, addr: u64, nr: u64) -> Vec<(u64, Desc)> {
         let Some(lm) = self.linear.as_ref() else { return Vec::new() };
-        let mut v: Vec<u64> = (0..nr.min(64)).filter_map(|k| addr.checked_add(k * PAGE_SIZE)).collect();
-        if let Some(last) = nr.checked_sub(1).and_then(|k| k.checked_mul(PAGE_SIZE)).and_then(|b| addr.checked_add(b)) {
-            v.push(last);
+        let clamp = |va: u64| va.clamp(lm.page_offset, PAGE_END);
+        let first_end = addr.saturating_add(nr.min(64) * PAGE_SIZE);
+        let last = nr.checked_sub(1).and_then(|k| k.checked_mul(PAGE_SIZE)).and_then(|b| addr.checked_add(b));
+        let mut v = Vec::new();
+        let asp = self.m.kernel_as();
+        let mut ranges = [(addr, first_end), (0, 0)];
+        if let Some(last) = last.filter(|&l| l >= first_end) {
+            ranges[1] = (last, last + PAGE_SIZE);
         }
-        v.retain(|&va| va >= lm.page_offset && va < PAGE_END);
+        for (a, b) in ranges {
+            for_each_leaf(self.m, &asp, clamp(a), clamp(b), |base, l| {
+                v.push((base, l.desc));
+                ControlFlow::Continue(())
+            });
+        }
         v
-    }
-
-    fn leaf_desc(&self, va: u64) -> Option<Desc> {
-        walk(self.m, &self.m.kernel_as(), va).leaf.map(|l| l.desc)
     }
 
     /// Pages `[pfn, pfn + n)` that the boot mapped: each translates at its
     /// `page_address()` to itself, with the model's attributes.
     fn check_pages(&self, pfn: u64, n: u64) -> Result<(), String> {
         let Some(lm) = self.linear.as_ref() else { return Ok(()) };
-        let asp = self.m.kernel_as();
-        for p in pfn..pfn.saturating_add(n) {
-            let Some(i) = lm.index(p).filter(|&i| lm.boot[i] != 0) else { continue };
-            let va = lm.va_of(p);
-            match walk(self.m, &asp, va).leaf {
-                Some(l) if l.pa.0 == p << 12 && l.desc.0 & ATTRS == lm.expected(i) => {}
-                Some(l) => {
-                    return Err(format!(
-                        "pfn {p:#x} at {va:#x}: leaf {:#x} ({}) maps pa {:#x} with attributes {:#x}, expected pa {:#x} \
-                         with {:#x}",
-                        l.desc.0,
-                        l.level.name(),
-                        l.pa.0,
-                        l.desc.0 & ATTRS,
-                        p << 12,
-                        lm.expected(i)
-                    ));
+        let end_pfn = pfn.saturating_add(n);
+        // The boot-mapped pages of [from, to) that no leaf maps.
+        let hole = |from: u64, to: u64| match (from..to).find(|&p| lm.index(p).is_some_and(|i| lm.boot[i] != 0)) {
+            Some(p) => Err(format!("pfn {p:#x} is not mapped at {:#x}", lm.va_of(p))),
+            None => Ok(()),
+        };
+        let mut next = pfn;
+        let mut r = Ok(());
+        for_each_leaf(self.m, &self.m.kernel_as(), lm.va_of(pfn), lm.va_of(end_pfn), |base, l| {
+            let first = lm.pfn_at(base);
+            r = hole(next, first).and_then(|()| {
+                let pages = l.level.entry_size() / PAGE_SIZE;
+                for p in first.max(pfn)..(first + pages).min(end_pfn) {
+                    let Some(i) = lm.index(p).filter(|&i| lm.boot[i] != 0) else { continue };
+                    let pa = l.pa.0 + ((p - first) << 12);
+                    if pa != p << 12 || l.desc.0 & ATTRS != lm.expected(i) {
+                        return Err(format!(
+                            "pfn {p:#x} at {:#x}: leaf {:#x} ({}) maps pa {pa:#x} with attributes {:#x}, expected pa \
+                             {:#x} with {:#x}",
+                            lm.va_of(p),
+                            l.desc.0,
+                            l.level.name(),
+                            l.desc.0 & ATTRS,
+                            p << 12,
+                            lm.expected(i)
+                        ));
+                    }
                 }
-                None => return Err(format!("pfn {p:#x} is not mapped at {va:#x}")),
-            }
-        }
-        Ok(())
+                next = first + pages;
+                Ok(())
+            });
+            if r.is_err() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+        });
+        r.and_then(|()| hole(next, end_pfn))
     }
 
     /// The linear-map invariant (module docs).
@@ -360,27 +379,22 @@ impl<'a, 'm> Executor<'a, 'm> {
         let v = |message| Err(Violation { kind: ViolationKind::LinearMap, op_index: None, op_name: None, message });
         let asp = self.m.kernel_as();
         let mut seen = vec![false; lm.boot.len()];
-        let mut va = lm.page_offset;
-        while va < PAGE_END {
-            let w = walk(self.m, &asp, va);
-            let Some(leaf) = w.leaf else {
-                va = va.saturating_add(w.hole_size());
-                continue;
-            };
-            let size = leaf.level.entry_size();
-            let base = va & !(size - 1);
-            let pa = leaf.desc.addr();
+        let mut found = None;
+        for_each_leaf(self.m, &asp, lm.page_offset, PAGE_END, |base, leaf| {
+            let pa = leaf.pa.0;
             if lm.pfn_at(base) << 12 != pa {
-                return v(format!("the linear map's leaf at {base:#x} maps pa {pa:#x}, not its own page"));
+                found = Some(format!("the linear map's leaf at {base:#x} maps pa {pa:#x}, not its own page"));
+                return ControlFlow::Break(());
             }
-            for k in 0..size / PAGE_SIZE {
+            for k in 0..leaf.level.entry_size() / PAGE_SIZE {
                 let p = (pa >> 12) + k;
                 let Some(i) = lm.index(p) else { continue };
                 if lm.boot[i] == 0 {
-                    return v(format!("pfn {p:#x}, not mapped at boot, is mapped at {:#x}", lm.va_of(p)));
+                    found = Some(format!("pfn {p:#x}, not mapped at boot, is mapped at {:#x}", lm.va_of(p)));
+                    return ControlFlow::Break(());
                 }
                 if leaf.desc.0 & ATTRS != lm.expected(i) {
-                    return v(format!(
+                    found = Some(format!(
                         "pfn {p:#x} at {:#x}: attributes {:#x} ({} leaf), expected {:#x} (boot {:#x}, permissions {})",
                         lm.va_of(p),
                         leaf.desc.0 & ATTRS,
@@ -389,13 +403,14 @@ impl<'a, 'm> Executor<'a, 'm> {
                         lm.boot[i],
                         lm.perm[i]
                     ));
+                    return ControlFlow::Break(());
                 }
                 seen[i] = true;
             }
-            va = base.saturating_add(size);
-            if va == 0 {
-                break;
-            }
+            ControlFlow::Continue(())
+        });
+        if let Some(message) = found {
+            return v(message);
         }
         if let Some(i) = (0..seen.len()).find(|&i| lm.boot[i] != 0 && !seen[i]) {
             return v(format!("pfn {:#x} is not in the linear map any more", lm.start + i as u64));

@@ -4,6 +4,11 @@
 //! counts over every table of an address space ([`stats`], for
 //! `mmlab stat pagetables`).
 //!
+//! [`for_each_leaf`] visits the leaves of a range reading each table once,
+//! as the kernel's `walk_page_range()` family does: a check over a range
+//! of page-granular memory costs one descriptor read per page, not one
+//! walk.
+//!
 //! A walk starts at the pgd and at each level reads the entry that the VA's
 //! index bits select (`READ_ONCE`): a table descriptor leads one level down,
 //! a block or page descriptor ends it with a [`Leaf`] (the PA adds the VA's
@@ -49,13 +54,61 @@ impl Leaf {
     }
 }
 
+/// The descriptors a walk read, from the root down: at most five (LPA2's
+/// levels), kept inline so that a walk does not allocate. Read it as a
+/// slice of [`WalkStep`].
+#[derive(Clone, Copy)]
+pub struct WalkSteps {
+    buf: [WalkStep; 5],
+    len: u8,
+}
+
+impl WalkSteps {
+    const EMPTY: WalkSteps =
+        WalkSteps { buf: [WalkStep { level: Level::Pgd, slot: PhysAddr(0), desc: Desc(0) }; 5], len: 0 };
+
+    fn push(&mut self, s: WalkStep) {
+        // walk_with() reads one descriptor per level, five at most.
+        self.buf[usize::from(self.len)] = s;
+        self.len += 1;
+    }
+}
+
+impl std::ops::Deref for WalkSteps {
+    type Target = [WalkStep];
+    fn deref(&self) -> &[WalkStep] {
+        &self.buf[..usize::from(self.len)]
+    }
+}
+
+impl<'a> IntoIterator for &'a WalkSteps {
+    type Item = &'a WalkStep;
+    type IntoIter = std::slice::Iter<'a, WalkStep>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl PartialEq for WalkSteps {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+impl Eq for WalkSteps {}
+
+impl std::fmt::Debug for WalkSteps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// A table walk of one VA.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Walk {
     /// The VA walked.
     pub va: u64,
     /// Every descriptor read, from the pgd down.
-    pub steps: Vec<WalkStep>,
+    pub steps: WalkSteps,
     /// The leaf reached, `None` if the walk hit an invalid entry.
     pub leaf: Option<Leaf>,
 }
@@ -72,7 +125,7 @@ impl Walk {
 
 /// Walk `asp`'s tables for `va`, as the MMU does (no TLB involved).
 pub fn walk(m: &(impl TableMemory + ?Sized), asp: &AddressSpace, va: u64) -> Walk {
-    let mut steps = Vec::with_capacity(5);
+    let mut steps = WalkSteps::EMPTY;
     let leaf = walk_with(|pa| m.read_desc(pa).0, asp, va, |s| steps.push(s));
     Walk { va, steps, leaf }
 }
@@ -105,29 +158,76 @@ pub fn walk_with(
     None
 }
 
+/// Visit every leaf entry that maps some of `[start, end)`, in address
+/// order, descending each table once (a range of page-granular memory
+/// costs one read per page). `f` gets the VA the entry starts at (below
+/// `start` for a block holding it) and the leaf, whose `pa` is the entry's
+/// output address; each entry of a contiguous run is visited. Holes are
+/// skipped: a caller that needs every page mapped compares each entry's
+/// start with the end of the one before. `f` returns
+/// [`ControlFlow::Break`](std::ops::ControlFlow::Break) to stop.
+///
+/// A descriptor `f` rewrites is not read again, and the entries after it
+/// are read as they are when the visit reaches them.
+pub fn for_each_leaf(
+    m: &(impl TableMemory + ?Sized),
+    asp: &AddressSpace,
+    start: u64,
+    end: u64,
+    mut f: impl FnMut(u64, Leaf) -> std::ops::ControlFlow<()>,
+) {
+    /// The entries of one table from `va`'s index to the end of the table
+    /// or of the range; false once the visit is over.
+    fn visit<M: TableMemory + ?Sized>(
+        m: &M,
+        table: PhysAddr,
+        level: Level,
+        va: &mut u64,
+        end: u64,
+        f: &mut impl FnMut(u64, Leaf) -> std::ops::ControlFlow<()>,
+    ) -> bool {
+        let size = level.entry_size();
+        loop {
+            let slot = entry_pa(table, level.index(*va));
+            let d = m.read_desc(slot);
+            let base = *va & !(size - 1);
+            let go_on = match (d.kind(level), level.next()) {
+                (DescKind::Table, Some(next)) => visit(m, PhysAddr(d.addr()), next, va, end, f),
+                (DescKind::Block | DescKind::Page, _) => {
+                    f(base, Leaf { level, slot, desc: d, pa: PhysAddr(d.addr()) }).is_continue()
+                }
+                _ => true,
+            };
+            if !go_on {
+                return false;
+            }
+            match base.checked_add(size) {
+                Some(n) if n < end => *va = n,
+                _ => return false,
+            }
+            if level.index(*va) == 0 {
+                return true;
+            }
+        }
+    }
+    if start < end {
+        let mut va = start;
+        visit(m, asp.pgd, asp.root_level(), &mut va, end, &mut f);
+    }
+}
+
 /// The leaves covering `[start, end)`, each as (va of its span, span), a
 /// contiguous run or block counted once: what the TLB needs to cover it.
 pub fn leaves(m: &(impl TableMemory + ?Sized), asp: &AddressSpace, start: u64, end: u64) -> Vec<(u64, u64)> {
     let mut out: Vec<(u64, u64)> = Vec::new();
-    let mut cur = start;
-    while cur < end {
-        let w = walk(m, asp, cur);
-        let step = match w.leaf {
-            Some(l) => {
-                let span = l.span();
-                let base = cur & !(span - 1);
-                if out.last() != Some(&(base, span)) {
-                    out.push((base, span));
-                }
-                span - (cur - base)
-            }
-            None => w.hole_size(),
-        };
-        match cur.checked_add(step) {
-            Some(n) => cur = n,
-            None => break,
+    for_each_leaf(m, asp, start, end, |va, l| {
+        let span = l.span();
+        let base = va & !(span - 1);
+        if out.last() != Some(&(base, span)) {
+            out.push((base, span));
         }
-    }
+        std::ops::ControlFlow::Continue(())
+    });
     out
 }
 
