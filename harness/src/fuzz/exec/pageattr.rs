@@ -322,7 +322,7 @@ impl<'a, 'm> Executor<'a, 'm> {
         let asp = self.m.kernel_as();
         let mut ranges = [(addr, first_end), (0, 0)];
         if let Some(last) = last.filter(|&l| l >= first_end) {
-            ranges[1] = (last, last + PAGE_SIZE);
+            ranges[1] = (last, last.saturating_add(PAGE_SIZE));
         }
         for (a, b) in ranges {
             for_each_leaf(self.m, &asp, clamp(a), clamp(b), |base, l| {
