@@ -293,7 +293,7 @@ pub fn change_memory_common<'m, C: std::ops::Deref<Target = ArchCpu<'m>>>(
         // Without BBML2 a contiguous run's permissions cannot change in
         // place either (pgattr_change_is_safe()).
         if mode == SplitMode::None && (run < addr || run + span > end || leaf.desc.is_cont()) {
-            refused = Some(PageattrError::NotPageGranular { addr: next.max(base), level: leaf.level });
+            refused = Some(PageattrError::NotPageGranular { addr: next, level: leaf.level });
             return ControlFlow::Break(());
         }
         next = base + leaf.level.entry_size();

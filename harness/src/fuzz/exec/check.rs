@@ -200,6 +200,8 @@ impl<'a, 'm> Executor<'a, 'm> {
         self.handles.clear();
         self.live_pfns.clear();
         self.dead.clear();
+        // The pools' frees and the restores' allocations went through the
+        // pcp lists.
         self.pa.drain_all_pages(&self.cpus[0]);
         Ok(())
     }
