@@ -147,7 +147,7 @@ fn scratch_va(base: u64, pages: u64) -> u64 {
 
 /// A test-only extra check: called with the executor after every op;
 /// Some(message) is a [`ViolationKind::Hook`] violation.
-pub type Hook = Box<dyn Fn(&HookView) -> Option<String>>;
+pub type Hook = Box<dyn Fn(&HookView) -> Option<String> + Send>;
 
 /// What a hook may look at.
 #[derive(Debug)]
@@ -189,9 +189,11 @@ impl Coverage {
 pub struct Tally(Vec<(&'static str, u64)>);
 
 impl Tally {
-    /// Count one `name`.
+    /// Count one `name`. The list stays in descending order of count (a
+    /// name that overtakes the one before it moves up), so the common
+    /// names are found in a compare or two.
     pub fn bump(&mut self, name: &'static str) {
-        let i = match self.0.iter().position(|(n, _)| std::ptr::eq(*n, name)) {
+        let mut i = match self.0.iter().position(|(n, _)| std::ptr::eq(*n, name)) {
             Some(i) => i,
             None => match self.0.iter().position(|(n, _)| *n == name) {
                 Some(i) => i,
@@ -202,6 +204,10 @@ impl Tally {
             },
         };
         self.0[i].1 += 1;
+        while i > 0 && self.0[i].1 > self.0[i - 1].1 {
+            self.0.swap(i, i - 1);
+            i -= 1;
+        }
     }
     /// Names counted.
     pub fn len(&self) -> usize {
@@ -456,6 +462,11 @@ impl<'a, 'm> Executor<'a, 'm> {
     /// by default).
     pub fn set_boot_buddyinfo(&mut self, b: [u64; 11]) {
         self.boot_buddyinfo = b;
+    }
+
+    /// The CPU handles the executor drives.
+    pub fn cpus(&self) -> &[Cpu<'m>] {
+        &self.cpus
     }
 
     /// Take the CPU handles back (for another executor or the final drain).
