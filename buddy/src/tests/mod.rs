@@ -6,7 +6,10 @@
 //! reservations sit above 0x43e00) whose zone starts empty: each test frees
 //! the blocks it needs, so every list, counter and pageblock type is known.
 
+mod check;
+mod errors;
 mod free;
+mod node;
 mod rmqueue;
 mod trace;
 mod watermark;
