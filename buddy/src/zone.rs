@@ -42,8 +42,10 @@ impl AllocFlags {
     pub const TRYLOCK: AllocFlags = AllocFlags(0x400);
     /// `ALLOC_KSWAPD`: allowed to wake kswapd.
     pub const KSWAPD: AllocFlags = AllocFlags(0x800);
-    /// `ALLOC_RESERVES`.
-    pub const RESERVES: AllocFlags = AllocFlags(0x04 | 0x08 | 0x10 | 0x20 | 0x200);
+    /// `ALLOC_RESERVES`: the flags that may go below the min watermark
+    /// (`ALLOC_NON_BLOCK | ALLOC_MIN_RESERVE | ALLOC_HIGHATOMIC |
+    /// ALLOC_OOM`); `ALLOC_NO_WATERMARKS` is not one of them.
+    pub const RESERVES: AllocFlags = AllocFlags(0x08 | 0x10 | 0x20 | 0x200);
 
     /// Whether any bit of `f` is set.
     #[inline]

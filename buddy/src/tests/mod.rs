@@ -10,6 +10,7 @@ mod free;
 mod rmqueue;
 mod trace;
 mod watermark;
+mod zone;
 
 use crate::zone::{Fpi, Zone, fl};
 use mmlab_engine::mm::page::PageExt;
