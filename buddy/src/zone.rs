@@ -42,9 +42,7 @@ impl AllocFlags {
     pub const TRYLOCK: AllocFlags = AllocFlags(0x400);
     /// `ALLOC_KSWAPD`: allowed to wake kswapd.
     pub const KSWAPD: AllocFlags = AllocFlags(0x800);
-    /// `ALLOC_RESERVES`: the flags that may go below the min watermark
-    /// (`ALLOC_NON_BLOCK | ALLOC_MIN_RESERVE | ALLOC_HIGHATOMIC |
-    /// ALLOC_OOM`); `ALLOC_NO_WATERMARKS` is not one of them.
+    /// `ALLOC_RESERVES`: the flags that may go below min (not `ALLOC_NO_WATERMARKS`).
     pub const RESERVES: AllocFlags = AllocFlags(0x08 | 0x10 | 0x20 | 0x200);
 
     /// Whether any bit of `f` is set.
