@@ -42,8 +42,8 @@ impl AllocFlags {
     pub const TRYLOCK: AllocFlags = AllocFlags(0x400);
     /// `ALLOC_KSWAPD`: allowed to wake kswapd.
     pub const KSWAPD: AllocFlags = AllocFlags(0x800);
-    /// `ALLOC_RESERVES`.
-    pub const RESERVES: AllocFlags = AllocFlags(0x04 | 0x08 | 0x10 | 0x20 | 0x200);
+    /// `ALLOC_RESERVES`: the flags that may go below min (not `ALLOC_NO_WATERMARKS`).
+    pub const RESERVES: AllocFlags = AllocFlags(0x08 | 0x10 | 0x20 | 0x200);
 
     /// Whether any bit of `f` is set.
     #[inline]

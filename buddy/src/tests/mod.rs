@@ -13,6 +13,7 @@ mod node;
 mod rmqueue;
 mod trace;
 mod watermark;
+mod zone;
 
 use crate::zone::{Fpi, Zone, fl};
 use mmlab_engine::mm::page::PageExt;

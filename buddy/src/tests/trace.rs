@@ -31,7 +31,7 @@ impl<S: tracing::Subscriber> Layer<S> for Record {
 }
 
 /// The events `f` emits on this thread, of the given name.
-fn events(name: &str, f: impl FnOnce()) -> Vec<BTreeMap<String, String>> {
+pub(super) fn events(name: &str, f: impl FnOnce()) -> Vec<BTreeMap<String, String>> {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let subscriber = tracing_subscriber::registry().with(Record(seen.clone()));
     tracing::subscriber::with_default(subscriber, f);
