@@ -1,6 +1,7 @@
 //! Unit tests of the buddy algorithms on hand-built free lists, one rule of
-//! mm/page_alloc.c per test, so that a change to any comparison or count of
-//! the algorithm fails one (`cargo mutants -p mmlab-buddy`, docs/mutants.md).
+//! mm/page_alloc.c (or mm/page_isolation.c) per test, so that a change to
+//! any comparison or count of the algorithm fails one (`cargo mutants -p
+//! mmlab-buddy`, docs/mutants.md).
 //!
 //! The machine is a bare 64 MiB one (RAM is PFN 0x40000..0x44000, memblock's
 //! reservations sit above 0x43e00) whose zone starts empty: each test frees
@@ -9,11 +10,13 @@
 mod check;
 mod errors;
 mod free;
+mod isolation;
 mod node;
 mod rmqueue;
 mod trace;
 mod watermark;
 mod zone;
+mod zones;
 
 use crate::zone::{Fpi, Zone, fl};
 use mmlab_engine::mm::page::PageExt;
