@@ -6,6 +6,8 @@
 //! reservations sit above 0x43e00) whose zone starts empty: each test frees
 //! the blocks it needs, so every list, counter and pageblock type is known.
 
+mod cma;
+mod contig;
 mod free;
 mod rmqueue;
 mod trace;
