@@ -8,6 +8,8 @@
 //! the blocks it needs, so every list, counter and pageblock type is known.
 
 mod check;
+mod cma;
+mod contig;
 mod errors;
 mod free;
 mod isolation;
