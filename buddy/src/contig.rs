@@ -198,10 +198,11 @@ impl<'m> Zone<'m> {
         let mut pfn = self.zone_start_pfn.next_multiple_of(align);
         while pfn + nr <= self.zone_end_pfn().0 {
             if self.pfn_range_valid_contig(Pfn(pfn), nr, scan) {
-                match self.lock(cpu).take_contig_range_scan(Pfn(pfn), nr, mt, comp, scan) {
-                    Ok(()) => return Ok(Pfn(pfn)),
-                    Err(ContigError::Busy { .. }) => {}
-                    Err(e) => return Err(e),
+                // Whatever refused this candidate (a busy frame, or with
+                // `comp` a free block larger than the range), the kernel's
+                // loop goes on to the next.
+                if self.lock(cpu).take_contig_range_scan(Pfn(pfn), nr, mt, comp, scan).is_ok() {
+                    return Ok(Pfn(pfn));
                 }
             }
             pfn += align;

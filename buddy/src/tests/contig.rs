@@ -342,6 +342,26 @@ fn alloc_contig_pages_gfp_comp() {
     assert_eq!(counts(&scan), [2, 2048, 2, 1, 1, 0, 1, 1]);
 }
 
+/// `alloc_contig_pages()` with `__GFP_COMP` goes on after a candidate
+/// that `alloc_contig_range()` refuses with `-EINVAL` (the range lies
+/// inside a larger free block, so the range taken is not the range asked
+/// for), as after a busy one: the kernel's loop tries the next candidate
+/// whatever `__alloc_contig_pages()` returned. The order-10 block stays
+/// free and whole; the exact order-3 block further up is the answer.
+#[test]
+fn alloc_contig_pages_gfp_comp_goes_past_a_refused_candidate() {
+    let m = machine();
+    let zone = Zone::new(&m);
+    free(&zone, BASE, 10, Fpi::NONE);
+    free(&zone, BASE + 2048, 3, Fpi::NONE);
+    let (r, scan) = pages(&zone, 8, true);
+    assert_eq!(r, Ok(BASE + 2048));
+    assert_eq!(m.page(Pfn(BASE + 2048)).ext(), PageExt::Alloc(3, Movable));
+    assert!(is_free_block(&m, BASE, 10));
+    assert_eq!(zone.nr_free_pages(), 1024);
+    assert_eq!((scan.ranges_scanned, scan.ranges_allocated), (257, 1));
+}
+
 /// `alloc_contig_pages()` without `__GFP_COMP` (the plain entry point):
 /// the first aligned candidate that is free, every frame its own page.
 #[test]
