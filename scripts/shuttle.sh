@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Races with replayable schedules (tests/tests/shuttle.rs): the multi-CPU
-# workload of the page allocator and vmalloc under shuttle's random and PCT
-# schedulers. Each test reverts one old race fix (test-only switch of the
-# shuttle build), finds the race by seed, prints the seed, the failing
-# execution and the schedule's length, replays the schedule to the same
-# failure and runs the same seed clean with the fix in place; one test runs
-# the workload with every fix in place.
+# Races with replayable schedules (tests/tests/shuttle.rs): a scripted
+# multi-CPU workload of the page allocator and vmalloc, and the lanes of
+# `mmlab fuzz --threads 3`, under shuttle's random and PCT schedulers.
+# Each test reverts one old race fix (test-only switch of the shuttle
+# build), finds the race by seed, prints the seed, the failing execution
+# and the schedule's length, replays the schedule to the same failure and
+# runs the same seed clean with the fix in place; one test runs both
+# workloads with every fix in place.
 #
 # Failing schedules are written to target/shuttle-schedules/scheduleNNN.txt;
 # shuttle::replay_from_file replays one exactly (see the test's `replay`).

@@ -22,26 +22,53 @@
 //! every shared page freed exactly once; and at the end the allocator's and
 //! vmalloc's invariants and a purged lazy count of zero.
 //!
+//! The second workload is `mmlab fuzz --threads` itself: each CPU a fuzz
+//! lane ([`LaneRun`]: the generator and executor of `mmlab fuzz`, with
+//! its oracle and its check after every op that `vmap_lazy_nr` is not below
+//! zero), on the machine `run::boot` gives `mmlab fuzz`, then the
+//! end-of-run checks of an exclusive executor. The lanes are set up and
+//! give back what they hold outside the controlled phase; only their ops
+//! race. Lanes never share a page (`run::lane_gen_config`), so this
+//! workload can find the lazy-count race but not the double free, which
+//! needs two CPUs freeing one page (the scripted workload's phase 2).
+//!
 //! The two old race fixes can be switched back off here alone
 //! ([`sched::Revert`]): the tests below show that each reverted race is
-//! found by both the random and the PCT scheduler, report the seed and the
-//! schedule's length, replay the schedule to the same failure, and run the
-//! same seeds clean with the fix in place.
+//! found in the scripted workload by both the random and the PCT
+//! scheduler, and the lazy-count race in the fuzz lanes by PCT; each
+//! reports the seed and the schedule's length, replays the schedule to the
+//! same failure, and runs the same seed clean with the fix in place.
 #![cfg(shuttle)]
 
 use mmlab_engine::sync::sched::{self, Revert};
 use mmlab_engine::{Cpu, Gfp, Pfn};
+use mmlab_harness::fuzz::exec::{ExecOptions, Executor};
+use mmlab_harness::fuzz::generate::GenConfig;
+use mmlab_harness::fuzz::run::{self, Lane, LaneRun, RunOutcome, Setup};
 use mmlab_pcp::{AllocatorConfig, FreeError, PageAllocator};
 use mmlab_tests::machine;
+use mmlab_vmalloc::percpu::PercpuAllocator;
 use mmlab_vmalloc::{Vmalloc, VmallocConfig};
 use shuttle::scheduler::{PctScheduler, RandomScheduler, ReplayScheduler, Scheduler};
 use shuttle::{Config, FailurePersistence, MaxSteps, Runner};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
+/// What the CPUs of an execution run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// The scripted two-phase workload.
+    Scripted,
+    /// `mmlab fuzz --threads`' lanes: each CPU runs the fuzz generator and
+    /// executor for `ops` ops (seed `data_seed`), then the end-of-run
+    /// checks.
+    FuzzLanes,
+}
+
 /// The shape of one execution's workload.
 #[derive(Clone, Copy, Debug)]
 struct Workload {
+    shape: Shape,
     /// Emulated CPUs, one shuttle thread each.
     cpus: usize,
     /// Calls per CPU in phase 1.
@@ -52,7 +79,13 @@ struct Workload {
     data_seed: u64,
 }
 
-const WORKLOAD: Workload = Workload { cpus: 3, ops: 8, shared: 2, data_seed: 29 };
+const WORKLOAD: Workload = Workload { shape: Shape::Scripted, cpus: 3, ops: 8, shared: 2, data_seed: 29 };
+
+/// Fuzz lanes: three CPUs of `mmlab fuzz --threads 3 --seed 14`, 16 ops
+/// each, no wrong calls. Each of seed 14's lanes calls both `vfree` and
+/// `purge_vmap_area_lazy` in its 16 ops (the first seed from 0 up whose
+/// every lane does).
+const FUZZ_LANES: Workload = Workload { shape: Shape::FuzzLanes, cpus: 3, ops: 16, shared: 0, data_seed: 14 };
 
 /// splitmix64: the calls' randomness, the same on every run of a seed.
 struct Rng(u64);
@@ -140,8 +173,80 @@ fn phase2(
     won
 }
 
-/// One execution: boot, race the CPUs through both phases, check.
+/// One execution of `w`.
 fn execution(w: Workload) {
+    match w.shape {
+        Shape::Scripted => scripted_execution(w),
+        Shape::FuzzLanes => fuzz_lanes_execution(w),
+    }
+}
+
+/// One execution of the fuzz lanes, as `mmlab fuzz --threads` runs them:
+/// boot, set the lanes up, race their ops, end them, then the final
+/// checks; a violation panics with its message.
+fn fuzz_lanes_execution(w: Workload) {
+    sched::set_controlled(false);
+    let setup = Setup {
+        mem: "64M".into(),
+        cpus: w.cpus,
+        sets: Vec::new(),
+        seed: w.data_seed,
+        fault: None,
+        check_every: 10_000,
+    };
+    let b = run::boot(&setup).expect("the fuzz machine boots");
+    let pa = run::boot_allocator(&b, &setup).expect("its allocator");
+    let vm = b.vmalloc(&pa);
+    let percpu = PercpuAllocator::new();
+    let boot_buddyinfo = pa.zone().nr_free_per_order();
+    let gcfg = run::lane_gen_config(GenConfig {
+        nr_cpus: 1,
+        max_live_pages: 2048,
+        wrong_per_64: 0,
+        exclude: Vec::new(),
+        hvo: false,
+    });
+    let opts = ExecOptions { fault_injection: false, exclusive: false, lane: 0, lanes: w.cpus as u64, details: false };
+    let lanes: Vec<LaneRun<'_, '_>> = b
+        .machine()
+        .all_cpus()
+        .expect("every CPU")
+        .into_iter()
+        .enumerate()
+        .map(|(t, cpu)| {
+            let lane = Lane { lane: t, lanes: w.cpus, seed: w.data_seed, nops: w.ops as u64, deadline: None, opts };
+            LaneRun::new(&pa, &vm, &percpu, cpu, &gcfg, lane)
+        })
+        .collect();
+    sched::set_controlled(true);
+    let lanes: Vec<LaneRun<'_, '_>> = shuttle::thread::scope(|s| {
+        let hs: Vec<_> = lanes
+            .into_iter()
+            .map(|mut l| {
+                s.spawn(move || {
+                    l.run();
+                    l
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().expect("a lane")).collect()
+    });
+    sched::set_controlled(false);
+    let outs: Vec<RunOutcome> = lanes.into_iter().map(LaneRun::end).collect();
+    if let Some(v) = outs.iter().find_map(|o| o.violation.as_ref()) {
+        panic!("fuzz lane: {v}");
+    }
+    let cpus = b.machine().all_cpus().expect("every CPU");
+    let mut ex = Executor::new(&pa, &vm, &percpu, cpus, ExecOptions { exclusive: true, lanes: 1, ..opts });
+    ex.set_boot_buddyinfo(boot_buddyinfo);
+    if let Err(v) = ex.finish() {
+        panic!("fuzz lanes, at the end: {v}");
+    }
+}
+
+/// One execution of the scripted workload: boot, race the CPUs through
+/// both phases, check.
+fn scripted_execution(w: Workload) {
     sched::set_controlled(false);
     let m = machine("64M", w.cpus);
     let pa = PageAllocator::boot(&m, AllocatorConfig::default()).expect("allocator boots");
@@ -323,8 +428,9 @@ fn finds_and_replays(kind: Kind, fix: Revert, expect: &[&str], seed: u64, iterat
     assert_eq!(replay(&found, w, true), None, "the failing schedule passes with the fix in place");
 }
 
-/// What the workload's checks say when `vmap_lazy_nr` dips below zero.
-const LAZY: &[&str] = &["vmap_lazy_nr went negative"];
+/// What the workloads' checks say when `vmap_lazy_nr` dips below zero
+/// (the scripted workload's, the fuzz executor's).
+const LAZY: &[&str] = &["vmap_lazy_nr went negative", "vmap_lazy_nr is -"];
 /// What they say when two frees of one page both succeed.
 const DOUBLE_FREE: &[&str] = &["went negative", "freed 2 times", "freed 3 times", "invariants"];
 
@@ -348,15 +454,26 @@ fn pct_scheduler_finds_the_concurrent_double_free() {
     finds_and_replays(Kind::Pct, Revert::PutTestzeroDecrement, DOUBLE_FREE, 1, 3000, WORKLOAD);
 }
 
-/// With every fix in place, the workload passes many executions of each
+/// In the fuzz lanes the race needs one lane's `vfree` to stop between
+/// the lazy insert and the count while another lane purges, in executions
+/// of about 3,000 steps: PCT's priority changes reach it at execution 126;
+/// the random scheduler did not in 40,000 executions (seed 1).
+#[test]
+fn pct_scheduler_finds_the_lazy_nr_race_in_fuzz_lanes() {
+    finds_and_replays(Kind::Pct, Revert::LazyInsertBeforeAdd, LAZY, 1, 5000, FUZZ_LANES);
+}
+
+/// With every fix in place, both workloads pass many executions of each
 /// scheduler (`MMLAB_SHUTTLE_ITERATIONS`, default 1000).
 #[test]
-fn the_workload_passes_with_every_fix() {
+fn the_workloads_pass_with_every_fix() {
     let n = std::env::var("MMLAB_SHUTTLE_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
     let _one = ONE_RUN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     for kind in [Kind::Random, Kind::Pct] {
-        if let Some(f) = run(kind, 7, n, WORKLOAD) {
-            panic!("{kind:?} seed 7 fails with every fix in place: {f:?}");
+        for w in [WORKLOAD, FUZZ_LANES] {
+            if let Some(f) = run(kind, 7, n, w) {
+                panic!("{kind:?} seed 7 fails with every fix in place ({:?}): {f:?}", w.shape);
+            }
         }
     }
 }

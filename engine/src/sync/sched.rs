@@ -5,9 +5,11 @@
 //! and PCT schedulers pick from a seed, and the decisions it made (the
 //! schedule) replay the execution exactly. Here the scheduling points are
 //! the facade's: each [`Mutex`] and [`SpinLock`](super::SpinLock)
-//! acquisition, each operation on the facade's atomics (shuttle's own), and
+//! acquisition, each operation on the facade's atomics (shuttle's own),
 //! each [`sched_point`](super::sched_point) (the struct page accessors
-//! that arbitrate a free).
+//! that arbitrate a free), and each turn of an RCU grace-period wait
+//! (`synchronize_rcu()`, `rcu_barrier()`: the waiter yields until the other
+//! CPUs have reported, where other builds sleep on a condition variable).
 //!
 //! Points count only in the *controlled* phase ([`set_controlled`]): the
 //! boot of the machine inside an execution runs on one shuttle thread, and

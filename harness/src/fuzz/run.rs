@@ -23,6 +23,7 @@ use super::op::{Call, Op};
 use super::oracle::{Outcome, Violation};
 use super::replay::Replay;
 use crate::stack::Stack;
+use mmlab_engine::kernel::rcu;
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::{Gfp, MachineConfig, PAGE_SIZE};
 use mmlab_pcp::{FaultAttr, PageAllocator};
@@ -265,11 +266,101 @@ pub fn lane_gen_config(mut gcfg: GenConfig) -> GenConfig {
     gcfg
 }
 
-/// Run one lane on `cpu` of a machine other lanes share: its own generator
-/// (one CPU) and executor (not exclusive: no snapshots around refused
-/// calls, checks only at the end), stopping at the first violation; then
-/// give back everything the lane holds. The caller runs the final checks
-/// once every lane has ended; `gcfg` is a [`lane_gen_config`].
+/// One lane on `cpu` of a machine other lanes share, in three steps:
+/// [`LaneRun::new`] (its own generator for one CPU, and an executor that is
+/// not exclusive: no snapshots around refused calls, checks only at the
+/// end), [`LaneRun::run`] (the ops, stopping at the first violation) and
+/// [`LaneRun::end`] (give back everything the lane holds). The caller
+/// runs the final checks once every lane has ended; `gcfg` is a
+/// [`lane_gen_config`].
+///
+/// The steps are apart for the shuttle test (tests/tests/shuttle.rs): it
+/// sets the lanes up and ends them outside the controlled phase, so that
+/// only the racing ops are scheduling points. `mmlab fuzz --threads`
+/// runs all three on each lane's thread ([`run_lane`]).
+pub struct LaneRun<'a, 'm> {
+    ex: Executor<'a, 'm>,
+    genr: Generator,
+    rng: Xoshiro256StarStar,
+    lane: Lane,
+    out: RunOutcome,
+    /// The lane's CPU is idle (between `run` and `end`).
+    idle: bool,
+}
+
+impl std::fmt::Debug for LaneRun<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaneRun").field("lane", &self.lane).field("ops_run", &self.out.ops_run).finish_non_exhaustive()
+    }
+}
+
+impl<'a, 'm> LaneRun<'a, 'm> {
+    /// The lane's executor and generator (`Executor::new` drains every
+    /// CPU's pcp lists: set lanes up before any of them runs).
+    pub fn new(
+        pa: &'a PageAllocator<'m>,
+        vm: &'a mmlab_vmalloc::Vmalloc<'a, 'm>,
+        percpu: &'a PercpuAllocator,
+        cpu: mmlab_engine::Cpu<'m>,
+        gcfg: &GenConfig,
+        lane: Lane,
+    ) -> LaneRun<'a, 'm> {
+        let opts = ExecOptions { exclusive: false, lane: lane.lane as u64, lanes: lane.lanes as u64, ..lane.opts };
+        LaneRun {
+            ex: Executor::new(pa, vm, percpu, vec![cpu], opts),
+            genr: Generator::new(GenConfig { nr_cpus: 1, ..gcfg.clone() }),
+            rng: Xoshiro256StarStar::seed_from_u64(lane.seed ^ (lane.lane as u64).wrapping_mul(0x9e37_79b9)),
+            lane,
+            out: RunOutcome::default(),
+            idle: false,
+        }
+    }
+
+    /// Run the lane's ops (until its count, its deadline or a violation);
+    /// then the lane's CPU goes idle (`rcu_idle_enter()`), so that a grace
+    /// period another lane waits for does not wait for this one until it
+    /// ends.
+    pub fn run(&mut self) {
+        for i in 0..self.lane.nops as usize {
+            if i > 0 && i % 1024 == 0 && self.lane.deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            let Some(op) = self.genr.next_op(&mut self.rng) else { break };
+            let r = self.ex.step(i, &op);
+            self.genr.observe(&op, r.bound);
+            self.out.ops_run += 1;
+            if let Some(v) = r.violation {
+                self.out.violation = Some(v);
+                break;
+            }
+        }
+        // A call that panicked may have left a read-side section open (a
+        // violation already): such a CPU stays watched.
+        for cpu in self.ex.cpus() {
+            if cpu.rcu_data().read_depth() == 0 {
+                rcu::rcu_idle_enter(cpu);
+                self.idle = true;
+            }
+        }
+    }
+
+    /// Give back everything the lane holds (its CPU watched by RCU again);
+    /// what it ran and found.
+    pub fn end(mut self) -> RunOutcome {
+        if self.idle {
+            for cpu in self.ex.cpus() {
+                rcu::rcu_idle_exit(cpu);
+            }
+        }
+        if let Err(e) = self.ex.release_all() {
+            self.out.violation.get_or_insert(e);
+        }
+        self.out.coverage = self.ex.coverage();
+        self.out
+    }
+}
+
+/// A whole lane on this thread: [`LaneRun`]'s three steps.
 pub fn run_lane<'a, 'm>(
     pa: &'a PageAllocator<'m>,
     vm: &'a mmlab_vmalloc::Vmalloc<'a, 'm>,
@@ -278,29 +369,9 @@ pub fn run_lane<'a, 'm>(
     gcfg: &GenConfig,
     lane: Lane,
 ) -> RunOutcome {
-    let opts = ExecOptions { exclusive: false, lane: lane.lane as u64, lanes: lane.lanes as u64, ..lane.opts };
-    let mut ex = Executor::new(pa, vm, percpu, vec![cpu], opts);
-    let mut rng = Xoshiro256StarStar::seed_from_u64(lane.seed ^ (lane.lane as u64).wrapping_mul(0x9e37_79b9));
-    let mut genr = Generator::new(GenConfig { nr_cpus: 1, ..gcfg.clone() });
-    let mut out = RunOutcome::default();
-    for i in 0..lane.nops as usize {
-        if i > 0 && i % 1024 == 0 && lane.deadline.is_some_and(|d| Instant::now() >= d) {
-            break;
-        }
-        let Some(op) = genr.next_op(&mut rng) else { break };
-        let r = ex.step(i, &op);
-        genr.observe(&op, r.bound);
-        out.ops_run += 1;
-        if let Some(v) = r.violation {
-            out.violation = Some(v);
-            break;
-        }
-    }
-    if let Err(e) = ex.release_all() {
-        out.violation.get_or_insert(e);
-    }
-    out.coverage = ex.coverage();
-    out
+    let mut l = LaneRun::new(pa, vm, percpu, cpu, gcfg, lane);
+    l.run();
+    l.end()
 }
 
 /// Run a fixed list.

@@ -423,6 +423,15 @@ impl RcuState {
 
     /// Wait on the queue, printing a stall warning now and then.
     pub(crate) fn wait(&self, guard: &mut MutexGuard<'_, RcuInner>, what: &str) {
+        // Under shuttle every emulated CPU is a coroutine of this one host
+        // thread: a Condvar wait would block the CPUs that must report.
+        // Drop the lock and let the scheduler run them; the caller checks
+        // again.
+        #[cfg(shuttle)]
+        if crate::sync::sched::controlled() {
+            MutexGuard::unlocked(guard, crate::sync::sched::spin_wait);
+            return;
+        }
         if self.wq.wait_for(guard, RCU_CPU_STALL_TIMEOUT).timed_out() {
             let blocking: Vec<usize> = (0..guard.qsmask.len()).filter(|&i| guard.qsmask[i]).collect();
             let _ = writeln!(
