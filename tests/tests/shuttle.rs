@@ -81,8 +81,9 @@ struct Workload {
 
 const WORKLOAD: Workload = Workload { shape: Shape::Scripted, cpus: 3, ops: 8, shared: 2, data_seed: 29 };
 
-/// Fuzz lanes: three CPUs of `mmlab fuzz --threads 3 --seed 14`, 16 ops
-/// each, no wrong calls. Each of seed 14's lanes calls both `vfree` and
+/// Fuzz lanes: three CPUs, each a lane as `mmlab fuzz --threads 3` runs
+/// them, with the lane streams of seed 14, 16 ops each, no wrong calls and
+/// at most 2,048 live pages. Each of seed 14's lanes calls both `vfree` and
 /// `purge_vmap_area_lazy` in its 16 ops (the first seed from 0 up whose
 /// every lane does).
 const FUZZ_LANES: Workload = Workload { shape: Shape::FuzzLanes, cpus: 3, ops: 16, shared: 0, data_seed: 14 };
