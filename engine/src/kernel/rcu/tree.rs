@@ -9,7 +9,8 @@ use crate::trace::{TraceClock, rcu as trace_rcu};
 // The grace-period machinery sleeps on a Condvar and drops its lock around
 // callbacks (`MutexGuard::unlocked`): it uses parking_lot directly rather
 // than the `sync` facade, whose loom build models the allocators' locks and
-// atomics, not RCU's sleeping waits.
+// atomics, not RCU's sleeping waits. Under shuttle the wait yields to the
+// scheduler instead of sleeping ([`RcuState::wait`]).
 use parking_lot::Condvar;
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::VecDeque;
