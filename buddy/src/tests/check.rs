@@ -8,12 +8,10 @@
 //! (`__add_to_free_list()` + `set_buddy_order()`, no merging) and by
 //! writing a counter or a page's state directly.
 
-use super::{BASE, free, label, machine};
+use super::{BASE, free, label, machine, zone_over};
 use crate::isolation::PbIsolateMode;
 use crate::zone::{Fpi, Zone};
-use mmlab_engine::mm::ZoneType;
 use mmlab_engine::mm::page::PageExt;
-use mmlab_engine::mm::zone_layout::ZoneSpan;
 use mmlab_engine::{Migratetype, Pfn};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -46,17 +44,6 @@ fn isolate(zone: &Zone<'_>, pfn: u64) {
 /// The checker's complaint.
 fn complaint(zone: &Zone<'_>) -> String {
     zone.check_free_lists().unwrap_err()
-}
-
-/// A zone `[start, end)` of the machine's RAM, empty.
-fn zone_of<'m>(m: &'m mmlab_engine::Machine, start: u64, end: u64) -> Zone<'m> {
-    let span = ZoneSpan {
-        zone: ZoneType::Normal,
-        zone_start_pfn: start,
-        spanned_pages: end - start,
-        present_pages: end - start,
-    };
-    Zone::from_span(m, span)
 }
 
 /// A zone as `__free_one_page()` and `set_migratetype_isolate()` leave it
@@ -103,14 +90,14 @@ fn a_consistent_zone_passes_and_lists_every_free_block() {
 fn a_block_reaching_past_the_zone_end_is_reported() {
     let m = machine();
     let end = BASE + 0x1004;
-    let zone = zone_of(&m, BASE, end);
+    let zone = zone_over(&m, BASE, end);
     put(&zone, BASE + 0x1000, 3, Movable);
     assert_eq!(complaint(&zone), "free block 0x41000 order 3 on Movable list: outside the zone");
-    let zone = zone_of(&m, BASE + 0x2000, BASE + 0x2004);
+    let zone = zone_over(&m, BASE + 0x2000, BASE + 0x2004);
     put(&zone, BASE + 0x2000, 2, Movable);
     assert_eq!(zone.check_free_lists().unwrap(), vec![(Pfn(BASE + 0x2000), 2)]);
     // Wholly below the zone's start.
-    let zone = zone_of(&m, BASE + 0x3000, BASE + 0x3100);
+    let zone = zone_over(&m, BASE + 0x3000, BASE + 0x3100);
     put(&zone, BASE + 0x2ff8, 3, Movable);
     assert_eq!(complaint(&zone), "free block 0x42ff8 order 3 on Movable list: outside the zone");
 }
@@ -342,7 +329,7 @@ fn an_isolate_bit_not_counted_is_reported() {
 #[test]
 fn the_partial_pageblocks_at_the_zone_ends_are_counted() {
     let m = machine();
-    let zone = zone_of(&m, BASE + 0x100, BASE + 0x1080);
+    let zone = zone_over(&m, BASE + 0x100, BASE + 0x1080);
     zone.toggle_pageblock_isolate(Pfn(BASE + 0x1000), true);
     assert_eq!(complaint(&zone), "nr_isolate_pageblock 0 but 1 pageblocks have the isolate bit");
     zone.toggle_pageblock_isolate(Pfn(BASE), true);

@@ -2,13 +2,12 @@
 //! for CMA: the range's pageblocks isolated (a larger free block split at
 //! their boundaries), then the free blocks covering the range taken whole.
 
-use super::{BASE, event, free, is_free_block, label, list, machine};
+use super::{BASE, event, free, is_free_block, label, list, machine, zone_over};
 use crate::contig::ContigError;
 use crate::zone::{Fpi, Zone};
+use mmlab_engine::mm::PAGEBLOCK_NR_PAGES;
 use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::mm::vmstat::VmEvent;
-use mmlab_engine::mm::zone_layout::ZoneSpan;
-use mmlab_engine::mm::{PAGEBLOCK_NR_PAGES, ZoneType};
 use mmlab_engine::{Migratetype, Pfn};
 
 use Migratetype::{Cma, Movable};
@@ -118,8 +117,7 @@ fn isolate_freepages_range_refuses_a_busy_frame() {
 #[test]
 fn isolate_freepages_range_needs_the_range_inside_the_zone() {
     let m = machine();
-    let span = ZoneSpan { zone: ZoneType::Normal, zone_start_pfn: BASE, spanned_pages: 2048, present_pages: 2048 };
-    let zone = Zone::from_span(&m, span);
+    let zone = zone_over(&m, BASE, BASE + 2048);
     free(&zone, BASE + 1024, 10, Fpi::NONE);
     let oor = |start: u64, nr: u64| Err(ContigError::OutOfRange { start: Pfn(start), nr_pages: nr });
     assert_eq!(isolate(&zone, BASE + 1024, 0), oor(BASE + 1024, 0));

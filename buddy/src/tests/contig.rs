@@ -2,13 +2,12 @@
 //! `__GFP_COMP` path), `pfn_range_valid_contig()` and
 //! `alloc_contig_pages()`.
 
-use super::{BASE, event, free, is_free_block, list, machine};
+use super::{BASE, event, free, is_free_block, list, machine, zone_over};
 use crate::contig::{ContigError, ContigScan};
 use crate::zone::{Fpi, Zone};
 use mmlab_engine::mm::page::{PageExt, pg};
 use mmlab_engine::mm::vmstat::VmEvent;
-use mmlab_engine::mm::zone_layout::ZoneSpan;
-use mmlab_engine::mm::{MAX_PAGE_ORDER, NR_PAGE_ORDERS, ZoneType};
+use mmlab_engine::mm::{MAX_PAGE_ORDER, NR_PAGE_ORDERS};
 use mmlab_engine::{Machine, MachineConfig, Migratetype, Pfn};
 
 use Migratetype::{Movable, Unmovable};
@@ -27,11 +26,6 @@ fn pages(zone: &Zone<'_>, nr: u64, comp: bool) -> (Result<u64, ContigError>, Con
     let mut scan = ContigScan::default();
     let r = zone.alloc_contig_pages_scan(&cpu, nr, Movable, comp, &mut scan);
     (r.map(|p| p.0), scan)
-}
-
-/// A zone over `[start, end)` of the bare machine's RAM.
-fn span(start: u64, end: u64) -> ZoneSpan {
-    ZoneSpan { zone: ZoneType::Normal, zone_start_pfn: start, spanned_pages: end - start, present_pages: end - start }
 }
 
 /// The counters of a `ContigScan`, in declaration order.
@@ -145,7 +139,7 @@ fn alloc_contig_range_refuses_a_busy_frame_and_changes_nothing() {
 #[test]
 fn alloc_contig_range_needs_the_range_inside_the_zone() {
     let m = machine();
-    let zone = Zone::from_span(&m, span(BASE, BASE + 0x1000));
+    let zone = zone_over(&m, BASE, BASE + 0x1000);
     let end = zone.zone_end_pfn().0;
     free(&zone, end - 1024, 10, Fpi::NONE);
     let oor = |start: u64, nr: u64| Err(ContigError::OutOfRange { start: Pfn(start), nr_pages: nr });
@@ -251,7 +245,7 @@ fn pfn_range_valid_contig_stops_at_the_first_unsuitable_frame() {
     assert!(!zone.pfn_range_valid_contig(Pfn(BASE), 8, &mut scan));
     assert_eq!((scan.ranges_scanned, scan.pages_scanned), (5, 29));
     // Leaving the zone: the last two frames are in it, the third is not.
-    let small = Zone::from_span(&m, span(BASE, BASE + 0x1000));
+    let small = zone_over(&m, BASE, BASE + 0x1000);
     assert!(!small.pfn_range_valid_contig(Pfn(BASE + 0xffe), 4, &mut scan));
     assert_eq!((scan.ranges_scanned, scan.pages_scanned), (6, 32));
     // A range of other frames is still fine.
@@ -267,7 +261,7 @@ fn pfn_range_valid_contig_stops_at_the_first_unsuitable_frame() {
 fn alloc_contig_pages_tries_the_aligned_candidates_in_order() {
     let m = machine();
     // A zone starting at B+3: the first multiple of 8 in it is B+8.
-    let zone = Zone::from_span(&m, span(BASE + 3, BASE + 0x1000));
+    let zone = zone_over(&m, BASE + 3, BASE + 0x1000);
     free(&zone, BASE + 16, 3, Fpi::NONE);
     free(&zone, BASE + 12, 2, Fpi::NONE);
     let (r, scan) = pages(&zone, 8, false);
@@ -310,13 +304,13 @@ fn alloc_contig_pages_aligns_other_sizes_to_pageblocks() {
 #[test]
 fn alloc_contig_pages_reaches_the_end_of_the_zone() {
     let m = machine();
-    let zone = Zone::from_span(&m, span(BASE, BASE + 2048));
+    let zone = zone_over(&m, BASE, BASE + 2048);
     free(&zone, BASE + 1024, 10, Fpi::NONE);
     let (r, scan) = pages(&zone, 1024, false);
     assert_eq!(r, Ok(BASE + 1024));
     assert_eq!(counts(&scan)[..4], [2, 2048, 2, 1]);
     let m = machine();
-    let zone = Zone::from_span(&m, span(BASE, BASE + 2048));
+    let zone = zone_over(&m, BASE, BASE + 2048);
     free(&zone, BASE, 10, Fpi::NONE);
     free(&zone, BASE + 1024, 10, Fpi::NONE);
     assert_eq!(pages(&zone, 0, false).0, Err(ContigError::NoRange { nr_pages: 0 }));

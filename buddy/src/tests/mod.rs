@@ -37,6 +37,18 @@ pub(crate) fn machine() -> Machine {
     m
 }
 
+/// An empty ZONE_NORMAL over `[start, end)` of the machine's RAM, every
+/// frame present.
+pub(crate) fn zone_over(m: &Machine, start: u64, end: u64) -> Zone<'_> {
+    let span = mmlab_engine::mm::zone_layout::ZoneSpan {
+        zone: mmlab_engine::mm::ZoneType::Normal,
+        zone_start_pfn: start,
+        spanned_pages: end - start,
+        present_pages: end - start,
+    };
+    Zone::from_span(m, span)
+}
+
 /// `__free_one_page()` of a block with the type of its pageblock.
 pub(crate) fn free(zone: &Zone<'_>, pfn: u64, order: u32, fpi: Fpi) {
     let cpu = zone.m.cpu(0).unwrap();
