@@ -6,7 +6,7 @@
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_harness::fuzz::args::SeedRange;
 use mmlab_harness::fuzz::exec::{Hook, StepResult};
-use mmlab_harness::fuzz::generate::{GenConfig, Generator, decode, decode_with};
+use mmlab_harness::fuzz::generate::{GenConfig, Generator, decode, decode_with, reserved_pfn};
 use mmlab_harness::fuzz::op::{Call, Op, parse_line};
 use mmlab_harness::fuzz::oracle::{Outcome, ViolationKind};
 use mmlab_harness::fuzz::replay::{Replay, parse_fault_attr};
@@ -18,7 +18,14 @@ fn setup(seed: u64, check_every: u64) -> Setup {
 }
 
 fn gen_cfg() -> GenConfig {
-    GenConfig { nr_cpus: 4, max_live_pages: 16384 / 3, wrong_per_64: 8, exclude: Vec::new(), hvo: false }
+    GenConfig {
+        nr_cpus: 4,
+        max_live_pages: 16384 / 3,
+        wrong_per_64: 8,
+        exclude: Vec::new(),
+        hvo: false,
+        reserved_pfn: reserved_pfn("64M"),
+    }
 }
 
 fn generate(seed: u64, n: usize) -> Vec<Op> {
@@ -327,10 +334,13 @@ fn set_memory_under_every_split_mode_with_fault_injection() {
     let n = mmlab_tests::scale(6000) as usize;
     for (mode, want) in [("bbml2-noabort", "NoMemory"), ("break-before-make", "NoMemory"), ("none", "NotPageGranular")]
     {
-        let mut s = setup(21, 500);
+        // Seed 26 has failed splits in each mode at every MMLAB_TEST_SCALE
+        // the CI uses (1, 8, 16).
+        let seed = 26;
+        let mut s = setup(seed, 500);
         s.sets = vec!["rodata=off".into(), "kfence.sample_interval=100".into(), format!("arm64.split_mode={mode}")];
         s.fault =
-            Some(parse_fault_attr("probability=20,interval=1,times=-1,min-order=0,ignore-gfp-wait=0", 21).unwrap());
+            Some(parse_fault_attr("probability=20,interval=1,times=-1,min-order=0,ignore-gfp-wait=0", seed).unwrap());
         let (out, ops) = run_seed(&s, n);
         assert_eq!(out.violation, None, "{mode}");
         let set_memory = |o: Outcome| {
@@ -477,7 +487,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// test too (unscaled), so it checks that one seed gives one run on both
 /// architectures. A change to the generator, the oracle or the library's
 /// answers changes it: check the change is meant, then record the new value.
-const SEED9_DIGEST: u64 = 13_157_212_764_905_898_329;
+const SEED9_DIGEST: u64 = 15_769_600_603_184_100_327;
 
 #[test]
 fn same_seed_same_run_on_every_host() {
@@ -642,4 +652,66 @@ fn hvo_restore_runs_out_of_memory_under_fault_injection() {
     let (ht, hvo) = out.hugetlb.expect("the fuzz machine has hugetlb");
     assert!(hvo.restore_enomem > 0, "{hvo:?}");
     assert!(ht.bulk_restore_errors > 0 && ht.restore_failed_to_surplus > 0, "{ht:?}");
+}
+
+/// The wrong calls below vmalloc and on another machine's CPU, each with
+/// the one typed error the oracle names for it (`expect=`), on the fuzz
+/// machine: break-before-make over a live mapping, a user address, a
+/// contiguous run off its grid or at a slot outside RAM, RAM mapped over
+/// a live PCI I/O window (which must stay mapped: the executor walks it
+/// after the refusal), a DMA remap of a freed frame, a free of the
+/// reserved last frame, an area aligned beyond the vmalloc range, and
+/// allocations made with a CPU handle of another machine. None may change
+/// the machine (the executor's snapshot), and the run ends clean.
+#[test]
+fn wrong_calls_below_vmalloc_return_their_errors() {
+    let last = reserved_pfn("64M").unwrap();
+    let text = format!(
+        "format 1\nmachine mem=64M cpus=2\nseed 1\n\n\
+         cpu0 alloc_pages order=0 gfp=GFP_KERNEL -> p1\n\
+         cpu0 alloc_pages order=4 gfp=GFP_KERNEL -> p2\n\
+         cpu0 map_range p2 -> t3\n\
+         cpu1 map_range p1 va=t3+2 expect=BreakBeforeMake\n\
+         cpu1 map_range p1 va=0x1000 expect=OutsideAddressSpace\n\
+         cpu1 map_range p1 va=0xffff800010000800 expect=BadRange\n\
+         cpu0 set_cont_ptes ptep=0x1000 va=0xffff800008000000 pa=0x40000000 expect=OutsideRam\n\
+         cpu0 set_cont_ptes ptep=0x1000 va=0xffff800008001000 pa=0x40000000 expect=ContAlignment\n\
+         cpu0 pci_remap_iospace port=0x10000 size=0x2000 phys=0x10010000 expect=Ok -> t4\n\
+         cpu1 pci_remap_iospace port=0x10000 size=0x1000 phys=0x40000000 expect=Map -> t5\n\
+         cpu1 pci_remap_iospace port=0x1 size=0x1000 phys=0x40000000 expect=BadRequest -> t5\n\
+         cpu0 unmap_range t4\n\
+         cpu0 free_pages p1 order=0\n\
+         cpu1 dma_common_contiguous_remap p1 count=2 expect=PageNotAllocated\n\
+         cpu1 free_pages pfn={last:#x} order=0 expect=Reserved\n\
+         cpu0 __vmalloc_node size=4096 align=4611686018427387904 gfp=GFP_KERNEL expect=NoVmapSpace -> v6\n\
+         foreign alloc_pages order=0 gfp=GFP_KERNEL expect=ForeignCpu -> p7\n\
+         foreign vmalloc size=8192 expect=ForeignCpu -> v8\n\
+         foreign free_pages p2 order=4 expect=ForeignCpu\n\
+         cpu0 unmap_range t3\n\
+         cpu0 free_pages p2 order=4\n"
+    );
+    let r = Replay::parse(&text).unwrap();
+    // Printing the parsed ops gives their lines back.
+    for (op, line) in r.ops.iter().zip(text.lines().skip(4)) {
+        assert_eq!(op.to_string(), line);
+        assert_eq!(&parse_line(line).unwrap(), op);
+    }
+    let out = run(&Setup::from_replay(&r), &r.ops);
+    assert!(out.violation.is_none(), "{}", out.violation.unwrap());
+    let o = &out.coverage.outcomes;
+    for want in [
+        "BreakBeforeMake",
+        "OutsideAddressSpace",
+        "OutsideRam",
+        "ContAlignment",
+        "Map",
+        "PageNotAllocated",
+        "Reserved",
+        "NoVmapSpace",
+    ] {
+        assert_eq!(o.get(want), Some(&1), "{want}: {o:?}");
+    }
+    assert_eq!(o.get("ForeignCpu"), Some(&3), "{o:?}");
+    assert_eq!(o.get("BadRange"), Some(&1), "{o:?}");
+    assert_eq!(o.get("Skipped"), None, "{o:?}");
 }

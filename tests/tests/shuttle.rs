@@ -206,6 +206,7 @@ fn fuzz_lanes_execution(w: Workload) {
         wrong_per_64: 0,
         exclude: Vec::new(),
         hvo: false,
+        reserved_pfn: None,
     });
     let opts = ExecOptions { fault_injection: false, exclusive: false, lane: 0, lanes: w.cpus as u64, details: false };
     let lanes: Vec<LaneRun<'_, '_>> = b

@@ -165,10 +165,10 @@ impl<'m> Vmalloc<'_, 'm> {
     /// # Errors
     /// [`VmallocError::ZeroSize`]; [`VmallocError::IoSpace`] for a window
     /// that is not page aligned or ends past `IO_SPACE_LIMIT` (the
-    /// kernel's -EINVAL); [`VmallocError::Map`] for a window already
-    /// mapped (the tables refuse to map over a live entry) or
-    /// [`VmallocError::NoMemory`] for its tables, with what was mapped of
-    /// it unmapped again; [`VmallocError::ForeignCpu`].
+    /// kernel's -EINVAL); [`VmallocError::Map`] (a break-before-make
+    /// refusal) for a window any page of which is mapped already, with
+    /// nothing changed; [`VmallocError::NoMemory`] for its tables, with
+    /// what was mapped of it unmapped again; [`VmallocError::ForeignCpu`].
     pub fn pci_remap_iospace(&self, cpu: &Cpu<'m>, port: u64, size: u64, phys: u64) -> Result<(), VmallocError> {
         self.this_machine(cpu)?;
         if size == 0 {
@@ -179,6 +179,19 @@ impl<'m> Vmalloc<'_, 'm> {
             return Err(VmallocError::IoSpace { port, size });
         }
         let addr = PCI_IO_START + port;
+        // A window mapped already is refused before anything is written
+        // (the kernel's vmap_pte_range() BUGs on a live entry): the error
+        // path below unmaps the whole window, which would take the live
+        // mapping with it.
+        let mut va = addr;
+        while va < addr + size {
+            let w = pgtable::walk(self.m, &self.asp, va);
+            if let Some(leaf) = w.leaf {
+                let new = pgtable::Desc::page(phys + (va - addr), pgprot_device(PAGE_KERNEL));
+                return Err(VmallocError::Map(PgtableError::BreakBeforeMake { entry: leaf.slot, old: leaf.desc, new }));
+            }
+            va += PAGE_SIZE;
+        }
         let pfns: Vec<Pfn> = (0..size / PAGE_SIZE).map(|i| Pfn((phys >> PAGE_SHIFT) + i)).collect();
         let shift = self.map_shift(addr, phys, size, IOREMAP_MAX_ORDER);
         self.vmap_pages_range(cpu, addr, &pfns, pgprot_device(PAGE_KERNEL), shift).map_err(|e| {

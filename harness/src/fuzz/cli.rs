@@ -161,6 +161,7 @@ fn gen_config(g: &Resolved, a: &FuzzArgs) -> GenConfig {
         wrong_per_64: a.wrong,
         exclude,
         hvo: false,
+        reserved_pfn: super::generate::reserved_pfn(&g.mem),
     }
 }
 

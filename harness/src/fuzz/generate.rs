@@ -36,6 +36,7 @@ use super::op::{Call, Handle, HandleKind, Op, Ref, Sysctl};
 mod hvo;
 mod layers;
 mod pageattr;
+mod raw;
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::{Gfp, MAX_PAGE_ORDER, PAGE_SIZE};
 
@@ -100,10 +101,23 @@ pub struct GenConfig {
     /// `hugetlb_vmemmap.arm64=pause|unsafe`): HVO calls and their wrong
     /// kinds are made (without it the sequence is as it was before them).
     pub hvo: bool,
+    /// A frame the boot reserved, for wrong frees and remaps: the last
+    /// frame of RAM, which memblock's top-down allocations take first
+    /// ([`reserved_pfn`]). None: no such wrong call.
+    pub reserved_pfn: Option<u64>,
+}
+
+/// The last frame of RAM of `--mem` banks (`SIZE[@BASE],...`), which the
+/// boot reserves: memblock allocates from the top of memory down, and its
+/// first allocations (the memmap, the pageblock flags) are there.
+pub fn reserved_pfn(mem: &str) -> Option<u64> {
+    let banks = mmlab_engine::mm::banks::parse_mem(mem).ok()?;
+    let end = banks.iter().map(|b| b.end()).max()?;
+    (end >> mmlab_engine::PAGE_SHIFT).checked_sub(1)
 }
 
 /// Names of the wrong-call kinds (for `--exclude`).
-pub const WRONG_KINDS: [&str; 31] = [
+pub const WRONG_KINDS: [&str; 37] = [
     "double_free",
     "wrong_order",
     "tail_page",
@@ -131,6 +145,12 @@ pub const WRONG_KINDS: [&str; 31] = [
     "set_memory_unaligned",
     "set_memory_bad_range",
     "set_memory_not_mapped",
+    "map_range_remap",
+    "map_range_outside",
+    "set_cont_ptes_bad",
+    "pci_remap_iospace_again",
+    "dma_remap_unallocated",
+    "foreign_cpu",
     // HVO's, drawn only with HVO on (generate/hvo.rs), kept last.
     "hvo_restore_not_optimized",
     "hvo_optimize_twice",
@@ -195,8 +215,11 @@ pub struct Generator {
     dead_maprams: Vec<(Handle, u64)>,
     percpus: Vec<Handle>,
     dead_percpus: Vec<Handle>,
-    /// map_range mappings and the order of the block they map.
+    /// map_range mappings and the order of the block they map (and the
+    /// PCI I/O windows, which are also in `pio`).
     tables: Vec<(Handle, u32)>,
+    /// PCI I/O windows mapped (`pci_remap_iospace`), by their port.
+    pio: Vec<(Handle, u64)>,
     live_pages: u64,
     /// The model of the newer layers' calls (vrealloc, hugetlb).
     layers: LayerModel,
@@ -234,6 +257,7 @@ impl Generator {
             percpus: Vec::new(),
             dead_percpus: Vec::new(),
             tables: Vec::new(),
+            pio: Vec::new(),
             live_pages: 0,
             layers: LayerModel::default(),
         }
@@ -280,7 +304,10 @@ impl Generator {
             Call::Vmap { .. } => self.vmaps.retain(|v| *v != h),
             Call::VmMapRam { .. } => self.maprams.retain(|v| v.0 != h),
             Call::AllocPercpu { .. } => self.percpus.retain(|v| *v != h),
-            Call::MapRange { .. } => self.tables.retain(|v| v.0 != h),
+            Call::MapRange { .. } | Call::PciRemapIospace { .. } => {
+                self.tables.retain(|v| v.0 != h);
+                self.pio.retain(|v| v.0 != h);
+            }
             Call::HugetlbReserve { .. } => self.layers.resv.retain(|v| v.0 != h),
             Call::AllocHugetlbFolio { resv, .. } => {
                 self.layers.folios.retain(|v| *v != h);
@@ -409,8 +436,10 @@ impl Generator {
                 let v = [128, 256, 512, 1024, 2048][s.below(5)? as usize];
                 Some(Call::Sysctl(Sysctl::MinFreeKbytes(v)))
             }
-            // A check walks all of memory: about one op in 6,000.
-            38 | 39 => Some(Call::Check).filter(|_| s.below(64) == Some(0)),
+            // A check walks all of memory (millions of instructions on
+            // 64M): about one op in 90,000, beside the run's periodic
+            // checks (--check-every).
+            38 | 39 => Some(Call::Check).filter(|_| s.below(1024) == Some(0)),
             40..=57 => {
                 // Free a live unit at its order (or release a bulk handle);
                 // permissions changed by set_memory_* are given back first.
@@ -519,6 +548,7 @@ impl Generator {
             }
             91 => Some(Call::KvfreeRcuBarrier),
             92 | 93 => Some(Call::PurgeVmapAreaLazy),
+            95 if self.allowed("pci_iospace") && s.below(4)? == 0 => self.pci_remap_iospace(s)?,
             94 | 95 => {
                 // map_range of a live unit's block at a scratch VA.
                 let Some(i) = self.live_page_index(s)? else { return Some(None) };
@@ -532,6 +562,7 @@ impl Generator {
             96 => {
                 let Some(i) = pick(s, &(0..self.tables.len()).collect::<Vec<_>>())? else { return Some(None) };
                 let (h, _) = self.tables.swap_remove(i);
+                self.pio.retain(|p| p.0 != h);
                 Some(Call::UnmapRange { map: Ref::Whole(h) })
             }
             _ => {
@@ -616,7 +647,8 @@ impl Generator {
                 }
             }
             "bogus_pfn" => {
-                let pfn = [0, 1, 0x3ffff, u64::MAX >> 12, u64::MAX][s.below(5)? as usize];
+                let reserved = self.cfg.reserved_pfn.unwrap_or(1);
+                let pfn = [0, 1, 0x3ffff, u64::MAX >> 12, u64::MAX, reserved][s.below(6)? as usize];
                 match s.below(3)? {
                     0 => Call::GetPage { page: Ref::Raw(pfn) },
                     1 => Call::SplitPage { page: Ref::Raw(pfn), order: 0 },
@@ -713,7 +745,11 @@ impl Generator {
                 let size = [0, 1 << 40, 1 << 46][s.below(3)? as usize];
                 match s.below(4)? {
                     0 => Call::Vmalloc { size, out },
-                    1 => Call::VmallocNode { size: PAGE_SIZE, align: 3 * PAGE_SIZE, gfp: Gfp::GFP_KERNEL, out },
+                    // Not a power of two; larger than the vmalloc range.
+                    1 => {
+                        let align = [3 * PAGE_SIZE, 1 << 62][s.below(2)? as usize];
+                        Call::VmallocNode { size: PAGE_SIZE, align, gfp: Gfp::GFP_KERNEL, out }
+                    }
                     2 => Call::Vmap { pages: Vec::new(), out: Handle { kind: HandleKind::Vmap, id: out.id } },
                     _ => Call::AllocPercpu {
                         size: [0, 1 << 20][s.below(2)? as usize],
@@ -739,6 +775,12 @@ impl Generator {
                     _ => Call::VmallocNode { size, align: PAGE_SIZE, gfp: Gfp::GFP_KERNEL, out },
                 }
             }
+            "map_range_remap"
+            | "map_range_outside"
+            | "set_cont_ptes_bad"
+            | "pci_remap_iospace_again"
+            | "dma_remap_unallocated"
+            | "foreign_cpu" => return self.wrong_raw(s, cpu, kind),
             k if k.starts_with("hvo_") => return self.wrong_hvo(s, k).map(|c| c.map(|call| Op::new(cpu, call))),
             _ => return self.wrong_layer(s, kind).map(|c| c.map(|call| Op::new(cpu, call))),
         };
@@ -769,7 +811,14 @@ pub fn decode_with(data: &[u8], cfg: GenConfig, max_ops: usize) -> Vec<Op> {
 pub fn decode(data: &[u8]) -> Vec<Op> {
     decode_with(
         data,
-        GenConfig { nr_cpus: 2, max_live_pages: 4096, wrong_per_64: 8, exclude: Vec::new(), hvo: false },
+        GenConfig {
+            nr_cpus: 2,
+            max_live_pages: 4096,
+            wrong_per_64: 8,
+            exclude: Vec::new(),
+            hvo: false,
+            reserved_pfn: reserved_pfn("64M"),
+        },
         4096,
     )
 }

@@ -22,6 +22,10 @@
 //! `vH+OFF` is a byte offset inside a vmalloc area (for wrong calls);
 //! `tH+K` is K pages into a map_range mapping.
 //!
+//! A line starts with the CPU the call runs on (`cpu2`), or `foreign`: a
+//! CPU handle of another machine in the same process, which every entry
+//! point refuses (`ForeignCpu`).
+//!
 //! Printing and parsing are inverse: `parse_line(op.to_string())` gives
 //! the op back, and printing that gives the same text.
 
@@ -29,6 +33,7 @@ use mmlab_engine::Gfp;
 use std::fmt;
 
 mod layers;
+mod raw;
 pub use layers::{HvoCall, SetMemory, StoreValue};
 use mmlab_hugetlb::{HstateAttr, HugePageSize};
 
@@ -287,9 +292,43 @@ pub enum Call {
     PfnWalker {
         folio: FolioRef,
     },
+    /// `map_range` of a page unit's block at an address the op names
+    /// (`va=tH`: a live mapping's, so break-before-make; `va=0x...`: a raw
+    /// address): wrong calls only, it binds nothing (op/raw.rs).
+    MapRangeAt {
+        page: Ref,
+        va: Ref,
+    },
+    /// `set_cont_ptes(ptep, va, pa)`: one contiguous run of 16 PTEs at a
+    /// raw slot; wrong calls only (op/raw.rs).
+    SetContPtes {
+        ptep: u64,
+        va: u64,
+        pa: u64,
+    },
+    /// `pci_remap_iospace(port, size, phys)`: map I/O ports at
+    /// `PCI_IO_START + port` (a `t` mapping; `unmap_range` is
+    /// `pci_unmap_iospace()`), or a wrong window (op/raw.rs).
+    PciRemapIospace {
+        port: u64,
+        size: u64,
+        phys: u64,
+        out: Handle,
+    },
+    /// `dma_common_contiguous_remap(page, count)` of frames not all
+    /// allocated; wrong calls only (op/raw.rs).
+    DmaRemap {
+        page: Ref,
+        count: u64,
+    },
     /// Run every invariant check now.
     Check,
 }
+
+/// [`Op::cpu`] of an op made with a CPU handle of another machine in the
+/// same process (`foreign` in place of `cpuN`): every entry point must
+/// refuse it (`ForeignCpu`) before touching anything.
+pub const FOREIGN_CPU: usize = usize::MAX;
 
 /// One operation: a call on a CPU, with an optional expected outcome.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -332,6 +371,7 @@ impl Op {
             | Call::VmMapRam { out, .. }
             | Call::AllocPercpu { out, .. }
             | Call::MapRange { out, .. }
+            | Call::PciRemapIospace { out, .. }
             | Call::HugetlbReserve { out, .. }
             | Call::AllocHugetlbFolio { out, .. } => Some(*out),
             _ => None,
@@ -360,7 +400,11 @@ impl Op {
                 one(area)
             }
             Call::FreePercpu { ptr } => one(ptr),
-            Call::MapRange { page, .. } => one(page),
+            Call::MapRange { page, .. } | Call::DmaRemap { page, .. } => one(page),
+            Call::MapRangeAt { page, va } => {
+                one(page);
+                one(va)
+            }
             Call::UnmapRange { map } => one(map),
             Call::Vmap { pages, .. } | Call::VmMapRam { pages, .. } => pages.iter().for_each(one),
             Call::Vrealloc { area, .. } => one(area),
@@ -408,7 +452,10 @@ impl Call {
             Call::KvfreeRcu { .. } => "kvfree_rcu",
             Call::KvfreeRcuBarrier => "kvfree_rcu_barrier",
             Call::PurgeVmapAreaLazy => "purge_vmap_area_lazy",
-            Call::MapRange { .. } => "map_range",
+            Call::MapRange { .. } | Call::MapRangeAt { .. } => "map_range",
+            Call::SetContPtes { .. } => "set_cont_ptes",
+            Call::PciRemapIospace { .. } => "pci_remap_iospace",
+            Call::DmaRemap { .. } => "dma_common_contiguous_remap",
             Call::UnmapRange { .. } => "unmap_range",
             Call::Vrealloc { .. } => "vrealloc",
             Call::HugetlbStore { .. } => "hugetlb_store",
@@ -447,6 +494,8 @@ impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.call == Call::Check {
             f.write_str("check")?;
+        } else if self.cpu == FOREIGN_CPU {
+            write!(f, "foreign {}", self.name())?;
         } else {
             write!(f, "cpu{} {}", self.cpu, self.name())?;
         }
@@ -495,6 +544,10 @@ impl fmt::Display for Op {
             | Call::FreeHugeFolio { .. }
             | Call::Hvo { .. }
             | Call::PfnWalker { .. } => fmt_layer_args(f, &self.call)?,
+            Call::MapRangeAt { .. }
+            | Call::SetContPtes { .. }
+            | Call::PciRemapIospace { .. }
+            | Call::DmaRemap { .. } => raw::fmt_args(f, &self.call)?,
             Call::SetMemory { addr, off, nr, .. } => {
                 target(f, "addr", addr)?;
                 if *off != 0 {
@@ -660,7 +713,9 @@ pub fn parse_line(line: &str) -> Result<Op, ParseOpError> {
     let Some(&first) = words.first() else {
         return err("empty operation");
     };
-    let (cpu, rest) = if let Some(n) = first.strip_prefix("cpu") {
+    let (cpu, rest) = if first == "foreign" {
+        (FOREIGN_CPU, &words[1..])
+    } else if let Some(n) = first.strip_prefix("cpu") {
         let cpu = n.parse::<usize>().map_err(|_| ParseOpError(format!("`{first}` is not cpuN")))?;
         (cpu, &words[1..])
     } else {
@@ -746,7 +801,9 @@ pub fn parse_line(line: &str) -> Result<Op, ParseOpError> {
         "kvfree_rcu" => Call::KvfreeRcu { area: a.target("addr")? },
         "kvfree_rcu_barrier" => Call::KvfreeRcuBarrier,
         "purge_vmap_area_lazy" => Call::PurgeVmapAreaLazy,
+        "map_range" if a.keys.iter().any(|(k, _)| *k == "va") => raw::parse_call(name, &mut a)?,
         "map_range" => Call::MapRange { page: a.target("pfn")?, out: a.out(K::Table)? },
+        "set_cont_ptes" | "pci_remap_iospace" | "dma_common_contiguous_remap" => raw::parse_call(name, &mut a)?,
         "unmap_range" => Call::UnmapRange { map: a.target("addr")? },
         "vrealloc" => Call::Vrealloc { area: a.target("addr")?, size: a.num("size")?, gfp: a.gfp()? },
         "hugetlb_store"

@@ -259,7 +259,7 @@ impl Replay {
             });
         }
         for (op, &line) in r.ops.iter().zip(&op_lines) {
-            if op.cpu >= r.cpus {
+            if op.cpu >= r.cpus && op.cpu != super::op::FOREIGN_CPU {
                 let whose = match cpus_line {
                     Some(l) => format!("the machine of line {l}"),
                     None => "the machine (no `machine cpus=N` line: the default)".to_string(),

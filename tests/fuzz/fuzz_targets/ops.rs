@@ -24,6 +24,7 @@ fuzz_target!(|data: &[u8]| {
         wrong_per_64: 8,
         exclude: if all { Vec::new() } else { KNOWN.iter().map(|s| s.to_string()).collect() },
         hvo: false,
+        reserved_pfn: mmlab_harness::fuzz::generate::reserved_pfn("32M"),
     };
     let ops = decode_with(data, cfg, 512);
     let setup =

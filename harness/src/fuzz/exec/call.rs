@@ -16,9 +16,13 @@ impl<'a, 'm> Executor<'a, 'm> {
     /// Execute the call and update the model; (outcome, detail).
     pub(super) fn run(&mut self, op: &Op) -> (Outcome, String) {
         let cpu_i = op.cpu;
+        // A `foreign` op runs on the other machine's CPU (raw.rs).
         macro_rules! cpu {
             () => {
-                &self.cpus[cpu_i % self.cpus.len()]
+                match &self.foreign {
+                    Some(other) if cpu_i == crate::fuzz::op::FOREIGN_CPU => other,
+                    _ => &self.cpus[cpu_i % self.cpus.len()],
+                }
             };
         }
         match &op.call {
@@ -318,6 +322,10 @@ impl<'a, 'm> Executor<'a, 'm> {
             | Call::AllocHugetlbFolio { .. }
             | Call::FreeHugeFolio { .. } => self.run_hugetlb(cpu_i, &op.call),
             Call::Hvo { .. } | Call::PfnWalker { .. } => self.run_hvo(cpu_i, &op.call),
+            Call::MapRangeAt { .. }
+            | Call::SetContPtes { .. }
+            | Call::PciRemapIospace { .. }
+            | Call::DmaRemap { .. } => self.run_raw(cpu_i, &op.call),
             Call::Check => (Outcome::Ok, String::new()),
         }
     }

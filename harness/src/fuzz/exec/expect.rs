@@ -95,6 +95,12 @@ impl<'a, 'm> Executor<'a, 'm> {
 
     /// The acceptable outcomes of `op`.
     pub(super) fn expect(&self, op: &Op) -> Expect {
+        let own = self.expect_own(op);
+        if op.cpu == crate::fuzz::op::FOREIGN_CPU { self.expect_foreign(op, own) } else { own }
+    }
+
+    /// The acceptable outcomes of `op` on a CPU of the machine.
+    fn expect_own(&self, op: &Op) -> Expect {
         use Outcome as O;
         let alloc_ok = succeeds(&[O::Ok, O::NoMemory, O::NoVmapSpace]);
         let bind_free = |h: &Handle| !self.is_live(*h);
@@ -206,6 +212,9 @@ impl<'a, 'm> Executor<'a, 'm> {
                     only(O::BadAlign)
                 } else if *size > self.pa.managed_pages() * PAGE_SIZE {
                     only(O::TooLarge)
+                } else if align > self.m.va_layout().vmalloc_end() - mmlab_engine::arch::arm64::memory::VMALLOC_START {
+                    // No area of the vmalloc range can be that aligned.
+                    only(O::NoVmapSpace)
                 } else {
                     alloc_ok
                 }
@@ -283,6 +292,10 @@ impl<'a, 'm> Executor<'a, 'm> {
             | Call::AllocHugetlbFolio { .. }
             | Call::FreeHugeFolio { .. } => self.expect_hugetlb(&op.call),
             Call::Hvo { .. } | Call::PfnWalker { .. } => self.expect_hvo(&op.call),
+            Call::MapRangeAt { .. }
+            | Call::SetContPtes { .. }
+            | Call::PciRemapIospace { .. }
+            | Call::DmaRemap { .. } => self.expect_raw(&op.call),
             Call::UnmapRange { map } => {
                 let (h, k) = match *map {
                     Ref::Whole(h) => (h, 0),

@@ -59,6 +59,7 @@ mod expect;
 mod hugetlb;
 mod hvo;
 mod pageattr;
+mod raw;
 mod vrealloc;
 
 /// One block of pages the fuzzer holds.
@@ -339,6 +340,9 @@ pub struct Executor<'a, 'm> {
     hugetlb: Option<mmlab_hugetlb::Hugetlb<'a, 'm>>,
     /// The model of the linear map (None without one).
     linear: Option<LinearModel>,
+    /// A CPU of another machine, for `foreign` ops (claimed at the first;
+    /// raw.rs).
+    foreign: Option<Cpu<'static>>,
 }
 
 impl std::fmt::Debug for Executor<'_, '_> {
@@ -435,6 +439,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             ops_run: 0,
             hugetlb: None,
             linear: LinearModel::new(pa.machine()),
+            foreign: None,
         }
     }
 
@@ -618,6 +623,7 @@ impl<'a, 'm> Executor<'a, 'm> {
 
     /// Run one op.
     pub fn step(&mut self, index: usize, op: &Op) -> StepResult {
+        self.claim_foreign(op);
         let expect::Expect { allowed, must_not_change } = self.expect(op);
         self.ops_tally.bump(op.name());
         if allowed == [Outcome::Skipped] {
