@@ -19,7 +19,10 @@
 //! twice or with a wrong count, a bad sysctl value, size 0 or too large,
 //! a size whose rounding up overflows, unmapping part of a contiguous
 //! or block mapping; set_memory_* of an unaligned address, outside the
-//! linear map's range or past RAM).
+//! linear map's range or past RAM; below vmalloc, `generate/raw.rs`:
+//! map_range over a live mapping or outside the kernel's half,
+//! set_cont_ptes off its grid or outside RAM, RAM over a PCI I/O window,
+//! a DMA remap of freed frames, calls on another machine's CPU).
 //! Frees are forced once the live pages pass `max_live_pages`. One op in
 //! eight goes to the newer layers (vrealloc, hugetlb; `generate/layers.rs`;
 //! the linear map's `set_memory_*`, `generate/pageattr.rs`), with their own

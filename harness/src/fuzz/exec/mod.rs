@@ -406,7 +406,8 @@ impl PfnIndex {
 
 impl<'a, 'm> Executor<'a, 'm> {
     /// An executor over `cpus` (handles of the CPUs its ops may name; an
-    /// op naming a CPU beyond them runs on `cpus[cpu % len]`).
+    /// op naming a CPU beyond them runs on `cpus[cpu % len]`, a `foreign`
+    /// op on another machine's CPU: raw.rs).
     pub fn new(
         pa: &'a PageAllocator<'m>,
         vm: &'a Vmalloc<'a, 'm>,
