@@ -547,7 +547,7 @@ impl fmt::Display for Op {
             Call::MapRangeAt { .. }
             | Call::SetContPtes { .. }
             | Call::PciRemapIospace { .. }
-            | Call::DmaRemap { .. } => raw::fmt_args(f, &self.call)?,
+            | Call::DmaRemap { .. } => self.call.fmt_raw_args(f)?,
             Call::SetMemory { addr, off, nr, .. } => {
                 target(f, "addr", addr)?;
                 if *off != 0 {
@@ -801,9 +801,9 @@ pub fn parse_line(line: &str) -> Result<Op, ParseOpError> {
         "kvfree_rcu" => Call::KvfreeRcu { area: a.target("addr")? },
         "kvfree_rcu_barrier" => Call::KvfreeRcuBarrier,
         "purge_vmap_area_lazy" => Call::PurgeVmapAreaLazy,
-        "map_range" if a.keys.iter().any(|(k, _)| *k == "va") => raw::parse_call(name, &mut a)?,
+        "map_range" if a.keys.iter().any(|(k, _)| *k == "va") => a.raw_call(name)?,
         "map_range" => Call::MapRange { page: a.target("pfn")?, out: a.out(K::Table)? },
-        "set_cont_ptes" | "pci_remap_iospace" | "dma_common_contiguous_remap" => raw::parse_call(name, &mut a)?,
+        "set_cont_ptes" | "pci_remap_iospace" | "dma_common_contiguous_remap" => a.raw_call(name)?,
         "unmap_range" => Call::UnmapRange { map: a.target("addr")? },
         "vrealloc" => Call::Vrealloc { area: a.target("addr")?, size: a.num("size")?, gfp: a.gfp()? },
         "hugetlb_store"

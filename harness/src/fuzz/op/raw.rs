@@ -19,42 +19,52 @@
 use super::{Args, Call, HandleKind, ParseOpError, Ref, err, parse_num, parse_ref};
 use std::fmt;
 
-/// The arguments of a raw call, after its name.
-pub(super) fn fmt_args(f: &mut fmt::Formatter<'_>, call: &Call) -> fmt::Result {
-    match call {
-        Call::MapRangeAt { page, va } => {
-            super::target(f, "pfn", page)?;
-            write!(f, " va={va}")
+impl Call {
+    /// The arguments of a raw call, after its name (methods, not free
+    /// functions, so that `op` names nothing of this module).
+    pub(super) fn fmt_raw_args(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Call::MapRangeAt { page, va } => {
+                super::target(f, "pfn", page)?;
+                write!(f, " va={va}")
+            }
+            Call::SetContPtes { ptep, va, pa } => write!(f, " ptep={ptep:#x} va={va:#x} pa={pa:#x}"),
+            Call::PciRemapIospace { port, size, phys, .. } => {
+                write!(f, " port={port:#x} size={size:#x} phys={phys:#x}")
+            }
+            Call::DmaRemap { page, count } => {
+                super::target(f, "pfn", page)?;
+                write!(f, " count={count}")
+            }
+            _ => Ok(()),
         }
-        Call::SetContPtes { ptep, va, pa } => write!(f, " ptep={ptep:#x} va={va:#x} pa={pa:#x}"),
-        Call::PciRemapIospace { port, size, phys, .. } => write!(f, " port={port:#x} size={size:#x} phys={phys:#x}"),
-        Call::DmaRemap { page, count } => {
-            super::target(f, "pfn", page)?;
-            write!(f, " count={count}")
-        }
-        _ => Ok(()),
     }
 }
 
-/// Parse the arguments of the raw call `name` (`map_range` with `va=`).
-pub(super) fn parse_call(name: &str, a: &mut Args<'_>) -> Result<Call, ParseOpError> {
-    Ok(match name {
-        "map_range" => {
-            let page = a.target("pfn")?;
-            let va = a.take("va")?;
-            // A number is a raw address; anything else a mapping's reference.
-            let va =
-                if va.starts_with(|c: char| c.is_ascii_digit()) { Ref::Raw(parse_num(va)?) } else { parse_ref(va)? };
-            Call::MapRangeAt { page, va }
-        }
-        "set_cont_ptes" => Call::SetContPtes { ptep: a.num("ptep")?, va: a.num("va")?, pa: a.num("pa")? },
-        "pci_remap_iospace" => Call::PciRemapIospace {
-            port: a.num("port")?,
-            size: a.num("size")?,
-            phys: a.num("phys")?,
-            out: a.out(HandleKind::Table)?,
-        },
-        "dma_common_contiguous_remap" => Call::DmaRemap { page: a.target("pfn")?, count: a.num("count")? },
-        _ => return err(format!("unknown call `{name}`")),
-    })
+impl Args<'_> {
+    /// Parse the arguments of the raw call `name` (`map_range` with `va=`).
+    pub(super) fn raw_call(&mut self, name: &str) -> Result<Call, ParseOpError> {
+        Ok(match name {
+            "map_range" => {
+                let page = self.target("pfn")?;
+                let va = self.take("va")?;
+                // A number is a raw address; anything else a mapping's reference.
+                let va = if va.starts_with(|c: char| c.is_ascii_digit()) {
+                    Ref::Raw(parse_num(va)?)
+                } else {
+                    parse_ref(va)?
+                };
+                Call::MapRangeAt { page, va }
+            }
+            "set_cont_ptes" => Call::SetContPtes { ptep: self.num("ptep")?, va: self.num("va")?, pa: self.num("pa")? },
+            "pci_remap_iospace" => Call::PciRemapIospace {
+                port: self.num("port")?,
+                size: self.num("size")?,
+                phys: self.num("phys")?,
+                out: self.out(HandleKind::Table)?,
+            },
+            "dma_common_contiguous_remap" => Call::DmaRemap { page: self.target("pfn")?, count: self.num("count")? },
+            _ => return err(format!("unknown call `{name}`")),
+        })
+    }
 }
