@@ -8,7 +8,7 @@
 //! ([`Executor::expect_translation`]).
 
 use super::{Executor, Obj, Unit, scratch_slot, scratch_va, show_pa};
-use crate::fuzz::op::{Call, Op, Ref, Sysctl};
+use crate::fuzz::op::{Call, Handle, Op, Ref, Sysctl};
 use crate::fuzz::oracle::{Outcome, ViolationKind};
 use mmlab_engine::{PAGE_SIZE, Pfn};
 
@@ -271,11 +271,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                 match r {
                     Ok(flush) => {
                         flush.flush(cpu!());
-                        self.bind(*out, Obj::Table { va, pa, pages, live: true });
-                        for k in [0, pages - 1] {
-                            self.expect_translation(va + k * PAGE_SIZE, Some(pa + k * PAGE_SIZE));
-                        }
-                        (Outcome::Ok, self.ok_detail(format_args!("{va:#x} -> {pa:#x}, {pages} pages")))
+                        self.bind_table(*out, va, pa, pages)
                     }
                     Err(e) => {
                         // A failed map_range must leave nothing mapped.
@@ -340,6 +336,16 @@ impl<'a, 'm> Executor<'a, 'm> {
                 format!("va {va:#x} translates to {}, expected {}", show_pa(got), show_pa(want)),
             ));
         }
+    }
+
+    /// A mapping of `pages` from `va` to `pa` made: bound to `out` (a `t`
+    /// handle), its first and last pages translating as promised.
+    pub(super) fn bind_table(&mut self, out: Handle, va: u64, pa: u64, pages: u64) -> (Outcome, String) {
+        self.bind(out, Obj::Table { va, pa, pages, live: true });
+        for k in [0, pages - 1] {
+            self.expect_translation(va + k * PAGE_SIZE, Some(pa + k * PAGE_SIZE));
+        }
+        (Outcome::Ok, self.ok_detail(format_args!("{va:#x} -> {pa:#x}, {pages} pages")))
     }
 
     /// A successful free of `pfn`: drop one of the fuzzer's references.

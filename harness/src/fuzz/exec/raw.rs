@@ -231,14 +231,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                 let va = PCI_IO_START + port;
                 let was = self.translation(va);
                 match self.vm.pci_remap_iospace(cpu, *port, *size, *phys) {
-                    Ok(()) => {
-                        let pages = size / PAGE_SIZE;
-                        self.bind(*out, Obj::Table { va, pa: *phys, pages, live: true });
-                        for k in [0, pages - 1] {
-                            self.expect_translation(va + k * PAGE_SIZE, Some(phys + k * PAGE_SIZE));
-                        }
-                        (Outcome::Ok, self.ok_detail(format_args!("{va:#x} -> {phys:#x}, {pages} pages")))
-                    }
+                    Ok(()) => self.bind_table(*out, va, *phys, size / PAGE_SIZE),
                     Err(e) => {
                         // Refused: what was mapped there still is.
                         self.expect_translation(va, was);
