@@ -8,14 +8,15 @@
 //! - `set_cont_ptes_bad`: a contiguous run at a slot outside RAM, or with
 //!   an address off the 64 KiB grid (`OutsideRam`, `ContAlignment`);
 //! - `pci_remap_iospace_again`: map RAM over a PCI I/O window the fuzzer
-//!   mapped (`pci_remap_iospace`, a right call made here too), or a bad
-//!   window (`Map`, `BadRequest`, `ZeroSize`);
+//!   mapped with a right call ([`Generator::pci_remap_iospace`], drawn
+//!   with the map_range calls), or a bad window (`Map`, `BadRequest`,
+//!   `ZeroSize`);
 //! - `dma_remap_unallocated`: `dma_common_contiguous_remap` of frames the
 //!   fuzzer freed, or the reserved frame (`PageNotAllocated`);
 //! - `foreign_cpu`: an allocation or free made with a CPU handle of another
 //!   machine (`ForeignCpu`).
 //!
-//! None changes the generator's model: each must be refused.
+//! No wrong call changes the generator's model: each must be refused.
 
 use super::{Generator, Source, pick, unit_ref};
 use crate::fuzz::op::{Call, FOREIGN_CPU, HandleKind, Op, Ref};
@@ -24,7 +25,8 @@ use mmlab_engine::{Gfp, PAGE_SIZE};
 /// `VIRT_PCIE_PIO`'s base: a boot that maps the virt machine's I/O window
 /// maps port 0 to it.
 const PIO_PHYS: u64 = 0x3eff_0000;
-/// The I/O ports of one window the fuzzer maps; window 0 is the boot's.
+/// The I/O ports of one window; the fuzzer maps in windows 1 to
+/// [`MAX_PIO`] (window 0 is the boot's, on a machine whose boot maps it).
 const PIO_WINDOW: u64 = 0x1_0000;
 /// Windows the fuzzer maps at once, at most.
 const MAX_PIO: u64 = 4;
