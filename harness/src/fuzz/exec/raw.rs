@@ -7,9 +7,9 @@
 //! error the call must return, from the executor's model and the page
 //! tables as they are, in the order the library checks; an instance that
 //! would succeed (and so change a machine the fuzzer does not model
-//! there) is skipped. A refused call must change nothing: the snapshot, and the
-//! translation that was there (a live mapping's first page, the PCI I/O
-//! window's).
+//! there) is skipped. A refused call must change nothing: the snapshot,
+//! and the translation that was there (a live mapping's first page, the
+//! PCI I/O window's).
 //!
 //! # The other machine
 //!
