@@ -642,8 +642,11 @@ impl<'m> PageAllocator<'m> {
     pub(crate) fn check_order0_run(&self, start: Pfn, nr: u64) -> Result<(), FreeError> {
         let mm = self.m.memmap();
         let valid = (0..nr).find(|&k| !mm.pfn_valid(start.add(k))).unwrap_or(nr);
-        for (k, page) in mm.page_slices(start, valid).flatten().enumerate() {
-            Self::check_order0_page(start.add(k as u64), page)?;
+        // A run whose first frame is not RAM has no struct pages to read.
+        if valid > 0 {
+            for (k, page) in mm.page_slices(start, valid).flatten().enumerate() {
+                Self::check_order0_page(start.add(k as u64), page)?;
+            }
         }
         if valid < nr {
             return Err(FreeError::InvalidPfn { pfn: start.add(valid) });

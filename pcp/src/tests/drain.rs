@@ -6,7 +6,7 @@ use super::{allocator, machine, set};
 use crate::page_alloc::PageAllocator;
 use crate::pageset::{PCPF_FREE_HIGH_BATCH, PCPF_PREV_FREE_HIGH_ORDER, order_to_pindex};
 use crate::{AllocatorConfig, KernelRules};
-use mmlab_buddy::AllocFlags;
+use mmlab_buddy::{AllocFlags, ZoneFlag};
 use mmlab_engine::mm::page::PageExt;
 use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::{Cpu, Gfp, Machine, Migratetype, Pfn};
@@ -304,4 +304,90 @@ fn rmqueue_pcplist_refills_and_takes_the_head() {
     let _ = pa.rmqueue_pcplist(&cpu1, zi, 1, Movable, AllocFlags::default()).unwrap();
     assert_eq!(pa.pageset(1).unwrap().count, 1 + 4 - 2);
     assert_eq!(ev(&m, VmEvent::PcpRefillPages), refill_pages + 3 + 4);
+}
+
+/// `decay_pcp_high()`: a long list sets the new high (count − batch << 5
+/// above high − high / 8); at high == high_min high is not touched, even
+/// with a long list, and all above it is drained; with count == high ==
+/// high_min nothing is drained and nothing is left to do.
+#[test]
+fn decay_pcp_high_long_lists_and_high_at_high_min() {
+    let m = machine();
+    let pa = allocator(&m);
+    let cpu1 = fresh(&m, &pa);
+    let zi = pa.zonelist()[0] as usize;
+    stock(&pa, &cpu1, 2_000, 0, Movable);
+    set(&mut pa.pcp_of(zi, 1).lock(), (1_000, 100, 5_000, 3, 2_000, 0, 0));
+    let drains = ev(&m, VmEvent::PcpDrain);
+    let decays = ev(&m, VmEvent::PcpDecayDrain);
+    assert!(pa.decay_pcp_high(&cpu1));
+    // max(2,000 − 96, 1,000 − 125, 100) = 1,904: 96 pages in 32 chunks.
+    let p = pa.pageset(1).unwrap();
+    assert_eq!((p.high, p.count), (1_904, 1_904));
+    assert_eq!(ev(&m, VmEvent::PcpDrain), drains + 32);
+    // high == high_min: high stays 100, the 1,804 above it go (602 chunks).
+    set(&mut pa.pcp_of(zi, 1).lock(), (100, 100, 5_000, 3, 1_904, 0, 0));
+    assert!(pa.decay_pcp_high(&cpu1));
+    let p = pa.pageset(1).unwrap();
+    assert_eq!((p.high, p.count), (100, 100));
+    assert_eq!(ev(&m, VmEvent::PcpDrain), drains + 32 + 602);
+    assert_eq!(ev(&m, VmEvent::PcpDecayDrain), decays + 2);
+    // count == high == high_min: no drain, nothing to do.
+    assert!(!pa.decay_pcp_high(&cpu1));
+    assert_eq!(pa.pageset(1).unwrap().count, 100);
+    assert_eq!(ev(&m, VmEvent::PcpDecayDrain), decays + 2);
+    pa.check_invariants().unwrap();
+}
+
+/// `free_frozen_page_commit()`: without `PCPF_FREE_HIGH_BATCH` free_high
+/// does not ask for a batch on the lists: an order-1 free after another
+/// onto empty lists (count 2, batch 3) drains them.
+#[test]
+fn free_high_without_free_high_batch_needs_no_batch_on_the_lists() {
+    let m = machine();
+    let pa = allocator(&m);
+    let cpu1 = fresh(&m, &pa);
+    let cpu0 = m.cpu(0).unwrap();
+    let zi = pa.zonelist()[0] as usize;
+    let block = pa.alloc_pages(&cpu0, Gfp::GFP_KERNEL, 1).unwrap();
+    set(&mut pa.pcp_of(zi, 1).lock(), (1_000, 100, 1_000, 3, 0, 53, 0));
+    pa.pcp_of(zi, 1).lock().flags = PCPF_PREV_FREE_HIGH_ORDER;
+    let free_high = ev(&m, VmEvent::PcpFreeHigh);
+    pa.free_pages(&cpu1, block, 1).unwrap();
+    assert_eq!(ev(&m, VmEvent::PcpFreeHigh), free_high + 1);
+    let p = pa.pageset(1).unwrap();
+    assert_eq!((p.count, p.high), (0, 1_000 - 96));
+    pa.check_invariants().unwrap();
+}
+
+/// `free_frozen_page_commit()`: after a drain on free, `ZONE_BELOW_HIGH`
+/// is cleared only if the zone is above its high watermark again
+/// (`zone_watermark_ok()` at order 0 for ZONE_MOVABLE).
+#[test]
+fn a_drain_on_free_clears_below_high_only_above_the_high_watermark() {
+    let m = machine();
+    let pa = allocator(&m);
+    let cpu1 = fresh(&m, &pa);
+    let cpu0 = m.cpu(0).unwrap();
+    let zi = pa.zonelist()[0] as usize;
+    let z = pa.zone_at(zi);
+    let min_free_kbytes = pa.min_free_kbytes();
+    let ones: Vec<Pfn> = (0..2).map(|_| pa.alloc_pages(&cpu0, Gfp::GFP_KERNEL, 0).unwrap()).collect();
+    stock(&pa, &cpu1, 9, 0, Movable);
+    // 1 GiB of min_free_kbytes: the 64 MiB zone is far below its high mark.
+    pa.set_min_free_kbytes(1 << 20).unwrap();
+    assert!(z.nr_free_pages() < z.high_wmark_pages() as i64);
+    set(&mut pa.pcp_of(zi, 1).lock(), (10, 10, 10, 3, 9, 5, 0));
+    z.set_flag(ZoneFlag::BelowHigh);
+    pa.free_pages(&cpu1, ones[0], 0).unwrap();
+    assert_eq!(pa.pageset(1).unwrap().count, 4);
+    assert!(z.test_flag(ZoneFlag::BelowHigh));
+    // Back to the boot's watermarks: the next drain clears it.
+    pa.set_min_free_kbytes(min_free_kbytes).unwrap();
+    stock(&pa, &cpu1, 5, 0, Movable);
+    set(&mut pa.pcp_of(zi, 1).lock(), (10, 10, 10, 3, 9, 5, 0));
+    pa.free_pages(&cpu1, ones[1], 0).unwrap();
+    assert_eq!(pa.pageset(1).unwrap().count, 4);
+    assert!(!z.test_flag(ZoneFlag::BelowHigh));
+    pa.check_invariants().unwrap();
 }

@@ -2,8 +2,12 @@
 //! per test, exact numbers from the kernel's rules (`cargo mutants -p
 //! mmlab-pcp`, docs/mutants.md).
 
+mod alloc;
+mod bulk;
+mod check;
 mod drain;
 mod formulas;
+mod free;
 mod free_bulk;
 
 use crate::pageset::PerCpuPages;
