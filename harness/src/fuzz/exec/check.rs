@@ -5,6 +5,7 @@
 //! and [`Executor::finish`] free everything the fuzzer holds and require
 //! the buddy to have every page back (module docs of [`super`]).
 
+use super::index::AddrIndex;
 use super::{Executor, Obj};
 use crate::fuzz::op::Handle;
 use crate::fuzz::oracle::{Violation, ViolationKind};
@@ -52,6 +53,29 @@ impl<'a, 'm> Executor<'a, 'm> {
     }
 
     /// The invariant checks (see the module documentation).
+    /// The address index against the handle table it is kept from (a
+    /// harness defect if they differ: the oracle would be wrong).
+    fn check_addr_index(&self) -> Result<(), Violation> {
+        let mut fresh = AddrIndex::default();
+        for (h, o) in &self.handles {
+            fresh.set(*h, o.addr_key());
+        }
+        if self.live_addrs.agrees(&fresh) {
+            return Ok(());
+        }
+        let diff = self.live_addrs.differences(&fresh);
+        Err(Violation {
+            kind: ViolationKind::HandleState,
+            op_index: None,
+            op_name: None,
+            message: format!(
+                "the executor's address index is out of step with its handles (handle, indexed, in the table): \
+                 {:x?}",
+                &diff[..diff.len().min(4)]
+            ),
+        })
+    }
+
     pub fn check(&self) -> Result<(), Violation> {
         let v = |kind, message| Err(Violation { kind, op_index: None, op_name: None, message });
         if let Err(e) = self.pa.check_invariants() {
@@ -63,6 +87,7 @@ impl<'a, 'm> Executor<'a, 'm> {
         self.check_hugetlb()?;
         self.check_linear_map()?;
         self.check_hvo()?;
+        self.check_addr_index()?;
         for (h, o) in &self.handles {
             if let Obj::Pages(units) = o {
                 for u in units.iter().filter(|u| u.live) {
@@ -199,6 +224,7 @@ impl<'a, 'm> Executor<'a, 'm> {
         }
         self.handles.clear();
         self.live_pfns.clear();
+        self.live_addrs.clear();
         self.dead.clear();
         // The pools' frees and the restores' allocations went through the
         // pcp lists.

@@ -14,7 +14,7 @@ mod allowed;
 pub(super) use allowed::Expect;
 pub(super) use allowed::{errors, only, skipped, succeeds};
 
-use super::{Executor, Obj, SCRATCH_SLOT, Unit, scratch_slot};
+use super::{Executor, Obj, Unit, scratch_slot};
 use crate::fuzz::op::{Call, Handle, HandleKind, Op, Ref, Sysctl};
 use crate::fuzz::oracle::Outcome;
 use mmlab_engine::mm::page::PageExt;
@@ -274,10 +274,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             Call::MapRange { page, out } => {
                 let live = self.unit_of(page).and_then(|(h, i)| self.units(h).map(|u| u[i].live));
                 let slot = scratch_slot(*out, self.opts.lane, self.opts.lanes);
-                let slot_busy = self
-                    .handles
-                    .values()
-                    .any(|o| matches!(*o, Obj::Table { va: v, live: true, .. } if v & !(SCRATCH_SLOT - 1) == slot));
+                let slot_busy = self.live_addrs.slot_busy(slot);
                 if !bind_free(out) || live != Some(true) || slot_busy {
                     skipped()
                 } else {

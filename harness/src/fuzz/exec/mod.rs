@@ -46,6 +46,7 @@
 
 use super::op::{Call, Handle, HandleKind, Op, Ref};
 use super::oracle::{Outcome, Snapshot, Violation, ViolationKind};
+use index::{AddrIndex, AddrKey, HandleBuild, PfnIndex};
 use mmlab_engine::{Cpu, Machine, PAGE_SIZE, Pfn};
 use mmlab_pcp::PageAllocator;
 use mmlab_vmalloc::Vmalloc;
@@ -58,6 +59,7 @@ mod check;
 mod expect;
 mod hugetlb;
 mod hvo;
+mod index;
 mod pageattr;
 mod raw;
 mod vrealloc;
@@ -113,6 +115,22 @@ enum Obj {
         left: u64,
         live: bool,
     },
+}
+
+impl Obj {
+    /// Where the object sits while live, as the address index keeps it
+    /// (None when dead, or not an address-space object).
+    fn addr_key(&self) -> Option<AddrKey> {
+        match *self {
+            Obj::Vmalloc { addr, live: true, .. } | Obj::Vmap { addr, live: true } => Some(AddrKey::Start(addr)),
+            Obj::Percpu { ptr, live: true } => Some(AddrKey::Start(ptr)),
+            Obj::MapRam { addr, count, live: true } => {
+                Some(AddrKey::Range(addr, addr.saturating_add(count.saturating_mul(PAGE_SIZE))))
+            }
+            Obj::Table { va, live: true, .. } => Some(AddrKey::Slot(va & !(SCRATCH_SLOT - 1))),
+            _ => None,
+        }
+    }
 }
 
 /// Scratch slots for map_range: 4 MiB each in the modules region (which
@@ -261,35 +279,6 @@ pub struct ExecOptions {
     pub details: bool,
 }
 
-/// A handle's hash: its id and kind mixed by one multiply (FxHash's step).
-/// Ids are small and dense, so this spreads them well enough, and the
-/// executor looks handles up several times per op, where SipHash (or a
-/// B-tree's comparisons) cost more than the call under test.
-#[derive(Clone, Copy, Debug, Default)]
-struct HandleHasher(u64);
-
-impl std::hash::Hasher for HandleHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_u32(&mut self, x: u32) {
-        self.write_u64(u64::from(x));
-    }
-    fn write_isize(&mut self, x: isize) {
-        self.write_u64(x as u64);
-    }
-}
-
-type HandleBuild = std::hash::BuildHasherDefault<HandleHasher>;
-
 /// The executor's model of the linear map (`pageattr.rs`, which holds its code; declared here so that this
 /// module names nothing of its child).
 #[derive(Debug)]
@@ -302,6 +291,10 @@ struct LinearModel {
     span: Vec<u8>,
     /// Per pfn: the permissions now.
     perm: Vec<u8>,
+    /// Per pfn index: the end of the run of boot-mapped plain pages (one
+    /// page each, not contiguous) it starts, itself if it is none (the
+    /// oracle passes such a run in one step).
+    plain_end: Vec<u32>,
     /// Pfns whose permissions differ from the boot's.
     changed: u64,
     mode: mmlab_engine::arch::arm64::pageattr::SplitMode,
@@ -321,6 +314,8 @@ pub struct Executor<'a, 'm> {
     handles: std::collections::HashMap<Handle, Obj, HandleBuild>,
     /// Head pfn of every live unit -> (handle, unit index).
     live_pfns: PfnIndex,
+    /// The live objects by address (`index.rs`).
+    live_addrs: AddrIndex,
     /// Dead handles, oldest first; only the last [`KEEP_DEAD`] are kept
     /// (for double frees), so the table stays small in long runs.
     dead: std::collections::VecDeque<Handle>,
@@ -365,45 +360,6 @@ enum Touch {
     Liveness,
 }
 
-/// Head pfn -> the live unit there: a flat table over the memmap's pfn
-/// range (an array lookup per page call, where a hash map would hash).
-#[derive(Debug)]
-struct PfnIndex {
-    start: u64,
-    slots: Vec<Option<(Handle, u32)>>,
-}
-
-impl PfnIndex {
-    fn new(m: &Machine) -> PfnIndex {
-        let mem = m.memmap();
-        let (start, end) = (mem.start_pfn().0, mem.end_pfn().0);
-        PfnIndex { start, slots: vec![None; (end - start) as usize] }
-    }
-    fn slot(&self, pfn: Pfn) -> Option<usize> {
-        let i = usize::try_from(pfn.0.checked_sub(self.start)?).ok()?;
-        (i < self.slots.len()).then_some(i)
-    }
-    fn get(&self, pfn: Pfn) -> Option<(Handle, usize)> {
-        self.slots[self.slot(pfn)?].map(|(h, i)| (h, i as usize))
-    }
-    fn insert(&mut self, pfn: Pfn, (h, i): (Handle, usize)) {
-        if let Some(s) = self.slot(pfn) {
-            self.slots[s] = Some((h, i as u32));
-        }
-    }
-    /// Forget `pfn` if it still names unit `i` of `h`.
-    fn remove_if(&mut self, pfn: Pfn, (h, i): (Handle, usize)) {
-        if let Some(s) = self.slot(pfn)
-            && self.slots[s] == Some((h, i as u32))
-        {
-            self.slots[s] = None;
-        }
-    }
-    fn clear(&mut self) {
-        self.slots.fill(None);
-    }
-}
-
 impl<'a, 'm> Executor<'a, 'm> {
     /// An executor over `cpus` (handles of the CPUs its ops may name; an
     /// op naming a CPU beyond them runs on `cpus[cpu % len]`, a `foreign`
@@ -428,6 +384,7 @@ impl<'a, 'm> Executor<'a, 'm> {
             cpus,
             handles: std::collections::HashMap::default(),
             live_pfns: PfnIndex::new(pa.machine()),
+            live_addrs: AddrIndex::default(),
             dead: std::collections::VecDeque::new(),
             dead_set: std::collections::HashSet::default(),
             touched: Vec::new(),
@@ -560,6 +517,7 @@ impl<'a, 'm> Executor<'a, 'm> {
                 }
             }
         }
+        self.live_addrs.set(h, self.handles.get(&h).and_then(Obj::addr_key));
         if self.handles.contains_key(&h) && !self.is_live(h) && self.dead_set.insert(h) {
             self.dead.push_back(h);
             while self.dead.len() > KEEP_DEAD {
@@ -583,12 +541,7 @@ impl<'a, 'm> Executor<'a, 'm> {
     /// once may since have been handed out again, to a vmalloc, a vmap, a
     /// vm_map_ram block or a percpu chunk).
     fn held_live(&self, addr: u64) -> bool {
-        self.handles.values().any(|o| match *o {
-            Obj::Vmalloc { addr: a, live: true, .. } | Obj::Vmap { addr: a, live: true } => a == addr,
-            Obj::MapRam { addr: a, count, live: true } => addr >= a && addr < a + count * PAGE_SIZE,
-            Obj::Percpu { ptr, live: true } => ptr == addr,
-            _ => false,
-        })
+        self.live_addrs.covers(addr)
     }
 
     fn area_addr(&self, r: &Ref) -> Option<u64> {

@@ -107,6 +107,7 @@ impl LinearModel {
             boot: vec![0; n],
             span: vec![0; n],
             perm: vec![0; n],
+            plain_end: Vec::new(),
             changed: 0,
             mode: m.config().split_mode(),
             page_offset,
@@ -124,6 +125,16 @@ impl LinearModel {
             }
             ControlFlow::Continue(())
         });
+        // From the top down: a plain page's run ends where the next one's
+        // does.
+        lm.plain_end = vec![0; n];
+        let mut until = n as u32;
+        for i in (0..n).rev() {
+            if lm.boot[i] == 0 || lm.span[i] != 0 {
+                until = i as u32;
+            }
+            lm.plain_end[i] = until;
+        }
         Some(lm)
     }
 
@@ -205,6 +216,11 @@ impl<'a, 'm> Executor<'a, 'm> {
             let Some(i) = lm.index(lm.pfn_at(va)).filter(|&i| lm.boot[i] != 0) else {
                 return only(Outcome::NotMapped);
             };
+            // A run of plain pages passes whole.
+            if lm.plain_end[i] as usize > i {
+                va = va.saturating_add((u64::from(lm.plain_end[i]) - i as u64) * PAGE_SIZE);
+                continue;
+            }
             let span = PAGE_SIZE << (lm.span[i] & !CONT);
             let base = va & !(span - 1);
             if lm.mode == SplitMode::None && (base < addr || base + span > end || lm.span[i] & CONT != 0) {

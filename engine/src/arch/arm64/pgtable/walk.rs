@@ -187,9 +187,13 @@ pub fn for_each_leaf(
         f: &mut impl FnMut(u64, Leaf) -> std::ops::ControlFlow<()>,
     ) -> bool {
         let size = level.entry_size();
+        // The table's slots once (one bounds check), then an entry a step;
+        // each is read when the visit reaches it.
+        let slots = m.table(table);
+        let mut i = level.index(*va);
         loop {
-            let slot = entry_pa(table, level.index(*va));
-            let d = m.read_desc(slot);
+            let slot = entry_pa(table, i);
+            let d = Desc(slots[i].load(Relaxed));
             let base = *va & !(size - 1);
             let go_on = match (d.kind(level), level.next()) {
                 (DescKind::Table, Some(next)) => visit(m, PhysAddr(d.addr()), next, va, end, f),
@@ -205,6 +209,7 @@ pub fn for_each_leaf(
                 Some(n) if n < end => *va = n,
                 _ => return false,
             }
+            i += 1;
             if level.index(*va) == 0 {
                 return true;
             }
