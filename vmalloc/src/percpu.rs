@@ -367,7 +367,8 @@ impl PercpuAllocator {
         // pcpu_alloc() zeroes every CPU's copy.
         let zeroes = vec![0; bytes as usize];
         for u in 0..vm.m.nr_cpus() {
-            let _ = mmlab_engine::arch::arm64::pgtable::mmu::write_bytes(cpu, &vm.asp, Self::per_cpu_ptr(ptr, u), &zeroes);
+            let _ =
+                mmlab_engine::arch::arm64::pgtable::mmu::write_bytes(cpu, &vm.asp, Self::per_cpu_ptr(ptr, u), &zeroes);
         }
         let mut counts = self.counts.lock();
         counts.allocs += 1;

@@ -211,3 +211,54 @@ impl AddrIndex {
         v
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(kind: HandleKind, id: u32) -> Handle {
+        Handle { kind, id }
+    }
+
+    #[test]
+    fn addr_index_answers_as_a_scan_of_the_live_objects_would() {
+        let mut ix = AddrIndex::default();
+        let (v1, v2, r1, r2, t1) = (
+            h(HandleKind::Vmalloc, 1),
+            h(HandleKind::Vmalloc, 2),
+            h(HandleKind::MapRam, 1),
+            h(HandleKind::MapRam, 2),
+            h(HandleKind::Table, 1),
+        );
+        ix.set(v1, Some(AddrKey::Start(0x1000_0000)));
+        ix.set(v2, Some(AddrKey::Start(0x1000_0000)));
+        ix.set(r1, Some(AddrKey::Range(0x2000_0000, 0x2000_4000)));
+        ix.set(r2, Some(AddrKey::Range(0x2010_0000, 0x2010_1000)));
+        ix.set(t1, Some(AddrKey::Slot(0x4000_0000)));
+        // A start matches only itself; a block covers [start, end).
+        assert!(ix.covers(0x1000_0000));
+        assert!(!ix.covers(0x1000_1000));
+        assert!(ix.covers(0x2000_0000) && ix.covers(0x2000_3fff));
+        assert!(!ix.covers(0x2000_4000) && !ix.covers(0x1fff_ffff));
+        assert!(ix.covers(0x2010_0800));
+        assert!(ix.slot_busy(0x4000_0000) && !ix.slot_busy(0x4040_0000));
+        // Two handles at one start: the address stays in use until both die.
+        ix.set(v1, None);
+        assert!(ix.covers(0x1000_0000));
+        ix.set(v2, None);
+        assert!(!ix.covers(0x1000_0000));
+        // A handle that moves (vrealloc) leaves its old place.
+        ix.set(r1, Some(AddrKey::Range(0x3000_0000, 0x3000_2000)));
+        assert!(!ix.covers(0x2000_0000) && ix.covers(0x3000_1000));
+        ix.set(t1, None);
+        assert!(!ix.slot_busy(0x4000_0000));
+        // Built again from the same entries, it agrees; one entry off, not.
+        let mut fresh = AddrIndex::default();
+        fresh.set(r1, Some(AddrKey::Range(0x3000_0000, 0x3000_2000)));
+        fresh.set(r2, Some(AddrKey::Range(0x2010_0000, 0x2010_1000)));
+        assert!(ix.agrees(&fresh) && ix.differences(&fresh).is_empty());
+        fresh.set(r2, None);
+        assert!(!ix.agrees(&fresh));
+        assert_eq!(ix.differences(&fresh), vec![(r2, Some(AddrKey::Range(0x2010_0000, 0x2010_1000)), None)]);
+    }
+}

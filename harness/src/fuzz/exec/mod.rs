@@ -297,6 +297,9 @@ struct LinearModel {
     plain_end: Vec<u32>,
     /// Pfns whose permissions differ from the boot's.
     changed: u64,
+    /// Per pfn index: its permissions differ from the boot's (a range is
+    /// checked a word of 64 pfns at a time).
+    differs: bitvec::vec::BitVec,
     mode: mmlab_engine::arch::arm64::pageattr::SplitMode,
     page_offset: u64,
 }
@@ -517,7 +520,10 @@ impl<'a, 'm> Executor<'a, 'm> {
                 }
             }
         }
-        self.live_addrs.set(h, self.handles.get(&h).and_then(Obj::addr_key));
+        // Pages, folios and reservations have no address of their own.
+        if !matches!(h.kind, HandleKind::Pages | HandleKind::HugeFolio | HandleKind::Resv) {
+            self.live_addrs.set(h, self.handles.get(&h).and_then(Obj::addr_key));
+        }
         if self.handles.contains_key(&h) && !self.is_live(h) && self.dead_set.insert(h) {
             self.dead.push_back(h);
             while self.dead.len() > KEEP_DEAD {

@@ -109,6 +109,7 @@ impl LinearModel {
             perm: vec![0; n],
             plain_end: Vec::new(),
             changed: 0,
+            differs: bitvec::vec::BitVec::repeat(false, n),
             mode: m.config().split_mode(),
             page_offset,
         };
@@ -125,6 +126,11 @@ impl LinearModel {
             }
             ControlFlow::Continue(())
         });
+        // As changed_in() asks it (a pfn the boot left unmapped has no
+        // permissions, which differ from those of no attributes).
+        for i in 0..n {
+            lm.differs.set(i, lm.perm[i] != perm_of(lm.boot[i]));
+        }
         // From the top down: a plain page's run ends where the next one's
         // does.
         lm.plain_end = vec![0; n];
@@ -156,14 +162,20 @@ impl LinearModel {
     /// Whether a page of `[pfn, pfn + n)` has other permissions than the
     /// boot gave it.
     pub(super) fn changed_in(&self, pfn: Pfn, n: u64) -> bool {
-        self.changed > 0
-            && (pfn.0..pfn.0 + n).any(|p| self.index(p).is_some_and(|i| self.perm[i] != perm_of(self.boot[i])))
+        if self.changed == 0 {
+            return false;
+        }
+        // The part of the range inside the memmap.
+        let lo = pfn.0.clamp(self.start, self.start + self.boot.len() as u64);
+        let hi = pfn.0.saturating_add(n).clamp(lo, self.start + self.boot.len() as u64);
+        self.differs[(lo - self.start) as usize..(hi - self.start) as usize].any()
     }
 
     fn set_perm(&mut self, i: usize, perm: u8) {
         let boot = perm_of(self.boot[i]);
         let was = self.perm[i] != boot;
         self.perm[i] = perm;
+        self.differs.set(i, perm != boot);
         match (was, perm != boot) {
             (false, true) => self.changed += 1,
             (true, false) => self.changed -= 1,
