@@ -201,43 +201,58 @@ impl Coverage {
     }
 }
 
-/// Counts per name, for the few dozen call and outcome names: a short
-/// list searched by the names' addresses (each is one `'static` literal),
-/// then by text; no hashing or allocation per op.
+/// Counts per name, for the few dozen call and outcome names. A name is
+/// a `'static` literal, and the same literal may live at several
+/// addresses (one per codegen unit that inlined it): a small table keyed
+/// by the address maps each address seen to the name's entry, so a count
+/// is one multiply and one compare; a name is compared by text only the
+/// first time an address of it comes up (or when two addresses share a
+/// slot of the table).
 #[derive(Clone, Debug, Default)]
-pub struct Tally(Vec<(&'static str, u64)>);
+pub struct Tally {
+    names: Vec<(&'static str, u64)>,
+    /// Slot -> (address, index in `names`).
+    by_addr: Vec<(usize, u32)>,
+}
+
+/// Slots of [`Tally`]'s address table (a power of two).
+const TALLY_SLOTS: usize = 256;
 
 impl Tally {
-    /// Count one `name`. The list stays in descending order of count (a
-    /// name that overtakes the one before it moves up), so the common
-    /// names are found in a compare or two.
+    /// Count one `name`.
     pub fn bump(&mut self, name: &'static str) {
-        let mut i = match self.0.iter().position(|(n, _)| std::ptr::eq(*n, name)) {
-            Some(i) => i,
-            None => match self.0.iter().position(|(n, _)| *n == name) {
-                Some(i) => i,
-                None => {
-                    self.0.push((name, 0));
-                    self.0.len() - 1
-                }
-            },
-        };
-        self.0[i].1 += 1;
-        while i > 0 && self.0[i].1 > self.0[i - 1].1 {
-            self.0.swap(i, i - 1);
-            i -= 1;
+        let addr = name.as_ptr() as usize;
+        let slot = (addr as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) as usize >> (usize::BITS - 8);
+        if let Some(&(a, i)) = self.by_addr.get(slot)
+            && a == addr
+            && self.names[i as usize].0.len() == name.len()
+        {
+            self.names[i as usize].1 += 1;
+            return;
         }
+        let i = match self.names.iter().position(|(n, _)| *n == name) {
+            Some(i) => i,
+            None => {
+                self.names.push((name, 0));
+                self.names.len() - 1
+            }
+        };
+        self.names[i].1 += 1;
+        if self.by_addr.is_empty() {
+            self.by_addr = vec![(0, 0); TALLY_SLOTS];
+        }
+        self.by_addr[slot] = (addr, i as u32);
     }
     /// Names counted.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.names.len()
     }
     /// Whether nothing was counted.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.names.is_empty()
     }
     fn to_map(&self) -> BTreeMap<String, u64> {
-        self.0.iter().map(|(n, v)| (n.to_string(), *v)).collect()
+        self.names.iter().map(|(n, v)| (n.to_string(), *v)).collect()
     }
 }
 
@@ -748,5 +763,31 @@ impl<'a, 'm> Executor<'a, 'm> {
         }
         self.handles.insert(h, o);
         self.touched.push((h, Touch::All));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tally;
+
+    #[test]
+    fn tally_counts_by_text_whatever_the_address() {
+        let mut t = Tally::default();
+        // One name at two addresses counts once; a prefix at the same
+        // address as a longer name is another name.
+        let long: &'static str = Box::leak(String::from("vmalloc_huge").into_boxed_str());
+        let short = &long[..7];
+        let other: &'static str = Box::leak(String::from("vmalloc").into_boxed_str());
+        for _ in 0..3 {
+            t.bump(long);
+            t.bump(short);
+        }
+        t.bump(other);
+        t.bump("free_pages");
+        let m = t.to_map();
+        assert_eq!(m.get("vmalloc_huge"), Some(&3));
+        assert_eq!(m.get("vmalloc"), Some(&4));
+        assert_eq!(m.get("free_pages"), Some(&1));
+        assert_eq!(t.len(), 3);
     }
 }
