@@ -166,6 +166,8 @@ struct PageUnits {
     h: Handle,
     /// (order, extra references, live) per unit.
     units: Vec<(u32, u32, bool)>,
+    /// How many of `units` are not live.
+    dead: u32,
     bulk: bool,
 }
 
@@ -281,6 +283,7 @@ impl Generator {
                 {
                     self.live_pages -= (p.units.len() - n) as u64;
                     p.units.truncate(n);
+                    p.dead = p.units.iter().filter(|u| !u.2).count() as u32;
                 }
             }
             (_, Some(_)) => {}
@@ -389,7 +392,7 @@ impl Generator {
                 };
                 let gfp = GFPS[s.below(GFPS.len() as u64)? as usize];
                 let out = self.handle(HandleKind::Pages);
-                self.pages.push(PageUnits { h: out, units: vec![(order, 0, true)], bulk: false });
+                self.pages.push(PageUnits { h: out, units: vec![(order, 0, true)], dead: 0, bulk: false });
                 self.live_pages += 1 << order;
                 Some(Call::AllocPages { order, gfp, out })
             }
@@ -397,7 +400,7 @@ impl Generator {
                 let nr = 1 + s.below(32)? as u32;
                 let gfp = GFPS[s.below(3)? as usize];
                 let out = self.handle(HandleKind::Pages);
-                self.pages.push(PageUnits { h: out, units: vec![(0, 0, true); nr as usize], bulk: true });
+                self.pages.push(PageUnits { h: out, units: vec![(0, 0, true); nr as usize], dead: 0, bulk: true });
                 self.live_pages += u64::from(nr);
                 Some(Call::AllocPagesBulk { nr, gfp, out })
             }
@@ -426,6 +429,7 @@ impl Generator {
                 let p = &mut self.pages[i];
                 let order = p.units[0].0;
                 p.units = vec![(0, 0, true); 1 << order];
+                p.dead = 0;
                 Some(Call::SplitPage { page: Ref::Whole(p.h), order })
             }
             32 => Some(Call::DrainLocalPages),
@@ -466,12 +470,15 @@ impl Generator {
                     p.units[u] = (0, refs - 1, true);
                     self.live_pages -= (1 << order) - 1;
                 } else {
-                    p.units[u].2 = false;
+                    if p.units[u].2 {
+                        p.units[u].2 = false;
+                        p.dead += 1;
+                    }
                     self.live_pages -= 1 << order;
                     if u == 0 && p.units.len() == 1 {
                         push_dead(&mut self.dead_pages, (p.h, order));
                     }
-                    if p.units.iter().all(|u| !u.2) {
+                    if p.dead as usize == p.units.len() {
                         self.pages.remove(i);
                     }
                 }
@@ -572,7 +579,7 @@ impl Generator {
                 // Bias towards allocation again (order 0, the common case).
                 let gfp = GFPS[s.below(3)? as usize];
                 let out = self.handle(HandleKind::Pages);
-                self.pages.push(PageUnits { h: out, units: vec![(0, 0, true)], bulk: false });
+                self.pages.push(PageUnits { h: out, units: vec![(0, 0, true)], dead: 0, bulk: false });
                 self.live_pages += 1;
                 Some(Call::AllocPages { order: 0, gfp, out })
             }
@@ -593,11 +600,17 @@ impl Generator {
 
     fn pick_live_unit(&self, s: &mut dyn Source, i: usize) -> Option<usize> {
         let units = &self.pages[i].units;
-        let n = units.iter().filter(|u| u.2).count();
+        let n = units.len() - self.pages[i].dead as usize;
+        debug_assert_eq!(n, units.iter().filter(|u| u.2).count(), "the dead count of {}", self.pages[i].h);
         if n == 0 {
             return Some(0);
         }
         let k = s.below(n as u64)? as usize;
+        // Every unit live (a block, or a split one none of whose pages was
+        // freed yet): the k-th live unit is unit k.
+        if n == units.len() {
+            return Some(k);
+        }
         Some(units.iter().enumerate().filter(|(_, u)| u.2).nth(k).map_or(0, |(u, _)| u))
     }
 
