@@ -9,6 +9,7 @@ mod drain;
 mod formulas;
 mod free;
 mod free_bulk;
+mod sysctl;
 
 use crate::pageset::PerCpuPages;
 use crate::{AllocatorConfig, PageAllocator};
