@@ -42,7 +42,8 @@
 //! executor's side (making the call and updating the model from what
 //! happened); `check` the invariant checks and the end of a run;
 //! `hugetlb`, `vrealloc` and `pageattr` the newer layers' calls, each with
-//! its oracle and model.
+//! its oracle and model; `index` the lookups over the handle table (live
+//! units by pfn, live objects by address), kept as the steps go.
 
 use super::op::{Call, Handle, HandleKind, Op, Ref};
 use super::oracle::{Outcome, Snapshot, Violation, ViolationKind};
@@ -222,7 +223,8 @@ impl Tally {
     /// Count one `name`.
     pub fn bump(&mut self, name: &'static str) {
         let addr = name.as_ptr() as usize;
-        let slot = (addr as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) as usize >> (usize::BITS - 8);
+        let slot =
+            (addr as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) as usize >> (usize::BITS - TALLY_SLOTS.trailing_zeros());
         if let Some(&(a, i)) = self.by_addr.get(slot)
             && a == addr
             && self.names[i as usize].0.len() == name.len()
