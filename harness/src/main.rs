@@ -171,6 +171,11 @@ enum Command {
         /// per variant against the published).
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<std::path::PathBuf>,
+        /// Write one self-contained HTML page: the agreement summary, the
+        /// run's provenance, and every reproduction's plots and report
+        /// (open it in any browser; nothing is fetched).
+        #[arg(long, value_name = "FILE.html")]
+        html: Option<std::path::PathBuf>,
         /// One JSON object instead of the text: the run, and per
         /// reproduction its name, whether it failed, its verdicts and its
         /// report.
@@ -456,13 +461,15 @@ fn run_compare(cli: &Cli, a: &CompareArgs) -> Result<bool, String> {
 /// the machine of the global options: those stay at their defaults (the
 /// run header and record show them, with `--seed`), and a `--config`
 /// record re-runs only if it holds the defaults.
-fn run_reproduce(
-    cli: &Cli,
-    what: ReproduceWhat,
-    full: bool,
-    plot: Option<&std::path::Path>,
+/// Where `reproduce` writes besides standard output.
+struct Outputs<'a> {
+    plot: Option<&'a std::path::Path>,
+    html: Option<&'a std::path::Path>,
     json: bool,
-) -> Result<bool, String> {
+}
+
+fn run_reproduce(cli: &Cli, what: ReproduceWhat, full: bool, out: Outputs<'_>) -> Result<bool, String> {
+    let Outputs { plot, html, json } = out;
     use mmlab_harness::reproduce::{self, Length, summary};
     const NOT_HERE: &str = "reproduce runs the published configurations; --set, --cpus and --mem do not apply";
     if cli.globals.config.is_none() && cli.globals.machine_given() {
@@ -490,6 +497,9 @@ fn run_reproduce(
     }
     if let Some(path) = plot {
         cli::check_dir_writable("--plot", path)?;
+    }
+    if let Some(path) = html {
+        cli::check_writable("--html", path)?;
     }
     let len = if full { Length::FULL } else { Length::QUICK };
     let mode = if full { "full" } else { "quick" };
@@ -520,11 +530,15 @@ fn run_reproduce(
                 eprintln!("mmlab reproduce: wrote {}", file.display());
             }
         }
-        if json {
+        if json || html.is_some() {
             done.push((name, r));
         }
     }
     let host_seconds = t0.elapsed().as_secs_f64();
+    if let Some(path) = html {
+        write_file(path, &reproduce::html::report(&run, mode, host_seconds, &done))?;
+        eprintln!("mmlab reproduce: wrote {}", path.display());
+    }
     if json {
         let report = summary::Report {
             mode,
@@ -592,7 +606,9 @@ fn run(cli: &Cli) -> Result<bool, String> {
     }
     match &cli.command {
         Command::Compare(a) => run_compare(cli, a),
-        Command::Reproduce { what, full, plot, json } => run_reproduce(cli, *what, *full, plot.as_deref(), *json),
+        Command::Reproduce { what, full, plot, html, json } => {
+            run_reproduce(cli, *what, *full, Outputs { plot: plot.as_deref(), html: html.as_deref(), json: *json })
+        }
         Command::Hugetlb { writes, json } => run_hugetlb(cli, writes, *json),
         Command::Fuzz(a) => run_fuzz(cli, a),
         Command::Replay(a) => run_replay(cli, a),

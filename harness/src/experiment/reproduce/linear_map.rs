@@ -96,6 +96,8 @@ pub struct Cell {
     pub published_pct: f64,
     /// Verdict on the change (None for the base itself).
     pub agreement: Option<&'static str>,
+    /// Our ms by what it is spent on.
+    pub split: Split,
     /// The counts behind our ms.
     pub counts: LinearMapCounts,
     /// Whether the counts were run (16 GiB) or extrapolated from the 1 and
@@ -128,6 +130,20 @@ pub struct LinearMap {
 struct Sample {
     counts: LinearMapCounts,
     modelled_ns: u64,
+    /// Of `modelled_ns`: issuing TLBIs, waiting for their completion
+    /// (`dsb ish` after broadcast TLBIs), and the barrier backend.
+    split: [u64; 3],
+}
+
+/// Modelled `map_mem()` time split by what it is spent on, ms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Split {
+    /// Issuing TLBIs (`tlbi vaale1is` and the others).
+    pub tlbi_ms: f64,
+    /// Waiting for broadcast TLBIs to complete (`dsb ish` after them).
+    pub wait_ms: f64,
+    /// Barriers (`dsb ishst`, `dsb ish`, `isb`) as the profile prices them.
+    pub barrier_ms: f64,
 }
 
 fn run_once(gib: u64, variant: LinearMapVariant, profile: CostProfile) -> Result<Sample, String> {
@@ -146,7 +162,13 @@ fn run_once(gib: u64, variant: LinearMapVariant, profile: CostProfile) -> Result
         crate::stack::Stack::boot_machine(cfg).map_err(|e| format!("linear-map {gib}G {}: {e}", variant.name()))?;
     let m = stack.machine();
     let r = m.linear_map_report().ok_or("map_mem did not run")?;
-    Ok(Sample { counts: r.counts, modelled_ns: r.tlbi.modelled_ns + r.barriers.modelled_ns })
+    let issue: u64 = r.tlbi.iter().map(|(k, n)| n * u64::from(profile.tlbi_ns[k as usize])).sum();
+    let wait = r.tlbi.modelled_ns.checked_sub(issue).ok_or("linear-map: TLBI time below its issue cost")?;
+    Ok(Sample {
+        counts: r.counts,
+        modelled_ns: r.tlbi.modelled_ns + r.barriers.modelled_ns,
+        split: [issue, wait, r.barriers.modelled_ns],
+    })
 }
 
 /// `a + k * (b - a)`, field by field.
@@ -156,7 +178,12 @@ fn extrapolate(a: &Sample, b: &Sample, k: u64) -> Sample {
     for _ in 0..k {
         c.add(&step);
     }
-    Sample { counts: c, modelled_ns: a.modelled_ns + k * (b.modelled_ns - a.modelled_ns) }
+    let line = |a: u64, b: u64| a + k * (b - a);
+    Sample {
+        counts: c,
+        modelled_ns: line(a.modelled_ns, b.modelled_ns),
+        split: [0, 1, 2].map(|i| line(a.split[i], b.split[i])),
+    }
 }
 
 /// The variants and their published ms on machine `i` (v6.10 against v3).
@@ -250,6 +277,11 @@ pub fn linear_map_on(machines: &[(usize, MachineRow)], full_upto_gib: u64) -> Re
                     ours_pct,
                     published_pct,
                     agreement,
+                    split: Split {
+                        tlbi_ms: s.split[0] as f64 / 1e6,
+                        wait_ms: s.split[1] as f64 / 1e6,
+                        barrier_ms: s.split[2] as f64 / 1e6,
+                    },
                     counts: s.counts,
                     run_in_full,
                 }
@@ -258,28 +290,6 @@ pub fn linear_map_on(machines: &[(usize, MachineRow)], full_upto_gib: u64) -> Re
         rows.push(Row { machine: *mr, cells });
     }
     Ok(LinearMap { rows, tally })
-}
-
-/// The `--plot` chart: per machine and patched variant, `map_mem()`'s time
-/// in percent of the same machine's base, ours (modelled) beside the
-/// published. No whiskers: the model has no noise and the posting gives
-/// one number per cell.
-pub fn plot(r: &LinearMap) -> String {
-    use crate::plot::{Bar, BarGroup, bar_chart};
-    let bar =
-        |series: &str, pct: f64| Bar { series: series.to_string(), mean: 100.0 + pct, lo: f64::NAN, hi: f64::NAN };
-    let groups: Vec<BarGroup> = r
-        .rows
-        .iter()
-        .flat_map(|row| {
-            let m = row.machine;
-            row.cells.iter().filter(|c| c.variant != LinearMapVariant::Base).map(move |c| BarGroup {
-                label: format!("{}G {}", m.gib, c.variant.name()),
-                bars: vec![bar("ours (modelled)", c.ours_pct), bar("published", c.published_pct)],
-            })
-        })
-        .collect();
-    bar_chart("linear-map: map_mem() time per variant, rodata=full", "map_mem() time, % of the machine's base", &groups)
 }
 
 /// The report's text.

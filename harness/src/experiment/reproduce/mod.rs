@@ -57,11 +57,14 @@
 
 pub mod agreement;
 mod data;
+pub mod figures;
 pub mod host_fit;
+pub mod html;
 pub mod hvo;
 mod length;
 pub mod linear_map;
 pub mod model;
+pub mod pcp_trace;
 pub mod published;
 pub mod render;
 pub mod run;

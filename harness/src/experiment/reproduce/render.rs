@@ -7,21 +7,24 @@
 
 use super::agreement::{Tally, agrees_word};
 use super::data::Data;
+use super::figures;
 use super::model;
 use super::published::{self, Change};
 use super::run::{BarrierBatching, Contpte, H1_PAGES, Mapping, PcpDrain};
 use crate::compare::{self, aligned, fmt_num, fmt_pct};
 use std::fmt::Write as _;
 
-/// The text and the `(suffix, svg)` plots of `data`.
+/// The text and the `(suffix, svg)` plots of `data` (the plots are
+/// [`super::figures`]'s).
 pub fn render(data: &Data) -> (String, Vec<(&'static str, String)>) {
-    match data {
-        Data::BarrierBatching(b) => barrier_batching(b),
-        Data::Contpte(c) => contpte(c),
-        Data::PcpDrain(p) => pcp_drain(p),
-        Data::Hvo(h) => super::hvo::render::render(h),
-        Data::LinearMap(l) => (super::linear_map::render(l), vec![("map-mem", super::linear_map::plot(l))]),
-    }
+    let (text, figures) = match data {
+        Data::BarrierBatching(b) => (barrier_batching(b), figures::barrier_batching(b)),
+        Data::Contpte(c) => (contpte(c), figures::contpte(c)),
+        Data::PcpDrain(p) => (pcp_drain(p), figures::pcp_drain(p)),
+        Data::Hvo(h) => (super::hvo::render::render(h), figures::hvo(h)),
+        Data::LinearMap(l) => (super::linear_map::render(l), figures::linear_map(l)),
+    };
+    (text, figures.into_iter().map(|(name, f)| (name, f.to_svg())).collect())
 }
 
 /// `(I) -12.34%`, or the bare change when not significant.
@@ -44,7 +47,7 @@ fn tally_line(t: &Tally, machine: &str) -> String {
     s
 }
 
-fn barrier_batching(b: &BarrierBatching) -> (String, Vec<(&'static str, String)>) {
+fn barrier_batching(b: &BarrierBatching) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -110,11 +113,7 @@ fn barrier_batching(b: &BarrierBatching) -> (String, Vec<(&'static str, String)>
         s,
         "   (agrees: same sign, both significant, size within 2x; direction: same sign, size off; weak: same sign, ours not significant; (~0): published not significant, ours under 5 % or not significant)"
     );
-    let plots = vec![
-        ("apple-m2", compare::plot(&b.m2_outcome, "barrier-batching, apple-m2 profile: after vs before")),
-        ("ampere-altra", compare::plot(&b.altra_outcome, "barrier-batching, ampere-altra profile: after vs before")),
-    ];
-    (s, plots)
+    s
 }
 
 /// The cost table, the fit's residuals and the Altra prediction's.
@@ -244,7 +243,7 @@ fn size_label(size: u64) -> String {
     if size >= 1 << 20 { format!("{} MiB", size >> 20) } else { format!("{} KiB", size >> 10) }
 }
 
-fn contpte(c: &Contpte) -> (String, Vec<(&'static str, String)>) {
+fn contpte(c: &Contpte) -> String {
     let mut s = String::new();
     let ratio = published::CONTPTE_TLB_RATIO;
     let (lo, hi) = published::CONTPTE_H1_ALTRA_PCT;
@@ -311,11 +310,10 @@ fn contpte(c: &Contpte) -> (String, Vec<(&'static str, String)>) {
         c.h1_verdict.as_str(),
         H1_PAGES.iter().filter_map(|&p| published::contpte_alone(p, false)).map(cell).collect::<Vec<_>>().join(", ")
     );
-    let plots = vec![("h1", compare::plot(&c.h1, "contpte: vmalloc_huge time per call, contpte on vs off"))];
-    (s, plots)
+    s
 }
 
-fn pcp_drain(p: &PcpDrain) -> (String, Vec<(&'static str, String)>) {
+fn pcp_drain(p: &PcpDrain) -> String {
     let mut s = String::new();
     let source = published::PCP_DRAIN.source;
     let _ = writeln!(
@@ -449,17 +447,5 @@ fn pcp_drain(p: &PcpDrain) -> (String, Vec<(&'static str, String)>) {
         cell(p.p512_host),
         agrees_word(p.p512_agrees)
     );
-    let plots = vec![
-        ("compare", compare::plot(&p.main, "pcp-drain: long_busy_list time per iteration")),
-        (
-            "pcp",
-            crate::plot::line_chart(
-                "pcp-drain: pages on the pcp lists during long_busy_list",
-                "iteration",
-                "pcp pages (all CPUs)",
-                &p.series,
-            ),
-        ),
-    ];
-    (s, plots)
+    s
 }

@@ -14,7 +14,6 @@ use super::host_fit::{self, HostFit, HostRow, Split};
 use super::model::{self, Event, EventCosts, Fit, FitRow};
 use super::published::{self, BARRIER_BATCHING, Change, PCP_DRAIN, PublishedRegression, PublishedRow, Table};
 use crate::compare::{self, CounterCol, Metric, Outcome, Row, RowResult, Spec, Variant};
-use crate::plot::Series;
 use crate::stack::Stack;
 use crate::stats::Mark;
 use crate::test_vmalloc::{self, Params};
@@ -779,8 +778,8 @@ pub struct PcpDrain {
     pub p512_host: Change,
     /// Whether p:512 improves, as published.
     pub p512_agrees: bool,
-    /// Pages on the pcp lists during long_busy_list, per variant.
-    pub series: Vec<Series>,
+    /// The first iterations' pcp, mainline and huge-by-default.
+    pub traces: Vec<super::pcp_trace::PcpTrace>,
     /// long_busy_list mainline → huge-by-default with 7.2's vmalloc
     /// (`vmalloc.large_order_pages=on`, `vmalloc.free_pages_bulk=on`),
     /// deterministic metric.
@@ -922,8 +921,8 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
     let bulk_host = change(&o72, 0);
     let bulk_drain_pages = PerCall::of(&o72.rows[0], 1, &drain);
     let bulk_zone_lock = PerCall::of(&o72.rows[0], 1, &compare::counter("zone_lock")?);
-    // The pcp count over time, one run each.
-    let series = pcp_series(&lbl, len, seed)?;
+    // The pcp of the test's CPU, iteration by iteration, one run each.
+    let traces = super::pcp_trace::pcp_traces(&main, &lbl, seed)?;
     Ok(PcpDrain {
         repeats: len.repeats,
         main,
@@ -946,40 +945,10 @@ pub fn pcp_drain(len: Length, seed: u64) -> Result<PcpDrain, String> {
         p512,
         p512_host,
         p512_agrees: p512.pct < 0.0,
-        series,
+        traces,
         bulk,
         bulk_host,
         bulk_drain_pages,
         bulk_zone_lock,
     })
-}
-
-/// Pages on the pcp lists every 20 iterations of long_busy_list, for
-/// mainline and huge-by-default.
-fn pcp_series(row: &Row, len: Length, seed: u64) -> Result<Vec<Series>, String> {
-    let mut out = Vec::new();
-    for (label, sets) in [
-        ("mainline", vec![]),
-        (
-            "huge-by-default",
-            vec!["vmalloc.huge_by_default=on".to_string(), "vmalloc.align_size_to_huge=off".to_string()],
-        ),
-    ] {
-        let c = crate::settings::Configs::new(
-            MachineConfig { mem_bytes: 4 << 30, nr_cpus: 2, ..Default::default() },
-            &sets,
-        )?;
-        let stack = Stack::boot(&c)?;
-        let pa = stack.allocator()?;
-        let vm = stack.vmalloc(&pa);
-        let mut p = row.params.clone();
-        p.test_loop_count = len.scaled(5000).min(p.test_loop_count);
-        p.pcp_sample_interval = 20;
-        let r = test_vmalloc::run(stack.machine(), &pa, &vm, &p, seed)?;
-        out.push(Series {
-            label: label.to_string(),
-            points: r.workers[0].pcp_series.iter().map(|&(i, n)| (i as f64, n as f64)).collect(),
-        });
-    }
-    Ok(out)
 }

@@ -54,6 +54,7 @@
 //!   one page of layout code.
 
 mod axis;
+pub mod figure;
 
 use axis::{Scale, Ticks, fmt_num, nice_ticks, trim_zeros};
 use std::fmt::Write as _;
@@ -529,7 +530,7 @@ impl<'a> ColourMap<'a> {
 }
 
 /// A coordinate with at most one decimal.
-fn c(v: f64) -> String {
+pub(crate) fn c(v: f64) -> String {
     if !v.is_finite() {
         return "0".to_string();
     }
@@ -551,7 +552,7 @@ fn truncate(s: &str, max: usize) -> String {
 
 /// Text escaped for XML content and attribute values. Control characters,
 /// which XML 1.0 does not allow, are dropped.
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
         match ch {

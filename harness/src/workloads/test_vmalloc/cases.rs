@@ -9,7 +9,9 @@
 //! every worker shares, and its own random stream.
 
 use super::params::{NR_TEST_CASES, Params};
+use super::runner::PcpSample;
 use mmlab_engine::arch::arm64::pgtable::{AddressSpace, mmu};
+use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::rng::Xoshiro256StarStar;
 use mmlab_engine::{Cpu, Gfp, PAGE_SIZE, Pfn};
 use mmlab_pcp::PageAllocator;
@@ -77,7 +79,7 @@ pub(super) struct Ctx<'r, 'a, 'm> {
     pub(super) rng: Xoshiro256StarStar,
     /// Emulated time slept (`msleep_before_free`), ms.
     pub(super) slept_ms: u64,
-    pub(super) pcp_series: Vec<(u64, i64)>,
+    pub(super) pcp_series: Vec<PcpSample>,
 }
 
 impl Ctx<'_, '_, '_> {
@@ -200,15 +202,37 @@ impl Ctx<'_, '_, '_> {
         rv.and(self.vfree(ptr_array)).and(self.vfree(junk_array))
     }
 
+    /// `(pcp_drain, pcp_drain_pages)` of the machine so far.
+    fn drain_events(&self) -> (u64, u64) {
+        let ev = self.pa.machine().vm_events();
+        (ev.get(VmEvent::PcpDrain), ev.get(VmEvent::PcpDrainPages))
+    }
+
+    /// Records a [`PcpSample`] after iteration `i`; `before` is
+    /// [`drain_events`](Self::drain_events) at the previous sample, and the
+    /// result the new one.
+    fn sample_pcp(&mut self, i: u64, before: (u64, u64)) -> (u64, u64) {
+        let now = self.drain_events();
+        let zt = self.pa.zonelist()[0];
+        let ps = self.pa.pageset_of(zt, self.cpu.id()).unwrap_or_default();
+        self.pcp_series.push(PcpSample {
+            iteration: i,
+            count: ps.count,
+            high: ps.high,
+            high_min: ps.high_min,
+            drains: now.0 - before.0,
+            drained_pages: now.1 - before.1,
+        });
+        now
+    }
+
     fn long_busy_list_alloc_test(&mut self) -> CaseRet {
         let array = self.vmalloc(8 * LONG_BUSY_LIST_AREAS as u64)?;
         let ptr: Vec<Option<u64>> = (0..LONG_BUSY_LIST_AREAS).map(|_| self.vmalloc(PAGE_SIZE).ok()).collect();
         let rv = (|| {
+            let every = u64::from(self.p.pcp_sample_interval);
+            let mut drained = self.drain_events();
             for i in 0..self.p.loops() {
-                let every = u64::from(self.p.pcp_sample_interval);
-                if every != 0 && i % every == 0 {
-                    self.pcp_series.push((i, self.pa.pcp_pages()));
-                }
                 let ptr_1 = self.vmalloc(100 * PAGE_SIZE)?;
                 let ptr_2 = match self.vmalloc(PAGE_SIZE) {
                     Ok(p) => p,
@@ -222,6 +246,9 @@ impl Ctx<'_, '_, '_> {
                 self.msleep(self.p.msleep_before_free);
                 self.vfree(ptr_1)?;
                 self.vfree(ptr_2)?;
+                if every != 0 && i % every == 0 {
+                    drained = self.sample_pcp(i, drained);
+                }
             }
             Ok(())
         })();

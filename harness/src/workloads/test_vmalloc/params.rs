@@ -34,7 +34,7 @@ pub struct Params {
     /// `decay_pcp_high`) runs once per emulated `sysctl_stat_interval`
     /// (1 s) that passes.
     pub msleep_before_free: u32,
-    /// mmlab extension: sample the pages on the pcp lists every this many
+    /// mmlab extension: sample the worker's pcp after every this many
     /// long_busy_list iterations (0: never), into
     /// [`WorkerReport::pcp_series`](super::runner::WorkerReport::pcp_series).
     pub pcp_sample_interval: u32,

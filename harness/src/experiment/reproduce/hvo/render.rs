@@ -19,57 +19,15 @@ fn heads(h: &[&str]) -> Vec<String> {
     h.iter().map(|s| s.to_string()).collect()
 }
 
-/// The text and the plot of `h`.
-pub fn render(h: &Hvo) -> (String, Vec<(&'static str, String)>) {
+/// The report's text of `h`.
+pub fn render(h: &Hvo) -> String {
     let mut s = String::new();
     anon_cow(&mut s, h);
     s.push('\n');
     gigantic(&mut s, &h.gigantic);
     s.push('\n');
     demote(&mut s, &h.demote);
-    (s, vec![("changes", plot(h))])
-}
-
-/// The `--plot` chart: every change the report judges, in percent of its
-/// base, ours beside the published: (a) throughput per kernel against the
-/// v6.10 parent (ours with its 95 % interval), (b) the 1G alloc and free
-/// time per page, v6.12 against v6.11, (c) the demote time per page,
-/// batched against unbatched.
-pub fn plot(h: &Hvo) -> String {
-    use crate::plot::{Bar, BarGroup, bar_chart};
-    const OURS: &str = "ours";
-    const PUBLISHED: &str = "published";
-    let bar = |series: &str, pct: f64, ci: Option<(f64, f64)>| {
-        let (lo, hi) = ci.map_or((f64::NAN, f64::NAN), |(lo, hi)| (100.0 + lo, 100.0 + hi));
-        Bar { series: series.to_string(), mean: 100.0 + pct, lo, hi }
-    };
-    let mut groups = Vec::new();
-    for r in &h.anon_cow.rows {
-        if r.variant.policy == mmlab_vmemmap::RcuPolicy::V6_10 && !r.variant.hvo {
-            continue; // the base itself
-        }
-        let mut bars = vec![bar(OURS, r.change.pct, Some(r.change_ci))];
-        if let Some(p) = r.published {
-            bars.push(bar(PUBLISHED, p.change.pct, None));
-        }
-        groups.push(BarGroup { label: format!("(a) faults/s {}", r.variant.label), bars });
-    }
-    for r in &h.gigantic.rows {
-        groups.push(BarGroup {
-            label: format!("(b) 1G {} v6.12", r.op),
-            bars: vec![bar(OURS, r.ours.pct, None), bar(PUBLISHED, r.published.pct, None)],
-        });
-    }
-    let d = &h.demote;
-    groups.push(BarGroup {
-        label: "(c) 1G demote batched".to_string(),
-        bars: vec![bar(OURS, d.ours.pct, None), bar(PUBLISHED, d.published_change.pct, None)],
-    });
-    bar_chart(
-        "hvo: changes against each part's base",
-        "% of base (faults/s in (a), time per 1G page in (b), (c))",
-        &groups,
-    )
+    s
 }
 
 /// The report's words for the fix's verdict.

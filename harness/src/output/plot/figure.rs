@@ -1,0 +1,958 @@
+//! Figures: the reproductions' pictures. A [`Figure`] is one or more
+//! [`Panel`]s side by side (two to a row), each with its own axes and a
+//! stack of [`Layer`]s drawn in order: lines (optionally as steps, for a
+//! count that holds between samples), markers with confidence whiskers and
+//! direct labels, grouped or stacked bars on a categorical axis, horizontal
+//! rules, the `y = x` line with the band of a factor around it, and event
+//! ticks along the bottom (a drain, with its size).
+//!
+//! # Reading it in print
+//!
+//! Every series gets a [`Style`]: a colour from a palette whose entries
+//! differ in lightness as well as hue (black, Okabe–Ito blue, vermillion,
+//! orange, sky blue, bluish green), a dash pattern and a marker shape, so
+//! that two series stay apart on a greyscale printout and for readers who
+//! confuse red and green. Lines are labelled at their right end and points
+//! beside themselves ([`Point::label`], placed so that labels do not
+//! overlap), so reading the picture needs no legend lookup; a legend row
+//! under the panel title names the layers too, with their mark.
+//!
+//! # Reading it by program
+//!
+//! Each layer is a `<g class="layer" data-kind="…" data-name="…">`; points
+//! carry `data-x`/`data-y` (the values, not pixels); axis labels are
+//! `<text class="x-label">` and `<text class="y-label">`; a panel is a
+//! `<g class="panel" data-title="…">`. The tests parse these.
+//!
+//! Non-finite values are left out; values at or below 0 are left out of a
+//! log axis. A panel with nothing to draw says "no data".
+
+use super::axis::{Scale, Ticks, fmt_num, nice_ticks};
+use super::{c, esc};
+use std::fmt::Write as _;
+
+/// Colours that differ in lightness as well as hue (greyscale order: black,
+/// blue, vermillion, bluish green, orange, sky blue).
+pub const COLOURS: [&str; 6] = ["#000000", "#0072B2", "#D55E00", "#009E73", "#E69F00", "#56B4E9"];
+/// Dash patterns (`stroke-dasharray`), solid first.
+const DASHES: [&str; 4] = ["", "6 3", "2 3", "8 3 2 3"];
+
+/// A marker shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// A circle.
+    Circle,
+    /// A square.
+    Square,
+    /// An upward triangle.
+    Triangle,
+    /// A diamond (published values).
+    Diamond,
+}
+
+/// How a series is drawn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Style {
+    /// Index into [`COLOURS`] (wraps).
+    pub colour: usize,
+    /// Index into the dash patterns (wraps); 0 is solid.
+    pub dash: usize,
+    /// Marker shape.
+    pub shape: Shape,
+    /// Markers and bars drawn as outlines (hatched, for bars).
+    pub hollow: bool,
+}
+
+impl Style {
+    /// The `i`-th of a set of series: colour, dash and shape all differ.
+    pub const fn nth(i: usize) -> Style {
+        let shapes = [Shape::Circle, Shape::Square, Shape::Triangle, Shape::Diamond];
+        Style { colour: i, dash: i, shape: shapes[i % 4], hollow: false }
+    }
+    /// Published values: black hollow diamonds, hatched bars.
+    pub const PUBLISHED: Style = Style { colour: 0, dash: 0, shape: Shape::Diamond, hollow: true };
+    /// A reference (a threshold, a rule): grey-black, dashed.
+    pub const fn rule(i: usize) -> Style {
+        Style { colour: i, dash: 1 + i % 3, shape: Shape::Circle, hollow: false }
+    }
+    fn colour(self) -> &'static str {
+        COLOURS[self.colour % COLOURS.len()]
+    }
+    fn dash_attr(self) -> String {
+        match DASHES[self.dash % DASHES.len()] {
+            "" => String::new(),
+            d => format!(" stroke-dasharray=\"{d}\""),
+        }
+    }
+}
+
+/// An axis: its label (with the unit), and whether it is logarithmic,
+/// includes 0, or names categories.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Axis {
+    /// The label, unit included: "pages on the pcp".
+    pub label: String,
+    /// Logarithmic (decades).
+    pub log: bool,
+    /// Extend a linear range to include 0.
+    pub zero: bool,
+    /// Categorical: category `i` is at x = `i`. Empty for a numeric axis.
+    pub categories: Vec<String>,
+    /// Leave 5 % of the range free beyond the data (markers at the edge
+    /// stay whole); off for a count over iterations.
+    pub pad: bool,
+}
+
+impl Axis {
+    /// A linear axis.
+    pub fn linear(label: &str) -> Axis {
+        Axis { label: label.to_string(), pad: true, ..Axis::default() }
+    }
+    /// A linear axis spanning exactly the data (rounded to its ticks).
+    pub fn tight(label: &str) -> Axis {
+        Axis { pad: false, ..Axis::linear(label) }
+    }
+    /// A linear axis that includes 0.
+    pub fn from_zero(label: &str) -> Axis {
+        Axis { zero: true, ..Axis::linear(label) }
+    }
+    /// A logarithmic axis.
+    pub fn log(label: &str) -> Axis {
+        Axis { log: true, ..Axis::linear(label) }
+    }
+    /// A categorical axis.
+    pub fn categories(label: &str, categories: Vec<String>) -> Axis {
+        Axis { categories, ..Axis::linear(label) }
+    }
+}
+
+/// One marker.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    /// Position.
+    pub x: f64,
+    /// Position.
+    pub y: f64,
+    /// Confidence interval in y, drawn as a whisker.
+    pub y_ci: Option<(f64, f64)>,
+    /// Written beside the marker.
+    pub label: Option<String>,
+}
+
+impl Point {
+    /// A point without whisker or label.
+    pub fn at(x: f64, y: f64) -> Point {
+        Point { x, y, y_ci: None, label: None }
+    }
+    /// A labelled point.
+    pub fn labelled(x: f64, y: f64, label: &str) -> Point {
+        Point { label: Some(label.to_string()), ..Point::at(x, y) }
+    }
+}
+
+/// One series of a bar layer: a value per category.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BarSeries {
+    /// Its name.
+    pub name: String,
+    /// Its style (colour; hollow = hatched).
+    pub style: Style,
+    /// One value per category (NaN: no bar).
+    pub values: Vec<f64>,
+}
+
+/// What a panel draws, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Layer {
+    /// A polyline through `points` in order; `step` holds each value
+    /// until the next x (a count sampled after each iteration). The name
+    /// is written at its right end.
+    Line {
+        /// Name.
+        name: String,
+        /// Style.
+        style: Style,
+        /// Points.
+        points: Vec<(f64, f64)>,
+        /// Staircase.
+        step: bool,
+        /// A marker at each point.
+        marks: bool,
+    },
+    /// Markers.
+    Points {
+        /// Name.
+        name: String,
+        /// Style.
+        style: Style,
+        /// Points.
+        points: Vec<Point>,
+    },
+    /// Bars on a categorical x axis, side by side or stacked.
+    Bars {
+        /// Stacked (one bar per category) or grouped.
+        stacked: bool,
+        /// Series.
+        series: Vec<BarSeries>,
+    },
+    /// A horizontal line across the panel, named at its right end.
+    Rule {
+        /// Name.
+        name: String,
+        /// Style.
+        style: Style,
+        /// Where.
+        y: f64,
+    },
+    /// The line `y = x` and the band between `x / factor` and
+    /// `x * factor` (both signs) around it.
+    Identity {
+        /// Name of the band ("within 2x").
+        name: String,
+        /// The band's factor (> 1); 1 draws no band.
+        factor: f64,
+    },
+    /// Ticks at the bottom of the panel at each x, with a label above.
+    Events {
+        /// Name.
+        name: String,
+        /// Style.
+        style: Style,
+        /// `(x, label)`.
+        events: Vec<(f64, String)>,
+    },
+}
+
+impl Layer {
+    fn kind(&self) -> &'static str {
+        match self {
+            Layer::Line { .. } => "line",
+            Layer::Points { .. } => "points",
+            Layer::Bars { .. } => "bars",
+            Layer::Rule { .. } => "rule",
+            Layer::Identity { .. } => "identity",
+            Layer::Events { .. } => "events",
+        }
+    }
+    /// `(name, style)` of each legend entry.
+    fn legend(&self) -> Vec<(&str, Style)> {
+        match self {
+            Layer::Line { name, style, .. }
+            | Layer::Points { name, style, .. }
+            | Layer::Rule { name, style, .. }
+            | Layer::Events { name, style, .. } => vec![(name, *style)],
+            Layer::Bars { series, .. } => series.iter().map(|s| (s.name.as_str(), s.style)).collect(),
+            Layer::Identity { name, .. } => vec![(name, Style { colour: 0, dash: 2, ..Style::nth(0) })],
+        }
+    }
+    fn name(&self) -> String {
+        self.legend().iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// One chart of a figure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Panel {
+    /// Its title.
+    pub title: String,
+    /// x axis.
+    pub x: Axis,
+    /// y axis.
+    pub y: Axis,
+    /// Drawn in order.
+    pub layers: Vec<Layer>,
+}
+
+/// A titled row (or rows) of panels with a caption under them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    /// Its title.
+    pub title: String,
+    /// The panels, two to a row.
+    pub panels: Vec<Panel>,
+    /// What the picture shows and where its numbers come from.
+    pub caption: String,
+}
+
+const PANEL_W: f64 = 470.0;
+const PANEL_H: f64 = 270.0;
+const M_LEFT: f64 = 70.0;
+const M_RIGHT: f64 = 110.0;
+const M_TOP: f64 = 72.0;
+const M_BOTTOM_NUM: f64 = 52.0;
+const CHAR_W: f64 = 6.6;
+const GRID: &str = "#e0e0e0";
+
+impl Figure {
+    /// The figure as a standalone SVG document.
+    pub fn to_svg(&self) -> String {
+        let bottoms: Vec<f64> = self.panels.iter().map(bottom_margin).collect();
+        let cell_w = M_LEFT + PANEL_W + M_RIGHT;
+        let cols = self.panels.len().clamp(1, 2);
+        let rows = self.panels.len().div_ceil(2).max(1);
+        let row_h: Vec<f64> = (0..rows)
+            .map(|r| M_TOP + PANEL_H + bottoms.iter().skip(r * 2).take(2).fold(M_BOTTOM_NUM, |a, &b| a.max(b)))
+            .collect();
+        let caption = wrap(&self.caption, ((cell_w * cols as f64 - 20.0) / CHAR_W) as usize);
+        let width = (cell_w * cols as f64).max(self.title.chars().count() as f64 * 9.6 + 40.0);
+        let height = 40.0 + row_h.iter().sum::<f64>() + 16.0 * caption.len() as f64 + 10.0;
+        // Ids unique to the figure, so that figures inlined into one page
+        // do not take each other's clip paths and patterns.
+        let pre: String = self.title.chars().filter(char::is_ascii_alphanumeric).take(48).collect();
+        let mut out = String::new();
+        let (w, h) = (c(width.ceil()), c(height.ceil()));
+        let _ = writeln!(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
+        let _ = writeln!(
+            out,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"12\" class=\"figure\">"
+        );
+        let _ = writeln!(out, "<title>{}</title>", esc(&self.title));
+        out.push_str("<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#000000\" stroke-width=\"1.5\"/></pattern></defs>\n");
+        let _ =
+            writeln!(out, "<rect class=\"background\" x=\"0\" y=\"0\" width=\"{w}\" height=\"{h}\" fill=\"#ffffff\"/>");
+        let _ = writeln!(
+            out,
+            "<text class=\"title\" x=\"{}\" y=\"24\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\">{}</text>",
+            c(width / 2.0),
+            esc(&self.title)
+        );
+        let mut y0 = 40.0;
+        for (r, &rh) in row_h.iter().enumerate() {
+            for (k, (i, p)) in self.panels.iter().enumerate().skip(r * 2).take(2).enumerate() {
+                draw_panel(&mut out, p, &format!("{pre}clip{i}"), cell_w * k as f64 + M_LEFT, y0 + M_TOP);
+            }
+            y0 += rh;
+        }
+        out.push_str("<g class=\"caption\" font-size=\"12\" fill=\"#222222\">\n");
+        for (i, line) in caption.iter().enumerate() {
+            let _ = writeln!(out, "<text x=\"10\" y=\"{}\">{}</text>", c(y0 + 14.0 + 16.0 * i as f64), esc(line));
+        }
+        out.push_str("</g>\n</svg>\n");
+        out.replace("\"hatch\"", &format!("\"{pre}hatch\"")).replace("#hatch)", &format!("#{pre}hatch)"))
+    }
+}
+
+/// Space under a panel for its x tick labels and axis label.
+fn bottom_margin(p: &Panel) -> f64 {
+    if p.x.categories.is_empty() {
+        return M_BOTTOM_NUM;
+    }
+    let widest = p.x.categories.iter().map(|s| s.chars().count()).max().unwrap_or(0) as f64 * CHAR_W;
+    if widest > PANEL_W / p.x.categories.len().max(1) as f64 - 4.0 { widest * 0.6 + 40.0 } else { M_BOTTOM_NUM }
+}
+
+/// Greedy word wrap at `width` characters.
+fn wrap(s: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    for para in s.split('\n') {
+        let mut line = String::new();
+        for word in para.split_whitespace() {
+            if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width.max(20) {
+                lines.push(std::mem::take(&mut line));
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        lines.push(line);
+    }
+    lines
+}
+
+/// One axis's value-to-pixel map and ticks.
+struct Mapped {
+    scale: Scale,
+    log: bool,
+    ticks: Vec<(f64, String)>,
+}
+
+impl Mapped {
+    fn new(axis: &Axis, values: &[f64], px_lo: f64, px_hi: f64) -> Mapped {
+        if !axis.categories.is_empty() {
+            let n = axis.categories.len() as f64;
+            return Mapped {
+                scale: Scale::new(-0.5, n - 0.5, px_lo, px_hi),
+                log: false,
+                ticks: axis.categories.iter().enumerate().map(|(i, s)| (i as f64, s.clone())).collect(),
+            };
+        }
+        let finite = values.iter().copied().filter(|v| v.is_finite() && (!axis.log || *v > 0.0));
+        let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+        if axis.log {
+            let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (1.0, 10.0) };
+            let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+            let b = if b == a { a + 1 } else { b };
+            let ticks = (a..=b).map(|e| (10f64.powi(e), fmt_num(10f64.powi(e)))).collect();
+            return Mapped { scale: Scale::new(f64::from(a), f64::from(b), px_lo, px_hi), log: true, ticks };
+        }
+        let (mut lo, mut hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) };
+        if axis.zero {
+            lo = lo.min(0.0);
+            hi = hi.max(0.0);
+        }
+        let pad = if axis.pad { (hi - lo) * 0.05 } else { 0.0 };
+        let t: Ticks = nice_ticks(if axis.zero && lo == 0.0 { lo } else { lo - pad }, hi + pad);
+        let labels = t.labels();
+        Mapped {
+            scale: Scale::new(t.first(), t.last(), px_lo, px_hi),
+            log: false,
+            ticks: t.values.iter().copied().zip(labels).collect(),
+        }
+    }
+    fn map(&self, v: f64) -> Option<f64> {
+        if !v.is_finite() || (self.log && v <= 0.0) {
+            return None;
+        }
+        Some(self.scale.map(if self.log { v.log10() } else { v }))
+    }
+    /// `map`, clamped to the axis's range (for rules and bands).
+    fn map_clamped(&self, v: f64) -> Option<f64> {
+        let (a, b) = (self.scale.px_lo.min(self.scale.px_hi), self.scale.px_lo.max(self.scale.px_hi));
+        self.map(v).map(|p| p.clamp(a, b))
+    }
+    fn lo(&self) -> f64 {
+        if self.log { 10f64.powf(self.scale.lo) } else { self.scale.lo }
+    }
+    fn hi(&self) -> f64 {
+        if self.log { 10f64.powf(self.scale.hi) } else { self.scale.hi }
+    }
+}
+
+/// The values a layer puts on each axis (for the ranges).
+fn extent(l: &Layer, xs: &mut Vec<f64>, ys: &mut Vec<f64>) {
+    match l {
+        Layer::Line { points, .. } => {
+            for &(x, y) in points {
+                xs.push(x);
+                ys.push(y);
+            }
+        }
+        Layer::Points { points, .. } => {
+            for p in points {
+                xs.push(p.x);
+                ys.push(p.y);
+                if let Some((a, b)) = p.y_ci {
+                    ys.extend([a, b]);
+                }
+            }
+        }
+        Layer::Bars { stacked, series } => {
+            let n = series.iter().map(|s| s.values.len()).max().unwrap_or(0);
+            for i in 0..n {
+                let vals = series.iter().filter_map(|s| s.values.get(i).copied().filter(|v| v.is_finite()));
+                if *stacked {
+                    ys.push(vals.sum());
+                } else {
+                    ys.extend(vals);
+                }
+            }
+            ys.push(0.0);
+        }
+        Layer::Rule { y, .. } => ys.push(*y),
+        Layer::Identity { .. } => {}
+        Layer::Events { events, .. } => xs.extend(events.iter().map(|e| e.0)),
+    }
+}
+
+fn draw_panel(out: &mut String, p: &Panel, clip: &str, left: f64, top: f64) {
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for l in &p.layers {
+        extent(l, &mut xs, &mut ys);
+    }
+    if p.layers.iter().any(|l| matches!(l, Layer::Identity { .. })) {
+        // y = x: both axes span both sets.
+        let all: Vec<f64> = xs.iter().chain(&ys).copied().collect();
+        xs.clone_from(&all);
+        ys = all;
+    }
+    let (bottom, right) = (top + PANEL_H, left + PANEL_W);
+    let x = Mapped::new(&p.x, &xs, left, right);
+    let y = Mapped::new(&p.y, &ys, bottom, top);
+    let _ = writeln!(out, "<g class=\"panel\" data-title=\"{}\">", esc(&p.title));
+    let _ = writeln!(
+        out,
+        "<clipPath id=\"{clip}\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath>",
+        c(left),
+        c(top),
+        c(PANEL_W),
+        c(PANEL_H)
+    );
+    let _ = writeln!(
+        out,
+        "<text class=\"panel-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"13\" font-weight=\"bold\">{}</text>",
+        c(left + PANEL_W / 2.0),
+        c(top - 54.0),
+        esc(&p.title)
+    );
+    legend(out, p, left, top - 36.0);
+    axes(out, p, &x, &y, left, top);
+    let empty = xs.iter().chain(&ys).all(|v| !v.is_finite()) && p.x.categories.is_empty();
+    if empty {
+        let _ = writeln!(
+            out,
+            "<text class=\"no-data\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#666666\">no data</text>",
+            c(left + PANEL_W / 2.0),
+            c(top + PANEL_H / 2.0)
+        );
+    }
+    let mut placed: Vec<Rect> = Vec::new();
+    let mut labels = String::new();
+    for l in &p.layers {
+        let _ = writeln!(
+            out,
+            "<g class=\"layer\" data-kind=\"{}\" data-name=\"{}\" clip-path=\"url(#{clip})\">",
+            l.kind(),
+            esc(&l.name())
+        );
+        draw_layer(out, &mut labels, l, &x, &y, &mut placed);
+        out.push_str("</g>\n");
+    }
+    // Labels are not clipped: a line's name stands right of the panel.
+    let _ = write!(out, "<g class=\"labels\">\n{labels}</g>\n</g>\n");
+}
+
+/// The legend row under a panel's title: each layer's mark and name.
+fn legend(out: &mut String, p: &Panel, left: f64, mut y: f64) {
+    out.push_str("<g class=\"legend\" font-size=\"11\">\n");
+    let mut x = left;
+    for l in &p.layers {
+        for (name, s) in l.legend() {
+            let w = 26.0 + name.chars().count() as f64 * 6.0 + 12.0;
+            if x + w > left + PANEL_W + M_RIGHT - 10.0 && x > left {
+                // The next row.
+                x = left;
+                y += 15.0;
+            }
+            match l {
+                Layer::Bars { .. } => swatch(out, s, x, y - 9.0, 18.0, 10.0),
+                _ => {
+                    let _ = writeln!(
+                        out,
+                        "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"{}/>",
+                        c(x),
+                        c(y - 4.0),
+                        c(x + 20.0),
+                        c(y - 4.0),
+                        s.colour(),
+                        s.dash_attr()
+                    );
+                    if matches!(l, Layer::Points { .. } | Layer::Line { marks: true, .. }) {
+                        marker(out, s, x + 10.0, y - 4.0, "");
+                    }
+                }
+            }
+            let _ = writeln!(out, "<text x=\"{}\" y=\"{}\">{}</text>", c(x + 24.0), c(y), esc(name));
+            x += w;
+        }
+    }
+    out.push_str("</g>\n");
+}
+
+fn swatch(out: &mut String, s: Style, x: f64, y: f64, w: f64, h: f64) {
+    let fill = if s.hollow { "url(#hatch)".to_string() } else { s.colour().to_string() };
+    let _ = writeln!(
+        out,
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{fill}\" stroke=\"{}\" stroke-width=\"1\"/>",
+        c(x),
+        c(y),
+        c(w.max(0.5)),
+        c(h.max(0.0)),
+        if s.hollow { "#000000" } else { s.colour() }
+    );
+}
+
+fn axes(out: &mut String, p: &Panel, x: &Mapped, y: &Mapped, left: f64, top: f64) {
+    let (bottom, right) = (top + PANEL_H, left + PANEL_W);
+    let _ = writeln!(out, "<g class=\"grid\" stroke=\"{GRID}\" stroke-width=\"1\">");
+    for (v, _) in &y.ticks {
+        if let Some(py) = y.map(*v) {
+            let _ = writeln!(out, "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>", c(left), c(py), c(right), c(py));
+        }
+    }
+    if p.x.categories.is_empty() {
+        for (v, _) in &x.ticks {
+            if let Some(px) = x.map(*v) {
+                let _ =
+                    writeln!(out, "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>", c(px), c(top), c(px), c(bottom));
+            }
+        }
+    }
+    out.push_str("</g>\n");
+    let _ = writeln!(
+        out,
+        "<rect class=\"frame\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333333\"/>",
+        c(left),
+        c(top),
+        c(PANEL_W),
+        c(PANEL_H)
+    );
+    out.push_str("<g class=\"y-ticks\" font-family=\"monospace\" font-size=\"11\" text-anchor=\"end\">\n");
+    for (v, label) in &y.ticks {
+        if let Some(py) = y.map(*v) {
+            let _ = writeln!(out, "<text x=\"{}\" y=\"{}\">{}</text>", c(left - 6.0), c(py + 4.0), esc(label));
+        }
+    }
+    out.push_str("</g>\n");
+    let rotate = bottom_margin(p) > M_BOTTOM_NUM;
+    out.push_str("<g class=\"x-ticks\" font-family=\"monospace\" font-size=\"11\">\n");
+    for (v, label) in &x.ticks {
+        let Some(px) = x.map(*v) else { continue };
+        if rotate {
+            let ty = bottom + 14.0;
+            let _ = writeln!(
+                out,
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" transform=\"rotate(-35 {} {})\">{}</text>",
+                c(px),
+                c(ty),
+                c(px),
+                c(ty),
+                esc(label)
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                c(px),
+                c(bottom + 16.0),
+                esc(label)
+            );
+        }
+    }
+    out.push_str("</g>\n");
+    let _ = writeln!(
+        out,
+        "<text class=\"x-label{}\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+        if p.x.categories.is_empty() { "" } else { " categorical" },
+        c(left + PANEL_W / 2.0),
+        c(bottom + bottom_margin(p) - 12.0),
+        esc(&p.x.label)
+    );
+    let (lx, ly) = (left - 54.0, top + PANEL_H / 2.0);
+    let _ = writeln!(
+        out,
+        "<text class=\"y-label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 {} {})\">{}</text>",
+        c(lx),
+        c(ly),
+        c(lx),
+        c(ly),
+        esc(&p.y.label)
+    );
+}
+
+/// A label's box, to keep labels apart.
+#[derive(Clone, Copy)]
+struct Rect {
+    x0: f64,
+    y0: f64,
+    x1: f64,
+    y1: f64,
+}
+
+impl Rect {
+    fn overlaps(&self, o: &Rect) -> bool {
+        self.x0 < o.x1 && o.x0 < self.x1 && self.y0 < o.y1 && o.y0 < self.y1
+    }
+}
+
+/// Writes `text` near `(px, py)` where it overlaps no label or marker
+/// placed yet: right, left, above, below, then the diagonals, in rings
+/// further out, with a thin leader line back to the point once it is
+/// away from it. Records its box.
+fn place_label(out: &mut String, placed: &mut Vec<Rect>, px: f64, py: f64, text: &str, class: &str) {
+    let w = text.chars().count() as f64 * 6.0;
+    let h = 11.0;
+    let mut tries = Vec::new();
+    for d in [1.0, 2.0, 3.5, 5.0, 7.0] {
+        let (dx, dy) = (6.0 * d, 7.0 * d);
+        tries.extend([
+            (px + dx, py + 4.0),
+            (px - dx - w, py + 4.0),
+            (px - w / 2.0, py - dy),
+            (px - w / 2.0, py + dy + h),
+            (px + dx, py - dy),
+            (px - dx - w, py - dy),
+            (px + dx, py + dy + h),
+            (px - dx - w, py + dy + h),
+        ]);
+    }
+    let r = |(x, y): (f64, f64)| Rect { x0: x, y0: y - h, x1: x + w, y1: y };
+    let free = tries.iter().position(|&t| placed.iter().all(|p| !r(t).overlaps(p))).unwrap_or(0);
+    let pick = tries[free];
+    placed.push(r(pick));
+    if free >= 8 {
+        let (lx, ly) = ((pick.0 + w / 2.0).clamp(pick.0, pick.0 + w), pick.1 - h / 2.0);
+        let _ = writeln!(
+            out,
+            "<line class=\"leader\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999999\" stroke-width=\"0.6\"/>",
+            c(px),
+            c(py),
+            c(lx),
+            c(ly)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<text class=\"{class}\" x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#222222\">{}</text>",
+        c(pick.0),
+        c(pick.1),
+        esc(text)
+    );
+}
+
+/// A marker at `(px, py)` with a tooltip.
+fn marker(out: &mut String, s: Style, px: f64, py: f64, tip: &str) {
+    let (fill, stroke) = if s.hollow { ("#ffffff", s.colour()) } else { (s.colour(), s.colour()) };
+    let attrs = format!("fill=\"{fill}\" stroke=\"{stroke}\" stroke-width=\"1.5\"");
+    let shape = match s.shape {
+        Shape::Circle => format!("<circle cx=\"{}\" cy=\"{}\" r=\"4\" {attrs}>", c(px), c(py)),
+        Shape::Square => format!("<rect x=\"{}\" y=\"{}\" width=\"7\" height=\"7\" {attrs}>", c(px - 3.5), c(py - 3.5)),
+        Shape::Triangle => format!(
+            "<polygon points=\"{},{} {},{} {},{}\" {attrs}>",
+            c(px),
+            c(py - 5.0),
+            c(px - 4.5),
+            c(py + 3.5),
+            c(px + 4.5),
+            c(py + 3.5)
+        ),
+        Shape::Diamond => format!(
+            "<polygon points=\"{},{} {},{} {},{} {},{}\" {attrs}>",
+            c(px),
+            c(py - 5.0),
+            c(px + 5.0),
+            c(py),
+            c(px),
+            c(py + 5.0),
+            c(px - 5.0),
+            c(py)
+        ),
+    };
+    let close = match s.shape {
+        Shape::Circle => "</circle>",
+        Shape::Square => "</rect>",
+        _ => "</polygon>",
+    };
+    let _ = writeln!(out, "{shape}<title>{}</title>{close}", esc(tip));
+}
+
+fn draw_layer(out: &mut String, labels: &mut String, l: &Layer, x: &Mapped, y: &Mapped, placed: &mut Vec<Rect>) {
+    match l {
+        Layer::Line { name, style, points, step, marks } => {
+            let mut coords = Vec::new();
+            let mut last: Option<(f64, f64)> = None;
+            for &(vx, vy) in points {
+                let (Some(px), Some(py)) = (x.map(vx), y.map(vy)) else { continue };
+                if let (true, Some((_, ly))) = (*step, last) {
+                    coords.push(format!("{},{}", c(px), c(ly)));
+                }
+                coords.push(format!("{},{}", c(px), c(py)));
+                last = Some((px, py));
+            }
+            let _ = writeln!(
+                out,
+                "<polyline class=\"series\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"{} points=\"{}\"><title>{}</title></polyline>",
+                style.colour(),
+                style.dash_attr(),
+                coords.join(" "),
+                esc(name)
+            );
+            if *marks {
+                for &(vx, vy) in points {
+                    if let (Some(px), Some(py)) = (x.map(vx), y.map(vy)) {
+                        let _ = write!(out, "<g class=\"point\" data-x=\"{vx}\" data-y=\"{vy}\">");
+                        marker(out, *style, px, py, &format!("{name}: {}, {}", fmt_num(vx), fmt_num(vy)));
+                        out.push_str("</g>\n");
+                    }
+                }
+            }
+            if let Some((px, py)) = last {
+                place_label(labels, placed, px, py, name, "line-label");
+            }
+        }
+        Layer::Points { name, style, points } => {
+            for p in points {
+                let (Some(px), Some(py)) = (x.map(p.x), y.map(p.y)) else { continue };
+                if let Some((a, b)) = p.y_ci
+                    && let (Some(pa), Some(pb)) = (y.map_clamped(a), y.map_clamped(b))
+                {
+                    let _ = writeln!(
+                        out,
+                        "<line class=\"whisker\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"1\"/>",
+                        c(px),
+                        c(pa),
+                        c(px),
+                        c(pb),
+                        style.colour()
+                    );
+                }
+                let tip = format!("{}: {}, {}", p.label.as_deref().unwrap_or(name), fmt_num(p.x), fmt_num(p.y));
+                let _ = write!(out, "<g class=\"point\" data-x=\"{}\" data-y=\"{}\">", p.x, p.y);
+                marker(out, *style, px, py, &tip);
+                out.push_str("</g>\n");
+                placed.push(Rect { x0: px - 5.0, y0: py - 5.0, x1: px + 5.0, y1: py + 5.0 });
+            }
+            for p in points {
+                let (Some(px), Some(py), Some(label)) = (x.map(p.x), y.map(p.y), &p.label) else { continue };
+                place_label(labels, placed, px, py, label, "point-label");
+            }
+        }
+        Layer::Bars { stacked, series } => draw_bars(out, *stacked, series, x, y),
+        Layer::Rule { name, style, y: vy } => {
+            let Some(py) = y.map(*vy) else { return };
+            let (l, r) = (x.scale.px_lo, x.scale.px_hi);
+            let _ = writeln!(
+                out,
+                "<line class=\"rule\" data-y=\"{vy}\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"1.2\"{}/>",
+                c(l),
+                c(py),
+                c(r),
+                c(py),
+                style.colour(),
+                style.dash_attr()
+            );
+            place_label(labels, placed, r - name.chars().count() as f64 * 6.0 - 12.0, py - 4.0, name, "rule-label");
+        }
+        Layer::Identity { name, factor } => {
+            let (lo, hi) = (x.lo(), x.hi());
+            let pt = |vx: f64, vy: f64| format!("{},{}", c(x.scale.map(vx)), c(y.scale.map(vy)));
+            if *factor > 1.0 {
+                let f = *factor;
+                // Two wedges through the origin: x > 0 and x < 0.
+                for end in [hi, lo] {
+                    if end == 0.0 {
+                        continue;
+                    }
+                    let _ = writeln!(
+                        out,
+                        "<polygon class=\"band\" points=\"{} {} {}\" fill=\"#000000\" fill-opacity=\"0.08\" stroke=\"none\"/>",
+                        pt(0.0, 0.0),
+                        pt(end, end / f),
+                        pt(end, end * f)
+                    );
+                }
+            }
+            let _ = writeln!(
+                out,
+                "<line class=\"identity\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#000000\" stroke-width=\"1\" stroke-dasharray=\"2 3\"/>",
+                c(x.scale.map(lo)),
+                c(y.scale.map(lo)),
+                c(x.scale.map(hi)),
+                c(y.scale.map(hi))
+            );
+            let _ = writeln!(
+                out,
+                "<line class=\"axis-zero\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888888\" stroke-width=\"0.8\"/>",
+                c(x.scale.px_lo),
+                c(y.scale.map(0.0)),
+                c(x.scale.px_hi),
+                c(y.scale.map(0.0))
+            );
+            let _ = writeln!(
+                out,
+                "<line class=\"axis-zero\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888888\" stroke-width=\"0.8\"/>",
+                c(x.scale.map(0.0)),
+                c(y.scale.px_lo),
+                c(x.scale.map(0.0)),
+                c(y.scale.px_hi)
+            );
+            // Named on the line itself, inside the panel.
+            let at = lo + (hi - lo) * 0.85;
+            if let (Some(px), Some(py)) = (x.map_clamped(at), y.map_clamped(at)) {
+                place_label(labels, placed, px, py, name, "band-label");
+            }
+        }
+        Layer::Events { name, style, events } => {
+            let bottom = y.scale.px_lo;
+            for (vx, label) in events {
+                let Some(px) = x.map(*vx) else { continue };
+                let _ = writeln!(
+                    out,
+                    "<line class=\"event\" data-x=\"{vx}\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"1.5\"><title>{}: {}</title></line>",
+                    c(px),
+                    c(bottom),
+                    c(px),
+                    c(bottom - 10.0),
+                    style.colour(),
+                    esc(name),
+                    esc(label)
+                );
+                if !label.is_empty() {
+                    place_label(labels, placed, px, bottom - 12.0, label, "event-label");
+                }
+            }
+        }
+    }
+}
+
+fn draw_bars(out: &mut String, stacked: bool, series: &[BarSeries], x: &Mapped, y: &Mapped) {
+    let slot = (x.scale.px_hi - x.scale.px_lo) / (x.scale.hi - x.scale.lo).max(1.0);
+    let group = slot * 0.7;
+    let n = series.len().max(1) as f64;
+    let cats = series.iter().map(|s| s.values.len()).max().unwrap_or(0);
+    for i in 0..cats {
+        let Some(cx) = x.map(i as f64) else { continue };
+        let mut base = 0.0;
+        for (k, s) in series.iter().enumerate() {
+            let Some(&v) = s.values.get(i).filter(|v| v.is_finite()) else { continue };
+            // On a log axis a bar stands on the axis's floor.
+            let floor = if y.log { y.lo() } else { 0.0 };
+            let (from, to) = if stacked { (if base == 0.0 { floor } else { base }, base + v) } else { (floor, v) };
+            base = to;
+            let (Some(p0), Some(p1)) = (y.map_clamped(from), y.map_clamped(to)) else { continue };
+            let (bx, bw) =
+                if stacked { (cx - group / 2.0, group) } else { (cx - group / 2.0 + group / n * k as f64, group / n) };
+            let _ = write!(out, "<g class=\"bar\" data-series=\"{}\" data-x=\"{i}\" data-y=\"{v}\">", esc(&s.name));
+            swatch(out, s.style, bx + 1.0, p0.min(p1), bw - 2.0, (p1 - p0).abs());
+            let _ = writeln!(out, "<title>{}: {}</title></g>", esc(&s.name), fmt_num(v));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn panel(layers: Vec<Layer>) -> Panel {
+        Panel { title: "p".into(), x: Axis::linear("x (pages)"), y: Axis::log("y (ns)"), layers }
+    }
+
+    #[test]
+    fn log_axes_leave_out_what_they_cannot_draw() {
+        let f = Figure {
+            title: "t".into(),
+            panels: vec![panel(vec![Layer::Points {
+                name: "s".into(),
+                style: Style::nth(0),
+                points: vec![Point::at(1.0, 10.0), Point::at(2.0, 0.0), Point::at(3.0, f64::NAN), Point::at(4.0, 1e4)],
+            }])],
+            caption: "c".into(),
+        };
+        let svg = f.to_svg();
+        assert_eq!(svg.matches("class=\"point\"").count(), 2, "{svg}");
+        for decade in ["10", "100", "1k", "10k"] {
+            assert!(svg.contains(&format!(">{decade}</text>")), "decade {decade} ticked");
+        }
+    }
+
+    #[test]
+    fn labels_do_not_overlap() {
+        let mut out = String::new();
+        let mut placed = Vec::new();
+        for _ in 0..6 {
+            place_label(&mut out, &mut placed, 100.0, 100.0, "label", "l");
+        }
+        for (i, a) in placed.iter().enumerate() {
+            for b in &placed[i + 1..] {
+                assert!(!a.overlaps(b));
+            }
+        }
+    }
+
+    #[test]
+    fn wrap_keeps_words_whole() {
+        let w = wrap("aaa bbb ccc ddd eee fff ggg hhh iii jjj kkk", 20);
+        assert!(w.len() >= 2 && w.iter().all(|l| l.chars().count() <= 20), "{w:?}");
+        assert_eq!(w.join(" "), "aaa bbb ccc ddd eee fff ggg hhh iii jjj kkk");
+    }
+}
