@@ -165,10 +165,9 @@ enum Command {
         /// linear-map, which runs no loops).
         #[arg(long)]
         full: bool,
-        /// Draw the charts into FILE-<name>-<chart>.svg beside FILE.svg
-        /// (every reproduction draws: the A/B tables as bars, pcp-drain's
-        /// pcp pages over time, hvo's changes and linear-map's map_mem()
-        /// per variant against the published).
+        /// Draw the figures into FILE-<name>-<figure>.svg beside FILE.svg:
+        /// the deterministic model beside the published numbers (the
+        /// same picture for the same seed on any host).
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<std::path::PathBuf>,
         /// Write one self-contained HTML page: the agreement summary, the

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests in `tests/tests/`.
 #![forbid(unsafe_code)]
 
+pub mod browser;
+
 use mmlab_engine::{Machine, MachineConfig};
 use mmlab_harness::stack::{Stack, StackError};
 

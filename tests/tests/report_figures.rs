@@ -237,6 +237,53 @@ fn every_reproduction_draws_its_figures_with_the_published_beside_ours() {
         !html.contains("http://") || html.matches("http://").count() == html.matches("xmlns=\"http://").count(),
         "nothing fetched"
     );
+
+    // And in a real browser: it renders, with no console message.
+    if let Some(r) = in_browser("report", &html, (1400, 12000)) {
+        eprintln!("the report in Chromium: {r:?} ({} bytes of HTML)", html.len());
+        assert!(r.console.is_empty(), "console: {:?}", r.console);
+        assert_eq!(r.size, (1400, 12000));
+        assert!(r.png_bytes > 200_000, "{r:?}");
+        assert!(r.distinct_colours > 50, "{r:?}");
+        assert!((0.02..0.6).contains(&r.non_white_fraction), "{r:?}");
+    }
+}
+
+/// Loads `html` in headless Chromium, or says why not: without a browser
+/// the check is skipped, unless `MMLAB_REQUIRE_BROWSER` is set (CI sets
+/// it, and installs Chromium); under emulation (the aarch64 leg) too.
+fn in_browser(name: &str, html: &str, window: (u32, u32)) -> Option<mmlab_tests::browser::BrowserReport> {
+    if under_emulation() {
+        eprintln!("browser check skipped under MMLAB_TEST_SCALE: the x86_64 leg runs it");
+        return None;
+    }
+    if let Err(e) = mmlab_tests::browser::chromium() {
+        assert!(std::env::var_os("MMLAB_REQUIRE_BROWSER").is_none(), "MMLAB_REQUIRE_BROWSER is set: {e}");
+        eprintln!("browser check skipped: {e}");
+        return None;
+    }
+    let dir = std::env::temp_dir().join(format!("mmlab-browser-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (file, png) = (dir.join(format!("{name}.html")), dir.join(format!("{name}.png")));
+    std::fs::write(&file, html).unwrap();
+    let r = mmlab_tests::browser::load_in_chromium(&file, &png, window);
+    let _ = std::fs::remove_dir_all(&dir);
+    Some(r.unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// The browser check can fail: a page that logs, or throws, is caught,
+/// and a blank page measures as blank.
+#[test]
+fn the_browser_check_sees_console_messages_and_blank_pages() {
+    let page = "<!DOCTYPE html><html><body><p>x</p><script>console.error(\"boom\"); throw new Error(\"thrown\");</script></body></html>";
+    if let Some(r) = in_browser("noisy", page, (400, 300)) {
+        assert_eq!(r.console.len(), 2, "{:?}", r.console);
+        assert!(r.console[0].contains("boom") && r.console[1].contains("Uncaught Error: thrown"), "{:?}", r.console);
+    }
+    if let Some(r) = in_browser("blank", "<!DOCTYPE html><html><body></body></html>", (400, 300)) {
+        assert!(r.console.is_empty());
+        assert_eq!((r.size, r.distinct_colours, r.non_white_fraction), ((400, 300), 1, 0.0), "{r:?}");
+    }
 }
 
 /// The same seed draws the same picture.

@@ -374,9 +374,10 @@ pub fn linear_map(l: &LinearMap) -> Vec<(&'static str, Figure)> {
                     Layer::Bars {
                         stacked: true,
                         series: vec![
-                            bars("TLBI issue", Style::nth(1), col(&|c| c.split.tlbi_ms)),
+                            // Black, vermillion, yellow: apart in greyscale too.
+                            bars("TLBI issue", Style::nth(0), col(&|c| c.split.tlbi_ms)),
                             bars("completion waits", Style::nth(2), col(&|c| c.split.wait_ms)),
-                            bars("barriers", Style::nth(4), col(&|c| c.split.barrier_ms)),
+                            bars("barriers", Style { colour: 6, ..Style::nth(4) }, col(&|c| c.split.barrier_ms)),
                         ],
                     },
                     points(

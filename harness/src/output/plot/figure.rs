@@ -31,9 +31,13 @@ use super::axis::{Scale, Ticks, fmt_num, nice_ticks};
 use super::{c, esc};
 use std::fmt::Write as _;
 
-/// Colours that differ in lightness as well as hue (greyscale order: black,
-/// blue, vermillion, bluish green, orange, sky blue).
-pub const COLOURS: [&str; 6] = ["#000000", "#0072B2", "#D55E00", "#009E73", "#E69F00", "#56B4E9"];
+/// Okabe–Ito colours, distinguishable with the common colour-vision
+/// deficiencies. Their lightness (CIE L*) is black 0, blue 47, vermillion
+/// 58, bluish green 57, orange 72, sky blue 70, yellow 89: series that must
+/// stay apart in a greyscale print (stacked bars) take colours far apart
+/// in that list (black, vermillion, yellow); lines also differ in dash and
+/// marker shape.
+pub const COLOURS: [&str; 7] = ["#000000", "#0072B2", "#D55E00", "#009E73", "#E69F00", "#56B4E9", "#F0E442"];
 /// Dash patterns (`stroke-dasharray`), solid first.
 const DASHES: [&str; 4] = ["", "6 3", "2 3", "8 3 2 3"];
 
@@ -338,7 +342,7 @@ fn bottom_margin(p: &Panel) -> f64 {
         return M_BOTTOM_NUM;
     }
     let widest = p.x.categories.iter().map(|s| s.chars().count()).max().unwrap_or(0) as f64 * CHAR_W;
-    if widest > PANEL_W / p.x.categories.len().max(1) as f64 - 4.0 { widest * 0.6 + 40.0 } else { M_BOTTOM_NUM }
+    if widest > PANEL_W / p.x.categories.len().max(1) as f64 - 4.0 { widest * 0.85 + 40.0 } else { M_BOTTOM_NUM }
 }
 
 /// Greedy word wrap at `width` characters.
@@ -526,6 +530,7 @@ fn legend(out: &mut String, p: &Panel, left: f64, mut y: f64) {
             }
             match l {
                 Layer::Bars { .. } => swatch(out, s, x, y - 9.0, 18.0, 10.0),
+                Layer::Points { .. } => marker(out, s, x + 10.0, y - 4.0, name),
                 _ => {
                     let _ = writeln!(
                         out,
@@ -537,7 +542,7 @@ fn legend(out: &mut String, p: &Panel, left: f64, mut y: f64) {
                         s.colour(),
                         s.dash_attr()
                     );
-                    if matches!(l, Layer::Points { .. } | Layer::Line { marks: true, .. }) {
+                    if matches!(l, Layer::Line { marks: true, .. }) {
                         marker(out, s, x + 10.0, y - 4.0, "");
                     }
                 }
@@ -553,12 +558,11 @@ fn swatch(out: &mut String, s: Style, x: f64, y: f64, w: f64, h: f64) {
     let fill = if s.hollow { "url(#hatch)".to_string() } else { s.colour().to_string() };
     let _ = writeln!(
         out,
-        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{fill}\" stroke=\"{}\" stroke-width=\"1\"/>",
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{fill}\" stroke=\"#333333\" stroke-width=\"0.8\"/>",
         c(x),
         c(y),
         c(w.max(0.5)),
         c(h.max(0.0)),
-        if s.hollow { "#000000" } else { s.colour() }
     );
 }
 
@@ -602,7 +606,7 @@ fn axes(out: &mut String, p: &Panel, x: &Mapped, y: &Mapped, left: f64, top: f64
             let ty = bottom + 14.0;
             let _ = writeln!(
                 out,
-                "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" transform=\"rotate(-35 {} {})\">{}</text>",
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" transform=\"rotate(-55 {} {})\">{}</text>",
                 c(px),
                 c(ty),
                 c(px),
