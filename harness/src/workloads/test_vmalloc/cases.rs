@@ -9,7 +9,6 @@
 //! every worker shares, and its own random stream.
 
 use super::params::{NR_TEST_CASES, Params};
-use super::runner::PcpSample;
 use mmlab_engine::arch::arm64::pgtable::{AddressSpace, mmu};
 use mmlab_engine::mm::vmstat::VmEvent;
 use mmlab_engine::rng::Xoshiro256StarStar;
@@ -64,6 +63,27 @@ const LONG_BUSY_LIST_AREAS: usize = 15000;
 const KVFREE_ARRAY_OFFSET: u64 = 16;
 /// `BITS_PER_LONG`.
 const BITS_PER_LONG: u32 = 64;
+
+/// The pcp after one long_busy_list iteration (mmlab extension, every
+/// `pcp_sample_interval` iterations): what the pcp-drain regression is
+/// made of, drawn by `reproduce pcp-drain`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PcpSample {
+    /// The iteration just finished, from 0.
+    pub iteration: u64,
+    /// `pcp->count` of the worker's CPU in the preferred zone (the first
+    /// of the zonelist, where the test's pages come from).
+    pub count: i32,
+    /// That pageset's `pcp->high` (it moves: 7.2's adaptive high).
+    pub high: i32,
+    /// That pageset's `pcp->high_min`.
+    pub high_min: i32,
+    /// `free_pcppages_bulk()` calls during the iteration (every CPU and
+    /// zone: `pcp_drain` of vmstat).
+    pub drains: u64,
+    /// Pages those calls moved back to the buddy lists (`pcp_drain_pages`).
+    pub drained_pages: u64,
+}
 
 /// A case's return value: `Err` is the module's `return -1`, with the reason.
 pub(super) type CaseRet = Result<(), String>;

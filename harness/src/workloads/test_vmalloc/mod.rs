@@ -49,8 +49,8 @@ mod params;
 mod render;
 mod runner;
 
-pub use cases::{CallUnit, TEST_CASES, TestCase};
+pub use cases::{CallUnit, PcpSample, TEST_CASES, TestCase};
 pub use counters::Counters;
 pub use params::{Mode, NR_TEST_CASES, PARAM_NAMES, Params, resolve};
 pub use render::{render_json, render_text};
-pub use runner::{CaseResult, MachineInfo, PcpSample, Report, WorkerReport, run};
+pub use runner::{CaseResult, MachineInfo, Report, WorkerReport, run};

@@ -8,7 +8,7 @@
 //! taken before the workers start and after they end; the teardown after
 //! that is not counted.
 
-use super::cases::{Ctx, TEST_CASES};
+use super::cases::{Ctx, PcpSample, TEST_CASES};
 use super::counters::Counters;
 use super::params::NR_TEST_CASES;
 use super::params::Params;
@@ -54,27 +54,6 @@ pub struct WorkerReport {
     pub cycles: u64,
     /// Samples of the pcp during long_busy_list (`pcp_sample_interval`).
     pub pcp_series: Vec<PcpSample>,
-}
-
-/// The pcp after one long_busy_list iteration (mmlab extension, every
-/// `pcp_sample_interval` iterations): what the pcp-drain regression is
-/// made of, drawn by `reproduce pcp-drain`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct PcpSample {
-    /// The iteration just finished, from 0.
-    pub iteration: u64,
-    /// `pcp->count` of the worker's CPU in the preferred zone (the first
-    /// of the zonelist, where the test's pages come from).
-    pub count: i32,
-    /// That pageset's `pcp->high` (it moves: 7.2's adaptive high).
-    pub high: i32,
-    /// That pageset's `pcp->high_min`.
-    pub high_min: i32,
-    /// `free_pcppages_bulk()` calls during the iteration (every CPU and
-    /// zone: `pcp_drain` of vmstat).
-    pub drains: u64,
-    /// Pages those calls moved back to the buddy lists (`pcp_drain_pages`).
-    pub drained_pages: u64,
 }
 
 /// What the machine looked like when run.
