@@ -216,15 +216,31 @@ fn more_bad_values_name_the_option() {
 
 #[test]
 fn every_reproduction_draws_what_plot_asks_for() {
-    // linear-map draws its map_mem() changes beside the published (hvo
-    // draws its changes too; it is too slow for a debug test).
+    // linear-map draws map_mem() per variant beside the published (the
+    // others are too slow for a debug test; tests/tests/report_figures.rs
+    // parses every figure), and --html writes the page.
     let dir = std::env::temp_dir().join(format!("mmlab-plot-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let o = mmlab(&["reproduce", "linear-map", "--plot", dir.join("r.svg").to_str().unwrap()]);
+    let html = dir.join("r.html");
+    let o = mmlab(&[
+        "reproduce",
+        "linear-map",
+        "--plot",
+        dir.join("r.svg").to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     let svg = std::fs::read_to_string(dir.join("r-linear-map-map-mem.svg")).expect("the chart was written");
-    assert!(svg.contains("<svg") && svg.contains("512G lazy-unmap") && svg.contains("published"), "{svg}");
+    assert!(svg.contains("<svg") && svg.contains("512G") && svg.contains("lazy-unmap"), "{svg}");
+    assert!(svg.contains("data-name=\"published\""), "{svg}");
+    let page = std::fs::read_to_string(&html).expect("the page was written");
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains(&svg[svg.find("<svg").unwrap()..]), "{page}");
     std::fs::remove_dir_all(&dir).unwrap();
+    // An --html that cannot be written is refused before anything runs.
+    let o = mmlab(&["reproduce", "linear-map", "--html", "/nonexistent/r.html"]);
+    assert_eq!(o.code, Some(2), "{}", o.stdout);
+    assert!(o.stderr.contains("--html: cannot write /nonexistent/r.html") && o.stdout.is_empty(), "{}", o.stderr);
 }
 
 /// `refused`, and `mmlab fuzz` did not start: no progress or summary line.
