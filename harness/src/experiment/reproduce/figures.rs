@@ -180,7 +180,7 @@ pub fn contpte(c: &Contpte) -> Vec<(&'static str, Figure)> {
             }],
         }],
         caption: format!(
-            "Hatched: what the published Ampere Altra table implies for contpte alone (the series' change divided by the barrier batching's; missing where the row maps a PMD block). Solid: ours. Verdict: {}.",
+            "Hatched: what the published Ampere Altra table implies for contpte alone ((1 + h:1's published change) / (1 + h:0's) - 1: h:0 is batching alone, h:1 batching and contpte; missing where h:1 maps a PMD block). Solid: ours. Verdict: {}.",
             c.h1_verdict.as_str()
         ),
     };

@@ -8,12 +8,19 @@ use crate::output::plot::axis::{Scale, Ticks, fmt_num, nice_ticks};
 use crate::output::plot::{c, esc};
 use std::fmt::Write as _;
 
+/// A panel's plot area, pixels.
 const PANEL_W: f64 = 470.0;
 const PANEL_H: f64 = 270.0;
+/// Left of the plot area: y tick labels and the y label.
 const M_LEFT: f64 = 70.0;
+/// Right of it: the names written at the ends of lines and rules.
 const M_RIGHT: f64 = 110.0;
+/// Above it: the panel title and up to two legend rows.
 const M_TOP: f64 = 72.0;
+/// Below it on a numeric x axis: tick labels and the x label (a
+/// categorical axis with long names takes more, [`bottom_margin`]).
 const M_BOTTOM_NUM: f64 = 52.0;
+/// Estimated advance of one character of 11-12 px text.
 const CHAR_W: f64 = 6.6;
 const GRID: &str = "#e0e0e0";
 
