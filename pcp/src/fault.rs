@@ -339,6 +339,15 @@ mod tests {
         f.set_fail_nth(&[1, 1]);
         assert_eq!(run(&f, Gfp::GFP_ATOMIC, 0, 2), [true, true]);
         assert_eq!(f.injected(), 2);
+        // times stays at 0 once spent (not -1: no limit), so after fail-nth
+        // the attributes inject nothing more.
+        let f = armed(FaultAttr { times: 1, ..always() });
+        f.set_fail_nth(&[1, 1]);
+        assert_eq!(run(&f, Gfp::GFP_ATOMIC, 0, 4), [true, true, false, false]);
+        // A 0 written to fail-nth is no countdown.
+        let f = armed(FaultAttr { probability: 0, times: -1, ..always() });
+        f.set_fail_nth(&[0, 2]);
+        assert_eq!(run(&f, Gfp::GFP_ATOMIC, 0, 3), [false, true, false]);
         // Disarmed: nothing pending, nothing counted.
         let f = FailPageAlloc::default();
         f.set_fail_nth(&[1]);
