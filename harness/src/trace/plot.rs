@@ -8,13 +8,13 @@
 //!   order 0's thousands both show. At most [`MAX_COLUMNS`] columns: each
 //!   shows the last state of its time bucket.
 //! - `<FILE>-pcp.svg`: pages on each CPU's pcp lists and its `high`, over
-//!   trace time, from `mmlab_state:pcp_state` (the harness's line chart).
+//!   trace time, from `mmlab_state:pcp_state` (a [`crate::plot::figure`] step line per value).
 //!
 //! Both are plain SVG documents (no fonts or rasterising needed); a trace
 //! without those events gives a chart with a "no data" note.
 
 use super::event::TraceEvent;
-use crate::output::plot::{Series, line_chart};
+use crate::output::plot::figure::{Axis, Figure, Layer, Panel, Style};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -61,25 +61,43 @@ pub fn plots(events: &[TraceEvent], path: &Path) -> Vec<(PathBuf, String)> {
 
 /// Pages on each CPU's pcp lists and its high over trace time.
 pub fn pcp_chart(events: &[TraceEvent]) -> String {
-    let mut series: Vec<Series> = Vec::new();
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for e in events.iter().filter(|e| (e.system, e.name) == ("mmlab_state", "pcp_state")) {
         for (what, v) in [("count", e.i("count") as i32), ("high", e.i("high") as i32)] {
             let label = format!("cpu{} {what}", e.cpu);
-            let i = match series.iter().position(|s| s.label == label) {
+            let i = match series.iter().position(|s| s.0 == label) {
                 Some(i) => i,
                 None => {
-                    series.push(Series { label, points: Vec::new() });
+                    series.push((label, Vec::new()));
                     series.len() - 1
                 }
             };
-            series[i].points.push((e.ts as f64, f64::from(v)));
+            series[i].1.push((e.ts as f64, f64::from(v)));
         }
     }
-    series.sort_by(|a, b| a.label.cmp(&b.label));
-    for sr in &mut series {
-        sr.points = decimate(&sr.points, MAX_POINTS);
+    series.sort_by(|a, b| a.0.cmp(&b.0));
+    let layers = series
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, points))| Layer::Line {
+            name,
+            style: Style::nth(i + 1),
+            points: decimate(&points, MAX_POINTS),
+            step: true,
+            marks: false,
+        })
+        .collect();
+    Figure {
+        title: "pcp pages and high per CPU".to_string(),
+        panels: vec![Panel {
+            title: "the pcp_state events of the trace".to_string(),
+            x: Axis::tight("trace time (ticks)"),
+            y: Axis::from_zero("pages (4 KiB each)"),
+            layers,
+        }],
+        caption: "Each CPU's pages on its pcp lists (count) and its pcp->high, as the mmlab_state:pcp_state events recorded them (decimated to the extremes of each stretch).".to_string(),
     }
-    line_chart("pcp pages and high per CPU", "trace time (ticks)", "pages", &series)
+    .to_svg()
 }
 
 /// The free-blocks-per-order heat map (see the module docs).
@@ -213,6 +231,24 @@ mod tests {
         let paths = plots(&evs, Path::new("/tmp/x.svg"));
         assert_eq!(paths[0].0, Path::new("/tmp/x-buddyinfo.svg"));
         assert_eq!(paths[1].0, Path::new("/tmp/x-pcp.svg"));
+    }
+
+    #[test]
+    fn pcp_chart_draws_a_step_line_per_cpu_and_value() {
+        assert!(pcp_chart(&[]).contains("no data"));
+        let pcp = |ts, cpu, count: u64| TraceEvent {
+            ts,
+            cpu,
+            system: "mmlab_state",
+            name: "pcp_state",
+            fields: vec![("count", FieldValue::U64(count)), ("high", FieldValue::U64(100))],
+        };
+        let svg = pcp_chart(&[pcp(0, 0, 5), pcp(1, 1, 7), pcp(2, 0, 9)]);
+        for name in ["cpu0 count", "cpu0 high", "cpu1 count", "cpu1 high"] {
+            assert!(svg.contains(&format!("data-name=\"{name}\"")), "{name}: {svg}");
+        }
+        assert_eq!(svg.matches("<polyline").count(), 4);
+        assert!(svg.contains("trace time (ticks)") && svg.contains("pages (4 KiB each)"));
     }
 
     #[test]

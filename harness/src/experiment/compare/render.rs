@@ -459,29 +459,41 @@ fn render_json(o: &Outcome, counters: &[CounterCol]) -> String {
 }
 
 /// Bars relative to the base mean (base = 100 %) with 95 % whiskers, one
-/// group per row, one bar per variant.
+/// group per row, one bar per variant (a row whose base mean is not
+/// positive is left out).
 pub fn plot(o: &Outcome, title: &str) -> String {
-    use crate::plot::{Bar, BarGroup, bar_chart};
+    use crate::plot::figure::{Axis, BarSeries, Figure, Layer, Panel, Style};
     let metric = o.spec.metric;
-    let groups: Vec<BarGroup> = o
-        .rows
+    let rows: Vec<_> = o.rows.iter().filter(|r| r.summary(0, metric).is_some_and(|s| s.mean > 0.0)).collect();
+    let series = o
+        .variants
         .iter()
-        .filter_map(|r| {
-            let base = r.summary(0, metric)?.mean;
-            if base <= 0.0 {
-                return None;
+        .enumerate()
+        .map(|(v, info)| {
+            let (mut values, mut ci) = (Vec::new(), Vec::new());
+            for r in &rows {
+                let k = 100.0 / r.summary(0, metric).map_or(f64::NAN, |s| s.mean);
+                let s = r.summary(v, metric);
+                values.push(s.map_or(f64::NAN, |s| s.mean * k));
+                ci.push(s.map_or((f64::NAN, f64::NAN), |s| (s.lo() * k, s.hi() * k)));
             }
-            let bars = (0..o.variants.len())
-                .filter_map(|v| {
-                    let s = r.summary(v, metric)?;
-                    let k = 100.0 / base;
-                    Some(Bar { series: o.variants[v].label.clone(), mean: s.mean * k, lo: s.lo() * k, hi: s.hi() * k })
-                })
-                .collect();
-            Some(BarGroup { label: r.row.label.clone(), bars })
+            BarSeries { name: info.label.clone(), style: Style::nth(v + 1), values, ci }
         })
         .collect();
-    bar_chart(title, &format!("{} time per call, % of {}", metric.name(), o.variants[0].label), &groups)
+    Figure {
+        title: title.to_string(),
+        panels: vec![Panel {
+            title: format!("{} time per call against {}", metric.name(), o.variants[0].label),
+            x: Axis::categories("test_vmalloc row", rows.iter().map(|r| r.row.label.clone()).collect()),
+            y: Axis::from_zero(&format!("time per call (% of {})", o.variants[0].label)),
+            layers: vec![Layer::Bars { stacked: false, series }],
+        }],
+        caption: format!(
+            "Each bar: the mean {} time per call over the kept runs, in percent of the base variant's mean; whiskers: its 95 % interval.",
+            metric.name()
+        ),
+    }
+    .to_svg()
 }
 
 #[cfg(test)]

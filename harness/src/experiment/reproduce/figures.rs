@@ -31,7 +31,7 @@ fn short(test: &str) -> String {
 }
 
 fn bars(name: &str, style: Style, values: Vec<f64>) -> BarSeries {
-    BarSeries { name: name.to_string(), style, values }
+    BarSeries { name: name.to_string(), style, values, ci: Vec::new() }
 }
 
 fn points(name: &str, style: Style, points: Vec<Point>) -> Layer {

@@ -186,6 +186,8 @@ fn extent(l: &Layer, xs: &mut Vec<f64>, ys: &mut Vec<f64>) {
                     ys.push(vals.sum());
                 } else {
                     ys.extend(vals);
+                    let ends = series.iter().filter_map(|s| s.ci.get(i)).flat_map(|&(a, b)| [a, b]);
+                    ys.extend(ends.filter(|v| v.is_finite()));
                 }
             }
             ys.push(0.0);
@@ -645,7 +647,27 @@ fn draw_bars(out: &mut String, stacked: bool, series: &[BarSeries], x: &Mapped, 
                 if stacked { (cx - group / 2.0, group) } else { (cx - group / 2.0 + group / n * k as f64, group / n) };
             let _ = write!(out, "<g class=\"bar\" data-series=\"{}\" data-x=\"{i}\" data-y=\"{v}\">", esc(&s.name));
             swatch(out, s.style, bx + 1.0, p0.min(p1), bw - 2.0, (p1 - p0).abs());
-            let _ = writeln!(out, "<title>{}: {}</title></g>", esc(&s.name), fmt_num(v));
+            let ci = s.ci.get(i).copied().filter(|(a, b)| !stacked && a.is_finite() && b.is_finite());
+            let tip = ci.map_or(String::new(), |(a, b)| format!(", CI {} to {}", fmt_num(a.min(b)), fmt_num(a.max(b))));
+            let _ = writeln!(out, "<title>{}: {}{tip}</title></g>", esc(&s.name), fmt_num(v));
+            if let Some((a, b)) = ci
+                && let (Some(pa), Some(pb)) = (y.map_clamped(a), y.map_clamped(b))
+            {
+                let (mx, cap) = (bx + bw / 2.0, (bw * 0.2).min(6.0));
+                let _ = writeln!(
+                    out,
+                    "<path class=\"whisker\" d=\"M{},{}V{}M{},{}H{}M{},{}H{}\" stroke=\"#000000\" stroke-width=\"1.2\" fill=\"none\"/>",
+                    c(mx),
+                    c(pa),
+                    c(pb),
+                    c(mx - cap),
+                    c(pa),
+                    c(mx + cap),
+                    c(mx - cap),
+                    c(pb),
+                    c(mx + cap)
+                );
+            }
         }
     }
 }
@@ -689,6 +711,111 @@ mod tests {
                 assert!(!a.overlaps(b));
             }
         }
+    }
+
+    /// Parses `svg`: well-formed XML with one `<svg>` root.
+    fn parse(svg: &str) -> roxmltree::Document<'_> {
+        let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{e}:\n{svg}"));
+        assert_eq!(doc.root_element().tag_name().name(), "svg");
+        doc
+    }
+
+    fn figure(panels: Vec<Panel>) -> Figure {
+        Figure { title: "t".into(), panels, caption: "c".into() }
+    }
+
+    fn bar_panel(series: Vec<BarSeries>) -> Panel {
+        Panel {
+            title: "b".into(),
+            x: Axis::categories("row", vec!["a".into(), "b".into()]),
+            y: Axis::from_zero("v (%)"),
+            layers: vec![Layer::Bars { stacked: false, series }],
+        }
+    }
+
+    #[test]
+    fn names_are_escaped() {
+        let name = "a<b & \"c\" 'd'>\u{1}";
+        let f = Figure {
+            title: name.into(),
+            panels: vec![Panel {
+                title: name.into(),
+                x: Axis::categories(name, vec![name.into()]),
+                y: Axis::linear(name),
+                layers: vec![Layer::Points {
+                    name: name.into(),
+                    style: Style::nth(0),
+                    points: vec![Point::labelled(0.0, 1.0, name)],
+                }],
+            }],
+            caption: name.into(),
+        };
+        let svg = f.to_svg();
+        let doc = parse(&svg);
+        let clean = "a<b & \"c\" 'd'>";
+        assert!(doc.descendants().any(|n| n.attribute("data-name") == Some(clean)));
+        assert!(doc.descendants().filter(|n| n.text() == Some(clean)).count() >= 4, "{svg}");
+    }
+
+    #[test]
+    fn degenerate_figures_are_valid_documents() {
+        let nan = f64::NAN;
+        let line = |points: Vec<(f64, f64)>| Layer::Line {
+            name: "l".into(),
+            style: Style::nth(1),
+            points,
+            step: true,
+            marks: true,
+        };
+        let cases = vec![
+            figure(vec![]),
+            figure(vec![panel(vec![])]),
+            figure(vec![panel(vec![line(vec![(nan, nan), (f64::INFINITY, 1.0)])])]),
+            figure(vec![panel(vec![line(vec![(1.0, 1e300), (2.0, -1e300)])])]),
+            figure(vec![panel(vec![line(vec![(3.0, 3.0)])])]),
+            figure(vec![bar_panel(vec![])]),
+            figure(vec![bar_panel(vec![BarSeries {
+                name: "s".into(),
+                style: Style::nth(1),
+                values: vec![nan],
+                ci: vec![(nan, 1.0)],
+            }])]),
+            figure(vec![Panel { x: Axis::categories("none", vec![]), ..bar_panel(vec![]) }]),
+        ];
+        for f in cases {
+            let svg = f.to_svg();
+            parse(&svg);
+            assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+        }
+        let svg = figure(vec![panel(vec![])]).to_svg();
+        assert!(svg.contains("no data"), "{svg}");
+    }
+
+    #[test]
+    fn bars_stand_on_zero_with_one_whisker_each() {
+        let series = vec![BarSeries {
+            name: "s".into(),
+            style: Style::nth(1),
+            values: vec![10.0, -20.0],
+            ci: vec![(8.0, 12.0), (nan_pair().0, 1.0)],
+        }];
+        let svg = figure(vec![bar_panel(series)]).to_svg();
+        let doc = parse(&svg);
+        let bars: Vec<_> = doc.descendants().filter(|n| n.attribute("class") == Some("bar")).collect();
+        assert_eq!(bars.len(), 2);
+        let rect = |b: &roxmltree::Node<'_, '_>| {
+            let r = b.children().find(|n| n.tag_name().name() == "rect").unwrap();
+            let f = |a| r.attribute(a).unwrap().parse::<f64>().unwrap();
+            (f("y"), f("height"))
+        };
+        let ((y0, h0), (y1, h1)) = (rect(&bars[0]), rect(&bars[1]));
+        assert!(h1 > h0 * 1.9 && h1 < h0 * 2.1, "{h0} {h1}");
+        assert!((y0 + h0 - y1).abs() < 0.2, "the positive bar ends where the negative one starts: at 0");
+        assert_eq!(svg.matches("class=\"whisker\"").count(), 1, "only the bar with a finite interval");
+    }
+
+    fn nan_pair() -> (f64, f64) {
+        (f64::NAN, f64::NAN)
     }
 
     #[test]

@@ -161,6 +161,9 @@ pub struct BarSeries {
     pub style: Style,
     /// One value per category (NaN: no bar).
     pub values: Vec<f64>,
+    /// A confidence interval per category, drawn as a whisker (empty: none;
+    /// a non-finite end: none for that bar). Not drawn on stacked bars.
+    pub ci: Vec<(f64, f64)>,
 }
 
 /// What a panel draws, in order.
