@@ -69,7 +69,10 @@ impl Figure {
             let _ = writeln!(out, "<text x=\"10\" y=\"{}\">{}</text>", c(y0 + 14.0 + 16.0 * i as f64), esc(line));
         }
         out.push_str("</g>\n</svg>\n");
-        out.replace("\"hatch\"", &format!("\"{pre}hatch\"")).replace("#hatch)", &format!("#{pre}hatch)"))
+        // Only the pattern's own id and fills: text is escaped, so no label
+        // holds a raw `id="` or `fill="`.
+        out.replace("id=\"hatch\"", &format!("id=\"{pre}hatch\""))
+            .replace("fill=\"url(#hatch)\"", &format!("fill=\"url(#{pre}hatch)\""))
     }
 }
 
@@ -755,6 +758,15 @@ mod tests {
         let clean = "a<b & \"c\" 'd'>";
         assert!(doc.descendants().any(|n| n.attribute("data-name") == Some(clean)));
         assert!(doc.descendants().filter(|n| n.text() == Some(clean)).count() >= 4, "{svg}");
+    }
+
+    #[test]
+    fn ids_are_the_figure_s_own_and_names_are_left_as_they_are() {
+        let series = vec![BarSeries { name: "hatch".into(), style: Style::PUBLISHED, values: vec![1.0], ci: vec![] }];
+        let svg = Figure { title: "Fig 1".into(), ..figure(vec![bar_panel(series)]) }.to_svg();
+        parse(&svg);
+        assert!(svg.contains("id=\"Fig1hatch\"") && svg.contains("fill=\"url(#Fig1hatch)\""), "{svg}");
+        assert!(svg.contains("data-series=\"hatch\"") && svg.contains("id=\"Fig1clip0\""), "{svg}");
     }
 
     #[test]
