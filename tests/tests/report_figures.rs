@@ -242,6 +242,7 @@ fn every_reproduction_draws_its_figures_with_the_published_beside_ours() {
     if let Some(r) = in_browser("report", &html, (1400, 12000)) {
         eprintln!("the report in Chromium: {r:?} ({} bytes of HTML)", html.len());
         assert!(r.console.is_empty(), "console: {:?}", r.console);
+        assert!(r.network.is_empty(), "not self-contained: {:?}", r.network);
         assert_eq!(r.size, (1400, 12000));
         assert!(r.png_bytes > 200_000, "{r:?}");
         assert!(r.distinct_colours > 50, "{r:?}");
@@ -271,17 +272,28 @@ fn in_browser(name: &str, html: &str, window: (u32, u32)) -> Option<mmlab_tests:
     Some(r.unwrap_or_else(|e| panic!("{e}")))
 }
 
-/// The browser check can fail: a page that logs, or throws, is caught,
-/// and a blank page measures as blank.
+/// The browser check can fail: a page that logs, or throws, is caught, a
+/// page that loads from the network is caught, and a blank page measures
+/// as blank.
 #[test]
-fn the_browser_check_sees_console_messages_and_blank_pages() {
+fn the_browser_check_sees_console_messages_network_loads_and_blank_pages() {
     let page = "<!DOCTYPE html><html><body><p>x</p><script>console.error(\"boom\"); throw new Error(\"thrown\");</script></body></html>";
     if let Some(r) = in_browser("noisy", page, (400, 300)) {
         assert_eq!(r.console.len(), 2, "{:?}", r.console);
         assert!(r.console[0].contains("boom") && r.console[1].contains("Uncaught Error: thrown"), "{:?}", r.console);
     }
+    let page = concat!(
+        "<!DOCTYPE html><html><head><link rel=\"stylesheet\" href=\"https://cdn.example.com/x.css\"></head>",
+        "<body><img src=\"http://example.com/a.png\"><script src=\"https://example.com/s.js\"></script></body></html>"
+    );
+    if let Some(r) = in_browser("fetching", page, (400, 300)) {
+        let want = ["http://example.com/a.png", "https://cdn.example.com/x.css", "https://example.com/s.js"];
+        assert_eq!(r.network, want, "{r:?}");
+        // A failed load logs nothing: only the NetLog shows it.
+        assert!(r.console.is_empty(), "{:?}", r.console);
+    }
     if let Some(r) = in_browser("blank", "<!DOCTYPE html><html><body></body></html>", (400, 300)) {
-        assert!(r.console.is_empty());
+        assert!(r.console.is_empty() && r.network.is_empty(), "{r:?}");
         assert_eq!((r.size, r.distinct_colours, r.non_white_fraction), ((400, 300), 1, 0.0), "{r:?}");
     }
 }
