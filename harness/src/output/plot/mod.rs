@@ -1,5 +1,5 @@
 //! Small, dependency-free SVG pictures of mmlab's measurements:
-//! [`figure`] (panels of lines, markers, bars, rules, bands and event ticks
+//! [`figure`] (panels of lines, markers, bars, bands and event ticks
 //! on linear, log or categorical axes, every series named at its mark), on
 //! which the reproductions, `mmlab compare --plot` and `mmlab trace
 //! --plot`'s pcp chart draw; [`figure`]'s module documentation says how it

@@ -176,9 +176,6 @@ fn extent(l: &Layer, xs: &mut Vec<f64>, ys: &mut Vec<f64>) {
             for p in points {
                 xs.push(p.x);
                 ys.push(p.y);
-                if let Some((a, b)) = p.y_ci {
-                    ys.extend([a, b]);
-                }
             }
         }
         Layer::Bars { stacked, series } => {
@@ -195,7 +192,6 @@ fn extent(l: &Layer, xs: &mut Vec<f64>, ys: &mut Vec<f64>) {
             }
             ys.push(0.0);
         }
-        Layer::Rule { y, .. } => ys.push(*y),
         Layer::Identity { .. } => {}
         Layer::Events { events, .. } => xs.extend(events.iter().map(|e| e.0)),
     }
@@ -519,19 +515,6 @@ fn draw_layer(out: &mut String, labels: &mut String, l: &Layer, x: &Mapped, y: &
         Layer::Points { name, style, points } => {
             for p in points {
                 let (Some(px), Some(py)) = (x.map(p.x), y.map(p.y)) else { continue };
-                if let Some((a, b)) = p.y_ci
-                    && let (Some(pa), Some(pb)) = (y.map_clamped(a), y.map_clamped(b))
-                {
-                    let _ = writeln!(
-                        out,
-                        "<line class=\"whisker\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"1\"/>",
-                        c(px),
-                        c(pa),
-                        c(px),
-                        c(pb),
-                        style.colour()
-                    );
-                }
                 let tip = format!("{}: {}, {}", p.label.as_deref().unwrap_or(name), fmt_num(p.x), fmt_num(p.y));
                 let _ = write!(out, "<g class=\"point\" data-x=\"{}\" data-y=\"{}\">", p.x, p.y);
                 marker(out, *style, px, py, &tip);
@@ -544,21 +527,6 @@ fn draw_layer(out: &mut String, labels: &mut String, l: &Layer, x: &Mapped, y: &
             }
         }
         Layer::Bars { stacked, series } => draw_bars(out, *stacked, series, x, y),
-        Layer::Rule { name, style, y: vy } => {
-            let Some(py) = y.map(*vy) else { return };
-            let (l, r) = (x.scale.px_lo, x.scale.px_hi);
-            let _ = writeln!(
-                out,
-                "<line class=\"rule\" data-y=\"{vy}\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"1.2\"{}/>",
-                c(l),
-                c(py),
-                c(r),
-                c(py),
-                style.colour(),
-                style.dash_attr()
-            );
-            place_label(labels, placed, r - name.chars().count() as f64 * 6.0 - 12.0, py - 4.0, name, "rule-label");
-        }
         Layer::Identity { name, factor } => {
             let (lo, hi) = (x.lo(), x.hi());
             let pt = |vx: f64, vy: f64| format!("{},{}", c(x.scale.map(vx)), c(y.scale.map(vy)));

@@ -1,9 +1,9 @@
 //! Figures: the reproductions' pictures. A [`Figure`] is one or more
 //! [`Panel`]s side by side (two to a row), each with its own axes and a
 //! stack of [`Layer`]s drawn in order: lines (optionally as steps, for a
-//! count that holds between samples), markers with confidence whiskers and
-//! direct labels, grouped or stacked bars on a categorical axis, horizontal
-//! rules, the `y = x` line with the band of a factor around it, and event
+//! count that holds between samples), markers with direct labels, grouped
+//! or stacked bars with confidence whiskers on a categorical axis, the
+//! `y = x` line with the band of a factor around it, and event
 //! ticks along the bottom (a drain, with its size).
 //!
 //! # Reading it in print
@@ -73,7 +73,7 @@ impl Style {
     }
     /// Published values: black hollow diamonds, hatched bars.
     pub const PUBLISHED: Style = Style { colour: 0, dash: 0, shape: Shape::Diamond, hollow: true };
-    /// A reference (a threshold, a rule): grey-black, dashed.
+    /// A reference line (a threshold): dashed.
     pub const fn rule(i: usize) -> Style {
         Style { colour: i, dash: 1 + i % 3, shape: Shape::Circle, hollow: false }
     }
@@ -135,16 +135,14 @@ pub struct Point {
     pub x: f64,
     /// Position.
     pub y: f64,
-    /// Confidence interval in y, drawn as a whisker.
-    pub y_ci: Option<(f64, f64)>,
     /// Written beside the marker.
     pub label: Option<String>,
 }
 
 impl Point {
-    /// A point without whisker or label.
+    /// A point without a label.
     pub fn at(x: f64, y: f64) -> Point {
-        Point { x, y, y_ci: None, label: None }
+        Point { x, y, label: None }
     }
     /// A labelled point.
     pub fn labelled(x: f64, y: f64, label: &str) -> Point {
@@ -200,15 +198,6 @@ pub enum Layer {
         /// Series.
         series: Vec<BarSeries>,
     },
-    /// A horizontal line across the panel, named at its right end.
-    Rule {
-        /// Name.
-        name: String,
-        /// Style.
-        style: Style,
-        /// Where.
-        y: f64,
-    },
     /// The line `y = x` and the band between `x / factor` and
     /// `x * factor` (both signs) around it.
     Identity {
@@ -234,7 +223,6 @@ impl Layer {
             Layer::Line { .. } => "line",
             Layer::Points { .. } => "points",
             Layer::Bars { .. } => "bars",
-            Layer::Rule { .. } => "rule",
             Layer::Identity { .. } => "identity",
             Layer::Events { .. } => "events",
         }
@@ -242,10 +230,9 @@ impl Layer {
     /// `(name, style)` of each legend entry.
     fn legend(&self) -> Vec<(&str, Style)> {
         match self {
-            Layer::Line { name, style, .. }
-            | Layer::Points { name, style, .. }
-            | Layer::Rule { name, style, .. }
-            | Layer::Events { name, style, .. } => vec![(name, *style)],
+            Layer::Line { name, style, .. } | Layer::Points { name, style, .. } | Layer::Events { name, style, .. } => {
+                vec![(name, *style)]
+            }
             Layer::Bars { series, .. } => series.iter().map(|s| (s.name.as_str(), s.style)).collect(),
             Layer::Identity { name, .. } => vec![(name, Style { colour: 0, dash: 2, ..Style::nth(0) })],
         }
